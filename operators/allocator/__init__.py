@@ -1,0 +1,1 @@
+"""allocator layer of kopf-dra (see DESIGN.md, Layers)."""

@@ -1,0 +1,1 @@
+"""cel layer of kopf-dra (see DESIGN.md, Layers)."""

@@ -1,0 +1,1 @@
+"""controllers layer of kopf-dra (see DESIGN.md, Layers)."""

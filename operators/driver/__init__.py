@@ -1,0 +1,1 @@
+"""driver layer of kopf-dra (see DESIGN.md, Layers)."""

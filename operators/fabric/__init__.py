@@ -1,0 +1,1 @@
+"""fabric layer of kopf-dra (see DESIGN.md, Layers)."""

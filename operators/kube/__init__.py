@@ -1,0 +1,1 @@
+"""kube layer of kopf-dra (see DESIGN.md, Layers)."""

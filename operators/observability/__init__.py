@@ -1,0 +1,1 @@
+"""observability layer of kopf-dra (see DESIGN.md, Layers)."""

@@ -1,0 +1,1 @@
+"""scheduling layer of kopf-dra (see DESIGN.md, Layers)."""
