@@ -1,0 +1,309 @@
+"""Raw JSON access to the API server for the kinds kopf-dra uses.
+
+Controllers work with plain dicts parsed into our models, never with kubernetes-asyncio's
+generated classes (which drop unknown fields). This module is the one place that maps a kind to
+its URL and an HTTP status to a typed error; retries and preconditions live in the callers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, Final
+from urllib.parse import quote
+
+from kubernetes_asyncio import client
+
+
+@dataclasses.dataclass(frozen=True)
+class Resource:
+    """Where a kind lives in the API."""
+
+    group_version: str
+    plural: str
+    namespaced: bool
+    kind: str
+
+    def path(self, namespace: str | None = None, name: str | None = None, sub: str = "") -> str:
+        base = "/api/v1" if self.group_version == "v1" else f"/apis/{self.group_version}"
+        if self.namespaced:
+            if namespace is None and name is not None:
+                raise ValueError(f"{self.kind} {name}: a namespace is required")
+            if namespace is not None:
+                base += f"/namespaces/{quote(namespace, safe='')}"
+        path = f"{base}/{self.plural}"
+        if name is not None:
+            path += f"/{quote(name, safe='')}"
+        if sub:
+            path += f"/{sub}"
+        return path
+
+
+RESOURCE_V1: Final = "resource.k8s.io/v1"
+RESOURCES: Final[dict[str, Resource]] = {
+    r.kind: r
+    for r in (
+        Resource(RESOURCE_V1, "deviceclasses", False, "DeviceClass"),
+        Resource(RESOURCE_V1, "resourceslices", False, "ResourceSlice"),
+        Resource(RESOURCE_V1, "resourceclaims", True, "ResourceClaim"),
+        Resource(RESOURCE_V1, "resourceclaimtemplates", True, "ResourceClaimTemplate"),
+        Resource("resource.k8s.io/v1beta2", "devicetaintrules", False, "DeviceTaintRule"),
+        Resource("v1", "pods", True, "Pod"),
+        Resource("v1", "nodes", False, "Node"),
+        Resource("v1", "namespaces", False, "Namespace"),
+        Resource("v1", "events", True, "Event"),
+        Resource("v1", "serviceaccounts", True, "ServiceAccount"),
+        Resource("v1", "configmaps", True, "ConfigMap"),
+        Resource("coordination.k8s.io/v1", "leases", True, "Lease"),
+        Resource(
+            "apiextensions.k8s.io/v1",
+            "customresourcedefinitions",
+            False,
+            "CustomResourceDefinition",
+        ),
+    )
+}
+
+
+def register_resource(resource: Resource) -> None:
+    """Make one of our own CRDs addressable by kind."""
+    RESOURCES[resource.kind] = resource
+
+
+def resource_of(kind: str) -> Resource:
+    try:
+        return RESOURCES[kind]
+    except KeyError:
+        raise ValueError(f"kind {kind!r} is not known to kopf-dra's API access") from None
+
+
+class ApiError(Exception):
+    """An error status from the API server, with its Status reason and message."""
+
+    def __init__(self, status: int, reason: str, message: str, body: Mapping[str, Any]) -> None:
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.body = body
+
+
+class NotFoundError(ApiError):
+    """404: the object (or its namespace) does not exist."""
+
+
+class ConflictError(ApiError):
+    """409: a resourceVersion precondition failed or the object already exists."""
+
+
+class InvalidError(ApiError):
+    """422: the API server rejected the object; ``causes`` name the fields."""
+
+    @property
+    def causes(self) -> list[dict[str, Any]]:
+        details = self.body.get("details") or {}
+        causes: list[dict[str, Any]] = details.get("causes") or []
+        return causes
+
+
+def _error(status: int, raw: bytes) -> ApiError:
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        body = {"message": raw.decode(errors="replace")}
+    reason = str(body.get("reason", "")) or "Unknown"
+    message = str(body.get("message", ""))
+    cls = {404: NotFoundError, 409: ConflictError, 422: InvalidError}.get(status, ApiError)
+    return cls(status, reason, message, body)
+
+
+PATCH_TYPES: Final = {
+    "merge": "application/merge-patch+json",
+    "json": "application/json-patch+json",
+    "strategic": "application/strategic-merge-patch+json",
+    "apply": "application/apply-patch+yaml",
+}
+
+
+class KubeAPI:
+    """Typed-error JSON access on top of a kubernetes-asyncio ApiClient."""
+
+    def __init__(self, api_client: client.ApiClient) -> None:
+        self.api_client = api_client
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        query: Mapping[str, str | int | bool] | None = None,
+        content_type: str = "application/json",
+        request_timeout: float | None = None,
+    ) -> Any:
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        query_params = [
+            (k, str(v).lower() if isinstance(v, bool) else v) for k, v in (query or {}).items()
+        ]
+        response = await self.api_client.call_api(
+            path,
+            method,
+            {},
+            query_params,
+            headers,
+            body=body,
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _request_timeout=request_timeout,
+        )
+        # Without preloading, kubernetes-asyncio returns error responses instead of raising.
+        raw: bytes = await response.read()
+        status = int(response.status)
+        if status >= 400:
+            raise _error(status, raw)
+        return json.loads(raw) if raw else None
+
+    async def call(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            return await self.request(method, path, **kwargs)
+        except client.ApiException as e:
+            raise _error(
+                int(e.status or 0),
+                (e.body or b"") if isinstance(e.body, bytes) else str(e.body or "").encode(),
+            ) from None
+
+    async def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
+        result: dict[str, Any] = await self.call("GET", resource_of(kind).path(namespace, name))
+        return result
+
+    async def list(
+        self,
+        kind: str,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> dict[str, Any]:
+        """The List object (items + metadata.resourceVersion for a following watch)."""
+        query: dict[str, str | int | bool] = {}
+        if label_selector:
+            query["labelSelector"] = label_selector
+        if field_selector:
+            query["fieldSelector"] = field_selector
+        result: dict[str, Any] = await self.call(
+            "GET", resource_of(kind).path(namespace), query=query
+        )
+        return result
+
+    async def create(self, obj: Mapping[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
+        meta = obj.get("metadata") or {}
+        query: dict[str, str | int | bool] = {"dryRun": "All"} if dry_run else {}
+        result: dict[str, Any] = await self.call(
+            "POST",
+            resource_of(str(obj["kind"])).path(meta.get("namespace")),
+            body=dict(obj),
+            query=query,
+        )
+        return result
+
+    async def replace(self, obj: Mapping[str, Any], *, subresource: str = "") -> dict[str, Any]:
+        """PUT; the object's resourceVersion is the precondition (409 on a stale read)."""
+        meta = obj["metadata"]
+        path = resource_of(str(obj["kind"])).path(meta.get("namespace"), meta["name"], subresource)
+        result: dict[str, Any] = await self.call("PUT", path, body=dict(obj))
+        return result
+
+    async def replace_status(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        return await self.replace(obj, subresource="status")
+
+    async def patch(
+        self,
+        kind: str,
+        name: str,
+        patch: Any,
+        namespace: str | None = None,
+        *,
+        patch_type: str = "merge",
+        subresource: str = "",
+        field_manager: str | None = None,
+    ) -> dict[str, Any]:
+        query: dict[str, str | int | bool] = {}
+        if field_manager:
+            query["fieldManager"] = field_manager
+        if patch_type == "apply":
+            query["force"] = True
+        path = resource_of(kind).path(namespace, name, subresource)
+        result: dict[str, Any] = await self.call(
+            "PATCH", path, body=patch, content_type=PATCH_TYPES[patch_type], query=query
+        )
+        return result
+
+    async def delete(
+        self,
+        kind: str,
+        name: str,
+        namespace: str | None = None,
+        *,
+        uid: str | None = None,
+        resource_version: str | None = None,
+    ) -> dict[str, Any] | None:
+        """DELETE with optional UID/resourceVersion preconditions; None when already gone."""
+        body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        preconditions = {
+            k: v for k, v in (("uid", uid), ("resourceVersion", resource_version)) if v
+        }
+        if preconditions:
+            body["preconditions"] = preconditions
+        try:
+            result: dict[str, Any] = await self.call(
+                "DELETE", resource_of(kind).path(namespace, name), body=body
+            )
+        except NotFoundError:
+            return None
+        return result
+
+    async def post_subresource(
+        self, kind: str, name: str, namespace: str | None, sub: str, body: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """POST to a subresource (pods/binding, serviceaccounts/token)."""
+        result: dict[str, Any] = await self.call(
+            "POST", resource_of(kind).path(namespace, name, sub), body=dict(body)
+        )
+        return result
+
+    async def watch(
+        self,
+        kind: str,
+        namespace: str | None = None,
+        *,
+        resource_version: str | None = None,
+        timeout_seconds: int = 300,
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Raw watch events ({type, object}); the caller re-lists on 410 Gone / ERROR events."""
+        query: dict[str, str | int | bool] = {
+            "watch": True,
+            "allowWatchBookmarks": True,
+            "timeoutSeconds": timeout_seconds,
+        }
+        if resource_version:
+            query["resourceVersion"] = resource_version
+        headers = {"Accept": "application/json"}
+        response = await self.api_client.call_api(
+            resource_of(kind).path(namespace),
+            "GET",
+            {},
+            list(query.items()),
+            headers,
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _request_timeout=timeout_seconds + 10,
+        )
+        try:
+            if int(response.status) >= 400:
+                raise _error(int(response.status), await response.read())
+            async for line in response.content:
+                if line.strip():
+                    yield json.loads(line)
+        finally:
+            response.release()

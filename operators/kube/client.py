@@ -1,0 +1,44 @@
+"""The kubernetes-asyncio client factory: explicit kubeconfig, KUBECONFIG, or in-cluster."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from kubernetes_asyncio import client, config
+from kubernetes_asyncio.config.config_exception import ConfigException
+
+
+class ClientConfigError(RuntimeError):
+    """No usable cluster configuration was found."""
+
+
+async def make_configuration(kubeconfig: str | Path | None = None) -> client.Configuration:
+    """Load a client configuration, in the order a user expects from kubectl.
+
+    An explicit path wins, then $KUBECONFIG, then the in-cluster service account, then
+    ~/.kube/config.
+    """
+    configuration = client.Configuration()
+    path = str(kubeconfig) if kubeconfig else os.environ.get("KUBECONFIG")
+    if path:
+        first = path.split(os.pathsep)[0]
+        await config.load_kube_config(config_file=first, client_configuration=configuration)
+        return configuration
+    try:
+        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        return configuration
+    except ConfigException:
+        pass
+    default = Path.home() / ".kube" / "config"
+    if default.exists():
+        await config.load_kube_config(config_file=str(default), client_configuration=configuration)
+        return configuration
+    raise ClientConfigError(
+        "no cluster configuration: pass --kubeconfig, set KUBECONFIG, or run in a pod"
+    )
+
+
+async def make_api_client(kubeconfig: str | Path | None = None) -> client.ApiClient:
+    """An ApiClient the caller must close (``async with`` or ``await c.close()``)."""
+    return client.ApiClient(configuration=await make_configuration(kubeconfig))
