@@ -26,7 +26,13 @@ class KubeModel(BaseModel):
     )
 
     def dump(self) -> dict[str, Any]:
-        """The camelCase JSON dict of what was set, as the API server would receive it."""
+        """The camelCase JSON dict of what was set, as the API server would receive it.
+
+        Fields left at their default but changed in place since (``meta.labels["a"] = "b"``
+        on a defaulted dict, ``obj.status.allocation = ...`` on a defaulted status) count as
+        set, so code that builds or edits objects never loses its changes on the wire.
+        """
+        _mark_modified(self)
         return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
 
     @classmethod
@@ -39,3 +45,37 @@ class OwnModel(KubeModel):
     """A model of one of our own CRDs: unknown fields are an error, not data."""
 
     model_config = ConfigDict(extra="forbid")
+
+
+def _mark_modified(model: BaseModel) -> bool:
+    """Add to ``model_fields_set`` every unset field whose value left its default.
+
+    Returns whether the model now has anything to dump (set fields or extras).
+    """
+    fields_set = model.__pydantic_fields_set__
+    for name, info in type(model).model_fields.items():
+        value = getattr(model, name)
+        nested = _visit(value)
+        if name in fields_set:
+            continue
+        if isinstance(value, BaseModel):
+            modified = nested
+        elif isinstance(value, (list, dict)):
+            modified = bool(value)
+        else:
+            modified = value != info.get_default(call_default_factory=True)
+        if modified:
+            fields_set.add(name)
+    return bool(fields_set) or bool(model.__pydantic_extra__)
+
+
+def _visit(value: Any) -> bool:
+    if isinstance(value, BaseModel):
+        return _mark_modified(value)
+    if isinstance(value, list):
+        for item in value:
+            _visit(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _visit(item)
+    return False

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import decimal
 import enum
+import math
 import re
 from decimal import Decimal
 from functools import total_ordering
@@ -32,6 +33,8 @@ _NUMBER = re.compile(r"^([+-]?)([0-9]+\.?[0-9]*|\.[0-9]+)(.*)$")
 _EXPONENT = re.compile(r"^[eE]([+-]?[0-9]+)$")
 # Kubernetes caps exponents so a quantity stays representable (resource.MaxMilliValue etc.).
 _MAX_EXPONENT = 1000
+# resource.maxAllowed: binary-SI quantities are capped at the largest int64 when parsed.
+_MAX_BINARY = Decimal(2**63 - 1)
 
 
 class QuantityError(ValueError):
@@ -46,8 +49,10 @@ class QuantityFormat(enum.Enum):
 
 def _parse(text: str) -> tuple[Decimal, QuantityFormat]:
     if not text:
-        raise QuantityError("quantities must match the regular expression "
-                            "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$': empty string")
+        raise QuantityError(
+            "quantities must match the regular expression "
+            "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$': empty string"
+        )
     match = _NUMBER.match(text)
     if match is None:
         raise QuantityError(f"quantity {text!r}: expected a number with an optional suffix")
@@ -66,8 +71,16 @@ def _parse(text: str) -> tuple[Decimal, QuantityFormat]:
         fmt, multiplier = QuantityFormat.DECIMAL_EXPONENT, _CONTEXT.power(Decimal(10), power)
     value = _CONTEXT.multiply(Decimal(digits), multiplier)
     if sign == "-":
-        value = -value
-    return _round_to_nano(value), fmt
+        value = value.copy_negate()
+    value = _round_to_nano(value)
+    if fmt is QuantityFormat.BINARY_SI:
+        if value.copy_abs() > _MAX_BINARY:
+            # resource.ParseQuantity caps binary quantities at the largest int64.
+            value = _MAX_BINARY if value > 0 else -_MAX_BINARY
+        elif 0 < value.copy_abs() < 1:
+            # ... and turns fractions below one unit into DecimalSI ("0.5Ki" stays binary).
+            fmt = QuantityFormat.DECIMAL_SI
+    return value, fmt
 
 
 def _round_to_nano(value: Decimal) -> Decimal:
@@ -92,7 +105,7 @@ def _format(value: Decimal, fmt: QuantityFormat) -> str:
     if value == 0:
         return "0"
     if fmt is QuantityFormat.BINARY_SI and (
-        abs(value) < 1024 or value != value.to_integral_value()
+        value.copy_abs() < 1024 or value != value.to_integral_value()
     ):
         fmt = QuantityFormat.DECIMAL_SI
     if fmt is QuantityFormat.BINARY_SI:
@@ -106,8 +119,9 @@ def _format(value: Decimal, fmt: QuantityFormat) -> str:
     if fmt is QuantityFormat.DECIMAL_EXPONENT:
         return f"{mantissa}" if exp == 0 else f"{mantissa}e{exp}"
     if exp > 18:
-        # Beyond the largest suffix, Kubernetes falls back to the exponent notation.
-        mantissa, exp = mantissa * 10 ** (exp - 18), 18
+        # Beyond the largest suffix ("E"), Kubernetes falls back to the exponent notation
+        # ("1e21", not "1000E").
+        return f"{mantissa}e{exp}"
     return f"{mantissa}{_DECIMAL_BY_EXP[exp]}"
 
 
@@ -116,6 +130,10 @@ class Quantity:
     """An exact Kubernetes quantity; hashes and compares by value, remembers its spelling."""
 
     __slots__ = ("_format", "_raw", "_text", "_value")
+    _value: Decimal
+    _format: QuantityFormat
+    _text: str
+    _raw: str | int | float
 
     def __init__(self, text: str | int | Quantity) -> None:
         if isinstance(text, Quantity):
@@ -123,13 +141,17 @@ class Quantity:
             self._text, self._raw = text._text, text._raw
             return
         if isinstance(text, bool) or not isinstance(text, (str, int)):
-            raise QuantityError(f"quantity must be a string or an integer, not {type(text).__name__}")
-        self._raw: str | int = text
+            raise QuantityError(
+                f"quantity must be a string or an integer, not {type(text).__name__}"
+            )
+        self._raw = text
         self._text = str(text)
         self._value, self._format = _parse(self._text)
 
     @classmethod
-    def from_decimal(cls, value: Decimal | int, fmt: QuantityFormat = QuantityFormat.DECIMAL_SI) -> Quantity:
+    def from_decimal(
+        cls, value: Decimal | int, fmt: QuantityFormat = QuantityFormat.DECIMAL_SI
+    ) -> Quantity:
         """A quantity of an exact value, spelled canonically in the given format."""
         q = cls.__new__(cls)
         q._value = _round_to_nano(Decimal(value))
@@ -185,15 +207,19 @@ class Quantity:
     def __add__(self, other: Quantity) -> Quantity:
         if not isinstance(other, Quantity):
             return NotImplemented
-        return Quantity.from_decimal(self._value + other._value, self._result_format(other))
+        return Quantity.from_decimal(
+            _CONTEXT.add(self._value, other._value), self._result_format(other)
+        )
 
     def __sub__(self, other: Quantity) -> Quantity:
         if not isinstance(other, Quantity):
             return NotImplemented
-        return Quantity.from_decimal(self._value - other._value, self._result_format(other))
+        return Quantity.from_decimal(
+            _CONTEXT.subtract(self._value, other._value), self._result_format(other)
+        )
 
     def __neg__(self) -> Quantity:
-        return Quantity.from_decimal(-self._value, self._format)
+        return Quantity.from_decimal(self._value.copy_negate(), self._format)
 
     def sign(self) -> int:
         return (self._value > 0) - (self._value < 0)
@@ -209,7 +235,8 @@ class Quantity:
 
     def milli_value(self) -> int:
         """The value in milli-units, rounded up as Kubernetes' MilliValue does."""
-        return int((self._value * 1000).to_integral_value(rounding=decimal.ROUND_CEILING))
+        milli = _CONTEXT.multiply(self._value, Decimal(1000))
+        return int(milli.to_integral_value(rounding=decimal.ROUND_CEILING))
 
     @classmethod
     def __get_pydantic_core_schema__(
@@ -218,11 +245,21 @@ class Quantity:
         def validate(raw: Any) -> Quantity:
             if isinstance(raw, Quantity):
                 return raw
+            if isinstance(raw, float) and math.isfinite(raw):
+                # JSON numbers reach the API server as text ("0.5"); keep the number itself.
+                q = Quantity(repr(raw))
+                q._raw = raw
+                return q
+            if isinstance(raw, str) and raw != raw.strip():
+                # Quantity.UnmarshalJSON trims whitespace before parsing.
+                q = Quantity(raw.strip())
+                q._raw = raw
+                return q
             if isinstance(raw, bool) or not isinstance(raw, (str, int)):
-                raise ValueError(f"quantity must be a string or an integer, not {type(raw).__name__}")
+                raise ValueError(f"quantity must be a string or a number, not {type(raw).__name__}")
             return Quantity(raw)
 
-        def serialize(q: Quantity) -> str | int:
+        def serialize(q: Quantity) -> str | int | float:
             return q._raw
 
         return core_schema.no_info_plain_validator_function(

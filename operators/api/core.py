@@ -1,0 +1,269 @@
+"""The core/v1 subset the DRA control plane reads and writes: Pod, Node, Event and their parts.
+
+Only the fields our components use are modelled; everything else (volumes, probes, ...)
+survives round trips as extra fields. Field names follow the kubernetes-asyncio models; JSON
+names that are not plain camelCase (``podCIDR``, ``hostIP``) are left to the extras.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from operators.api.base import KubeModel
+from operators.api.meta import ObjectMeta
+from operators.api.quantity import Quantity
+
+# --- node selection ------------------------------------------------------------------------
+
+
+class NodeSelectorRequirement(KubeModel):
+    """key/operator/values: operator is In, NotIn, Exists, DoesNotExist, Gt or Lt."""
+
+    key: str | None = None
+    operator: str | None = None
+    values: list[str] = Field(default_factory=list)
+
+
+class NodeSelectorTerm(KubeModel):
+    """All expressions and fields of one term must match (AND)."""
+
+    match_expressions: list[NodeSelectorRequirement] = Field(default_factory=list)
+    match_fields: list[NodeSelectorRequirement] = Field(default_factory=list)
+
+
+class NodeSelector(KubeModel):
+    """Any one of the terms must match (OR); used by pods, slices, devices and allocations."""
+
+    node_selector_terms: list[NodeSelectorTerm] = Field(default_factory=list)
+
+
+class PreferredSchedulingTerm(KubeModel):
+    weight: int | None = None
+    preference: NodeSelectorTerm = Field(default_factory=NodeSelectorTerm)
+
+
+class NodeAffinity(KubeModel):
+    required_during_scheduling_ignored_during_execution: NodeSelector | None = None
+    preferred_during_scheduling_ignored_during_execution: list[PreferredSchedulingTerm] = Field(
+        default_factory=list
+    )
+
+
+class Affinity(KubeModel):
+    """Node affinity is modelled; pod (anti-)affinity is kept verbatim as dicts."""
+
+    node_affinity: NodeAffinity | None = None
+    pod_affinity: dict[str, Any] | None = None
+    pod_anti_affinity: dict[str, Any] | None = None
+
+
+class Taint(KubeModel):
+    """A node taint; effect is NoSchedule, PreferNoSchedule or NoExecute (kept as str)."""
+
+    key: str | None = None
+    value: str | None = None
+    effect: str | None = None
+    time_added: str | None = None
+
+
+class Toleration(KubeModel):
+    """A pod toleration; operator is Exists or Equal (default), kept as str."""
+
+    key: str | None = None
+    operator: str | None = None
+    value: str | None = None
+    effect: str | None = None
+    toleration_seconds: int | None = None
+
+
+# --- pods ----------------------------------------------------------------------------------
+
+
+class ContainerResourceClaim(KubeModel):
+    """core/v1 ResourceClaim: a container's reference to a pod claim (and one of its requests)."""
+
+    name: str | None = None
+    request: str | None = None
+
+
+class ResourceRequirements(KubeModel):
+    requests: dict[str, Quantity] = Field(default_factory=dict)
+    limits: dict[str, Quantity] = Field(default_factory=dict)
+    claims: list[ContainerResourceClaim] = Field(default_factory=list)
+
+
+class Container(KubeModel):
+    """A (init) container: its name, resources and, for sidecars, restartPolicy: Always."""
+
+    name: str | None = None
+    image: str | None = None
+    resources: ResourceRequirements | None = None
+    restart_policy: str | None = None
+
+
+class PodResourceClaim(KubeModel):
+    """A pod's claim: exactly one of resourceClaimName and resourceClaimTemplateName is set."""
+
+    name: str | None = None
+    resource_claim_name: str | None = None
+    resource_claim_template_name: str | None = None
+
+
+class PodSchedulingGate(KubeModel):
+    name: str | None = None
+
+
+class PodSpec(KubeModel):
+    node_name: str | None = None
+    scheduler_name: str | None = None
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    affinity: Affinity | None = None
+    tolerations: list[Toleration] = Field(default_factory=list)
+    resource_claims: list[PodResourceClaim] = Field(default_factory=list)
+    scheduling_gates: list[PodSchedulingGate] = Field(default_factory=list)
+    containers: list[Container] = Field(default_factory=list)
+    init_containers: list[Container] = Field(default_factory=list)
+    resources: ResourceRequirements | None = None
+    overhead: dict[str, Quantity] = Field(default_factory=dict)
+    priority: int | None = None
+    priority_class_name: str | None = None
+    restart_policy: str | None = None
+    service_account_name: str | None = None
+
+
+class PodCondition(KubeModel):
+    type: str | None = None
+    status: str | None = None
+    observed_generation: int | None = None
+    last_probe_time: str | None = None
+    last_transition_time: str | None = None
+    reason: str | None = None
+    message: str | None = None
+
+
+class PodResourceClaimStatus(KubeModel):
+    """Which ResourceClaim was generated for a pod claim (None: none needed)."""
+
+    name: str | None = None
+    resource_claim_name: str | None = None
+
+
+class PodStatus(KubeModel):
+    phase: str | None = None
+    conditions: list[PodCondition] = Field(default_factory=list)
+    message: str | None = None
+    reason: str | None = None
+    nominated_node_name: str | None = None
+    resource_claim_statuses: list[PodResourceClaimStatus] = Field(default_factory=list)
+    start_time: str | None = None
+
+
+class Pod(KubeModel):
+    api_version: str | None = "v1"
+    kind: str | None = "Pod"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: PodSpec = Field(default_factory=PodSpec)
+    status: PodStatus = Field(default_factory=PodStatus)
+
+    @property
+    def key(self) -> str:
+        return self.metadata.key
+
+    @property
+    def is_terminated(self) -> bool:
+        """Succeeded or Failed: the pod will never run again and releases its claims."""
+        return self.status.phase in ("Succeeded", "Failed")
+
+    def claim_name(self, pod_claim: PodResourceClaim) -> str | None:
+        """The ResourceClaim name behind a pod claim: direct, or generated (from the status)."""
+        if pod_claim.resource_claim_name:
+            return pod_claim.resource_claim_name
+        for status in self.status.resource_claim_statuses:
+            if status.name == pod_claim.name:
+                return status.resource_claim_name
+        return None
+
+    def condition(self, type_: str) -> PodCondition | None:
+        return next((c for c in self.status.conditions if c.type == type_), None)
+
+
+# --- nodes ---------------------------------------------------------------------------------
+
+
+class NodeSpec(KubeModel):
+    unschedulable: bool | None = None
+    taints: list[Taint] = Field(default_factory=list)
+
+
+class NodeCondition(KubeModel):
+    type: str | None = None
+    status: str | None = None
+    last_heartbeat_time: str | None = None
+    last_transition_time: str | None = None
+    reason: str | None = None
+    message: str | None = None
+
+
+class NodeStatus(KubeModel):
+    conditions: list[NodeCondition] = Field(default_factory=list)
+    allocatable: dict[str, Quantity] = Field(default_factory=dict)
+    capacity: dict[str, Quantity] = Field(default_factory=dict)
+
+
+class Node(KubeModel):
+    api_version: str | None = "v1"
+    kind: str | None = "Node"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: NodeSpec = Field(default_factory=NodeSpec)
+    status: NodeStatus = Field(default_factory=NodeStatus)
+
+    @property
+    def is_ready(self) -> bool:
+        return any(c.type == "Ready" and c.status == "True" for c in self.status.conditions)
+
+
+# --- events --------------------------------------------------------------------------------
+
+
+class ObjectReference(KubeModel):
+    api_version: str | None = None
+    kind: str | None = None
+    name: str | None = None
+    namespace: str | None = None
+    uid: str | None = None
+    resource_version: str | None = None
+    field_path: str | None = None
+
+
+class EventSource(KubeModel):
+    component: str | None = None
+    host: str | None = None
+
+
+class EventSeries(KubeModel):
+    count: int | None = None
+    last_observed_time: str | None = None
+
+
+class Event(KubeModel):
+    """core/v1 Event (what ``kubectl describe`` shows)."""
+
+    api_version: str | None = "v1"
+    kind: str | None = "Event"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    involved_object: ObjectReference = Field(default_factory=ObjectReference)
+    related: ObjectReference | None = None
+    reason: str | None = None
+    message: str | None = None
+    type: str | None = None
+    action: str | None = None
+    count: int | None = None
+    source: EventSource | None = None
+    first_timestamp: str | None = None
+    last_timestamp: str | None = None
+    event_time: str | None = None
+    series: EventSeries | None = None
+    reporting_component: str | None = None
+    reporting_instance: str | None = None
