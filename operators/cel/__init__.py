@@ -1,1 +1,37 @@
-"""cel layer of kopf-dra (see DESIGN.md, Layers)."""
+"""The DRA CEL environment: Kubernetes-compatible device selectors on cel-python (pure).
+
+Public API (see environment.py for the usage sketch):
+- :class:`CELEnvironment`: ``compile()``, ``matches()``, ``device_view()``, ``forget_slice()``
+- :class:`CompiledSelector`: ``evaluate(view, context=...)``, ``expression``, ``estimated_cost``
+- :class:`SliceKey`, :class:`DeviceView`, :func:`build_device_view`
+- errors: :class:`InvalidSelectorError` (reason InvalidSelector),
+  :class:`SelectorEvaluationError` (reason SelectorEvaluationError), base :class:`SelectorError`
+"""
+
+from .compiler import DEFAULT_COST_LIMIT, DEFAULT_STEP_LIMIT, MAX_EXPRESSION_LENGTH
+from .device import DeviceLike, DeviceView, build_device_view, split_qualified_name
+from .environment import CacheStats, CELEnvironment, CompiledSelector, SliceKey
+from .errors import InvalidSelectorError, SelectorError, SelectorEvaluationError
+from .values import CIDRValue, IPValue, QuantityValue, SemverValue, URLValue
+
+__all__ = [
+    "DEFAULT_COST_LIMIT",
+    "DEFAULT_STEP_LIMIT",
+    "MAX_EXPRESSION_LENGTH",
+    "CELEnvironment",
+    "CIDRValue",
+    "CacheStats",
+    "CompiledSelector",
+    "DeviceLike",
+    "DeviceView",
+    "IPValue",
+    "InvalidSelectorError",
+    "QuantityValue",
+    "SelectorError",
+    "SelectorEvaluationError",
+    "SemverValue",
+    "SliceKey",
+    "URLValue",
+    "build_device_view",
+    "split_qualified_name",
+]

@@ -1,0 +1,257 @@
+"""The public face of the CEL layer: compile selectors, evaluate them against devices, cache both.
+
+One :class:`CELEnvironment` per process (it lives in the operator's ``memo``, not in a module
+global). The allocator builds its per-cycle state from it:
+
+    env = CELEnvironment()
+    selector = env.compile(expression, context="class gpu, selector #0")   # InvalidSelectorError
+    env.matches(selector, SliceKey.of(resource_slice), device,
+                context="claim ns/a, request gpu, selector #0")          # SelectorEvaluationError
+
+Three caches, all bounded and all pure data: compiled selectors by expression text (LRU), device
+views by (slice UID, slice generation, device name), and results by (expression, device) inside
+the same per-slice entry, so a new slice generation drops both at once.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from celpy import celtypes
+from celpy.evaluation import CELEvalError
+
+from . import library
+from .compiler import (
+    DEFAULT_COST_LIMIT,
+    DEFAULT_STEP_LIMIT,
+    Program,
+    Scope,
+    StepBudgetExceededError,
+    compile_program,
+)
+from .device import DeviceLike, DeviceView, build_device_view
+from .errors import InvalidSelectorError, SelectorEvaluationError, with_context
+
+__all__ = ["CELEnvironment", "CacheStats", "CompiledSelector", "SliceKey"]
+
+_MISSING_KEY_HINT = (
+    '; guard optional attributes with has(device.attributes["<domain>"].<name>) or '
+    '"<name>" in device.attributes["<domain>"]'
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SliceKey:
+    """Identifies one generation of a ResourceSlice; devices are converted once per key.
+
+    Objects from the API server always have a UID and a generation. Offline snapshots (the
+    ``simulate`` CLI) may lack them: ``of()`` then keys by name, which is safe because a
+    snapshot never changes while it is being simulated.
+    """
+
+    uid: str
+    generation: int
+    driver: str
+
+    @classmethod
+    def of(cls, resource_slice: Any) -> SliceKey:
+        """Read ``metadata.uid``, ``metadata.generation`` and ``spec.driver`` of a slice model."""
+        metadata = resource_slice.metadata
+        uid = getattr(metadata, "uid", None) or f"name:{getattr(metadata, 'name', None) or ''}"
+        generation = getattr(metadata, "generation", None) or 0
+        return cls(uid=str(uid), generation=int(generation), driver=str(resource_slice.spec.driver))
+
+
+class CompiledSelector:
+    """A compiled, checked selector. Evaluate with :meth:`evaluate` or through the environment."""
+
+    __slots__ = ("_program", "_step_limit")
+
+    def __init__(self, program: Program, step_limit: int) -> None:
+        self._program = program
+        self._step_limit = step_limit
+
+    @property
+    def expression(self) -> str:
+        return self._program.expression
+
+    @property
+    def estimated_cost(self) -> int:
+        """Worst-case cost in CEL steps, as estimated at compile time (<= the cost limit)."""
+        return self._program.estimated_cost
+
+    def evaluate(self, device: DeviceView, *, context: str = "") -> bool:
+        """Does the device match? Raises SelectorEvaluationError for every failure."""
+        failure = self._run(device)
+        if isinstance(failure, str):
+            raise SelectorEvaluationError(
+                with_context(context, failure), expression=self._program.expression
+            )
+        return failure
+
+    def _run(self, device: DeviceView) -> bool | str:
+        """The result, or the failure message (without context) for caching."""
+        if device.error is not None:
+            return self._failure(f"device {device.name}: {device.error}")
+        try:
+            value = self._program.run(Scope({"device": device.value}, [self._step_limit]))
+        except StepBudgetExceededError:
+            return self._failure(
+                f"evaluation exceeded the budget of {self._step_limit} macro iterations"
+            )
+        except RecursionError:
+            return self._failure("evaluation nested too deeply")
+        except Exception as exc:  # an internal failure must not crash the scheduler
+            return self._failure(f"internal error: {type(exc).__name__}: {exc}")
+        if isinstance(value, (bool, celtypes.BoolType)):
+            return bool(value)
+        if isinstance(value, CELEvalError):
+            message = str(value.args[0]) if value.args else "evaluation error"
+            hint = _MISSING_KEY_HINT if len(value.args) > 1 and value.args[1] is KeyError else ""
+            return self._failure(message + hint)
+        return self._failure(
+            f"a selector must evaluate to bool, got {library.type_name(value)} {value!r}"
+        )
+
+    def _failure(self, message: str) -> str:
+        return f"selector {self._program.expression!r}: {message}"
+
+    def __repr__(self) -> str:
+        return f"CompiledSelector({self._program.expression!r})"
+
+
+@dataclass(slots=True)
+class CacheStats:
+    """Counters for metrics and the benchmark (the core never logs; callers export these)."""
+
+    compiles: int = 0
+    compile_hits: int = 0
+    views_built: int = 0
+    view_hits: int = 0
+    evaluations: int = 0
+    result_hits: int = 0
+
+
+@dataclass(slots=True)
+class _SliceEntry:
+    generation: int
+    views: dict[str, DeviceView] = field(default_factory=dict)
+    results: dict[tuple[str, str], bool | str] = field(default_factory=dict)
+
+
+class CELEnvironment:
+    """Compiles DRA device selectors and evaluates them with caching; safe to share per process.
+
+    Not thread-safe for concurrent mutation of its caches; the scheduler runs cycles one at a
+    time (an asyncio loop), which is the intended use.
+    """
+
+    def __init__(
+        self,
+        *,
+        cost_limit: int = DEFAULT_COST_LIMIT,
+        step_limit: int = DEFAULT_STEP_LIMIT,
+        compile_cache_size: int = 4096,
+        slice_cache_size: int = 16384,
+    ) -> None:
+        self.cost_limit = cost_limit
+        self.step_limit = step_limit
+        self._compile_cache_size = compile_cache_size
+        self._slice_cache_size = slice_cache_size
+        self._compiled: OrderedDict[str, CompiledSelector | InvalidSelectorError] = OrderedDict()
+        self._slices: OrderedDict[str, _SliceEntry] = OrderedDict()
+        self.stats = CacheStats()
+
+    # --- compiling ---
+
+    def compile(self, expression: str, *, context: str = "") -> CompiledSelector:
+        """Compile (or fetch) a selector; raises InvalidSelectorError prefixed with ``context``."""
+        cached = self._compiled.get(expression)
+        if cached is None:
+            self.stats.compiles += 1
+            try:
+                cached = CompiledSelector(
+                    compile_program(expression, cost_limit=self.cost_limit), self.step_limit
+                )
+            except InvalidSelectorError as exc:
+                cached = exc
+            self._compiled[expression] = cached
+            if len(self._compiled) > self._compile_cache_size:
+                self._compiled.popitem(last=False)
+        else:
+            self.stats.compile_hits += 1
+            self._compiled.move_to_end(expression)
+        if isinstance(cached, InvalidSelectorError):
+            raise InvalidSelectorError(
+                with_context(context, f"selector {expression!r}: {cached.message}"),
+                expression=expression,
+                line=cached.line,
+                column=cached.column,
+            )
+        return cached
+
+    # --- devices ---
+
+    def device_view(self, slice_key: SliceKey, device: DeviceLike) -> DeviceView:
+        """The ``device`` value, converted at most once per slice generation."""
+        entry = self._entry(slice_key)
+        view = entry.views.get(device.name or "")
+        if view is None:
+            self.stats.views_built += 1
+            view = build_device_view(slice_key.driver, device)
+            entry.views[device.name or ""] = view
+        else:
+            self.stats.view_hits += 1
+        return view
+
+    def matches(
+        self,
+        selector: CompiledSelector | str,
+        slice_key: SliceKey,
+        device: DeviceLike,
+        *,
+        context: str = "",
+    ) -> bool:
+        """Does ``device`` (of the slice ``slice_key``) satisfy the selector? Cached.
+
+        Raises InvalidSelectorError (a string that does not compile) or
+        SelectorEvaluationError; both messages start with ``context``.
+        """
+        if isinstance(selector, str):
+            selector = self.compile(selector, context=context)
+        entry = self._entry(slice_key)
+        key = (selector.expression, device.name or "")
+        outcome = entry.results.get(key)
+        if outcome is None:
+            view = entry.views.get(device.name or "")
+            if view is None:
+                self.stats.views_built += 1
+                view = build_device_view(slice_key.driver, device)
+                entry.views[device.name or ""] = view
+            self.stats.evaluations += 1
+            outcome = selector._run(view)
+            entry.results[key] = outcome
+        else:
+            self.stats.result_hits += 1
+        if outcome is True or outcome is False:
+            return outcome
+        raise SelectorEvaluationError(with_context(context, outcome), expression=key[0])
+
+    def forget_slice(self, uid: str) -> None:
+        """Drop what is cached for a deleted slice (a new generation replaces it by itself)."""
+        self._slices.pop(uid, None)
+
+    def clear(self) -> None:
+        self._compiled.clear()
+        self._slices.clear()
+
+    def _entry(self, slice_key: SliceKey) -> _SliceEntry:
+        entry = self._slices.get(slice_key.uid)
+        if entry is None or entry.generation != slice_key.generation:
+            entry = _SliceEntry(slice_key.generation)
+            self._slices[slice_key.uid] = entry
+            if len(self._slices) > self._slice_cache_size:
+                self._slices.popitem(last=False)
+        return entry
