@@ -56,6 +56,8 @@ RESOURCES: Final[dict[str, Resource]] = {
         Resource("v1", "serviceaccounts", True, "ServiceAccount"),
         Resource("v1", "configmaps", True, "ConfigMap"),
         Resource("coordination.k8s.io/v1", "leases", True, "Lease"),
+        Resource("apps/v1", "deployments", True, "Deployment"),
+        Resource("apps/v1", "daemonsets", True, "DaemonSet"),
         Resource(
             "apiextensions.k8s.io/v1",
             "customresourcedefinitions",

@@ -42,3 +42,27 @@ async def make_configuration(kubeconfig: str | Path | None = None) -> client.Con
 async def make_api_client(kubeconfig: str | Path | None = None) -> client.ApiClient:
     """An ApiClient the caller must close (``async with`` or ``await c.close()``)."""
     return client.ApiClient(configuration=await make_configuration(kubeconfig))
+
+
+def connection_fields(configuration: client.Configuration) -> dict[str, object]:
+    """The fields of a kopf ConnectionInfo for the same endpoint and credentials.
+
+    kopf logs in by itself; handing it what kubernetes-asyncio loaded keeps one source of truth
+    for "which cluster, as whom" (kubeconfig with client certificates or tokens).
+    """
+    fields: dict[str, object] = {"server": configuration.host}
+    if configuration.ssl_ca_cert:
+        fields["ca_path"] = configuration.ssl_ca_cert
+    if not configuration.verify_ssl:
+        fields["insecure"] = True
+    if configuration.cert_file:
+        fields["certificate_path"] = configuration.cert_file
+    if configuration.key_file:
+        fields["private_key_path"] = configuration.key_file
+    token = (configuration.api_key or {}).get("BearerToken") or (configuration.api_key or {}).get(
+        "authorization"
+    )
+    if token:
+        scheme, _, value = str(token).partition(" ")
+        fields["scheme"], fields["token"] = (scheme, value) if value else ("Bearer", scheme)
+    return fields

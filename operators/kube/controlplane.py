@@ -298,6 +298,8 @@ class ControlPlane:
                 "--feature-gates="
                 + ",".join(f"{g}={str(on).lower()}" for g, on in FEATURE_GATES.items()),
                 "--enable-priority-and-fairness=false",
+                # No node lifecycle controller would ever lift its not-ready taint from test nodes.
+                "--disable-admission-plugins=TaintNodesByCondition",
                 "--storage-media-type=application/json",
                 "--v=1",
             ],

@@ -1,0 +1,66 @@
+"""The pure core (api, cel, allocator, scheduling) does no I/O, reads no clock, draws no random
+numbers and does not log (DESIGN.md, Layers). import-linter guards third-party packages; the
+standard library is invisible to it, so this test reads the imports itself."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PURE = ("api", "cel", "allocator", "scheduling")
+ROOT = Path(__file__).resolve().parents[2] / "operators"
+# Modules (and their submodules) that do I/O, read clocks or draw random numbers.
+# threading (a lock around cel-python's shared parser) and urllib.parse (CEL's url()) are pure.
+FORBIDDEN_STDLIB = (
+    "asyncio",
+    "datetime",
+    "http",
+    "logging",
+    "multiprocessing",
+    "os",
+    "random",
+    "secrets",
+    "select",
+    "shutil",
+    "signal",
+    "socket",
+    "ssl",
+    "subprocess",
+    "tempfile",
+    "time",
+    "urllib.request",
+    "urllib.error",
+    "uuid",
+)
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found
+
+
+def _forbidden(modules: set[str]) -> set[str]:
+    return {m for m in modules for f in FORBIDDEN_STDLIB if m == f or m.startswith(f + ".")}
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted(p for layer in PURE for p in (ROOT / layer).rglob("*.py")),
+    ids=lambda p: str(p.relative_to(ROOT)),
+)
+def test_pure_core_module_imports_no_io_or_clock(path: Path) -> None:
+    assert not _forbidden(_imports(path)), f"{path} imports {_forbidden(_imports(path))}"
+
+
+def test_the_check_sees_a_forbidden_import(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text("import time\nfrom random import choice\nimport urllib.parse\n")
+    assert _forbidden(_imports(probe)) == {"time", "random"}
