@@ -1,0 +1,57 @@
+"""Feature gates the allocator honours: one bool per Kubernetes DRA feature gate name.
+
+The allocator must behave like upstream with the same gates, so a disabled gate makes the
+same inputs fail (or be skipped) the way kube-scheduler would with that gate off.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Features:
+    """Switched-on DRA feature gates (field name = gate name in snake case, without DRA)."""
+
+    prioritized_list: bool = False
+    partitionable_devices: bool = False
+    consumable_capacity: bool = False
+    device_binding_conditions: bool = False
+    resource_claim_device_status: bool = False
+    admin_access: bool = False
+    device_taints: bool = False
+    list_type_attributes: bool = False
+
+    @property
+    def binding_and_status(self) -> bool:
+        """Upstream couples these two gates: binding conditions need device status."""
+        return self.device_binding_conditions and self.resource_claim_device_status
+
+    @classmethod
+    def all(cls) -> Features:
+        """Every gate this design implements, as the local control plane runs them."""
+        return cls(
+            prioritized_list=True,
+            partitionable_devices=True,
+            consumable_capacity=True,
+            device_binding_conditions=True,
+            resource_claim_device_status=True,
+            admin_access=True,
+            device_taints=True,
+            list_type_attributes=True,
+        )
+
+    @classmethod
+    def from_gates(cls, gates: dict[str, bool]) -> Features:
+        """From a ``{"DRAPrioritizedList": True, ...}`` map; unknown names are ignored."""
+        names = {
+            "DRAPrioritizedList": "prioritized_list",
+            "DRAPartitionableDevices": "partitionable_devices",
+            "DRAConsumableCapacity": "consumable_capacity",
+            "DRADeviceBindingConditions": "device_binding_conditions",
+            "DRAResourceClaimDeviceStatus": "resource_claim_device_status",
+            "DRAAdminAccess": "admin_access",
+            "DRADeviceTaints": "device_taints",
+            "DRAListTypeAttributes": "list_type_attributes",
+        }
+        return cls(**{names[k]: v for k, v in gates.items() if k in names})

@@ -1,0 +1,248 @@
+"""Resource pools: which slices a node sees, which generation wins, and whether a pool is usable.
+
+Pool problems are values (``Pool.incomplete``, ``Pool.invalid_reason``), computed here by one
+function that the allocator and the pool validator share (CONVENTIONS #9). The rules follow
+upstream's GatherPools so both see the same pools for the same slices:
+
+* a slice is relevant to a node by its ``nodeName``/``allNodes``/``nodeSelector``, or by
+  ``perDeviceNodeSelection`` with one device reachable; counter-only slices always are;
+* per pool the highest generation among relevant slices wins; the pool is complete when that
+  generation has ``resourceSliceCount`` slices (counting slices for other nodes); a newer
+  generation elsewhere makes the node's slices obsolete and the pool disappears;
+* invalid: duplicate device names, duplicate counter set names, consumption of a counter set
+  or counter that does not exist.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from operators.allocator.errors import InvalidNodeSelectorError
+from operators.allocator.features import Features
+from operators.allocator.nodes import node_matches
+from operators.api.core import Node
+from operators.api.ids import PoolID
+from operators.api.resource import CounterSet, ResourceSlice
+
+
+@dataclass(frozen=True, slots=True)
+class Pool:
+    """One (driver, pool) as seen from one node (or from everywhere, for the validator)."""
+
+    id: PoolID
+    incomplete: bool = False
+    invalid_reason: str | None = None
+    #: Slices with devices that target the node, sorted by name.
+    slices: tuple[ResourceSlice, ...] = ()
+    #: Slices of the same generation that do not target the node (their devices still
+    #: consume the pool's shared counters).
+    other_slices: tuple[ResourceSlice, ...] = ()
+    counter_sets: Mapping[str, CounterSet] = field(default_factory=dict)
+
+    @property
+    def invalid(self) -> bool:
+        return self.invalid_reason is not None
+
+    @property
+    def usable(self) -> bool:
+        return not self.incomplete and self.invalid_reason is None
+
+    @property
+    def has_binding_conditions(self) -> bool:
+        """Pools with binding conditions go last, so node-local devices are preferred."""
+        return any(d.binding_conditions for s in self.slices for d in s.spec.devices)
+
+
+def slice_name(s: ResourceSlice) -> str:
+    return s.metadata.name or ""
+
+
+def pool_id_of(s: ResourceSlice) -> PoolID:
+    return s.pool_id
+
+
+def generation_of(s: ResourceSlice) -> int:
+    return s.spec.pool.generation or 0
+
+
+def _validate(
+    slices: Sequence[ResourceSlice], features: Features
+) -> tuple[str | None, dict[str, CounterSet]]:
+    """(invalid reason or None, counter sets by name) for the slices of one pool generation."""
+    if features.partitionable_devices:
+        device_slices = [s for s in slices if not s.spec.shared_counters]
+        counter_slices = [s for s in slices if s.spec.shared_counters]
+    else:
+        device_slices, counter_slices = list(slices), []
+    names: set[str] = set()
+    for s in device_slices:
+        for d in s.spec.devices:
+            name = d.name or ""
+            if name in names:
+                return f"duplicate device name {name}", {}
+            names.add(name)
+    if not features.partitionable_devices:
+        return None, {}
+    counter_sets: dict[str, CounterSet] = {}
+    for s in counter_slices:
+        for cs in s.spec.shared_counters:
+            cs_name = cs.name or ""
+            if cs_name in counter_sets:
+                return f"duplicate counter set name {cs_name}", {}
+            counter_sets[cs_name] = cs
+    return _check_consumption(counter_sets, slices), counter_sets
+
+
+def _check_consumption(
+    counter_sets: Mapping[str, CounterSet], slices: Iterable[ResourceSlice]
+) -> str | None:
+    for s in slices:
+        for d in s.spec.devices:
+            for use in d.consumes_counters:
+                cs = counter_sets.get(use.counter_set or "")
+                if cs is None:
+                    return f"counter set {use.counter_set} not found"
+                for name in use.counters:
+                    if name not in cs.counters:
+                        return f"counter {name} not found in counter set {cs.name}"
+    return None
+
+
+def build_pool(
+    pool_id: PoolID,
+    slices: Sequence[ResourceSlice],
+    features: Features,
+    all_slices_of_generation: Sequence[ResourceSlice] | None = None,
+) -> Pool:
+    """Validate a pool made of ``slices`` (those relevant to the node, or all of them)."""
+    ordered = sorted(slices, key=slice_name)
+    reason, counter_sets = _validate(ordered, features)
+    if reason is not None:
+        return Pool(pool_id, invalid_reason=reason)
+    if features.partitionable_devices:
+        device_slices = tuple(s for s in ordered if not s.spec.shared_counters)
+    else:
+        device_slices = tuple(ordered)
+    if not features.partitionable_devices:
+        return Pool(pool_id, slices=device_slices)
+    others: tuple[ResourceSlice, ...] = ()
+    if all_slices_of_generation is not None and len(all_slices_of_generation) != len(ordered):
+        targeting = {slice_name(s) for s in ordered}
+        others = tuple(s for s in all_slices_of_generation if slice_name(s) not in targeting)
+        reason = _check_consumption(counter_sets, others)
+        if reason is not None:
+            return Pool(pool_id, invalid_reason=reason)
+    return Pool(pool_id, slices=device_slices, other_slices=others, counter_sets=counter_sets)
+
+
+def slice_relevant(s: ResourceSlice, node: Node | None, features: Features) -> bool:
+    """Whether a slice can contribute devices or counters to ``node``."""
+    spec = s.spec
+    if not features.partitionable_devices and (
+        spec.per_device_node_selection is not None or spec.shared_counters
+    ):
+        return False
+    try:
+        if spec.shared_counters:
+            return True
+        if spec.node_name or spec.all_nodes or spec.node_selector is not None:
+            return node_matches(node, spec.node_name, spec.all_nodes, spec.node_selector)
+        if spec.per_device_node_selection:
+            for d in spec.devices:
+                try:
+                    if node_matches(node, d.node_name, d.all_nodes, d.node_selector):
+                        return True
+                except InvalidNodeSelectorError as e:
+                    raise InvalidNodeSelectorError(
+                        f"failed to perform node selection for device {d.name} in slice "
+                        f"{slice_name(s)}: {e.message}"
+                    ) from None
+    except InvalidNodeSelectorError as e:
+        if e.message.startswith("failed to perform"):
+            raise
+        raise InvalidNodeSelectorError(
+            f"failed to perform node selection for slice {slice_name(s)}: {e.message}"
+        ) from None
+    return False
+
+
+def gather_pools(
+    slices_for_node: Iterable[ResourceSlice],
+    node: Node | None,
+    features: Features,
+    all_slices: Sequence[ResourceSlice],
+) -> list[Pool]:
+    """The pools a node sees, in allocation order (binding-condition pools last).
+
+    ``slices_for_node`` may be a pre-filtered subset of ``all_slices`` (slices of this node
+    plus those without a node name); completeness and obsolescence look at ``all_slices``.
+    """
+    by_pool: dict[PoolID, list[ResourceSlice]] = {}
+    for s in slices_for_node:
+        if not slice_relevant(s, node, features):
+            continue
+        pid = pool_id_of(s)
+        have = by_pool.get(pid)
+        if have is None or generation_of(s) > generation_of(have[0]):
+            by_pool[pid] = [s]
+        elif generation_of(s) == generation_of(have[0]):
+            have.append(s)
+
+    plain: list[Pool] = []
+    with_conditions: list[Pool] = []
+    for pid, pool_slices in by_pool.items():
+        generation = generation_of(pool_slices[0])
+        count = pool_slices[0].spec.pool.resource_slice_count or 0
+        pool: Pool
+        if len(pool_slices) == count:
+            pool = build_pool(pid, pool_slices, features)
+        else:
+            obsolete, same_generation = _same_generation(all_slices, pid, generation)
+            if obsolete:
+                continue
+            if len(same_generation) != count:
+                plain.append(Pool(pid, incomplete=True))
+                continue
+            pool = build_pool(pid, pool_slices, features, same_generation)
+        (with_conditions if pool.has_binding_conditions else plain).append(pool)
+    plain.sort(key=lambda p: (p.id.driver, p.id.pool))
+    with_conditions.sort(key=lambda p: (p.id.driver, p.id.pool))
+    return plain + with_conditions
+
+
+def _same_generation(
+    all_slices: Sequence[ResourceSlice], pid: PoolID, generation: int
+) -> tuple[bool, list[ResourceSlice]]:
+    """(a newer generation exists, the slices of exactly this generation)."""
+    same: list[ResourceSlice] = []
+    for s in all_slices:
+        if s.pool_id != pid:
+            continue
+        if generation_of(s) > generation:
+            return True, []
+        if generation_of(s) == generation:
+            same.append(s)
+    return False, same
+
+
+def validate_pools(slices: Sequence[ResourceSlice], features: Features) -> list[Pool]:
+    """Every pool of the cluster, judged as a whole (for the pool validator).
+
+    Uses the newest generation of each pool, all of its slices whatever node they target.
+    """
+    newest: dict[PoolID, list[ResourceSlice]] = {}
+    for s in slices:
+        pid = pool_id_of(s)
+        have = newest.get(pid)
+        if have is None or generation_of(s) > generation_of(have[0]):
+            newest[pid] = [s]
+        elif generation_of(s) == generation_of(have[0]):
+            have.append(s)
+    result = []
+    for pid, pool_slices in sorted(newest.items(), key=lambda kv: (kv[0].driver, kv[0].pool)):
+        if len(pool_slices) != (pool_slices[0].spec.pool.resource_slice_count or 0):
+            result.append(Pool(pid, incomplete=True))
+        else:
+            result.append(build_pool(pid, pool_slices, features))
+    return result

@@ -1,0 +1,155 @@
+"""Behaviour beyond upstream's table: best-fit policy, DeviceTaintRules, explanations, pools."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from operators.allocator import (
+    AllocatedState,
+    Allocator,
+    Features,
+    NodeViewCache,
+    Outcome,
+    Status,
+    validate_pools,
+)
+from operators.api.resource import DeviceTaintRule, ResourceClaim, ResourceSlice
+
+from .builders import (
+    CLAIM0,
+    CLASS_A,
+    DRIVER_A,
+    NODE1,
+    POOL1,
+    REGION1,
+    REQ0,
+    SLICE1,
+    SLICE2,
+    claim,
+    consumes,
+    counter_set,
+    device,
+    device_class,
+    node,
+    pool,
+    request,
+    slice_,
+)
+from .engine import engine
+
+N1 = node(NODE1, REGION1)
+ALL = Features.all()
+
+
+def partitions() -> list[ResourceSlice]:
+    p2 = pool(POOL1, 2)
+    return [
+        slice_(
+            SLICE1,
+            NODE1,
+            p2,
+            DRIVER_A,
+            device("big", consumes=[consumes("gpu", {"slices": "7"})]),
+            device("small", consumes=[consumes("gpu", {"slices": "1"})]),
+        ),
+        slice_(SLICE2, NODE1, p2, DRIVER_A, counter_sets=[counter_set("gpu", {"slices": "7"})]),
+    ]
+
+
+def allocator(slices: list[ResourceSlice], **kw: Any) -> Allocator:
+    return Allocator(
+        ALL,
+        AllocatedState(),
+        [device_class(CLASS_A, DRIVER_A)],
+        slices,
+        engine(),
+        share_ids=lambda: "share",
+        **kw,
+    )
+
+
+def picked(outcome: Outcome) -> list[str]:
+    return [r.device or "" for r in outcome.results[0].devices.results]
+
+
+def test_first_fit_takes_slice_order() -> None:
+    out = allocator(partitions()).allocate(N1, [claim(CLAIM0, request(REQ0, CLASS_A, 1))])
+    assert picked(out) == ["big"]
+
+
+def test_best_fit_prefers_the_smallest_partition() -> None:
+    out = allocator(partitions(), policy="best-fit").allocate(
+        N1, [claim(CLAIM0, request(REQ0, CLASS_A, 1))]
+    )
+    assert picked(out) == ["small"]
+
+
+def test_taint_rule_excludes_device_unless_tolerated() -> None:
+    rule = DeviceTaintRule.load(
+        {
+            "metadata": {"name": "maint"},
+            "spec": {
+                "deviceSelector": {"driver": DRIVER_A, "device": "big"},
+                "taint": {"key": "maintenance", "effect": "NoSchedule"},
+            },
+        }
+    )
+    a = allocator(partitions(), taint_rules=[rule])
+    assert picked(a.allocate(N1, [claim(CLAIM0, request(REQ0, CLASS_A, 1))])) == ["small"]
+    tolerant = request(REQ0, CLASS_A, 1, tolerations=[{"key": "maintenance", "operator": "Exists"}])
+    assert picked(a.allocate(N1, [claim(CLAIM0, tolerant)])) == ["big"]
+
+
+def test_explanation_names_counters() -> None:
+    out = allocator(partitions()).allocate(N1, [claim(CLAIM0, request(REQ0, CLASS_A, 3))])
+    assert out.status is Status.UNSATISFIABLE
+    (reason,) = out.reasons
+    assert reason.request == REQ0
+    assert str(reason).startswith("claim claim-0, request req-0: 2 devices on node-1")
+    assert reason.counts["needed"] == 3
+
+
+def test_explanation_blocked_by_allocated_counters() -> None:
+    taken = claim(CLAIM0, request(REQ0, CLASS_A, 1)).dump()
+    taken["metadata"]["name"] = "old"
+    taken["status"] = {
+        "allocation": {
+            "devices": {
+                "results": [{"request": REQ0, "driver": DRIVER_A, "pool": POOL1, "device": "small"}]
+            }
+        }
+    }
+    state = AllocatedState.from_claims([ResourceClaim.load(taken)], ALL)
+    a = Allocator(
+        ALL,
+        state,
+        [device_class(CLASS_A, DRIVER_A)],
+        partitions(),
+        engine(),
+        share_ids=lambda: "s",
+    )
+    out = a.allocate(N1, [claim(CLAIM0, request(REQ0, CLASS_A, 1))])
+    assert out.status is Status.UNSATISFIABLE
+    text = str(out.reasons[0])
+    assert "1 allocated" in text
+    assert "counter set gpu slices needs 7, 6 left" in text
+
+
+def test_view_cache_is_reused_across_allocators() -> None:
+    cache = NodeViewCache()
+    slices = partitions()
+    first = allocator(slices, view_cache=cache)
+    first.allocate(N1, [])
+    second = allocator(slices, view_cache=cache)
+    assert second._views is cache
+    assert cache.get((NODE1, tuple(sorted(N1.metadata.labels.items())))) is not None
+
+
+def test_validate_pools_reports_invalid_and_incomplete() -> None:
+    slices = [
+        slice_(SLICE1, NODE1, pool("a", 1), DRIVER_A, device("x"), device("x")),
+        slice_(SLICE2, NODE1, pool("b", 2), DRIVER_A, device("y")),
+    ]
+    pools = {str(p.id): p for p in validate_pools(slices, ALL)}
+    assert pools["driver-a/a"].invalid_reason == "duplicate device name x"
+    assert pools["driver-a/b"].incomplete
