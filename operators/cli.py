@@ -12,7 +12,10 @@ from pathlib import Path
 from operators import __version__
 
 # component name -> module with `add_arguments(parser)` and `run(args) -> int`.
-COMPONENTS: dict[str, str] = {}
+COMPONENTS: dict[str, str] = {
+    "claim-templates": "operators.controllers.claim_templates.app",
+    "reservations": "operators.controllers.reservations.app",
+}
 
 
 def _control_plane(args: argparse.Namespace) -> int:

@@ -1,0 +1,1 @@
+"""The ResourceClaimTemplate controller (KEP-4381): one claim per pod template entry."""

@@ -1,0 +1,189 @@
+"""What the claim-template controller does for one pod: pure decisions, no I/O.
+
+Conventions are kube-controller-manager's (pkg/controller/resourceclaim), so that whichever
+controller creates a pod's claim, the other one adopts it: generateName ``<pod>-<entry>-``
+truncated proportionally to 57 characters, annotation ``resource.kubernetes.io/pod-claim-name``,
+a controlling owner reference to the pod, and an entry in ``pod.status.resourceClaimStatuses``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+from operators.api.core import Pod
+from operators.api.resource import ResourceClaim, ResourceClaimTemplate
+
+POD_CLAIM_NAME_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
+MAX_GENERATE_NAME_BASE = 57  # 63 minus a hyphen and 5 random characters
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+@dataclasses.dataclass(frozen=True)
+class CreateClaim:
+    """Create ``claim`` (a JSON body with generateName) for pod entry ``entry``."""
+
+    entry: str
+    claim: dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordStatus:
+    """Record ``{name: entry, resourceClaimName: claim}`` in the pod's status."""
+
+    entry: str
+    claim_name: str
+
+
+@dataclasses.dataclass(frozen=True)
+class DeleteDuplicate:
+    """Delete a second claim generated for the same entry (a race between controllers)."""
+
+    entry: str
+    name: str
+    uid: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Warn:
+    """A Warning Event on the pod: something a user must fix or know."""
+
+    reason: str
+    message: str
+
+
+Action = CreateClaim | RecordStatus | DeleteDuplicate | Warn
+
+
+def generate_name(pod_name: str, entry: str) -> str:
+    """kube-controller-manager's generateName for a pod's claim."""
+    base = f"{pod_name}-{entry}-"
+    if len(base) <= MAX_GENERATE_NAME_BASE:
+        return base
+    # Truncate both parts proportionally (the API server would cut the entry name away).
+    total = len(base)
+    return (
+        pod_name[: len(pod_name) * MAX_GENERATE_NAME_BASE // total]
+        + "-"
+        + entry[: len(entry) * MAX_GENERATE_NAME_BASE // total]
+    )
+
+
+def is_generated_for(claim: ResourceClaim, pod_uid: str, entry: str | None = None) -> bool:
+    """The claim was generated for this pod (and entry): controller owner + annotation."""
+    owner = claim.metadata.controller_ref()
+    if owner is None or owner.kind != "Pod" or owner.uid != pod_uid:
+        return False
+    annotation = claim.metadata.annotations.get(POD_CLAIM_NAME_ANNOTATION)
+    if annotation is None:
+        return False
+    return entry is None or annotation == entry
+
+
+def claim_from_template(pod: Pod, entry: str, template: ResourceClaimTemplate) -> dict[str, Any]:
+    """The ResourceClaim body kube-controller-manager would create for this entry."""
+    template_meta = template.spec.metadata
+    annotations = dict(template_meta.annotations)
+    annotations[POD_CLAIM_NAME_ANNOTATION] = entry
+    metadata: dict[str, Any] = {
+        "generateName": generate_name(pod.metadata.name or "", entry),
+        "namespace": pod.metadata.namespace,
+        "annotations": annotations,
+        "ownerReferences": [
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "name": pod.metadata.name,
+                "uid": pod.metadata.uid,
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ],
+    }
+    if template_meta.labels:
+        metadata["labels"] = dict(template_meta.labels)
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": metadata,
+        "spec": template.spec.spec.dump(),
+    }
+
+
+def in_scope(pod: Pod, scheduler_names: Collection[str], all_pods: bool) -> bool:
+    """Pods this controller acts on: ours by scheduler name, or all when kcm's is off."""
+    return all_pods or (pod.spec.scheduler_name or "default-scheduler") in scheduler_names
+
+
+def _oldest_first(claims: Sequence[ResourceClaim]) -> list[ResourceClaim]:
+    return sorted(
+        claims, key=lambda c: (c.metadata.creation_timestamp or "", c.metadata.name or "")
+    )
+
+
+def plan_pod(
+    pod: Pod,
+    templates: Mapping[str, ResourceClaimTemplate],
+    claims: Mapping[str, ResourceClaim],
+) -> list[Action]:
+    """Decide what to create, record, delete and report for one pod.
+
+    ``templates`` and ``claims`` are the pod namespace's objects by name. The claim recorded in
+    the pod status wins over any other generated for the same entry; a recorded claim owned by
+    someone else is a conflict to report, never to overwrite.
+    """
+    actions: list[Action] = []
+    pod_uid = pod.metadata.uid or ""
+    recorded = {s.name: s.resource_claim_name for s in pod.status.resource_claim_statuses}
+    finished = pod.status.phase in TERMINAL_PHASES or pod.metadata.is_deleting
+    generated = [c for c in claims.values() if is_generated_for(c, pod_uid)]
+
+    for entry in pod.spec.resource_claims:
+        if not entry.resource_claim_template_name or not entry.name:
+            continue
+        name = entry.name
+        mine = _oldest_first(
+            [c for c in generated if c.metadata.annotations.get(POD_CLAIM_NAME_ANNOTATION) == name]
+        )
+        keep: ResourceClaim | None = None
+        if name in recorded:
+            claim_name = recorded[name]
+            if claim_name is None:
+                continue  # kube-controller-manager's "no claim needed" marker
+            existing = claims.get(claim_name)
+            if existing is not None and not is_generated_for(existing, pod_uid, name):
+                actions.append(
+                    Warn(
+                        "ResourceClaimConflict",
+                        f"pod {pod.metadata.key}: status names claim {claim_name} for "
+                        f"{name}, but that claim was not generated for this pod; "
+                        "leaving both unchanged",
+                    )
+                )
+                continue
+            keep = existing
+        elif mine:
+            keep = mine[0]
+            actions.append(RecordStatus(name, keep.metadata.name or ""))
+        elif not finished:
+            template = templates.get(entry.resource_claim_template_name)
+            if template is None:
+                actions.append(
+                    Warn(
+                        "FailedResourceClaimCreation",
+                        f"pod {pod.metadata.key}, resource claim {name}: "
+                        f"ResourceClaimTemplate {entry.resource_claim_template_name} not found "
+                        f"in namespace {pod.metadata.namespace}",
+                    )
+                )
+            else:
+                actions.append(CreateClaim(name, claim_from_template(pod, name, template)))
+            continue
+        for duplicate in mine:
+            if duplicate is keep or duplicate.is_allocated or duplicate.metadata.is_deleting:
+                continue
+            actions.append(
+                DeleteDuplicate(name, duplicate.metadata.name or "", duplicate.metadata.uid or "")
+            )
+    return actions

@@ -1,0 +1,20 @@
+"""Settings of the claim-template controller."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from operators.settings import Settings
+
+
+class ClaimTemplateSettings(Settings):
+    scheduler_names: list[str] = Field(
+        default=["kopf-dra"],
+        description="Act on pods with one of these spec.schedulerName values",
+    )
+    all_pods: bool = Field(
+        default=False,
+        description="Act on every pod (when kube-controller-manager runs with "
+        "--controllers=*,-resourceclaim-controller)",
+    )
+    workers: int = Field(default=4, description="Pods reconciled concurrently")

@@ -1,0 +1,1 @@
+"""Plumbing shared by the kopf operators: work queue, operator runner, dependencies."""

@@ -1,0 +1,85 @@
+"""Read access to kopf's in-memory indices from outside a handler (the work-queue reconcile).
+
+kopf hands its indices to handlers as keyword arguments named by the index id; the first
+handler call attaches them here. Each index maps a key to a store of values (one per object
+that produced the key); ``one`` takes the single value we expect for unique keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterator, Mapping
+from typing import Any
+
+# kopf resource specs of the kinds our operators index.
+CLAIMS = ("resource.k8s.io", "v1", "resourceclaims")
+TEMPLATES = ("resource.k8s.io", "v1", "resourceclaimtemplates")
+SLICES = ("resource.k8s.io", "v1", "resourceslices")
+CLASSES = ("resource.k8s.io", "v1", "deviceclasses")
+
+
+def object_key(body: Mapping[str, Any]) -> tuple[str, str]:
+    """(namespace, name) of an object; namespace "" for cluster-scoped ones."""
+    meta = body.get("metadata") or {}
+    return meta.get("namespace") or "", meta.get("name") or ""
+
+
+def pod_owner(body: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(name, uid) of the pod that controls this object, if any (generated claims)."""
+    for ref in (body.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller") and ref.get("kind") == "Pod" and ref.get("apiVersion") == "v1":
+            return ref.get("name") or "", ref.get("uid") or ""
+    return None
+
+
+class IndexView:
+    """The operator's indices, once kopf has populated them."""
+
+    def __init__(self) -> None:
+        self._indices: dict[str, Mapping[Any, Any]] = {}
+
+    @property
+    def ready(self) -> bool:
+        return bool(self._indices)
+
+    def attach(self, handler_kwargs: Mapping[str, Any]) -> None:
+        """Keep the index objects from a handler's kwargs (they are live, not copies)."""
+        if self._indices:
+            return
+        for name, value in handler_kwargs.items():
+            if hasattr(value, "__getitem__") and type(value).__name__ == "Index":
+                self._indices[name] = value
+
+    def values(self, index: str, key: Hashable) -> Iterator[Any]:
+        store = self._indices[index].get(key)
+        if store is not None:
+            yield from store
+
+    def one(self, index: str, key: Hashable) -> Any:
+        """The last value under ``key``, or None."""
+        found = list(self.values(index, key))
+        return found[-1] if found else None
+
+    def keys(self, index: str) -> Iterator[Any]:
+        return iter(self._indices[index])
+
+
+class SupersededVersions:
+    """resourceVersions our own writes replaced, per object key.
+
+    After a write, the cache may still show the old version for a moment; acting on it would
+    repeat the write and earn a 409. A cache entry still at a superseded version is skipped:
+    the watch event of our own write enqueues the object again.
+    """
+
+    def __init__(self) -> None:
+        self._versions: dict[Hashable, str] = {}
+
+    def is_stale(self, key: Hashable, resource_version: str | None) -> bool:
+        if resource_version is not None and self._versions.get(key) == resource_version:
+            return True
+        self._versions.pop(key, None)
+        return False
+
+    def wrote(self, key: Hashable, previous_version: str | None) -> None:
+        if previous_version:
+            self._versions[key] = previous_version

@@ -1,0 +1,106 @@
+"""Run one kopf operator (its own registry) with kopf-dra's settings and dependencies.
+
+kopf's defaults suit objects an operator owns; ours watch Pods and ResourceClaims that several
+controllers (and Kubernetes itself) act on. So: no kopf finalizers, no progress annotations
+(only event and index handlers), a persistence prefix per operator in case a handler ever
+stores anything, no kopf-posted Events, standalone (no peering objects).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import kopf
+
+from operators.kube.api import KubeAPI
+from operators.kube.client import connection_fields, make_api_client, make_configuration
+from operators.observability import metrics
+from operators.observability.logging import configure
+from operators.settings import Settings
+
+PERSISTENCE_DOMAIN = "kopf-dra.io"
+
+
+@dataclasses.dataclass
+class Deps:
+    """What handlers need, passed through kopf's ``memo`` (CONVENTIONS.md #7)."""
+
+    api: KubeAPI
+    settings: Settings
+    component: str
+    clock: Callable[[], float] = dataclasses.field(
+        default_factory=lambda: asyncio.get_running_loop().time
+    )
+
+
+def configure_kopf(settings: kopf.OperatorSettings, component: str) -> None:
+    """The kopf settings every kopf-dra operator shares."""
+    prefix = f"{component}.{PERSISTENCE_DOMAIN}"
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=prefix)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=prefix, key="last-handled-configuration"
+    )
+    settings.persistence.finalizer = f"{prefix}/kopf-finalizer"
+    settings.posting.enabled = False
+    settings.peering.standalone = True
+    settings.scanning.disabled = True
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    settings.networking.request_timeout = 60
+
+
+def register_login(registry: kopf.OperatorRegistry, kubeconfig: str | None) -> None:
+    """Log kopf in with the same configuration our own client uses.
+
+    kopf's built-in login does not know kubernetes-asyncio; without this it would guess.
+    """
+
+    @kopf.on.login(registry=registry)
+    async def login(**_: Any) -> kopf.ConnectionInfo:
+        configuration = await make_configuration(kubeconfig)
+        return kopf.ConnectionInfo(**connection_fields(configuration))  # type: ignore[arg-type]
+
+
+async def make_deps(settings: Settings, component: str) -> Deps:
+    """Dependencies for a kopf startup handler; ``close_deps`` releases them at cleanup."""
+    api_client = await make_api_client(settings.kubeconfig)
+    return Deps(api=KubeAPI(api_client), settings=settings, component=component)
+
+
+async def close_deps(deps: Deps) -> None:
+    await deps.api.api_client.close()
+
+
+async def run_operator(
+    *,
+    registry: kopf.OperatorRegistry,
+    component: str,
+    stop_flag: asyncio.Event | threading.Event | None = None,
+    ready_flag: asyncio.Event | threading.Event | None = None,
+) -> None:
+    """Run kopf on ``registry`` until stopped (in-process in tests, from ``main_for`` else)."""
+    kopf_settings = kopf.OperatorSettings()
+    configure_kopf(kopf_settings, component)
+    await kopf.operator(
+        registry=registry,
+        settings=kopf_settings,
+        clusterwide=True,
+        stop_flag=stop_flag,
+        ready_flag=ready_flag,
+    )
+
+
+def main_for(
+    component: str,
+    build_registry: Callable[[Settings], kopf.OperatorRegistry],
+    settings: Settings,
+) -> int:
+    """The blocking entry point behind ``kopf-dra run <component>``."""
+    configure(component, level=settings.log_level, json_output=settings.log_json)
+    metrics.serve(settings.metrics_port)
+    asyncio.run(run_operator(registry=build_registry(settings), component=component))
+    return 0

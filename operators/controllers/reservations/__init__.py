@@ -1,0 +1,1 @@
+"""Reservation cleanup (KEP-4381): stale reservedFor entries, deallocation, generated claims."""

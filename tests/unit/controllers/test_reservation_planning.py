@@ -1,0 +1,185 @@
+"""Pure decisions of the reservation cleanup (kube-controller-manager's behaviour)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from operators.api.resource import ResourceClaim
+from operators.controllers.claim_templates.planning import POD_CLAIM_NAME_ANNOTATION
+from operators.controllers.reservations import planning
+from operators.controllers.reservations.planning import (
+    DELETE_PROTECTION_FINALIZER,
+    PodInfo,
+)
+
+ALLOCATION = {
+    "devices": {
+        "results": [
+            {"request": "gpu", "driver": "gpu.example.com", "pool": "node-1", "device": "gpu-0"}
+        ]
+    }
+}
+
+
+def claim(
+    *reserved: tuple[str, str],
+    allocated: bool = True,
+    deleting: bool = False,
+    generated_for: tuple[str, str] | None = None,
+    finalizer: bool = True,
+    other_consumer: bool = False,
+) -> ResourceClaim:
+    meta: dict[str, Any] = {
+        "name": "c",
+        "namespace": "ns",
+        "uid": "claim-uid",
+        "resourceVersion": "11",
+    }
+    if finalizer:
+        meta["finalizers"] = [DELETE_PROTECTION_FINALIZER]
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    if generated_for:
+        meta["annotations"] = {POD_CLAIM_NAME_ANNOTATION: "gpu"}
+        meta["ownerReferences"] = [
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "name": generated_for[0],
+                "uid": generated_for[1],
+                "controller": True,
+            }
+        ]
+    status: dict[str, Any] = {}
+    refs = [{"resource": "pods", "name": n, "uid": u} for n, u in reserved]
+    if other_consumer:
+        refs.append({"apiGroup": "example.com", "resource": "jobsets", "name": "js", "uid": "j"})
+    if refs:
+        status["reservedFor"] = refs
+    if allocated:
+        status["allocation"] = ALLOCATION
+        status["devices"] = [
+            {
+                "driver": "gpu.example.com",
+                "pool": "node-1",
+                "device": "gpu-0",
+                "conditions": [
+                    {
+                        "type": "Ready",
+                        "status": "True",
+                        "lastTransitionTime": "2026-01-01T00:00:00Z",
+                        "reason": "R",
+                        "message": "",
+                    }
+                ],
+            }
+        ]
+    return ResourceClaim.load({"metadata": meta, "spec": {"devices": {}}, "status": status})
+
+
+RUNNING = PodInfo(uid="u1", phase="Running", node_name="node-1")
+
+
+@pytest.mark.parametrize(
+    ("pod", "reason"),
+    [
+        (None, "PodNotFound"),
+        (PodInfo(uid="other", phase="Running", node_name="n"), "PodReplaced"),
+        (PodInfo(uid="u1", phase="Succeeded", node_name="n"), "PodDone"),
+        (PodInfo(uid="u1", phase="Failed", node_name="n"), "PodDone"),
+        (PodInfo(uid="u1", phase="Pending", deleting=True), "PodDeletedUnscheduled"),
+    ],
+)
+def test_stale_pod_reservation_is_removed_and_last_removal_deallocates(
+    pod: PodInfo | None, reason: str
+) -> None:
+    c = claim(("p1", "u1"))
+    plan = planning.plan_claim(c, {"p1": pod})
+    assert [r.reason for r in plan.removals] == [reason]
+    assert plan.deallocate
+    body = planning.status_after(c, plan)
+    assert "reservedFor" not in body["status"]
+    assert "allocation" not in body["status"]
+    assert "devices" not in body["status"]  # cleared in the same write
+    assert body["metadata"]["resourceVersion"] == "11"  # the precondition
+
+
+@pytest.mark.parametrize(
+    "pod",
+    [
+        RUNNING,
+        PodInfo(uid="u1", phase="Running", deleting=True, node_name="node-1"),
+        PodInfo(uid="u1", phase="Pending"),
+    ],
+)
+def test_live_pods_keep_their_reservation(pod: PodInfo) -> None:
+    plan = planning.plan_claim(claim(("p1", "u1")), {"p1": pod})
+    assert plan.idle
+
+
+def test_shared_claim_is_deallocated_only_after_the_last_pod() -> None:
+    c = claim(("p1", "u1"), ("p2", "u2"))
+    plan = planning.plan_claim(c, {"p1": None, "p2": PodInfo(uid="u2", phase="Running")})
+    assert [r.consumer.name for r in plan.removals] == ["p1"]
+    assert not plan.deallocate
+    body = planning.status_after(c, plan)
+    assert [r["name"] for r in body["status"]["reservedFor"]] == ["p2"]
+    assert body["status"]["allocation"] == ALLOCATION
+
+
+def test_other_consumer_kinds_are_left_alone() -> None:
+    c = claim(("p1", "u1"), other_consumer=True)
+    plan = planning.plan_claim(c, {"p1": None})
+    assert [r.consumer.name for r in plan.removals] == ["p1"]
+    assert not plan.deallocate  # the jobset still holds it
+    assert planning.status_after(c, plan)["status"]["reservedFor"] == [
+        {"apiGroup": "example.com", "resource": "jobsets", "name": "js", "uid": "j"}
+    ]
+
+
+def test_allocated_but_unreserved_claim_is_left_to_the_scheduler() -> None:
+    assert planning.plan_claim(claim(), {}).idle
+
+
+def test_deleted_unreserved_claim_is_deallocated_and_its_finalizer_removed() -> None:
+    plan = planning.plan_claim(claim(deleting=True), {})
+    assert (plan.deallocate, plan.remove_finalizer, plan.delete) == (True, True, False)
+
+
+def test_deleted_claim_in_use_keeps_allocation_and_finalizer() -> None:
+    plan = planning.plan_claim(claim(("p1", "u1"), deleting=True), {"p1": RUNNING})
+    assert plan.idle
+
+
+def test_deleted_unallocated_claim_only_loses_its_finalizer() -> None:
+    plan = planning.plan_claim(claim(allocated=False, deleting=True), {})
+    assert (plan.status_write, plan.remove_finalizer) == (False, True)
+
+
+@pytest.mark.parametrize(
+    ("owner", "expected"),
+    [
+        (None, True),
+        (PodInfo(uid="other"), True),
+        (PodInfo(uid="u1", phase="Succeeded"), True),
+        (PodInfo(uid="u1", phase="Running", node_name="n"), False),
+    ],
+)
+def test_generated_claim_is_deleted_when_its_pod_is_gone_or_done(
+    owner: PodInfo | None, expected: bool
+) -> None:
+    c = claim(allocated=False, generated_for=("p1", "u1"))
+    assert planning.plan_claim(c, {"p1": owner}).delete is expected
+
+
+def test_generated_claim_of_a_done_pod_is_unreserved_deallocated_and_deleted() -> None:
+    c = claim(("p1", "u1"), generated_for=("p1", "u1"))
+    plan = planning.plan_claim(c, {"p1": PodInfo(uid="u1", phase="Succeeded")})
+    assert (bool(plan.removals), plan.deallocate, plan.delete) == (True, True, True)
+
+
+def test_pods_to_look_up_names_consumers_and_owner() -> None:
+    c = claim(("p1", "u1"), generated_for=("p0", "u0"), other_consumer=True)
+    assert planning.pods_to_look_up(c) == {"p0", "p1"}
