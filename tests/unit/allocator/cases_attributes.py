@@ -11,13 +11,18 @@ from .builders import (
     DEVICE1,
     DEVICE2,
     DEVICE3,
+    DEVICE4,
     DRIVER_A,
     NODE1,
     POOL1,
     REGION1,
     REQ0,
     REQ1,
+    REQ2,
+    REQ3,
     SLICE1,
+    SUBREQ0,
+    SUBREQ1,
     Case,
     J,
     allocation,
@@ -32,9 +37,11 @@ from .builders import (
     node,
     policy_range,
     pool,
+    prioritized,
     request,
     result,
     slice_,
+    sub_request,
 )
 
 N1 = node(NODE1, REGION1)
@@ -253,6 +260,97 @@ def cases() -> list[Case]:
             strs("value2", "value4", "value5"),
         ),
         Case(
+            # Upstream's row has two requests, both named req-0.
+            "list-attributes-match-constaint-list-of-string-values-without-common-elements",
+            features=LT,
+            claims=[
+                claim(
+                    CLAIM0,
+                    request(REQ0, CLASS_A, 1),
+                    request(REQ0, CLASS_A, 1),
+                    constraints=[match_attribute(STRING)],
+                )
+            ],
+            classes=[device_class(CLASS_A, DRIVER_A)],
+            slices=devices_with(s, strs("value1", "value2"), strs("value3", "value4")),
+            node=N1,
+        ),
+        case(
+            "list-attributes-distinct-constraint-mixed-scalar-and-list-all-distinct",
+            d,
+            STRING,
+            2,
+            s,
+            one("value1"),
+            strs("value1", "value2"),
+            strs("value2", "value3"),
+            expect=pick(DEVICE1, DEVICE3),
+        ),
+        case(
+            "list-attributes-distinct-constraint-mixed-scalar-and-list-with-common-elements",
+            d,
+            STRING,
+            2,
+            s,
+            one("value1"),
+            strs("value1", "value2"),
+        ),
+        case(
+            "list-attributes-distinct-constraint-list-of-int-values-all-distinct",
+            d,
+            "driver-a/numa",
+            2,
+            "numa",
+            {"ints": [0, 1]},
+            {"ints": [1, 2]},
+            {"ints": [2, 3]},
+            expect=pick(DEVICE1, DEVICE3),
+        ),
+        case(
+            "list-attributes-distinct-constraint-list-of-bool-values-all-distinct",
+            d,
+            "driver-a/boolAttribute",
+            2,
+            "boolAttribute",
+            {"bools": [True]},
+            {"bools": [True, False]},
+            {"bools": [False]},
+            expect=pick(DEVICE1, DEVICE3),
+        ),
+        case(
+            "list-attributes-distinct-constraint-list-of-version-values-all-distinct",
+            d,
+            "driver-a/driverVersion",
+            2,
+            "driverVersion",
+            {"versions": ["1.0.0", "1.1.0"]},
+            {"versions": ["1.1.0", "2.0.0"]},
+            {"versions": ["2.0.0", "2.1.0"]},
+            expect=pick(DEVICE1, DEVICE3),
+        ),
+        case(
+            "list-attributes-distinct-constaint-with-empty-or-unknown-type",
+            d,
+            "driver-a/driverVersion",
+            2,
+            "driverVersion",
+            {"versions": []},
+            {},
+            error="unsupported attribute value",
+        ),
+        case(
+            "list-attributes-disabled-distinct-constraint-with-lists",
+            d,
+            STRING,
+            2,
+            s,
+            strs("value1", "value2", "value3"),
+            strs("value2", "value3", "value4"),
+            gates=features(consumable_capacity=True),
+            error="unsupported attribute value",
+        ),
+        *_distinct_constraints(),
+        Case(
             "with-distinct-constraints-attribute-not-set",
             features=features(consumable_capacity=True),
             claims=[
@@ -355,6 +453,101 @@ def cases() -> list[Case]:
                     LOCAL1,
                     result(REQ0, DRIVER_A, POOL1, DEVICE1, share=True, consumed={"capacity-0": 2}),
                     result(REQ1, DRIVER_A, POOL1, DEVICE2, share=True, consumed={"capacity-0": 2}),
+                )
+            ],
+        ),
+    ]
+
+
+def _distinct_constraints() -> list[Case]:
+    """Several distinctAttribute constraints over shareable devices (no capacity)."""
+    bool_attr, version, numa = (
+        "driver-a/boolAttribute",
+        "driver-a/driverVersion",
+        "driver-a/numa",
+    )
+    is_true = 'device.attributes["driver-a"].boolAttribute'
+
+    def shared(req: str, dev: str) -> J:
+        return result(req, DRIVER_A, POOL1, dev, share=True)
+
+    four = [
+        device(
+            name,
+            None,
+            {
+                "driverVersion": {"version": v},
+                "numa": {"int": n},
+                "boolAttribute": {"bool": b},
+            },
+            multi=True,
+        )
+        for name, v, n, b in (
+            (DEVICE1, "1.0.0", 0, True),
+            (DEVICE2, "1.0.1", 1, False),
+            (DEVICE3, "1.0.2", 2, True),
+            (DEVICE4, "1.0.0", 3, True),
+        )
+    ]
+    two = [
+        device(name, None, {"boolAttribute": {"bool": b}}, multi=True)
+        for name, b in ((DEVICE1, True), (DEVICE2, False))
+    ]
+
+    def choice(name: str) -> J:
+        return prioritized(
+            name, sub_request(SUBREQ0, CLASS_A, 1, is_true), sub_request(SUBREQ1, CLASS_A, 1)
+        )
+
+    return [
+        Case(
+            "with-distinct-constraints",
+            features=features(consumable_capacity=True),
+            claims=[
+                claim(
+                    CLAIM0,
+                    *(request(r, CLASS_A, 1) for r in (REQ0, REQ1, REQ2, REQ3)),
+                    constraints=[
+                        distinct_attribute(bool_attr, REQ0, REQ1),
+                        distinct_attribute(version, REQ0, REQ1, REQ2),
+                        distinct_attribute(numa, REQ0, REQ1, REQ2, REQ3),
+                    ],
+                )
+            ],
+            classes=[device_class(CLASS_A, DRIVER_A)],
+            slices=[slice_(SLICE1, NODE1, POOL1, DRIVER_A, *four)],
+            node=N1,
+            expect=[
+                allocation(
+                    LOCAL1,
+                    shared(REQ0, DEVICE1),
+                    shared(REQ1, DEVICE2),
+                    shared(REQ2, DEVICE3),
+                    shared(REQ3, DEVICE4),
+                )
+            ],
+        ),
+        Case(
+            "with-distinct-constraints-with-subrequests",
+            features=features(consumable_capacity=True, prioritized_list=True),
+            claims=[
+                claim(
+                    CLAIM0,
+                    choice(REQ0),
+                    choice(REQ1),
+                    choice(REQ2),
+                    constraints=[distinct_attribute(bool_attr, REQ0, REQ1)],
+                )
+            ],
+            classes=[device_class(CLASS_A, DRIVER_A)],
+            slices=[slice_(SLICE1, NODE1, POOL1, DRIVER_A, *two)],
+            node=N1,
+            expect=[
+                allocation(
+                    LOCAL1,
+                    shared(f"{REQ0}/{SUBREQ0}", DEVICE1),
+                    shared(f"{REQ1}/{SUBREQ1}", DEVICE2),
+                    shared(f"{REQ2}/{SUBREQ0}", DEVICE1),
                 )
             ],
         ),

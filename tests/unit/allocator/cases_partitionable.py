@@ -32,6 +32,7 @@ from .builders import (
     Case,
     J,
     allocation,
+    attr_b,
     attr_s,
     claim,
     consumes,
@@ -564,5 +565,56 @@ def cases() -> list[Case]:
                 counters_slice(SLICE2, POOL1, counter_set(CS1, {"memory": "18Gi"})),
             ],
             node=N1,
+        ),
+        Case(
+            "partitionable-devices-with-attribute-selector",
+            features=PD,
+            claims=[
+                claim(
+                    CLAIM0,
+                    request(REQ0, CLASS_A, 2),
+                    request(REQ1, CLASS_A, 1, 'device.attributes["driver-a"].special'),
+                )
+            ],
+            classes=cls_a,
+            slices=[
+                slice_(
+                    SLICE1,
+                    NODE1,
+                    p2,
+                    DRIVER_A,
+                    *(
+                        device(
+                            name,
+                            None,
+                            {"special": attr_b(special)},
+                            consumes=[
+                                consumes(CS1, {cpu: "1"}),
+                                consumes(CS2, {"mem": "10Gi"}),
+                            ],
+                        )
+                        for name, special, cpu in (
+                            (DEVICE1, True, "cpu1"),
+                            (DEVICE2, False, "cpu2"),
+                            (DEVICE3, False, "cpu3"),
+                        )
+                    ),
+                ),
+                counters_slice(
+                    SLICE2,
+                    p2,
+                    counter_set(CS1, {"cpu1": "1", "cpu2": "1", "cpu3": "1"}),
+                    counter_set(CS2, {"mem": "30Gi"}),
+                ),
+            ],
+            node=N1,
+            expect=[
+                allocation(
+                    LOCAL1,
+                    result(REQ0, DRIVER_A, POOL1, DEVICE2),
+                    result(REQ0, DRIVER_A, POOL1, DEVICE3),
+                    result(REQ1, DRIVER_A, POOL1, DEVICE1),
+                )
+            ],
         ),
     ]

@@ -661,4 +661,123 @@ def cases() -> list[Case]:
             ],
             steps=12,
         ),
+        Case(
+            "check-combinations-with-backtracking-across-slices-and-pools",
+            features=BINDING,
+            claims=[claim(CLAIM0, request(REQ1, CLASS_A, 2), request(REQ2, CLASS_A, 1, TYPE_X))],
+            classes=cls_a,
+            slices=[
+                slice_(
+                    SLICE1,
+                    NODE1,
+                    pool(POOL1, 2),
+                    DRIVER_A,
+                    device(DEVICE1, None, {"type": attr_s("X")}),
+                ),
+                slice_(
+                    SLICE2,
+                    NODE1,
+                    pool(POOL1, 2),
+                    DRIVER_A,
+                    device(DEVICE2, None, {"type": attr_s("Y")}),
+                ),
+                # The binding condition puts pool-2 after pool-1 in the search order.
+                slice_(
+                    SLICE3,
+                    NODE1,
+                    POOL2,
+                    DRIVER_A,
+                    device(DEVICE3, None, {"type": attr_s("Y")}, binding=(["IsPrepare"], [])),
+                ),
+            ],
+            node=N1,
+            expect=[
+                allocation(
+                    LOCAL1,
+                    result(REQ1, DRIVER_A, POOL1, DEVICE2),
+                    result(REQ1, DRIVER_A, POOL2, DEVICE3, binding=(["IsPrepare"], [])),
+                    result(REQ2, DRIVER_A, POOL1, DEVICE1),
+                )
+            ],
+            steps=12,
+        ),
+        Case(
+            "check-combinations-with-prioritized-list",
+            features=features(prioritized_list=True),
+            claims=[
+                claim(
+                    CLAIM0,
+                    prioritized(
+                        REQ1,
+                        sub_request(
+                            SUBREQ0, CLASS_A, 3, 'device.attributes["driver-a"].type == "Y"'
+                        ),
+                        sub_request(SUBREQ1, CLASS_A, 2),
+                    ),
+                    prioritized(
+                        REQ2,
+                        sub_request(SUBREQ0, CLASS_A, 2),
+                        sub_request(SUBREQ1, CLASS_A, 1, TYPE_X),
+                    ),
+                )
+            ],
+            classes=cls_a,
+            slices=[
+                slice_(
+                    SLICE1,
+                    NODE1,
+                    POOL1,
+                    DRIVER_A,
+                    *(
+                        device(name, None, {"type": attr_s(kind)})
+                        for name, kind in ((DEVICE1, "X"), (DEVICE2, "Y"), (DEVICE3, "Y"))
+                    ),
+                )
+            ],
+            node=N1,
+            expect=[
+                allocation(
+                    LOCAL1,
+                    result("req-1/subReq-1", DRIVER_A, POOL1, DEVICE2),
+                    result("req-1/subReq-1", DRIVER_A, POOL1, DEVICE3),
+                    result("req-2/subReq-1", DRIVER_A, POOL1, DEVICE1),
+                )
+            ],
+            steps=26,
+        ),
+        Case(
+            "partitionable-devices-with-binding-conditions-multiple",
+            features=PD_BINDING,
+            claims=[claim(CLAIM0, request(REQ0, CLASS_A, 2))],
+            classes=cls_a,
+            slices=[
+                slice_(
+                    SLICE1,
+                    NODE1,
+                    pool(POOL1, 2),
+                    DRIVER_A,
+                    part(DEVICE1, CS1, "4Gi", binding=cond("IsPrepare", "BindingFailed")),
+                    part(DEVICE2, CS1, "4Gi", binding=cond("IsPrepare2", "BindingFailed2")),
+                ),
+                slice_(
+                    SLICE2,
+                    NODE1,
+                    pool(POOL1, 2),
+                    DRIVER_A,
+                    counter_sets=[counter_set(CS1, {"memory": "8Gi"})],
+                ),
+            ],
+            node=N1,
+            expect=[
+                allocation(
+                    LOCAL1,
+                    result(
+                        REQ0, DRIVER_A, POOL1, DEVICE1, binding=cond("IsPrepare", "BindingFailed")
+                    ),
+                    result(
+                        REQ0, DRIVER_A, POOL1, DEVICE2, binding=cond("IsPrepare2", "BindingFailed2")
+                    ),
+                )
+            ],
+        ),
     ]

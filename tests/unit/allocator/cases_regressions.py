@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from operators.api.resource import DeviceClass, ResourceSlice
+
 from .builders import (
     CLAIM0,
     CLASS_A,
     CLASS_B,
     DEVICE1,
+    DEVICE2,
     DRIVER_A,
     DRIVER_B,
     NODE1,
@@ -17,16 +20,23 @@ from .builders import (
     REQ1,
     SLICE1,
     SLICE2,
+    SLICE3,
+    SLICE4,
     SUBREQ0,
     SUBREQ1,
     Case,
+    J,
     allocation,
     claim,
+    class_with_selectors,
+    consumes,
+    counter_set,
     device,
     device_class,
     features,
     local_node_selector,
     node,
+    pool,
     prioritized,
     request,
     result,
@@ -141,5 +151,88 @@ def cases() -> list[Case]:
             classes=[device_class(CLASS_A, DRIVER_A)],
             node=N1,
             expect=[allocation(None)],
+        ),
+        *_gates_and_scopes(),
+    ]
+
+
+def _gates_and_scopes() -> list[Case]:
+    """Behaviour checked against the oracle that the upstream table does not pin down."""
+    local = local_node_selector(NODE1)
+    p2 = pool(POOL1, 2)
+
+    def selecting(*expressions: str) -> list[DeviceClass]:
+        return [class_with_selectors(CLASS_A, *expressions)]
+
+    def two_drivers(set_b: str) -> list[ResourceSlice]:
+        """driver-a/pool-1 and driver-b/pool-1, each with its own one-unit counter set."""
+
+        def part(name: str, set_name: str) -> J:
+            return device(name, consumes=[consumes(set_name, {"c": 1})])
+
+        return [
+            slice_(SLICE1, NODE1, p2, DRIVER_A, part(DEVICE1, "cs")),
+            slice_(SLICE2, NODE1, p2, DRIVER_A, counter_sets=[counter_set("cs", {"c": 1})]),
+            slice_(SLICE3, NODE1, p2, DRIVER_B, part(DEVICE1, set_b), part(DEVICE2, set_b)),
+            slice_(SLICE4, NODE1, p2, DRIVER_B, counter_sets=[counter_set(set_b, {"c": 1})]),
+        ]
+
+    both = [device_class(CLASS_A, DRIVER_A), device_class(CLASS_B, DRIVER_B)]
+    return [
+        # The scheduler compiles selectors in upstream's "stored expressions" environment,
+        # which ignores the feature gates: the DRAConsumableCapacity and DRAListTypeAttributes
+        # gates only restrict new expressions at API validation, not allocation.
+        Case(
+            "regression-allow-multiple-allocations-selector-without-gate",
+            claims=[claim(CLAIM0, request(REQ0, CLASS_A, 1))],
+            classes=selecting("device.allowMultipleAllocations == false"),
+            slices=[slice_(SLICE1, NODE1, POOL1, DRIVER_A, device(DEVICE1))],
+            node=N1,
+            expect=[allocation(local, result(REQ0, DRIVER_A, POOL1, DEVICE1))],
+        ),
+        Case(
+            "regression-includes-on-scalar-without-list-gate",
+            claims=[claim(CLAIM0, request(REQ0, CLASS_A, 1))],
+            classes=selecting('device.attributes["driver-a"].model.includes("x")'),
+            slices=[
+                slice_(
+                    SLICE1,
+                    NODE1,
+                    POOL1,
+                    DRIVER_A,
+                    device(DEVICE1, None, {"model": {"string": "x"}}),
+                )
+            ],
+            node=N1,
+            expect=[allocation(local, result(REQ0, DRIVER_A, POOL1, DEVICE1))],
+        ),
+        # Counter sets belong to their (driver, pool). v0.36.3 keys its counter caches by the
+        # pool name alone (kubernetes#140434), so there driver-b's devices are checked
+        # against driver-a's counter set and this claim does not fit; the fix
+        # (kubernetes#140435, backported to release-1.36 as #140504) gives this result.
+        Case(
+            "regression-counter-sets-scoped-per-driver-and-pool",
+            features=features(partitionable_devices=True),
+            claims=[claim(CLAIM0, request(REQ0, CLASS_A, 1), request(REQ1, CLASS_B, 1))],
+            classes=both,
+            slices=two_drivers("cs"),
+            node=N1,
+            expect=[
+                allocation(
+                    local,
+                    result(REQ0, DRIVER_A, POOL1, DEVICE1),
+                    result(REQ1, DRIVER_B, POOL1, DEVICE1),
+                )
+            ],
+        ),
+        # ... and driver-b's own counter set still limits driver-b's devices (v0.36.3 would
+        # check them against driver-a's "cs" only and over-commit "cs-b").
+        Case(
+            "regression-counter-sets-not-crossed-between-drivers",
+            features=features(partitionable_devices=True),
+            claims=[claim(CLAIM0, request(REQ0, CLASS_A, 1), request(REQ1, CLASS_B, 2))],
+            classes=both,
+            slices=two_drivers("cs-b"),
+            node=N1,
         ),
     ]

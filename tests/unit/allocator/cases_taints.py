@@ -33,9 +33,11 @@ from .builders import (
     J,
     all_request,
     allocation,
+    attr_b,
     attr_s,
     claim,
     claim_with_request,
+    class_with_selectors,
     consumes,
     counter_set,
     dev_id,
@@ -484,5 +486,34 @@ def cases() -> list[Case]:
             ],
             node=N1,
             expect=[allocation(LOCAL1, result("req-0/subReq-1", DRIVER_A, POOL1, DEVICE1))],
+        ),
+        Case(
+            "prioritized-list-allocation-mode-all-with-selectors-deviceclass-subset",
+            features=features(prioritized_list=True),
+            claims=[claim(CLAIM0, gen_all)],
+            classes=[
+                class_with_selectors(
+                    CLASS_A,
+                    'device.driver == "driver-a" && device.attributes["driver-a"].selected',
+                )
+            ],
+            slices=[
+                slice_(
+                    SLICE1,
+                    NODE1,
+                    POOL1,
+                    DRIVER_A,
+                    *(
+                        device(name, None, {"generation": attr_s(gen), "selected": attr_b(sel)})
+                        for name, gen, sel in (
+                            (DEVICE1, "v6", False),
+                            (DEVICE2, "v5", False),
+                            (DEVICE3, "v5", True),
+                        )
+                    ),
+                )
+            ],
+            node=N1,
+            expect=[allocation(LOCAL1, result("req-0/subReq-1", DRIVER_A, POOL1, DEVICE3))],
         ),
     ]
