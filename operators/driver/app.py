@@ -1,0 +1,119 @@
+"""The example driver process: ``kopf-dra run driver --node-name N`` (one per node, a DaemonSet).
+
+Not a kopf operator: it owns no custom objects and watches nothing cluster-wide. It publishes
+its node's pool, serves the kubelet plugin sockets, and every ``--resync-seconds`` re-reads its
+Node (hot-plugged devices) and repairs its slices. Everything it needs at start is local or one
+GET away, so a restart resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+from pathlib import Path
+
+import structlog
+
+from operators.driver.cdi import CDIWriter
+from operators.driver.checkpoint import Checkpoint
+from operators.driver.plugin import PluginServer
+from operators.driver.profiles import ProfileError, load_config
+from operators.driver.service import DriverService
+from operators.driver.settings import DriverSettings
+from operators.driver.slices import InvalidPoolError
+from operators.kube.api import ApiError, KubeAPI
+from operators.kube.client import make_api_client
+from operators.observability import fields, metrics
+from operators.observability.logging import configure
+from operators.settings import SettingsError
+
+COMPONENT = "driver"
+log = structlog.get_logger(__name__)
+
+
+class Driver:
+    """Wires settings, API access, the service and the plugin sockets; ``run`` until stopped."""
+
+    def __init__(self, settings: DriverSettings, api: KubeAPI) -> None:
+        if not settings.node_name:
+            raise SettingsError("DriverSettings: --node-name / KOPF_DRA_NODE_NAME is required")
+        self.settings = settings
+        state_dir = Path(
+            settings.state_dir or Path(settings.kubelet_dir) / "plugins" / settings.driver_name
+        )
+        self.service = DriverService(
+            api,
+            driver=settings.driver_name,
+            node_name=settings.node_name,
+            config=load_config(settings.profiles),
+            cdi=CDIWriter(settings.cdi_dir, settings.driver_name),
+            checkpoint=Checkpoint(state_dir / "checkpoint.json"),
+            pool=settings.pool_name,
+        )
+        self.plugin = PluginServer(settings.driver_name, settings.kubelet_dir, self.service)
+        self.started = asyncio.Event()
+        self.refresh_failures = 0
+
+    async def _refresh(self) -> bool:
+        try:
+            await self.service.refresh()
+        except (ApiError, InvalidPoolError) as e:
+            self.refresh_failures += 1
+            log.error(
+                "could not publish the pool",
+                **{fields.NODE: self.settings.node_name, fields.REASON: type(e).__name__},
+                error=str(e),
+            )
+            return False
+        return True
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Publish, serve the kubelet, resync until ``stop`` is set; then close the sockets."""
+        # The plugin must not answer before it knows its Node: wait for the first read.
+        while self.service.node is None and not stop.is_set():
+            if not await self._refresh() and self.service.node is None:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), timeout=self.settings.resync_seconds)
+        if stop.is_set():
+            return
+        await self.plugin.start()
+        self.started.set()
+        try:
+            while not stop.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), timeout=self.settings.resync_seconds)
+                if not stop.is_set():
+                    await self._refresh()
+        finally:
+            await self.plugin.stop()
+
+
+async def _main(settings: DriverSettings) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with await make_api_client(settings.kubeconfig) as api_client:
+        await Driver(settings, KubeAPI(api_client)).run(stop)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    DriverSettings.add_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        settings = DriverSettings.load(args)
+        if not settings.node_name:
+            raise SettingsError("DriverSettings: --node-name / KOPF_DRA_NODE_NAME is required")
+        load_config(settings.profiles)  # fail fast, before connecting anywhere
+    except (SettingsError, ProfileError) as e:
+        print(f"kopf-dra run driver: {e}", file=sys.stderr)
+        return 2
+    configure(COMPONENT, level=settings.log_level, json_output=settings.log_json)
+    metrics.serve(settings.metrics_port)
+    asyncio.run(_main(settings))
+    return 0

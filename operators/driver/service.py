@@ -1,0 +1,204 @@
+"""The driver on one node: keeps its pool published and prepares claims for the kubelet.
+
+State lives in three places, all rebuilt on restart: the API server (slices, claim statuses),
+the checkpoint file (prepared claims) and the CDI directory (specs). Prepare and unprepare run
+one at a time: they are rare and short, and serialising them makes the checkpoint trivially
+consistent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+
+from operators.api.core import Node
+from operators.api.resource import API_VERSION, AllocatedDeviceStatus, ResourceClaim
+from operators.driver import metrics
+from operators.driver.cdi import CDIWriter
+from operators.driver.checkpoint import Checkpoint, PreparedClaim, PreparedDevice
+from operators.driver.plugin import ClaimRef, PrepareResult
+from operators.driver.prepare import PrepareError, plan_prepare
+from operators.driver.profiles import DriverConfig, Inventory, build_inventory, parse_hotplug
+from operators.driver.slices import NodeRef, SlicePublisher
+from operators.kube.api import ApiError, ConflictError, KubeAPI, NotFoundError
+from operators.observability import fields
+
+#: Node annotation through which the fabric controller hands attached devices to the node's
+#: driver: a JSON list of {"name", "model", "memory", "uuid"} (see profiles.HotplugDevice).
+HOTPLUG_ANNOTATION = "resource.kopf-dra.io/attached-devices"
+_FIELD_MANAGER_MAX = 128
+
+log = structlog.get_logger(__name__)
+
+
+def rfc3339(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class DriverService:
+    """Implements the kubelet plugin's NodeService on top of the API and the local files."""
+
+    def __init__(
+        self,
+        api: KubeAPI,
+        *,
+        driver: str,
+        node_name: str,
+        config: DriverConfig,
+        cdi: CDIWriter,
+        checkpoint: Checkpoint,
+        pool: str | None = None,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.api = api
+        self.driver = driver
+        self.node_name = node_name
+        self.pool = pool or node_name
+        self.config = config
+        self.cdi = cdi
+        self.checkpoint = checkpoint
+        self.now = now
+        self.node: Node | None = None
+        self.inventory = Inventory()
+        self.publisher: SlicePublisher | None = None
+        self._lock = asyncio.Lock()
+        self.field_manager = f"{driver}/{node_name}"[:_FIELD_MANAGER_MAX]
+        metrics.PREPARED_CLAIMS.set(len(checkpoint.claims()))
+
+    # --- the pool ------------------------------------------------------------------------
+
+    async def refresh(self) -> int | None:
+        """Re-read the Node (hot-plugged devices) and publish; the new generation or None."""
+        node = Node.load(await self.api.get("Node", self.node_name))
+        hotplugged, problems = parse_hotplug(node.metadata.annotations.get(HOTPLUG_ANNOTATION))
+        inventory = build_inventory(self.config, self.node_name, hotplugged)
+        for problem in (*problems, *inventory.problems):
+            log.warning(
+                "skipped a hot-plugged device", **{fields.NODE: self.node_name}, reason=problem
+            )
+        self.node, self.inventory = node, inventory
+        ref = NodeRef(self.node_name, node.metadata.uid or "")
+        if self.publisher is None or self.publisher.node != ref:
+            self.publisher = SlicePublisher(self.api, self.driver, ref, self.pool)
+        generation = await self.publisher.sync(inventory)
+        metrics.PUBLISHED_DEVICES.set(len(inventory.devices))
+        if generation is not None:
+            metrics.SLICE_PUBLISHES.inc()
+            log.info(
+                "published the pool",
+                **{fields.POOL: str(self.publisher.pool_id), fields.NODE: self.node_name},
+                generation=generation,
+                devices=len(inventory.devices),
+            )
+        return generation
+
+    # --- kubelet calls ---------------------------------------------------------------------
+
+    async def prepare(self, claims: Sequence[ClaimRef]) -> dict[str, PrepareResult]:
+        results: dict[str, PrepareResult] = {}
+        async with self._lock:
+            for ref in claims:
+                try:
+                    devices = await self._prepare_one(ref)
+                except PrepareError as e:
+                    metrics.PREPARES.labels(result=e.reason).inc()
+                    log.warning(
+                        "claim not prepared",
+                        **{fields.CLAIM: ref.key, fields.REASON: e.reason},
+                        error=e.message,
+                    )
+                    results[ref.uid] = PrepareResult(error=str(e))
+                except ApiError as e:
+                    # Transient: the kubelet retries claims that come back with an error.
+                    metrics.PREPARES.labels(result="ApiError").inc()
+                    results[ref.uid] = PrepareResult(error=f"claim {ref.key}: {e}")
+                except OSError as e:
+                    # The CDI or state directory is not writable: this claim fails, not the call.
+                    metrics.PREPARES.labels(result="LocalStateError").inc()
+                    results[ref.uid] = PrepareResult(error=f"LocalStateError: claim {ref.key}: {e}")
+                else:
+                    metrics.PREPARES.labels(result="Prepared").inc()
+                    results[ref.uid] = PrepareResult(devices=devices)
+            metrics.PREPARED_CLAIMS.set(len(self.checkpoint.claims()))
+        return results
+
+    async def _prepare_one(self, ref: ClaimRef) -> list[PreparedDevice]:
+        done = self.checkpoint.get(ref.uid)
+        if done is not None:
+            # Idempotent: answer as before; a reboot may have emptied the CDI directory.
+            if not self.cdi.exists(ref.uid):
+                self.cdi.write(ref.uid, done.cdi_spec)
+            return done.devices
+        if self.node is None:
+            raise PrepareError("NotReady", f"claim {ref.key}: the driver has not read its Node yet")
+        try:
+            raw = await self.api.get("ResourceClaim", ref.name, ref.namespace)
+        except NotFoundError:
+            raise PrepareError("ClaimNotFound", f"claim {ref.key}: not found") from None
+        claim = ResourceClaim.load(raw)
+        preparation = plan_prepare(
+            claim,
+            uid=ref.uid,
+            driver=self.driver,
+            node=self.node,
+            pool=self.pool,
+            inventory=self.inventory,
+            now=rfc3339(self.now()),
+        )
+        record = preparation.claim
+        self.cdi.write(ref.uid, record.cdi_spec)
+        self.checkpoint.add(record)
+        log.info("prepared", **{fields.CLAIM: ref.key}, devices=[d.device for d in record.devices])
+        await self._report(record, preparation.statuses)
+        return record.devices
+
+    async def unprepare(self, claims: Sequence[ClaimRef]) -> dict[str, str]:
+        errors: dict[str, str] = {}
+        async with self._lock:
+            for ref in claims:
+                record = self.checkpoint.get(ref.uid)
+                self.cdi.remove(ref.uid)
+                if record is not None:
+                    await self._report(record, [])
+                    self.checkpoint.remove(ref.uid)
+                    log.info("unprepared", **{fields.CLAIM: ref.key})
+                metrics.UNPREPARES.labels(result="Unprepared").inc()
+                errors[ref.uid] = ""
+            metrics.PREPARED_CLAIMS.set(len(self.checkpoint.claims()))
+        return errors
+
+    # --- device status ----------------------------------------------------------------------
+
+    async def _report(self, record: PreparedClaim, statuses: list[AllocatedDeviceStatus]) -> None:
+        """Server-side apply of our entries in ``status.devices`` (empty list: remove them).
+
+        Each writer owns its own entries (the list is keyed by driver, pool, device, shareID),
+        so the fabric controller's conditions on other devices are left alone. The UID makes a
+        recreated claim of the same name a conflict instead of a wrong write. Status is
+        informational for node-local devices, so a failure is logged, not fatal.
+        """
+        body: dict[str, Any] = {
+            "apiVersion": API_VERSION,
+            "kind": "ResourceClaim",
+            "metadata": {"name": record.name, "namespace": record.namespace, "uid": record.uid},
+            "status": {"devices": [s.dump() for s in statuses]},
+        }
+        try:
+            await self.api.patch(
+                "ResourceClaim",
+                record.name,
+                body,
+                record.namespace,
+                patch_type="apply",
+                subresource="status",
+                field_manager=self.field_manager,
+            )
+        except (NotFoundError, ConflictError):
+            pass  # the claim is gone (or was recreated): nothing of ours to report on
+        except ApiError as e:
+            metrics.STATUS_WRITE_FAILURES.inc()
+            log.warning("could not write device status", **{fields.CLAIM: record.key}, error=str(e))

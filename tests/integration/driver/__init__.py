@@ -1,0 +1,1 @@
+"""Integration tests of the example driver against the local control plane."""

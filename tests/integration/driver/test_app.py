@@ -1,0 +1,105 @@
+"""The whole driver process in-process: start, publish, serve, pick up hot-plugs, stop."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from kubernetes_asyncio import client
+
+from operators.driver.app import Driver
+from operators.driver.kubelet import FakeKubelet
+from operators.driver.service import HOTPLUG_ANNOTATION
+from operators.driver.settings import DriverSettings
+from operators.kube.api import KubeAPI
+from tests.integration.driver.conftest import DRIVER
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], within: float = 20.0) -> None:
+    """Poll ``check`` until it is true; fail after ``within`` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while not await check():
+        assert loop.time() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.1)
+
+
+async def _device_names(kube: KubeAPI, node: str) -> set[str]:
+    listed = await kube.list("ResourceSlice", field_selector=f"spec.nodeName={node}")
+    return {d["name"] for s in listed["items"] for d in s["spec"].get("devices", [])}
+
+
+async def test_driver_runs_publishes_serves_and_follows_hot_plug(
+    api: client.ApiClient, kube: KubeAPI, node: dict[str, Any], short_dir: Path, kubeconfig: Path
+) -> None:
+    name = node["metadata"]["name"]
+    profiles = short_dir / "profiles.yaml"
+    profiles.write_text("gpus:\n- count: 2\n  model: T4\n  memory: 16Gi\nnics: []\n")
+    settings = DriverSettings(
+        kubeconfig=str(kubeconfig),
+        node_name=name,
+        profiles=str(profiles),
+        kubelet_dir=str(short_dir / "kubelet"),
+        cdi_dir=str(short_dir / "cdi"),
+        resync_seconds=0.2,
+    )
+    driver = Driver(settings, kube)
+    stop = asyncio.Event()
+    task = asyncio.create_task(driver.run(stop))
+    try:
+        await asyncio.wait_for(driver.started.wait(), timeout=20)
+        assert await _device_names(kube, name) == {"gpu-0", "gpu-1"}
+        async with FakeKubelet() as kubelet:
+            info, _ = await kubelet.register(driver.plugin.registration_socket)
+        assert info.name == DRIVER
+
+        attached = [{"name": "fabric-gpu-1", "memory": "40Gi"}]
+        await kube.patch(
+            "Node", name, {"metadata": {"annotations": {HOTPLUG_ANNOTATION: json.dumps(attached)}}}
+        )
+
+        async def plugged() -> bool:
+            return "fabric-gpu-1" in await _device_names(kube, name)
+
+        await eventually(plugged)
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, timeout=20)
+    assert not driver.plugin.registration_socket.exists()
+    assert not driver.plugin.dra_socket.exists()
+
+
+async def test_driver_waits_for_its_node(kube: KubeAPI, short_dir: Path, kubeconfig: Path) -> None:
+    """Started before its Node exists (a fresh node), it publishes once the Node appears."""
+    name = f"late-{uuid.uuid4().hex[:8]}"
+    settings = DriverSettings(
+        node_name=name,
+        kubelet_dir=str(short_dir / "kubelet"),
+        cdi_dir=str(short_dir / "cdi"),
+        resync_seconds=0.2,
+    )
+    driver = Driver(settings, kube)
+    stop = asyncio.Event()
+    task = asyncio.create_task(driver.run(stop))
+    try:
+
+        async def failed_once() -> bool:
+            return driver.refresh_failures >= 1
+
+        await eventually(failed_once)
+        assert not driver.started.is_set()
+        assert not driver.plugin.registration_socket.exists()
+        await kube.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}})
+        await asyncio.wait_for(driver.started.wait(), timeout=20)
+        assert "gpu-0-mig-7g-40gb-0" in await _device_names(kube, name)
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, timeout=20)
+        listed = await kube.list("ResourceSlice", field_selector=f"spec.nodeName={name}")
+        for item in listed["items"]:
+            await kube.delete("ResourceSlice", item["metadata"]["name"])
+        await kube.delete("Node", name)
