@@ -6,7 +6,7 @@ kube-controller-manager keep working.
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge, start_http_server
+from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
 RESOURCE_CLAIMS = Gauge("resourceclaim_controller_resource_claims", "Number of ResourceClaims")
 ALLOCATED_RESOURCE_CLAIMS = Gauge(
@@ -30,3 +30,30 @@ def serve(port: int) -> None:
     """Expose /metrics on ``port`` (0 means off)."""
     if port:
         start_http_server(port)
+
+
+SCHEDULING_ATTEMPTS = Counter(
+    "kopf_dra_scheduler_schedule_attempts_total",
+    "Scheduling cycles by result (scheduled, unschedulable, error, waiting)",
+    ["result"],
+)
+SCHEDULING_LATENCY = Histogram(
+    "kopf_dra_scheduler_pod_scheduling_duration_seconds",
+    "From pod creation to binding",
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 600),
+)
+CYCLE_DURATION = Histogram(
+    "kopf_dra_scheduler_cycle_duration_seconds",
+    "One scheduling cycle: filter, allocate and score every node",
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
+)
+ALLOCATOR_DURATION = Histogram(
+    "kopf_dra_scheduler_allocator_duration_seconds",
+    "Allocator calls of one cycle, all nodes together",
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1),
+)
+QUEUE_DEPTH = Gauge("kopf_dra_scheduler_queue_depth", "Pods queued or being scheduled")
+WAITING_BINDING_CONDITIONS = Gauge(
+    "kopf_dra_scheduler_pods_waiting_binding_conditions",
+    "Pods whose devices wait for binding conditions",
+)

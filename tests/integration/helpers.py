@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import kopf
 
 from operators.controllers.common.runner import run_operator
+from operators.kube.api import KubeAPI
 
 T = TypeVar("T")
 
@@ -120,3 +122,104 @@ ALLOCATION = {
         ]
     },
 }
+
+
+def unique(prefix: str) -> str:
+    """Cluster-scoped names must not collide between tests sharing one control plane."""
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+async def create_node(
+    kube: KubeAPI,
+    name: str,
+    labels: dict[str, str] | None = None,
+    *,
+    cpu: str = "32",
+    memory: str = "256Gi",
+    pods: str = "110",
+    taints: list[dict[str, Any]] | None = None,
+    ready: bool = True,
+) -> dict[str, Any]:
+    """A Node as kubelet would register it: Ready, with allocatable resources."""
+    body: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
+        "spec": {"taints": taints} if taints else {},
+    }
+    node = await kube.create(body)
+    node["status"] = {
+        "capacity": {"cpu": cpu, "memory": memory, "pods": pods},
+        "allocatable": {"cpu": cpu, "memory": memory, "pods": pods},
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "True" if ready else "False",
+                "reason": "KubeletReady",
+                "message": "test node",
+                "lastHeartbeatTime": "2026-01-01T00:00:00Z",
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+            }
+        ],
+    }
+    result: dict[str, Any] = await kube.replace_status(node)
+    return result
+
+
+def device_class_body(name: str, driver: str, expression: str | None = None) -> dict[str, Any]:
+    selectors = [{"cel": {"expression": f'device.driver == "{driver}"'}}]
+    if expression:
+        selectors.append({"cel": {"expression": expression}})
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": name},
+        "spec": {"selectors": selectors},
+    }
+
+
+def slice_body(
+    name: str,
+    driver: str,
+    node: str,
+    devices: list[dict[str, Any]],
+    *,
+    pool: str | None = None,
+    generation: int = 1,
+    count: int = 1,
+    **spec: Any,
+) -> dict[str, Any]:
+    body_spec: dict[str, Any] = {
+        "driver": driver,
+        "pool": {"name": pool or node, "generation": generation, "resourceSliceCount": count},
+        "devices": devices,
+        **spec,
+    }
+    if (
+        "allNodes" not in spec
+        and "nodeSelector" not in spec
+        and "perDeviceNodeSelection" not in spec
+    ):
+        body_spec["nodeName"] = node
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": name},
+        "spec": body_spec,
+    }
+
+
+def gpus(n: int, **attributes: Any) -> list[dict[str, Any]]:
+    """n plain devices named gpu-0..; attribute values are wrapped ({"string": v} etc.)."""
+
+    def wrap(v: Any) -> dict[str, Any]:
+        if isinstance(v, bool):
+            return {"bool": v}
+        if isinstance(v, int):
+            return {"int": v}
+        return {"string": str(v)}
+
+    return [
+        {"name": f"gpu-{i}", "attributes": {k: wrap(v) for k, v in attributes.items()}}
+        for i in range(n)
+    ]

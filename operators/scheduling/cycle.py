@@ -1,0 +1,252 @@
+"""One scheduling cycle for one pod, pure: resolve claims, filter nodes, allocate, score, explain.
+
+The controller hands in a consistent snapshot (nodes, node usage, the pod's claims, an
+Allocator built on the cluster's slices and allocated/in-flight claims) and gets back either
+the feasible nodes best-first, with the allocations each one would get, or the reasons per
+node, ready to become kube-scheduler-style messages.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from typing import Literal
+
+from operators.allocator import Allocator, InvalidInputError, Status
+from operators.allocator.errors import InvalidNodeSelectorError
+from operators.allocator.nodes import selector_matches
+from operators.api.core import Node, Pod
+from operators.api.limits import ResourceClaimReservedForMaxSize
+from operators.api.resource import AllocationResult, ResourceClaim
+from operators.scheduling.nodes import NodeUsage, node_failure, pod_requests
+
+ScorePolicy = Literal["least-allocated", "most-allocated"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ClaimsNotReady:
+    """PreEnqueue: the pod waits (no cycle) until this is resolved; ``reason`` says why."""
+
+    reason: str
+
+
+def resolve_claims(
+    pod: Pod, claims: Mapping[str, ResourceClaim]
+) -> list[ResourceClaim] | ClaimsNotReady:
+    """The pod's claims, from direct names or the names recorded for its templates.
+
+    ``claims`` are the pod namespace's claims by name (cache plus in-flight ledger).
+    """
+    found: list[ResourceClaim] = []
+    recorded = {s.name: s for s in pod.status.resource_claim_statuses}
+    ns = pod.metadata.namespace
+    for entry in pod.spec.resource_claims:
+        if entry.resource_claim_name:
+            name = entry.resource_claim_name
+        elif entry.resource_claim_template_name:
+            status = recorded.get(entry.name)
+            if status is None:
+                return ClaimsNotReady(
+                    f"waiting for the ResourceClaim of entry {entry.name} (template "
+                    f"{entry.resource_claim_template_name}) to be created"
+                )
+            if not status.resource_claim_name:
+                continue  # no claim needed for this entry
+            name = status.resource_claim_name
+        else:
+            continue
+        claim = claims.get(name)
+        if claim is None:
+            return ClaimsNotReady(f"resourceclaim {ns}/{name} not found")
+        if claim.metadata.is_deleting:
+            return ClaimsNotReady(f"resourceclaim {ns}/{name} is being deleted")
+        if entry.resource_claim_template_name:
+            owner = claim.metadata.controller_ref()
+            if owner is None or owner.uid != pod.metadata.uid:
+                return ClaimsNotReady(
+                    f"resourceclaim {ns}/{name} was not created for pod {pod.metadata.key}"
+                )
+        found.append(claim)
+    return found
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeFit:
+    """A feasible node: the allocations it gets for the pod's unallocated claims."""
+
+    node: str
+    results: Mapping[str, AllocationResult]  # claim key -> new allocation
+    score: tuple[int, int, Decimal, str]
+
+
+@dataclasses.dataclass(frozen=True)
+class CycleResult:
+    fits: tuple[NodeFit, ...]  # best first
+    failures: Mapping[str, str]  # node -> reason (grouping key)
+    details: Mapping[str, str]  # reason -> one detailed explanation
+    pod_error: str | None = None  # bad input that no node can fix (invalid CEL, ...)
+
+    @property
+    def chosen(self) -> NodeFit | None:
+        return self.fits[0] if self.fits else None
+
+
+def _subrequest_rank(
+    claims: Sequence[ResourceClaim], results: Mapping[str, AllocationResult]
+) -> int:
+    """Sum of the positions of the firstAvailable alternatives chosen (0 = all first choices)."""
+    rank = 0
+    by_key = {c.key: c for c in claims}
+    for key, allocation in results.items():
+        claim = by_key[key]
+        for r in allocation.devices.results:
+            main, _, sub = (r.request or "").partition("/")
+            request = claim.request(main) if sub else None
+            if request is None:
+                continue
+            names = [s.name for s in request.first_available]
+            if sub in names:
+                rank += names.index(sub)
+    return rank
+
+
+def _binding_devices(results: Mapping[str, AllocationResult]) -> int:
+    return sum(
+        1
+        for allocation in results.values()
+        for r in allocation.devices.results
+        if r.binding_conditions
+    )
+
+
+def _utilisation(node: Node, usage: NodeUsage, requests: Mapping[str, Decimal]) -> Decimal:
+    """Mean requested fraction of cpu and memory after placing the pod."""
+    fractions = []
+    for name in ("cpu", "memory"):
+        have = node.status.allocatable.get(name)
+        if have is None or have.value <= 0:
+            continue
+        used = usage.requests.get(name, Decimal(0)) + requests.get(name, Decimal(0))
+        fractions.append(used / have.value)
+    return sum(fractions, Decimal(0)) / len(fractions) if fractions else Decimal(0)
+
+
+def run_cycle(
+    pod: Pod,
+    claims: Sequence[ResourceClaim],
+    nodes: Sequence[Node],
+    usage: Mapping[str, NodeUsage],
+    allocator: Allocator | None,
+    *,
+    policy: ScorePolicy = "least-allocated",
+) -> CycleResult:
+    """Filter every node, allocate the pod's unallocated claims on each, score the fits.
+
+    ``allocator`` may be None only when no claim needs allocating.
+    """
+    requests = pod_requests(pod)
+    to_allocate = [c for c in claims if not c.is_allocated]
+    allocated = [c for c in claims if c.is_allocated]
+    failures: dict[str, str] = {}
+    details: dict[str, str] = {}
+    fits: list[NodeFit] = []
+    for claim in allocated:
+        if not claim.is_reserved_for(pod.metadata.uid or "") and (
+            len(claim.status.reserved_for) >= ResourceClaimReservedForMaxSize
+        ):
+            return CycleResult(
+                (),
+                {},
+                {},
+                f"resourceclaim {claim.key} is reserved by the "
+                f"maximum of {ResourceClaimReservedForMaxSize} consumers",
+            )
+    for node in sorted(nodes, key=lambda n: n.metadata.name or ""):
+        name = node.metadata.name or ""
+        node_usage = usage.get(name, NodeUsage())
+        reason = node_failure(pod, node, requests, node_usage)
+        if reason is None:
+            reason = _allocated_claims_failure(allocated, node)
+        if reason is not None:
+            failures[name] = reason
+            continue
+        results: dict[str, AllocationResult] = {}
+        if to_allocate:
+            assert allocator is not None
+            try:
+                outcome = allocator.allocate(node, to_allocate)
+            except InvalidInputError as e:
+                return CycleResult((), {}, {}, str(e))
+            if outcome.status is Status.ERROR:
+                key = f"node(s) had errors in their resource pools: {outcome.error}"
+                failures[name] = key
+                continue
+            if outcome.status is Status.UNSATISFIABLE:
+                first = outcome.reasons[0] if outcome.reasons else None
+                where = (
+                    f"cannot allocate claim {first.claim}"
+                    + (f", request {first.request}" if first and first.request else "")
+                    if first
+                    else "cannot allocate all claims"
+                )
+                failures[name] = where
+                if first is not None:
+                    details.setdefault(where, first.message)
+                continue
+            results = dict(zip((c.key for c in to_allocate), outcome.results, strict=True))
+        utilisation = _utilisation(node, node_usage, requests)
+        score = (
+            _subrequest_rank(to_allocate, results),
+            _binding_devices(results),
+            utilisation if policy == "least-allocated" else -utilisation,
+            name,
+        )
+        fits.append(NodeFit(name, results, score))
+    fits.sort(key=lambda f: f.score)
+    return CycleResult(tuple(fits), failures, details)
+
+
+def _allocated_claims_failure(claims: Sequence[ResourceClaim], node: Node) -> str | None:
+    for claim in claims:
+        allocation = claim.status.allocation
+        selector = allocation.node_selector if allocation is not None else None
+        if selector is None:
+            continue
+        try:
+            matches = selector_matches(selector, node)
+        except InvalidNodeSelectorError:
+            matches = False
+        if not matches:
+            return f"node(s) didn't match allocated claim {claim.key}'s node selector"
+    return None
+
+
+def prefer_nominated(result: CycleResult, nominated: str | None) -> NodeFit | None:
+    """The nominated node when it still fits (KEP-5007 retry), else the best-scored one."""
+    if nominated:
+        for fit in result.fits:
+            if fit.node == nominated:
+                return fit
+    return result.chosen
+
+
+def unschedulable_message(total_nodes: int, result: CycleResult, max_reasons: int = 6) -> str:
+    """kube-scheduler's "0/N nodes are available: ..." with DRA details, short enough for a
+    pod condition."""
+    if result.pod_error:
+        return result.pod_error
+    if total_nodes == 0:
+        return "0/0 nodes are available: no nodes in the cluster."
+    counts = Counter(result.failures.values())
+    parts = []
+    for reason, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:max_reasons]:
+        text = f"{n} {reason}"
+        detail = result.details.get(reason)
+        if detail:
+            text += f": {detail}"
+        parts.append(text)
+    if len(counts) > max_reasons:
+        parts.append(f"{len(counts) - max_reasons} more reasons")
+    return f"0/{total_nodes} nodes are available: " + "; ".join(parts) + "."

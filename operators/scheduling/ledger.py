@@ -1,0 +1,74 @@
+"""The in-flight ledger: allocations chosen or written but not yet visible in the claim cache.
+
+Between a scheduling cycle choosing devices and the watch delivering the claim with its new
+status, the cache still shows the claim unallocated; without the ledger the next pod could be
+given the same devices, counters or capacity. An entry stays until the cache shows the claim at
+or after the version our status write produced (resourceVersions compared as integers, as
+kube-scheduler's assume cache does), or until the write failed and the entry is removed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+
+from operators.api.resource import ResourceClaim
+
+
+def _version(resource_version: str | None) -> int | None:
+    try:
+        return int(resource_version) if resource_version else None
+    except ValueError:
+        return None
+
+
+@dataclasses.dataclass
+class _Entry:
+    claim: ResourceClaim  # with the status as written (or about to be)
+    written: int | None  # resourceVersion our write produced; None while still in flight
+
+
+class InFlightLedger:
+    """Claim key -> claim with its in-flight status."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, _Entry] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._entries
+
+    def reserve(self, claim: ResourceClaim) -> None:
+        """The cycle chose this status for the claim; the write is still to come."""
+        self._entries[claim.key] = _Entry(claim, None)
+
+    def written(self, claim: ResourceClaim) -> None:
+        """The write succeeded: ``claim`` is what the API server returned."""
+        self._entries[claim.key] = _Entry(claim, _version(claim.metadata.resource_version))
+
+    def remove(self, key: str) -> None:
+        self._entries.pop(key, None)
+
+    def observe(self, key: str, cached: ResourceClaim | None) -> None:
+        """The cache now shows ``cached`` for ``key``: drop the entry once it caught up."""
+        entry = self._entries.get(key)
+        if entry is None:
+            return
+        if cached is None or cached.metadata.uid != entry.claim.metadata.uid:
+            self._entries.pop(key)
+            return
+        seen = _version(cached.metadata.resource_version)
+        if entry.written is not None and seen is not None and seen >= entry.written:
+            self._entries.pop(key)
+
+    def claims(self) -> Iterable[ResourceClaim]:
+        return (e.claim for e in self._entries.values())
+
+    def overlay(self, cached: Mapping[str, ResourceClaim]) -> dict[str, ResourceClaim]:
+        """The cache with in-flight claims in place of their cached versions."""
+        merged = dict(cached)
+        for key, entry in self._entries.items():
+            merged[key] = entry.claim
+        return merged

@@ -1,0 +1,152 @@
+"""Node filters besides DRA, with kube-scheduler's semantics and messages.
+
+Each filter returns None when the node passes, else a short reason in kube-scheduler's words,
+so that identical reasons group into "N node(s) ..." in the unschedulable message.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from decimal import Decimal
+
+from operators.allocator.errors import InvalidNodeSelectorError
+from operators.allocator.nodes import selector_matches
+from operators.api.core import Container, Node, Pod, Taint, Toleration
+from operators.api.quantity import Quantity
+
+FIT_RESOURCES = ("cpu", "memory", "ephemeral-storage")
+BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+
+
+def toleration_matches(toleration: Toleration, taint: Taint) -> bool:
+    """core/v1 Toleration.ToleratesTaint."""
+    if toleration.effect and toleration.effect != taint.effect:
+        return False
+    if toleration.key and toleration.key != taint.key:
+        return False
+    operator = toleration.operator or "Equal"
+    if operator == "Exists":
+        return True
+    if operator == "Equal":
+        return (toleration.value or "") == (taint.value or "")
+    return False
+
+
+def untolerated_taint(node: Node, tolerations: Iterable[Toleration]) -> Taint | None:
+    """The first NoSchedule/NoExecute taint of the node that no toleration matches."""
+    tolerations = list(tolerations)
+    for taint in node.spec.taints:
+        if taint.effect not in BLOCKING_EFFECTS:
+            continue
+        if not any(toleration_matches(t, taint) for t in tolerations):
+            return taint
+    return None
+
+
+def node_ready(node: Node) -> bool:
+    return any(c.type == "Ready" and c.status == "True" for c in node.status.conditions)
+
+
+def affinity_matches(pod: Pod, node: Node) -> bool:
+    """spec.nodeSelector and required node affinity (terms ORed, expressions ANDed)."""
+    labels = node.metadata.labels
+    if any(labels.get(k) != v for k, v in pod.spec.node_selector.items()):
+        return False
+    affinity = pod.spec.affinity
+    node_affinity = affinity.node_affinity if affinity is not None else None
+    required = (
+        node_affinity.required_during_scheduling_ignored_during_execution
+        if node_affinity is not None
+        else None
+    )
+    if required is None or not required.node_selector_terms:
+        return True
+    try:
+        return selector_matches(required, node)
+    except InvalidNodeSelectorError:
+        return False
+
+
+def _requests(container: Container) -> Mapping[str, Quantity]:
+    return container.resources.requests if container.resources is not None else {}
+
+
+def pod_requests(pod: Pod) -> dict[str, Decimal]:
+    """Effective requests as kube-scheduler computes them (incl. sidecars and overhead).
+
+    Regular containers add up; init containers run one at a time, so each only needs to fit
+    beside the restartable (sidecar) init containers started before it; sidecars keep running
+    next to the regular containers. Pod overhead comes on top.
+    """
+    total: dict[str, Decimal] = {}
+    for c in pod.spec.containers:
+        for name, q in _requests(c).items():
+            total[name] = total.get(name, Decimal(0)) + q.value
+    sidecars: dict[str, Decimal] = {}
+    init_peak: dict[str, Decimal] = {}
+    for c in pod.spec.init_containers:
+        requests = _requests(c)
+        if c.restart_policy == "Always":
+            for name, q in requests.items():
+                sidecars[name] = sidecars.get(name, Decimal(0)) + q.value
+            continue
+        for name, q in requests.items():
+            need = q.value + sidecars.get(name, Decimal(0))
+            init_peak[name] = max(init_peak.get(name, Decimal(0)), need)
+    for name, amount in sidecars.items():
+        total[name] = total.get(name, Decimal(0)) + amount
+    for name, peak in init_peak.items():
+        total[name] = max(total.get(name, Decimal(0)), peak)
+    for name, q in pod.spec.overhead.items():
+        total[name] = total.get(name, Decimal(0)) + q.value
+    return total
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeUsage:
+    """What the pods already bound to a node request (kept by the controller's cache)."""
+
+    requests: Mapping[str, Decimal] = dataclasses.field(default_factory=dict)
+    pods: int = 0
+
+
+def insufficient_resources(
+    node: Node, requests: Mapping[str, Decimal], usage: NodeUsage
+) -> list[str]:
+    """kube-scheduler's NodeResourcesFit reasons ("Insufficient cpu", "Too many pods")."""
+    reasons = []
+    allocatable = node.status.allocatable
+    pods_allowed = allocatable.get("pods")
+    if pods_allowed is not None and usage.pods + 1 > pods_allowed.value:
+        reasons.append("Too many pods")
+    for name in FIT_RESOURCES:
+        want = requests.get(name, Decimal(0))
+        if want <= 0:
+            continue
+        have = allocatable.get(name)
+        free = (have.value if have is not None else Decimal(0)) - usage.requests.get(
+            name, Decimal(0)
+        )
+        if want > free:
+            reasons.append(f"Insufficient {name}")
+    return reasons
+
+
+def node_failure(
+    pod: Pod, node: Node, requests: Mapping[str, Decimal], usage: NodeUsage
+) -> str | None:
+    """The first non-DRA reason this node cannot take the pod, in kube-scheduler's words."""
+    if not node_ready(node):
+        return "node(s) were not ready"
+    if node.spec.unschedulable:
+        return "node(s) were unschedulable"
+    if not affinity_matches(pod, node):
+        return "node(s) didn't match Pod's node affinity/selector"
+    taint = untolerated_taint(node, pod.spec.tolerations)
+    if taint is not None:
+        return f"node(s) had untolerated taint {{{taint.key}: {taint.value or ''}}}"
+    resources = insufficient_resources(node, requests, usage)
+    if resources:
+        return ", ".join(resources)
+    return None
