@@ -17,6 +17,8 @@ from operators.api.quantity import Quantity
 
 FIT_RESOURCES = ("cpu", "memory", "ephemeral-storage")
 BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+# What kube-scheduler's NodeUnschedulable plugin lets a pod tolerate on a cordoned node.
+UNSCHEDULABLE_TAINT = Taint(key="node.kubernetes.io/unschedulable", effect="NoSchedule")
 
 
 def toleration_matches(toleration: Toleration, taint: Taint) -> bool:
@@ -72,12 +74,18 @@ def _requests(container: Container) -> Mapping[str, Quantity]:
     return container.resources.requests if container.resources is not None else {}
 
 
+def _pod_level_resource(name: str) -> bool:
+    """component-helpers' IsSupportedPodLevelResource (PodLevelResources, KEP-2837)."""
+    return name in ("cpu", "memory") or name.startswith("hugepages-")
+
+
 def pod_requests(pod: Pod) -> dict[str, Decimal]:
     """Effective requests as kube-scheduler computes them (incl. sidecars and overhead).
 
     Regular containers add up; init containers run one at a time, so each only needs to fit
     beside the restartable (sidecar) init containers started before it; sidecars keep running
-    next to the regular containers. Pod overhead comes on top.
+    next to the regular containers. Pod-level requests (``spec.resources``) replace the
+    containers' sum for cpu, memory and hugepages. Pod overhead comes on top.
     """
     total: dict[str, Decimal] = {}
     for c in pod.spec.containers:
@@ -98,6 +106,10 @@ def pod_requests(pod: Pod) -> dict[str, Decimal]:
         total[name] = total.get(name, Decimal(0)) + amount
     for name, peak in init_peak.items():
         total[name] = max(total.get(name, Decimal(0)), peak)
+    if pod.spec.resources is not None:
+        for name, q in pod.spec.resources.requests.items():
+            if _pod_level_resource(name):
+                total[name] = q.value
     for name, q in pod.spec.overhead.items():
         total[name] = total.get(name, Decimal(0)) + q.value
     return total
@@ -139,13 +151,16 @@ def node_failure(
     """The first non-DRA reason this node cannot take the pod, in kube-scheduler's words."""
     if not node_ready(node):
         return "node(s) were not ready"
-    if node.spec.unschedulable:
+    if node.spec.unschedulable and not any(
+        toleration_matches(t, UNSCHEDULABLE_TAINT) for t in pod.spec.tolerations
+    ):
         return "node(s) were unschedulable"
-    if not affinity_matches(pod, node):
-        return "node(s) didn't match Pod's node affinity/selector"
+    # kube-scheduler's filter order: NodeUnschedulable, TaintToleration, NodeAffinity, Fit.
     taint = untolerated_taint(node, pod.spec.tolerations)
     if taint is not None:
         return f"node(s) had untolerated taint {{{taint.key}: {taint.value or ''}}}"
+    if not affinity_matches(pod, node):
+        return "node(s) didn't match Pod's node affinity/selector"
     resources = insufficient_resources(node, requests, usage)
     if resources:
         return ", ".join(resources)

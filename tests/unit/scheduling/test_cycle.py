@@ -1,0 +1,673 @@
+"""One scheduling cycle: PreEnqueue (resolve_claims), filter + allocate + score, messages."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from operators.allocator import Allocator, Outcome, Status
+from operators.api.core import Node
+from operators.api.limits import ResourceClaimReservedForMaxSize
+from operators.api.resource import ResourceClaim
+from operators.scheduling.cycle import (
+    ClaimsNotReady,
+    CycleResult,
+    NodeFit,
+    ScorePolicy,
+    prefer_nominated,
+    resolve_claims,
+    run_cycle,
+    unschedulable_message,
+)
+from operators.scheduling.nodes import NodeUsage
+from tests.unit.allocator.builders import (
+    CLAIM0,
+    CLAIM1,
+    CLASS_A,
+    CLASS_B,
+    DEVICE1,
+    DRIVER_A,
+    DRIVER_B,
+    NODE1,
+    NODE2,
+    POOL1,
+    POOL2,
+    REQ0,
+    SLICE1,
+    SLICE2,
+    SUBREQ0,
+    SUBREQ1,
+    allocation,
+    claim,
+    device,
+    device_class,
+    local_node_selector,
+    node_label_selector,
+    prioritized,
+    request,
+    result,
+    slice_,
+    slice_many,
+    sub_request,
+)
+
+from .builders import (
+    NS,
+    POD_UID,
+    J,
+    allocator,
+    container,
+    in_namespace,
+    node,
+    pod,
+    taint,
+)
+
+NODE3 = "node-3"
+CLASSES = [device_class(CLASS_A, DRIVER_A), device_class(CLASS_B, DRIVER_B)]
+KEY0, KEY1 = f"{NS}/{CLAIM0}", f"{NS}/{CLAIM1}"
+
+
+def gpu_claim(
+    name: str = CLAIM0,
+    *,
+    count: int = 1,
+    deleting: bool = False,
+    allocation: J | None = None,
+    reserved_for: Sequence[str] = (),
+) -> ResourceClaim:
+    return in_namespace(
+        claim(name, request(REQ0, CLASS_A, count)),
+        uid=f"uid-{name}",
+        deleting=deleting,
+        allocation=allocation,
+        reserved_for=reserved_for,
+    )
+
+
+def allocated(on: str | None = NODE1) -> J:
+    return allocation(
+        local_node_selector(on) if on else None, result(REQ0, DRIVER_A, POOL1, DEVICE1)
+    )
+
+
+# --- resolve_claims (PreEnqueue) -----------------------------------------------------------
+
+
+def direct(entry: str, claim_name: str) -> J:
+    return {"name": entry, "resourceClaimName": claim_name}
+
+
+def templated(entry: str, template: str = "gpu-template") -> J:
+    return {"name": entry, "resourceClaimTemplateName": template}
+
+
+def recorded(entry: str, claim_name: str | None) -> J:
+    return {"name": entry, "resourceClaimName": claim_name}
+
+
+def owned(
+    name: str, owner: str = POD_UID, *, controller: bool = True, deleting: bool = False
+) -> ResourceClaim:
+    return in_namespace(
+        claim(name, request(REQ0, CLASS_A)), owner=owner, controller=controller, deleting=deleting
+    )
+
+
+RESOLVE_CASES = [
+    # (pod claims, recorded statuses, claims in the namespace, names or reason)
+    pytest.param([], [], {}, [], id="no-claims"),
+    pytest.param(
+        [direct("a", "shared"), direct("b", "other")],
+        [],
+        {"shared": gpu_claim("shared"), "other": gpu_claim("other")},
+        ["shared", "other"],
+        id="direct-names-in-pod-order",
+    ),
+    pytest.param(
+        [direct("a", "shared")],
+        [],
+        {"shared": in_namespace(claim("shared"), owner="someone-else")},
+        ["shared"],
+        id="direct-claims-need-no-owner",
+    ),
+    pytest.param(
+        [templated("gpu")],
+        [recorded("gpu", "p-gpu-x1")],
+        {"p-gpu-x1": owned("p-gpu-x1")},
+        ["p-gpu-x1"],
+        id="template-recorded",
+    ),
+    pytest.param(
+        [templated("gpu")],
+        [],
+        {"p-gpu-x1": owned("p-gpu-x1")},
+        "waiting for the ResourceClaim of entry gpu (template gpu-template) to be created",
+        id="template-not-recorded-yet",
+    ),
+    pytest.param(
+        [templated("gpu")],
+        [recorded("other", "p-other")],
+        {},
+        "waiting for the ResourceClaim of entry gpu (template gpu-template) to be created",
+        id="template-other-entry-recorded",
+    ),
+    pytest.param(
+        [templated("gpu"), direct("b", "shared")],
+        [recorded("gpu", None)],
+        {"shared": gpu_claim("shared")},
+        ["shared"],
+        id="template-null-name-needs-no-claim",
+    ),
+    pytest.param(
+        [direct("a", "gone")], [], {}, f"resourceclaim {NS}/gone not found", id="direct-missing"
+    ),
+    pytest.param(
+        [templated("gpu")],
+        [recorded("gpu", "p-gpu-x1")],
+        {},
+        f"resourceclaim {NS}/p-gpu-x1 not found",
+        id="template-claim-missing",
+    ),
+    pytest.param(
+        [direct("a", "old")],
+        [],
+        {"old": gpu_claim("old", deleting=True)},
+        f"resourceclaim {NS}/old is being deleted",
+        id="direct-deleting",
+    ),
+    pytest.param(
+        [templated("gpu")],
+        [recorded("gpu", "p-gpu-x1")],
+        {"p-gpu-x1": owned("p-gpu-x1", deleting=True)},
+        f"resourceclaim {NS}/p-gpu-x1 is being deleted",
+        id="template-deleting",
+    ),
+    pytest.param(
+        [templated("gpu")],
+        [recorded("gpu", "p-gpu-x1")],
+        {"p-gpu-x1": owned("p-gpu-x1", owner="uid-of-an-earlier-pod")},
+        f"resourceclaim {NS}/p-gpu-x1 was not created for pod {NS}/p",
+        id="template-claim-of-another-pod",
+    ),
+    pytest.param(
+        [templated("gpu")],
+        [recorded("gpu", "p-gpu-x1")],
+        {"p-gpu-x1": owned("p-gpu-x1", controller=False)},
+        f"resourceclaim {NS}/p-gpu-x1 was not created for pod {NS}/p",
+        id="template-owner-not-controller",
+    ),
+    pytest.param(
+        [templated("gpu")],
+        [recorded("gpu", "p-gpu-x1")],
+        {"p-gpu-x1": gpu_claim("p-gpu-x1")},
+        f"resourceclaim {NS}/p-gpu-x1 was not created for pod {NS}/p",
+        id="template-claim-without-owner",
+    ),
+    pytest.param(
+        [direct("a", "gone"), templated("gpu")],
+        [],
+        {},
+        f"resourceclaim {NS}/gone not found",
+        id="first-problem-wins",
+    ),
+    pytest.param([{"name": "empty"}], [], {}, [], id="entry-without-source-skipped"),
+]
+
+
+@pytest.mark.parametrize(("entries", "statuses", "claims", "expected"), RESOLVE_CASES)
+def test_resolve_claims(
+    entries: list[J],
+    statuses: list[J],
+    claims: Mapping[str, ResourceClaim],
+    expected: list[str] | str,
+) -> None:
+    got = resolve_claims(pod(claims=entries, claim_statuses=statuses), claims)
+    if isinstance(expected, str):
+        assert got == ClaimsNotReady(expected)
+    else:
+        assert not isinstance(got, ClaimsNotReady), got
+        assert [c.metadata.name for c in got] == expected
+        assert all(c is claims[n] for c, n in zip(got, expected, strict=True))
+
+
+# --- run_cycle: filters ------------------------------------------------------------------
+
+
+class RecordingAllocator(Allocator):
+    """The real allocator, remembering which nodes it was asked about."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.asked: list[str] = []
+
+    def allocate(self, node: Node, claims: Sequence[ResourceClaim]) -> Outcome:
+        self.asked.append(node.metadata.name or "")
+        return super().allocate(node, claims)
+
+
+def test_no_claims_needs_no_allocator() -> None:
+    nodes = [node(NODE2), node(NODE1), node(NODE3, ready="False")]
+    got = run_cycle(pod(), [], nodes, {}, None)
+    assert [f.node for f in got.fits] == [NODE1, NODE2]
+    assert all(f.results == {} for f in got.fits)
+    assert got.failures == {NODE3: "node(s) were not ready"}
+    assert got.pod_error is None
+    assert got.chosen is not None
+    assert got.chosen.node == NODE1
+
+
+def test_filtered_nodes_are_not_allocated_on() -> None:
+    slices = [slice_many(SLICE1, n, POOL1 + n, DRIVER_A, 1) for n in (NODE1, NODE2, NODE3)]
+    a = allocator(CLASSES, slices, kind=RecordingAllocator)
+    assert isinstance(a, RecordingAllocator)
+    nodes = [node(NODE1, unschedulable=True), node(NODE2, taints=[taint("x")]), node(NODE3)]
+    got = run_cycle(pod(), [gpu_claim()], nodes, {}, a)
+    assert a.asked == [NODE3]
+    assert got.failures == {
+        NODE1: "node(s) were unschedulable",
+        NODE2: "node(s) had untolerated taint {x: }",
+    }
+    assert [f.node for f in got.fits] == [NODE3]
+
+
+def test_usage_per_node_is_applied() -> None:
+    nodes = [node(NODE1, allocatable={"cpu": "2", "pods": "3"}), node(NODE2)]
+    usage = {NODE1: NodeUsage({"cpu": Decimal("1.5")}, 1)}
+    got = run_cycle(pod(containers=[container({"cpu": "1"})]), [], nodes, usage, None)
+    assert got.failures == {NODE1: "Insufficient cpu"}
+    assert [f.node for f in got.fits] == [NODE2]
+
+
+# --- run_cycle: claims already allocated ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("selector", "fits"),
+    [
+        pytest.param(local_node_selector(NODE1), [NODE1], id="pinned-to-node-1"),
+        pytest.param(node_label_selector("rack", "r2"), [NODE2], id="label-selector"),
+        pytest.param(None, [NODE1, NODE2, NODE3], id="no-selector-any-node"),
+        pytest.param(
+            {"nodeSelectorTerms": [{"matchExpressions": [{"key": "rack", "operator": "Near"}]}]},
+            [],
+            id="invalid-selector-matches-nothing",
+        ),
+    ],
+)
+def test_allocated_claim_node_selector_restricts_nodes(selector: J | None, fits: list[str]) -> None:
+    c = gpu_claim(allocation=allocation(selector, result(REQ0, DRIVER_A, POOL1, DEVICE1)))
+    nodes = [node(n, labels={"rack": f"r{n[-1]}"}) for n in (NODE1, NODE2, NODE3)]
+    got = run_cycle(pod(), [c], nodes, {}, None)  # nothing to allocate: no allocator needed
+    assert [f.node for f in got.fits] == fits
+    assert all(f.results == {} for f in got.fits)
+    for name in {NODE1, NODE2, NODE3} - set(fits):
+        assert got.failures[name] == f"node(s) didn't match allocated claim {KEY0}'s node selector"
+
+
+def test_node_filters_are_reported_before_the_allocated_claim() -> None:
+    c = gpu_claim(allocation=allocated(on=NODE1))
+    got = run_cycle(pod(), [c], [node(NODE2, ready="False")], {}, None)
+    assert got.failures == {NODE2: "node(s) were not ready"}
+
+
+@pytest.mark.parametrize(
+    ("others", "includes_pod", "error"),
+    [
+        pytest.param(ResourceClaimReservedForMaxSize - 1, False, False, id="one-slot-left"),
+        pytest.param(ResourceClaimReservedForMaxSize, False, True, id="full"),
+        pytest.param(ResourceClaimReservedForMaxSize - 1, True, False, id="full-but-ours"),
+    ],
+)
+def test_reserved_for_full(others: int, includes_pod: bool, error: bool) -> None:
+    consumers = [f"other-{i}" for i in range(others)] + ([POD_UID] if includes_pod else [])
+    c = gpu_claim(allocation=allocated(on=None), reserved_for=consumers)
+    got = run_cycle(pod(), [c], [node(NODE1)], {}, None)
+    if error:
+        assert got.pod_error == (
+            f"resourceclaim {KEY0} is reserved by the maximum of 256 consumers"
+        )
+        assert got.fits == ()
+        assert got.failures == {}
+        assert unschedulable_message(1, got) == got.pod_error
+    else:
+        assert got.pod_error is None
+        assert [f.node for f in got.fits] == [NODE1]
+
+
+# --- run_cycle: allocation per node ------------------------------------------------------
+
+
+def test_unallocated_claims_are_allocated_per_node() -> None:
+    slices = [
+        slice_many(SLICE1, NODE1, POOL1, DRIVER_A, 3),
+        slice_many(SLICE2, NODE2, POOL2, DRIVER_A, 2),
+    ]
+    claims = [gpu_claim(CLAIM0), gpu_claim(CLAIM1, count=2)]
+    got = run_cycle(pod(), claims, [node(NODE1), node(NODE2)], {}, allocator(CLASSES, slices))
+    assert [f.node for f in got.fits] == [NODE1]
+    fit = got.fits[0]
+    assert set(fit.results) == {KEY0, KEY1}
+    devices = [(r.pool, r.device) for a in fit.results.values() for r in a.devices.results]
+    assert sorted(devices) == [(POOL1, f"device-{i}") for i in range(3)]  # three distinct
+    assert len(fit.results[KEY1].devices.results) == 2
+    for a in fit.results.values():
+        assert a.node_selector is not None
+        assert a.node_selector.dump() == local_node_selector(NODE1)
+    # node-2 has devices for each claim alone, not for both: a reason without a request
+    assert got.failures == {NODE2: f"cannot allocate claim {KEY0}"}
+    assert "not together" in got.details[f"cannot allocate claim {KEY0}"]
+
+
+def test_unsatisfiable_request_is_named_with_its_detail() -> None:
+    slices = [slice_many(SLICE1, NODE1, POOL1, DRIVER_A, 1)]
+    got = run_cycle(pod(), [gpu_claim(count=2)], [node(NODE1)], {}, allocator(CLASSES, slices))
+    where = f"cannot allocate claim {KEY0}, request {REQ0}"
+    assert got.failures == {NODE1: where}
+    assert got.details == {where: "1 devices on node-1; 1 usable, 2 needed"}
+
+
+def test_allocation_sees_devices_taken_by_other_claims() -> None:
+    slices = [
+        slice_many(SLICE1, NODE1, POOL1, DRIVER_A, 1),
+        slice_many(SLICE2, NODE2, POOL2, DRIVER_A, 1),
+    ]
+    taken = gpu_claim(
+        "taken", allocation=allocation(None, result(REQ0, DRIVER_A, POOL1, "device-0"))
+    )
+    got = run_cycle(
+        pod(), [gpu_claim()], [node(NODE1), node(NODE2)], {}, allocator(CLASSES, slices, [taken])
+    )
+    assert [f.node for f in got.fits] == [NODE2]
+    assert NODE1 in got.failures
+
+
+def test_mixed_allocated_and_unallocated_claims() -> None:
+    slices = [slice_many(SLICE1, n, POOL1 + n, DRIVER_A, 1) for n in (NODE1, NODE2)]
+    pinned = gpu_claim(CLAIM1, allocation=allocation(local_node_selector(NODE2)))
+    got = run_cycle(
+        pod(), [gpu_claim(), pinned], [node(NODE1), node(NODE2)], {}, allocator(CLASSES, slices)
+    )
+    assert [f.node for f in got.fits] == [NODE2]
+    assert set(got.fits[0].results) == {KEY0}  # only the new allocation
+    assert got.failures[NODE1] == f"node(s) didn't match allocated claim {KEY1}'s node selector"
+
+
+@pytest.mark.parametrize(
+    ("request_", "fragment"),
+    [
+        pytest.param(
+            request(REQ0, CLASS_A, 1, "device.driver =="),
+            f"claim {KEY0}, request {REQ0}, selector #0: CEL compile error",
+            id="invalid-cel",
+        ),
+        pytest.param(
+            request(REQ0, "no-such-class"),
+            f"claim {KEY0}, request {REQ0}: could not retrieve device class no-such-class",
+            id="class-not-found",
+        ),
+    ],
+)
+def test_invalid_input_is_a_pod_error(request_: J, fragment: str) -> None:
+    slices = [slice_many(SLICE1, NODE1, POOL1, DRIVER_A, 1)]
+    c = in_namespace(claim(CLAIM0, request_))
+    got = run_cycle(pod(), [c], [node(NODE1), node(NODE2)], {}, allocator(CLASSES, slices))
+    assert got.pod_error is not None
+    assert got.pod_error.startswith(fragment)
+    assert got.fits == ()
+    assert got.failures == {}
+    assert unschedulable_message(2, got) == got.pod_error
+
+
+def test_invalid_pool_is_a_node_error() -> None:
+    slices = [
+        slice_(SLICE1, NODE1, POOL1, DRIVER_A, device(DEVICE1), device(DEVICE1)),
+        slice_many(SLICE2, NODE2, POOL2, DRIVER_A, 1),
+    ]
+    got = run_cycle(
+        pod(), [gpu_claim()], [node(NODE1), node(NODE2)], {}, allocator(CLASSES, slices)
+    )
+    assert got.pod_error is None
+    assert [f.node for f in got.fits] == [NODE2]
+    assert got.failures == {
+        NODE1: "node(s) had errors in their resource pools: invalid resource pools were "
+        f"encountered: {DRIVER_A}/{POOL1} (duplicate device name {DEVICE1})"
+    }
+
+
+# --- run_cycle: scoring ------------------------------------------------------------------
+
+
+def fit_order(got: CycleResult) -> list[str]:
+    return [f.node for f in got.fits]
+
+
+def test_first_available_rank_first() -> None:
+    """node-1 only has the second choice; node-2, busier and later by name, has the first."""
+    slices = [
+        slice_many(SLICE1, NODE1, POOL1, DRIVER_B, 1),
+        slice_many(SLICE2, NODE2, POOL2, DRIVER_A, 1),
+    ]
+    c = in_namespace(
+        claim(
+            CLAIM0, prioritized(REQ0, sub_request(SUBREQ0, CLASS_A), sub_request(SUBREQ1, CLASS_B))
+        )
+    )
+    usage = {NODE2: NodeUsage({"cpu": Decimal(7)}, 1)}
+    got = run_cycle(pod(), [c], [node(NODE1), node(NODE2)], usage, allocator(CLASSES, slices))
+    assert fit_order(got) == [NODE2, NODE1]
+    by_node = {f.node: f for f in got.fits}
+    assert by_node[NODE2].score[0] == 0
+    assert by_node[NODE1].score[0] == 1
+    assert by_node[NODE1].results[KEY0].devices.results[0].request == f"{REQ0}/{SUBREQ1}"
+
+
+def test_devices_with_binding_conditions_last() -> None:
+    slices = [
+        slice_(SLICE1, NODE1, POOL1, DRIVER_A, device(DEVICE1, binding=(["attached"], ["failed"]))),
+        slice_many(SLICE2, NODE2, POOL2, DRIVER_A, 1),
+    ]
+    usage = {NODE2: NodeUsage({"cpu": Decimal(7)}, 1)}
+    got = run_cycle(
+        pod(), [gpu_claim()], [node(NODE1), node(NODE2)], usage, allocator(CLASSES, slices)
+    )
+    assert fit_order(got) == [NODE2, NODE1]
+    by_node = {f.node: f for f in got.fits}
+    assert by_node[NODE1].score[1] == 1
+    assert by_node[NODE2].score[1] == 0
+    assert by_node[NODE1].results[KEY0].devices.results[0].binding_conditions == ["attached"]
+
+
+def test_rank_beats_binding_conditions() -> None:
+    slices = [
+        slice_(SLICE1, NODE1, POOL1, DRIVER_A, device(DEVICE1, binding=(["attached"], []))),
+        slice_many(SLICE2, NODE2, POOL2, DRIVER_B, 1),
+    ]
+    c = in_namespace(
+        claim(
+            CLAIM0, prioritized(REQ0, sub_request(SUBREQ0, CLASS_A), sub_request(SUBREQ1, CLASS_B))
+        )
+    )
+    got = run_cycle(pod(), [c], [node(NODE1), node(NODE2)], {}, allocator(CLASSES, slices))
+    assert fit_order(got) == [NODE1, NODE2]
+
+
+@pytest.mark.parametrize(
+    ("policy", "order"),
+    [
+        pytest.param("least-allocated", [NODE2, NODE3, NODE1], id="least"),
+        pytest.param("most-allocated", [NODE1, NODE3, NODE2], id="most"),
+    ],
+)
+def test_allocated_policy(policy: ScorePolicy, order: list[str]) -> None:
+    nodes = [
+        node(NODE1, allocatable={"cpu": "4", "memory": "4Gi"}),
+        node(NODE2, allocatable={"cpu": "4", "memory": "4Gi"}),
+        node(NODE3, allocatable={"cpu": "4", "memory": "4Gi"}),
+    ]
+    usage = {
+        NODE1: NodeUsage({"cpu": Decimal(3), "memory": Decimal(3 * 2**30)}, 1),
+        NODE3: NodeUsage({"cpu": Decimal(1)}, 1),
+    }
+    p = pod(containers=[container({"cpu": "1", "memory": "1Gi"})])
+    got = run_cycle(p, [], nodes, usage, None, policy=policy)
+    assert fit_order(got) == order
+    by_node = {f.node: f.score[2] for f in got.fits}
+    sign = 1 if policy == "least-allocated" else -1
+    # cpu and memory fractions after placing the pod, averaged
+    assert by_node[NODE1] == sign * Decimal(1)
+    assert by_node[NODE2] == sign * Decimal("0.25")
+    assert by_node[NODE3] == sign * (Decimal("0.5") + Decimal("0.25")) / 2
+
+
+@pytest.mark.parametrize("policy", ["least-allocated", "most-allocated"])
+def test_ties_break_by_node_name(policy: ScorePolicy) -> None:
+    nodes = [node(n) for n in ("node-c", "node-a", "node-b")]
+    got = run_cycle(pod(), [], nodes, {}, None, policy=policy)
+    assert fit_order(got) == ["node-a", "node-b", "node-c"]
+
+
+def test_binding_conditions_beat_utilisation_and_utilisation_beats_name() -> None:
+    slices = [
+        slice_(SLICE1, "node-a", POOL1, DRIVER_A, device(DEVICE1, binding=(["attached"], []))),
+        slice_many(SLICE2, "node-b", POOL2, DRIVER_A, 1),
+        slice_many("slice-3", "node-c", "pool-3", DRIVER_A, 1),
+    ]
+    usage = {
+        "node-b": NodeUsage({"cpu": Decimal(6)}, 1),
+        "node-c": NodeUsage({"cpu": Decimal(1)}, 1),
+    }
+    nodes = [node(n) for n in ("node-a", "node-b", "node-c")]
+    got = run_cycle(pod(), [gpu_claim()], nodes, usage, allocator(CLASSES, slices))
+    assert fit_order(got) == ["node-c", "node-b", "node-a"]
+
+
+# --- prefer_nominated --------------------------------------------------------------------
+
+
+def cycle_with(*nodes_: str) -> CycleResult:
+    fits = tuple(NodeFit(n, {}, (0, 0, Decimal(0), n)) for n in nodes_)
+    return CycleResult(fits, {}, {})
+
+
+@pytest.mark.parametrize(
+    ("fits", "nominated", "chosen"),
+    [
+        pytest.param([NODE1, NODE2], NODE2, NODE2, id="nominated-still-fits"),
+        pytest.param([NODE1, NODE2], NODE3, NODE1, id="nominated-no-longer-fits"),
+        pytest.param([NODE1, NODE2], None, NODE1, id="none-nominated"),
+        pytest.param([NODE1, NODE2], "", NODE1, id="empty-nominated"),
+        pytest.param([], NODE1, None, id="nothing-fits"),
+    ],
+)
+def test_prefer_nominated(fits: list[str], nominated: str | None, chosen: str | None) -> None:
+    got = prefer_nominated(cycle_with(*fits), nominated)
+    assert (got.node if got is not None else None) == chosen
+
+
+# --- unschedulable_message ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("total", "failures", "details", "max_reasons", "message"),
+    [
+        pytest.param(
+            0, {}, {}, 6, "0/0 nodes are available: no nodes in the cluster.", id="no-nodes"
+        ),
+        pytest.param(
+            1,
+            {NODE1: "node(s) were not ready"},
+            {},
+            6,
+            "0/1 nodes are available: 1 node(s) were not ready.",
+            id="one",
+        ),
+        pytest.param(
+            12,
+            {
+                **{f"g{i}": "cannot allocate claim ns/gpu-claim, request gpu" for i in range(7)},
+                **{f"t{i}": "node(s) had untolerated taint {a: }" for i in range(5)},
+            },
+            {"cannot allocate claim ns/gpu-claim, request gpu": "no device matches class big"},
+            6,
+            "0/12 nodes are available: 7 cannot allocate claim ns/gpu-claim, request gpu: "
+            "no device matches class big; 5 node(s) had untolerated taint {a: }.",
+            id="grouped-with-details",
+        ),
+        pytest.param(
+            4,
+            {"a": "b-reason", "b": "a-reason", "c": "c-reason", "d": "c-reason"},
+            {},
+            6,
+            "0/4 nodes are available: 2 c-reason; 1 a-reason; 1 b-reason.",
+            id="count-then-reason-order",
+        ),
+        pytest.param(
+            4,
+            {"a": "r1", "b": "r2", "c": "r3", "d": "r3"},
+            {},
+            2,
+            "0/4 nodes are available: 2 r3; 1 r1; 1 more reasons.",
+            id="truncated",
+        ),
+    ],
+)
+def test_unschedulable_message(
+    total: int,
+    failures: dict[str, str],
+    details: dict[str, str],
+    max_reasons: int,
+    message: str,
+) -> None:
+    result_ = CycleResult((), failures, details)
+    assert unschedulable_message(total, result_, max_reasons) == message
+
+
+def test_unschedulable_message_from_a_real_cycle() -> None:
+    slices = [slice_many(SLICE1, NODE1, POOL1, DRIVER_A, 1)]
+    nodes = [
+        node(NODE1),
+        node(NODE2),
+        node(NODE3, ready="False"),
+        node("node-4", taints=[taint("gpu", "true")]),
+    ]
+    got = run_cycle(pod(), [gpu_claim(count=2)], nodes, {}, allocator(CLASSES, slices))
+    assert got.fits == ()
+    message = unschedulable_message(len(nodes), got)
+    where = f"cannot allocate claim {KEY0}, request {REQ0}"
+    assert message.startswith(f"0/4 nodes are available: 2 {where}: ")
+    assert message.endswith(
+        "; 1 node(s) had untolerated taint {gpu: true}; 1 node(s) were not ready."
+    )
+    assert got.details[where] in message
+
+
+class Unexplained(Allocator):
+    """An allocator that finds nothing and gives no reason."""
+
+    def allocate(self, node: Node, claims: Sequence[ResourceClaim]) -> Outcome:
+        return Outcome(Status.UNSATISFIABLE)
+
+
+def test_unsatisfiable_without_reasons() -> None:
+    a = allocator(CLASSES, [], kind=Unexplained)
+    got = run_cycle(pod(), [gpu_claim()], [node(NODE1)], {}, a)
+    assert got.failures == {NODE1: "cannot allocate all claims"}
+    assert got.details == {}
+    assert unschedulable_message(1, got) == "0/1 nodes are available: 1 cannot allocate all claims."
+
+
+def test_one_detail_per_grouped_reason_from_the_first_node() -> None:
+    slices = [slice_many(SLICE1, n, POOL1 + n, DRIVER_A, 1) for n in (NODE2, NODE1)]
+    got = run_cycle(
+        pod(), [gpu_claim(count=2)], [node(NODE2), node(NODE1)], {}, allocator(CLASSES, slices)
+    )
+    where = f"cannot allocate claim {KEY0}, request {REQ0}"
+    assert got.failures == {NODE1: where, NODE2: where}
+    assert got.details == {where: "1 devices on node-1; 1 usable, 2 needed"}
+    assert unschedulable_message(2, got) == (
+        f"0/2 nodes are available: 2 {where}: 1 devices on node-1; 1 usable, 2 needed."
+    )
