@@ -111,7 +111,9 @@ class ClaimTemplateController:
         records: list[planning.RecordStatus] = []
         for action in actions:
             if isinstance(action, planning.CreateClaim):
-                records.append(await self._create(pod, action))
+                record = await self._create(pod, action)
+                if record is not None:
+                    records.append(record)
             elif isinstance(action, planning.RecordStatus):
                 records.append(action)
             elif isinstance(action, planning.DeleteDuplicate):
@@ -122,17 +124,33 @@ class ClaimTemplateController:
             await self._record(pod, records)
             self._superseded.wrote(key, pod.metadata.resource_version)
 
-    async def _create(self, pod: Pod, action: planning.CreateClaim) -> planning.RecordStatus:
+    async def _create(self, pod: Pod, action: planning.CreateClaim) -> planning.RecordStatus | None:
+        """Create the claim, unless the live pod shows one recorded since our cache saw it.
+
+        Claims generated for the pod are already known from the cache (the plan adopts them);
+        the live read closes the window in which kube-controller-manager created a claim and
+        recorded it while our pod cache lagged. A narrower window (its claim created, not yet
+        recorded) can still give two claims; the plan then keeps the recorded one and deletes
+        the other while it is unallocated. A LIST of the namespace's claims would close that
+        window too, at O(claims) per pod.
+        """
         namespace = pod.metadata.namespace or ""
-        live = await self.deps.api.list("ResourceClaim", namespace)
-        for item in live.get("items", []):
-            claim = ResourceClaim.load(item)
-            if planning.is_generated_for(claim, pod.metadata.uid or "", action.entry):
+        try:
+            live = Pod.load(await self.deps.api.get("Pod", pod.metadata.name or "", namespace))
+        except NotFoundError:
+            return None
+        if live.metadata.uid != pod.metadata.uid:
+            return None
+        for status in live.status.resource_claim_statuses:
+            if status.name == action.entry and status.resource_claim_name:
                 log.info(
-                    "adopting existing claim",
-                    **{fields.POD: pod.metadata.key, fields.CLAIM: claim.key},
+                    "claim recorded meanwhile",
+                    **{
+                        fields.POD: pod.metadata.key,
+                        fields.CLAIM: f"{namespace}/{status.resource_claim_name}",
+                    },
                 )
-                return planning.RecordStatus(action.entry, claim.metadata.name or "")
+                return None
         created = await self.deps.api.create(action.claim)
         name = created["metadata"]["name"]
         metrics.CLAIMS_CREATED.inc()
