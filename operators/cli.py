@@ -15,6 +15,7 @@ from operators import __version__
 COMPONENTS: dict[str, str] = {
     "claim-templates": "operators.controllers.claim_templates.app",
     "reservations": "operators.controllers.reservations.app",
+    "pool-validator": "operators.controllers.pool_validator.app",
     "scheduler": "operators.controllers.scheduler.app",
     "driver": "operators.driver.app",
 }

@@ -10,7 +10,8 @@ upstream's GatherPools so both see the same pools for the same slices:
   generation has ``resourceSliceCount`` slices (counting slices for other nodes); a newer
   generation elsewhere makes the node's slices obsolete and the pool disappears;
 * invalid: duplicate device names, duplicate counter set names, consumption of a counter set
-  or counter that does not exist.
+  or counter that does not exist (``pool_problems`` lists them all, with codes; the allocator
+  takes the first).
 """
 
 from __future__ import annotations
@@ -66,47 +67,122 @@ def generation_of(s: ResourceSlice) -> int:
     return s.spec.pool.generation or 0
 
 
-def _validate(
-    slices: Sequence[ResourceSlice], features: Features
-) -> tuple[str | None, dict[str, CounterSet]]:
-    """(invalid reason or None, counter sets by name) for the slices of one pool generation."""
+# Codes of the problems the allocator acts on; the pool validator reports them under these
+# names and adds checks of its own (operators/allocator/pool_checks.py).
+DUPLICATE_DEVICE_NAME = "DuplicateDeviceName"
+DUPLICATE_COUNTER_SET = "DuplicateCounterSet"
+COUNTER_SET_NOT_FOUND = "CounterSetNotFound"
+COUNTER_NOT_FOUND = "CounterNotFound"
+
+
+@dataclass(frozen=True, slots=True)
+class PoolProblem:
+    """One thing wrong with a pool, as data: a CamelCase code, why, and where (names or "")."""
+
+    code: str
+    message: str
+    slice: str = ""
+    device: str = ""
+
+
+def pool_problems(
+    slices: Sequence[ResourceSlice], features: Features, *, complete: bool = True
+) -> tuple[list[PoolProblem], dict[str, CounterSet]]:
+    """Every problem the allocator would reject the pool for, in the order it finds them,
+    and the pool's counter sets by name (the first of duplicates).
+
+    The allocator stops at the first problem (``_validate``); the pool validator reports all.
+    With ``complete=False`` (slices of a pool still being published) a reference to a counter
+    set that is not there yet is not a problem: the missing slices may hold it.
+    """
     if features.partitionable_devices:
         device_slices = [s for s in slices if not s.spec.shared_counters]
         counter_slices = [s for s in slices if s.spec.shared_counters]
     else:
         device_slices, counter_slices = list(slices), []
+    problems: list[PoolProblem] = []
     names: set[str] = set()
     for s in device_slices:
         for d in s.spec.devices:
             name = d.name or ""
             if name in names:
-                return f"duplicate device name {name}", {}
+                problems.append(
+                    PoolProblem(
+                        DUPLICATE_DEVICE_NAME, f"duplicate device name {name}", slice_name(s), name
+                    )
+                )
             names.add(name)
     if not features.partitionable_devices:
-        return None, {}
+        return problems, {}
     counter_sets: dict[str, CounterSet] = {}
     for s in counter_slices:
         for cs in s.spec.shared_counters:
             cs_name = cs.name or ""
             if cs_name in counter_sets:
-                return f"duplicate counter set name {cs_name}", {}
+                problems.append(
+                    PoolProblem(
+                        DUPLICATE_COUNTER_SET,
+                        f"duplicate counter set name {cs_name}",
+                        slice_name(s),
+                    )
+                )
+                continue
             counter_sets[cs_name] = cs
-    return _check_consumption(counter_sets, slices), counter_sets
+    problems.extend(consumption_problems(counter_sets, slices, complete=complete))
+    return problems, counter_sets
 
 
-def _check_consumption(
-    counter_sets: Mapping[str, CounterSet], slices: Iterable[ResourceSlice]
-) -> str | None:
+def consumption_problems(
+    counter_sets: Mapping[str, CounterSet],
+    slices: Iterable[ResourceSlice],
+    *,
+    complete: bool = True,
+) -> list[PoolProblem]:
+    """``consumesCounters`` entries naming a counter set or counter that does not exist."""
+    problems: list[PoolProblem] = []
     for s in slices:
         for d in s.spec.devices:
             for use in d.consumes_counters:
                 cs = counter_sets.get(use.counter_set or "")
                 if cs is None:
-                    return f"counter set {use.counter_set} not found"
+                    if complete:
+                        problems.append(
+                            PoolProblem(
+                                COUNTER_SET_NOT_FOUND,
+                                f"counter set {use.counter_set} not found",
+                                slice_name(s),
+                                d.name or "",
+                            )
+                        )
+                    continue
                 for name in use.counters:
                     if name not in cs.counters:
-                        return f"counter {name} not found in counter set {cs.name}"
-    return None
+                        problems.append(
+                            PoolProblem(
+                                COUNTER_NOT_FOUND,
+                                f"counter {name} not found in counter set {cs.name}",
+                                slice_name(s),
+                                d.name or "",
+                            )
+                        )
+    return problems
+
+
+def _validate(
+    slices: Sequence[ResourceSlice], features: Features
+) -> tuple[str | None, dict[str, CounterSet]]:
+    """(invalid reason or None, counter sets by name) for the slices of one pool generation."""
+    problems, counter_sets = pool_problems(slices, features)
+    if problems:
+        return problems[0].message, {}
+    return None, counter_sets
+
+
+def _check_consumption(
+    counter_sets: Mapping[str, CounterSet], slices: Iterable[ResourceSlice]
+) -> str | None:
+    problems = consumption_problems(counter_sets, slices)
+    return problems[0].message if problems else None
 
 
 def build_pool(
@@ -226,23 +302,56 @@ def _same_generation(
     return False, same
 
 
+@dataclass(frozen=True, slots=True)
+class PoolGeneration:
+    """The slices of one pool, split into its newest generation and older leftovers."""
+
+    id: PoolID
+    generation: int
+    #: Slices of the newest generation, in input order.
+    slices: tuple[ResourceSlice, ...]
+    #: Slices of older generations (the allocator ignores them; drivers should delete them).
+    older: tuple[ResourceSlice, ...] = ()
+
+    @property
+    def expected_slices(self) -> int:
+        """``resourceSliceCount`` of the newest generation (of its first slice)."""
+        return self.slices[0].spec.pool.resource_slice_count or 0
+
+    @property
+    def complete(self) -> bool:
+        return len(self.slices) == self.expected_slices
+
+
+def newest_generations(slices: Iterable[ResourceSlice]) -> list[PoolGeneration]:
+    """Group slices by pool and split off the newest generation, pools sorted by ID."""
+    by_pool: dict[PoolID, list[ResourceSlice]] = {}
+    for s in slices:
+        by_pool.setdefault(pool_id_of(s), []).append(s)
+    result = []
+    for pid in sorted(by_pool, key=lambda p: (p.driver, p.pool)):
+        pool_slices = by_pool[pid]
+        generation = max(generation_of(s) for s in pool_slices)
+        result.append(
+            PoolGeneration(
+                pid,
+                generation,
+                tuple(s for s in pool_slices if generation_of(s) == generation),
+                tuple(s for s in pool_slices if generation_of(s) != generation),
+            )
+        )
+    return result
+
+
 def validate_pools(slices: Sequence[ResourceSlice], features: Features) -> list[Pool]:
     """Every pool of the cluster, judged as a whole (for the pool validator).
 
     Uses the newest generation of each pool, all of its slices whatever node they target.
     """
-    newest: dict[PoolID, list[ResourceSlice]] = {}
-    for s in slices:
-        pid = pool_id_of(s)
-        have = newest.get(pid)
-        if have is None or generation_of(s) > generation_of(have[0]):
-            newest[pid] = [s]
-        elif generation_of(s) == generation_of(have[0]):
-            have.append(s)
     result = []
-    for pid, pool_slices in sorted(newest.items(), key=lambda kv: (kv[0].driver, kv[0].pool)):
-        if len(pool_slices) != (pool_slices[0].spec.pool.resource_slice_count or 0):
-            result.append(Pool(pid, incomplete=True))
+    for group in newest_generations(slices):
+        if not group.complete:
+            result.append(Pool(group.id, incomplete=True))
         else:
-            result.append(build_pool(pid, pool_slices, features))
+            result.append(build_pool(group.id, group.slices, features))
     return result

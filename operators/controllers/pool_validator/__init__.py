@@ -1,0 +1,1 @@
+"""Pool validator (KEP-4815 "Future options"): a ResourcePoolStatus for every resource pool."""

@@ -1,0 +1,356 @@
+"""kopf handlers of the pool validator: index slices, claims and our statuses; reconcile a pool.
+
+Work is keyed by pool (driver, pool name). A slice event enqueues its pool (and the pool it
+belonged to before, should its pool name have changed); a claim event enqueues every pool its
+allocation uses now or used before (a deallocation changes utilisation too); a
+ResourcePoolStatus event enqueues its pool, so statuses deleted by hand come back and those
+of pools that vanished while we were down go. kopf runs no handler before every index has
+finished its initial list, so the first verdict already sees the whole pool.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import datetime
+from collections.abc import Mapping
+from typing import Any, Final
+
+import kopf
+import structlog
+
+from operators.allocator.features import Features
+from operators.allocator.pool_checks import PoolReport, check_pool
+from operators.allocator.pools import newest_generations
+from operators.api.ids import PoolID
+from operators.api.resource import ResourceClaim, ResourceSlice
+from operators.controllers.common.indices import CLAIMS, SLICES, IndexView, object_key
+from operators.controllers.common.runner import Deps, close_deps, make_deps
+from operators.controllers.common.workqueue import WorkQueue
+from operators.controllers.pool_validator import metrics, planning
+from operators.controllers.pool_validator.model import (
+    API_VERSION,
+    GROUP,
+    KIND,
+    PLURAL,
+    VERSION,
+    PoolStatusStatus,
+)
+from operators.controllers.pool_validator.settings import PoolValidatorSettings
+from operators.kube.api import (
+    ApiError,
+    ConflictError,
+    NotFoundError,
+    Resource,
+    register_resource,
+)
+from operators.kube.events import WARNING, EventRecorder
+from operators.observability import fields
+
+log = structlog.get_logger(__name__)
+
+COMPONENT: Final = "pool-validator"
+STATUSES: Final = (GROUP, VERSION, PLURAL)
+RESOURCE: Final = Resource(API_VERSION, PLURAL, False, KIND)
+
+PoolKey = tuple[str, str]  # (driver, pool)
+
+
+def slice_pool(body: Mapping[str, Any]) -> PoolKey:
+    spec = body.get("spec") or {}
+    return spec.get("driver") or "", (spec.get("pool") or {}).get("name") or ""
+
+
+def claim_pools(body: Mapping[str, Any]) -> set[PoolKey]:
+    """Pools an allocated claim takes devices from."""
+    allocation = (body.get("status") or {}).get("allocation") or {}
+    results = (allocation.get("devices") or {}).get("results") or []
+    return {(r.get("driver") or "", r.get("pool") or "") for r in results}
+
+
+def status_pool(body: Mapping[str, Any]) -> PoolKey:
+    spec = body.get("spec") or {}
+    return spec.get("driver") or "", spec.get("pool") or ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """What the metrics show of one pool."""
+
+    state: str
+    codes: tuple[str, ...]
+    devices: tuple[int, int]  # total, allocated
+    counters: tuple[tuple[str, str, float], ...]  # counter set, counter, consumed/total
+
+
+class PoolValidatorController:
+    def __init__(self, settings: PoolValidatorSettings, features: Features | None = None) -> None:
+        self.settings = settings
+        self.features = features or Features.all()
+        self.indices = IndexView()
+        self.queue: WorkQueue[PoolKey] = WorkQueue(
+            self.reconcile, name=COMPONENT, workers=settings.workers
+        )
+        self.verdicts: dict[PoolKey, Verdict] = {}
+        #: Finished reconciles per pool (tests and debugging wait on it).
+        self.reconciled: collections.Counter[PoolKey] = collections.Counter()
+        self._deps: Deps | None = None
+        self._events: EventRecorder | None = None
+        self._since: dict[tuple[PoolKey, str], float] = {}
+        self._slice_pools: dict[str, PoolKey] = {}
+        self._claim_pools: dict[tuple[str, str], set[PoolKey]] = {}
+        # Our last write per pool, with the resourceVersion it replaced: the cache may lag.
+        self._written: dict[PoolKey, tuple[str | None, dict[str, Any]]] = {}
+        self._labels: dict[PoolKey, list[tuple[str, ...]]] = {}
+
+    @property
+    def deps(self) -> Deps:
+        assert self._deps is not None, "the operator has not started"
+        return self._deps
+
+    @property
+    def events(self) -> EventRecorder:
+        assert self._events is not None, "the operator has not started"
+        return self._events
+
+    def bind(self, deps: Deps) -> None:
+        self._deps = deps
+        self._events = EventRecorder(deps.api, deps.component)
+
+    # --- reconcile ------------------------------------------------------------------------
+
+    def _elapsed(self, key: PoolKey, what: str, active: bool, now: float) -> float | None:
+        """For how long ``what`` has been true of the pool (as seen by this process)."""
+        if not active:
+            self._since.pop((key, what), None)
+            return None
+        return now - self._since.setdefault((key, what), now)
+
+    def _current(self, key: PoolKey) -> dict[str, Any] | None:
+        """The pool's ResourcePoolStatus: from the cache, or our own write if it is newer."""
+        cached = self.indices.one("statuses", key)
+        written = self._written.get(key)
+        if written is None:
+            return None if cached is None else dict(cached)
+        replaced, body = written
+        if cached is None or cached["metadata"].get("resourceVersion") == replaced:
+            return body
+        del self._written[key]
+        return dict(cached)
+
+    async def reconcile(self, key: PoolKey) -> None:
+        try:
+            await self._reconcile(key)
+        finally:
+            self.reconciled[key] += 1
+
+    async def _reconcile(self, key: PoolKey) -> None:
+        pool = PoolID(*key)
+        bodies = list(self.indices.values("slices_by_pool", key))
+        current = self._current(key)
+        if not bodies:
+            await self._delete(key, current)
+            return
+        (group,) = newest_generations([ResourceSlice.load(b) for b in bodies])
+        claims = {
+            c["metadata"].get("uid") or object_key(c): c
+            for c in self.indices.values("claims_by_pool", key)
+        }
+        report = check_pool(group, [ResourceClaim.load(c) for c in claims.values()], self.features)
+        clock = self.deps.clock()
+        timing = planning.Timing(
+            incomplete_for=self._elapsed(key, "incomplete", not report.complete, clock),
+            stale_for=self._elapsed(key, "stale", bool(report.stale_slices), clock),
+        )
+        previous = (
+            PoolStatusStatus.load(current["status"])
+            if current is not None and current.get("status")
+            else None
+        )
+        plan = planning.plan_pool(
+            report,
+            previous,
+            timing,
+            grace=self.settings.incomplete_grace_period,
+            now=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            max_problems=self.settings.max_problems,
+        )
+        if current is None:
+            current = await self._create(pool)
+        if current.get("status") != plan.status:
+            await self._write_status(key, current, plan.status)
+            log.info(
+                "pool status published",
+                state=plan.state,
+                problems=len(plan.codes),
+                **{fields.POOL: str(pool)},
+            )
+        for problem in plan.new_problems:
+            target = next(
+                (b for b in bodies if b["metadata"].get("name") == problem.slice), current
+            )
+            await self.events.post(target, WARNING, problem.code, planning.describe(pool, problem))
+        self._publish(key, plan, report)
+        if plan.requeue_after is not None:
+            self.queue.add_after(key, plan.requeue_after + 0.05)
+
+    async def _create(self, pool: PoolID) -> dict[str, Any]:
+        try:
+            return await self.deps.api.create(planning.status_object(pool))
+        except ConflictError:
+            # Created by us a moment ago and not in the cache yet (or by a previous run).
+            return await self.deps.api.get(KIND, planning.status_name(pool))
+
+    async def _write_status(
+        self, key: PoolKey, current: dict[str, Any], status: dict[str, Any]
+    ) -> None:
+        body = {**current, "status": status}
+        try:
+            written = await self.deps.api.replace_status(body)
+        except NotFoundError:
+            self._written.pop(key, None)
+            raise  # deleted meanwhile: the retry creates it again
+        except ConflictError:
+            self._written.pop(key, None)
+            raise
+        self._written[key] = (current["metadata"].get("resourceVersion"), written)
+
+    async def _delete(self, key: PoolKey, current: dict[str, Any] | None) -> None:
+        """The pool has no slices any more: its status goes, and so do its metrics."""
+        self._written.pop(key, None)
+        for what in ("incomplete", "stale"):
+            self._since.pop((key, what), None)
+        self._forget(key)
+        if current is None:
+            return
+        await self.deps.api.delete(
+            KIND, current["metadata"]["name"], uid=current["metadata"].get("uid")
+        )
+        log.info("pool gone, status deleted", **{fields.POOL: str(PoolID(*key))})
+
+    # --- metrics --------------------------------------------------------------------------
+
+    def _publish(self, key: PoolKey, plan: planning.PoolPlan, report: PoolReport) -> None:
+        self.verdicts[key] = Verdict(
+            state=plan.state,
+            codes=plan.codes,
+            devices=(report.devices, report.allocated_devices),
+            counters=tuple(
+                (
+                    u.counter_set,
+                    u.counter,
+                    float(u.consumed.value / u.total.value) if u.total.value else 0.0,
+                )
+                for u in report.counters
+            ),
+        )
+        self._republish(key)
+
+    def _forget(self, key: PoolKey) -> None:
+        self.verdicts.pop(key, None)
+        self._republish(key)
+
+    def _republish(self, key: PoolKey) -> None:
+        states = collections.Counter(v.state for v in self.verdicts.values())
+        for state in planning.STATES:
+            metrics.POOLS.labels(state=state).set(states[state])
+        codes = collections.Counter(c for v in self.verdicts.values() for c in v.codes)
+        metrics.POOL_PROBLEMS.clear()
+        for code, count in codes.items():
+            metrics.POOL_PROBLEMS.labels(code=code).set(count)
+        for labels in self._labels.pop(key, []):
+            gauge = metrics.COUNTER_UTILIZATION if len(labels) == 4 else metrics.DEVICES
+            with contextlib.suppress(KeyError):
+                gauge.remove(*labels)
+        verdict = self.verdicts.get(key)
+        if verdict is None:
+            return
+        driver, pool = key
+        published: list[tuple[str, ...]] = []
+        for counter_set, counter, ratio in verdict.counters:
+            labels = (driver, pool, counter_set, counter)
+            metrics.COUNTER_UTILIZATION.labels(*labels).set(ratio)
+            published.append(labels)
+        for state, value in zip(("total", "allocated"), verdict.devices, strict=True):
+            metrics.DEVICES.labels(driver, pool, state).set(value)
+            published.append((driver, pool, state))
+        self._labels[key] = published
+
+    # --- kopf side ------------------------------------------------------------------------
+
+    def register(self, registry: kopf.OperatorRegistry) -> None:
+        """Indices (the cache), event handlers (enqueue only), startup and cleanup."""
+        controller = self
+        register_resource(RESOURCE)
+
+        @kopf.index(*SLICES, id="slices_by_pool", registry=registry)
+        def slices_by_pool(**kw: Any) -> dict[Any, Any]:
+            return {slice_pool(kw["body"]): dict(kw["body"])}
+
+        @kopf.index(*CLAIMS, id="claims_by_pool", registry=registry)
+        def claims_by_pool(**kw: Any) -> dict[Any, Any]:
+            body = dict(kw["body"])
+            return dict.fromkeys(claim_pools(body), body)
+
+        @kopf.index(*STATUSES, id="statuses", registry=registry)
+        def statuses(**kw: Any) -> dict[Any, Any]:
+            return {status_pool(kw["body"]): dict(kw["body"])}
+
+        @kopf.on.event(*SLICES, registry=registry)
+        def slice_changed(**kw: Any) -> None:
+            controller.indices.attach(kw)
+            name = kw["body"]["metadata"]["name"]
+            pool = slice_pool(kw["body"])
+            before = controller._slice_pools.get(name)
+            if before is not None and before != pool:
+                controller.queue.add(before)
+            if kw.get("type") == "DELETED":
+                controller._slice_pools.pop(name, None)
+            else:
+                controller._slice_pools[name] = pool
+            controller.queue.add(pool)
+
+        @kopf.on.event(*CLAIMS, registry=registry)
+        def claim_changed(**kw: Any) -> None:
+            controller.indices.attach(kw)
+            key = object_key(kw["body"])
+            pools = set() if kw.get("type") == "DELETED" else claim_pools(kw["body"])
+            before = controller._claim_pools.pop(key, set())
+            if pools:
+                controller._claim_pools[key] = pools
+            for pool in pools | before:
+                controller.queue.add(pool)
+
+        @kopf.on.event(*STATUSES, registry=registry)
+        def status_changed(**kw: Any) -> None:
+            controller.indices.attach(kw)
+            pool = status_pool(kw["body"])
+            if kw.get("type") == "DELETED":
+                controller._written.pop(pool, None)  # deleted by hand: create it again
+            controller.queue.add(pool)
+
+        @kopf.on.startup(registry=registry)
+        async def start(**_: Any) -> None:
+            deps = await make_deps(controller.settings, COMPONENT)
+            try:
+                await deps.api.list(KIND)
+            except NotFoundError:
+                await close_deps(deps)
+                raise kopf.PermanentError(
+                    f"the {KIND} CRD is not installed: "
+                    "kubectl apply -f crds/resourcepoolstatuses.yaml"
+                ) from None
+            except ApiError as e:  # e.g. 429 while a just-installed CRD's storage starts
+                await close_deps(deps)
+                raise kopf.TemporaryError(f"{KIND} not served yet: {e}", delay=1) from None
+            controller.bind(deps)
+            controller.queue.start()
+
+        @kopf.on.cleanup(registry=registry)
+        async def stop(**_: Any) -> None:
+            await controller.queue.stop()
+            await close_deps(controller.deps)
+
+        del slices_by_pool, claims_by_pool, statuses
+        del slice_changed, claim_changed, status_changed, start, stop

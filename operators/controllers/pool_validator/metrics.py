@@ -1,0 +1,30 @@
+"""Prometheus metrics of the pool validator (served by ``observability.metrics.serve``).
+
+The controller owns the numbers (its verdict per pool) and republishes these gauges from them
+after every change, so a pool that disappears also disappears from the metrics.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Gauge
+
+POOLS = Gauge(
+    "kopf_dra_resource_pools",
+    "Resource pools by validation state (valid, invalid, incomplete)",
+    ["state"],
+)
+POOL_PROBLEMS = Gauge(
+    "kopf_dra_resource_pool_problems",
+    "Problems found in resource pools, by problem code",
+    ["code"],
+)
+COUNTER_UTILIZATION = Gauge(
+    "kopf_dra_resource_pool_counter_utilization_ratio",
+    "Share of a shared counter that allocated devices consume (consumed / total)",
+    ["driver", "pool", "counter_set", "counter"],
+)
+DEVICES = Gauge(
+    "kopf_dra_resource_pool_devices",
+    "Devices of resource pools (state: total or allocated)",
+    ["driver", "pool", "state"],
+)

@@ -1,0 +1,573 @@
+"""The pool validator against the real API server: ResourcePoolStatus follows its pool.
+
+Slices are cluster-scoped, so every test publishes under a driver name of its own and deletes
+its slices afterwards; claims live in the test's namespace. Tests play the driver (slices) and
+the scheduler (claim allocations).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import json
+import shutil
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import kopf
+import pytest
+import yaml
+from kubernetes_asyncio import client
+
+from operators.api.ids import PoolID
+from operators.controllers.common.runner import register_login
+from operators.controllers.pool_validator.handlers import (
+    COMPONENT,
+    RESOURCE,
+    PoolValidatorController,
+)
+from operators.controllers.pool_validator.model import KIND
+from operators.controllers.pool_validator.planning import status_name, status_object
+from operators.controllers.pool_validator.settings import PoolValidatorSettings
+from operators.kube.api import (
+    ApiError,
+    ConflictError,
+    KubeAPI,
+    NotFoundError,
+    Resource,
+    register_resource,
+    resource_of,
+)
+from tests.integration.helpers import eventually, running_operator
+
+CRD_FILE = Path(__file__).resolve().parents[2] / "crds" / "resourcepoolstatuses.yaml"
+POOL = "node-1"
+
+register_resource(RESOURCE)
+
+
+@pytest.fixture
+def kube(api: client.ApiClient) -> KubeAPI:
+    return KubeAPI(api)
+
+
+@pytest.fixture
+async def crd(kube: KubeAPI) -> dict[str, Any]:
+    """Install the CRD (once per control plane) and wait until it is served."""
+    body = yaml.safe_load(CRD_FILE.read_text())
+    try:
+        await kube.create(body)
+    except ConflictError:
+        current = await kube.get("CustomResourceDefinition", body["metadata"]["name"])
+        body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+        await kube.replace(body)
+
+    async def established() -> dict[str, Any] | None:
+        got = await kube.get("CustomResourceDefinition", body["metadata"]["name"])
+        conditions = (got.get("status") or {}).get("conditions") or []
+        ok = any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+        if not ok:
+            return None
+        try:  # Established comes a moment before the storage serves requests (429).
+            await kube.list(KIND)
+        except ApiError:
+            return None
+        return got
+
+    return await eventually(established, what="ResourcePoolStatus CRD established")
+
+
+@pytest.fixture
+async def driver(kube: KubeAPI) -> AsyncIterator[str]:
+    """A driver name of this test's own; its slices and statuses go afterwards."""
+    name = f"gpu-{uuid.uuid4().hex[:8]}.example.com"
+    yield name
+    for s in (await kube.list("ResourceSlice"))["items"]:
+        if s["spec"]["driver"] == name:
+            await kube.delete("ResourceSlice", s["metadata"]["name"])
+    for rps in (await kube.list(KIND))["items"]:
+        if rps["spec"]["driver"] == name:
+            await kube.delete(KIND, rps["metadata"]["name"])
+
+
+@contextlib.asynccontextmanager
+async def validator(kubeconfig: Any, grace: float = 60.0) -> AsyncIterator[PoolValidatorController]:
+    """The validator running in a thread of its own, exposed to look at its queue and verdicts."""
+    settings = PoolValidatorSettings(kubeconfig=str(kubeconfig), incomplete_grace_period=grace)
+    registry = kopf.OperatorRegistry()
+    register_login(registry, settings.kubeconfig)
+    controller = PoolValidatorController(settings)
+    controller.register(registry)
+    async with running_operator(registry, COMPONENT):
+        yield controller
+
+
+def slice_body(
+    name: str,
+    driver: str,
+    *,
+    devices: list[dict[str, Any]] | None = None,
+    counters: list[dict[str, Any]] | None = None,
+    count: int = 2,
+    generation: int = 1,
+    node: str = "node-1",
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "driver": driver,
+        "pool": {"name": POOL, "generation": generation, "resourceSliceCount": count},
+        "nodeName": node,
+    }
+    if devices:
+        spec["devices"] = devices
+    if counters:
+        spec["sharedCounters"] = counters
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{driver.split('.')[0]}-{name}"},
+        "spec": spec,
+    }
+
+
+def partition(name: str, counter_set: str = "gpu-0", memory: str = "10Gi") -> dict[str, Any]:
+    return {
+        "name": name,
+        "consumesCounters": [
+            {"counterSet": counter_set, "counters": {"memory": {"value": memory}}}
+        ],
+    }
+
+
+GPU_COUNTERS = [{"name": "gpu-0", "counters": {"memory": {"value": "40Gi"}}}]
+
+
+async def pool_status(kube: KubeAPI, driver: str) -> dict[str, Any] | None:
+    try:
+        return await kube.get(KIND, status_name(PoolID(driver, POOL)))
+    except NotFoundError:
+        return None
+
+
+def conditions(body: dict[str, Any]) -> dict[str, str]:
+    return {c["type"]: c["status"] for c in (body.get("status") or {}).get("conditions") or []}
+
+
+async def status_where(
+    kube: KubeAPI, driver: str, *, what: str, within: float = 30.0, **expected: str
+) -> dict[str, Any]:
+    """Wait until the pool's status has the expected condition statuses (Complete=..., ...)."""
+
+    async def probe() -> dict[str, Any] | None:
+        body = await pool_status(kube, driver)
+        if body is None:
+            return None
+        have = conditions(body)
+        return body if all(have.get(k) == v for k, v in expected.items()) else None
+
+    return await eventually(probe, within=within, what=what)
+
+
+async def slice_events(kube: KubeAPI, slice_name: str, reason: str) -> list[dict[str, Any]]:
+    items = (await kube.list("Event", "default"))["items"]
+    return [
+        e
+        for e in items
+        if e["involvedObject"].get("name") == slice_name
+        and e["involvedObject"].get("kind") == "ResourceSlice"
+        and e["reason"] == reason
+    ]
+
+
+async def judged(controller: PoolValidatorController, pool: tuple[str, str]) -> bool:
+    """The validator has finished a reconcile of the pool (written what it had to)."""
+    return pool in controller.verdicts
+
+
+def allocation(driver: str, *devices: str) -> dict[str, Any]:
+    return {
+        "devices": {
+            "results": [
+                {"request": "gpu", "driver": driver, "pool": POOL, "device": d} for d in devices
+            ]
+        }
+    }
+
+
+async def allocated_claim(
+    kube: KubeAPI, namespace: str, name: str, driver: str, *devices: str
+) -> dict[str, Any]:
+    """Play the scheduler: a claim with an allocation of ``devices``."""
+    body = await kube.create(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}
+            },
+        }
+    )
+    body["status"] = {"allocation": allocation(driver, *devices)}
+    return await kube.replace_status(body)
+
+
+# --- tests -------------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("crd")
+async def test_status_follows_the_pool_from_incomplete_to_invalid_and_back(
+    kube: KubeAPI, kubeconfig: Any, driver: str
+) -> None:
+    async with validator(kubeconfig) as controller:
+        counters = await kube.create(slice_body("counters", driver, counters=GPU_COUNTERS))
+        body = await status_where(
+            kube, driver, Complete="False", Valid="Unknown", what="incomplete pool"
+        )
+        assert body["spec"] == {"driver": driver, "pool": POOL}
+        assert (body["status"]["slices"], body["status"]["expectedSlices"]) == (1, 2)
+
+        devices = await kube.create(
+            slice_body("devices", driver, devices=[partition("p0"), partition("p1")])
+        )
+        body = await status_where(kube, driver, Complete="True", Valid="True", what="complete")
+        assert body["status"]["devices"] == {"total": 2, "allocated": 0}
+        assert body["status"]["counterSets"][0]["counters"] == [
+            {"name": "memory", "consumed": "0", "total": "40Gi"}
+        ]
+
+        # The driver breaks a reference.
+        devices["spec"]["devices"][1] = partition("p1", counter_set="gpu-9")
+        devices = await kube.replace(devices)
+        body = await status_where(kube, driver, Valid="False", what="invalid pool")
+        valid = next(c for c in body["status"]["conditions"] if c["type"] == "Valid")
+        assert valid["reason"] == "CounterSetNotFound"
+        assert body["status"]["problems"] == [
+            {
+                "code": "CounterSetNotFound",
+                "severity": "Error",
+                "message": "counter set gpu-9 not found",
+                "slice": devices["metadata"]["name"],
+                "device": "p1",
+            }
+        ]
+        events = await eventually(
+            lambda: slice_events(kube, devices["metadata"]["name"], "CounterSetNotFound"),
+            what="a Warning event on the offending slice",
+        )
+        assert events[0]["type"] == "Warning"
+        assert events[0]["message"].startswith(
+            f"pool {driver}/{POOL}, slice {devices['metadata']['name']}, device p1: "
+        )
+
+        # Unrelated changes to the pool (a label on a slice) are no new problem.
+        counters = await kube.get("ResourceSlice", counters["metadata"]["name"])
+        counters["metadata"]["labels"] = {"touched": "yes"}
+        before = controller.reconciled[(driver, POOL)]
+        await kube.replace(counters)
+        await eventually(
+            lambda: _reconciled_since(controller, (driver, POOL), before),
+            what="validator saw the change",
+        )
+
+        # And fixed again.
+        devices["spec"]["devices"][1] = partition("p1")
+        await kube.replace(devices)
+        body = await status_where(kube, driver, Valid="True", Complete="True", what="fixed")
+        assert body["status"]["problems"] == []
+        assert body["status"]["problemCount"] == 0
+    assert len(await slice_events(kube, devices["metadata"]["name"], "CounterSetNotFound")) == 1
+
+
+@pytest.mark.usefixtures("crd")
+async def test_events_are_not_repeated_by_a_restarted_validator(
+    kube: KubeAPI, kubeconfig: Any, driver: str
+) -> None:
+    await kube.create(slice_body("counters", driver, counters=GPU_COUNTERS))
+    devices = await kube.create(
+        slice_body("devices", driver, devices=[partition("p0", counter_set="gpu-9")])
+    )
+    name = devices["metadata"]["name"]
+    async with validator(kubeconfig):
+        await status_where(kube, driver, Valid="False", what="invalid pool")
+        await eventually(lambda: slice_events(kube, name, "CounterSetNotFound"), what="event")
+    published = await pool_status(kube, driver)
+    assert published is not None
+    async with validator(kubeconfig) as controller:
+        await eventually(
+            lambda: judged(controller, (driver, POOL)), what="restarted validator judged"
+        )
+        assert controller.verdicts[(driver, POOL)].state == "invalid"
+    assert len(await slice_events(kube, name, "CounterSetNotFound")) == 1
+    # Nothing changed, so nothing was written: the status round-trips exactly through the CRD.
+    after = await pool_status(kube, driver)
+    assert after is not None
+    assert after["metadata"]["resourceVersion"] == published["metadata"]["resourceVersion"]
+
+
+@pytest.mark.usefixtures("crd")
+async def test_utilisation_follows_allocations(
+    kube: KubeAPI, kubeconfig: Any, driver: str, namespace: str
+) -> None:
+    await kube.create(slice_body("counters", driver, counters=GPU_COUNTERS))
+    await kube.create(
+        slice_body(
+            "devices",
+            driver,
+            devices=[partition("whole", memory="40Gi"), partition("p0"), partition("p1")],
+        )
+    )
+
+    async def usage() -> tuple[int, str, bool] | None:
+        body = await pool_status(kube, driver)
+        if body is None or "devices" not in body.get("status", {}):
+            return None
+        s = body["status"]
+        return (
+            s["devices"]["allocated"],
+            s["counterSets"][0]["counters"][0]["consumed"],
+            conditions(body).get("Valid") == "True",
+        )
+
+    async def usage_is(expected: tuple[int, str, bool]) -> bool:
+        return await usage() == expected
+
+    async with validator(kubeconfig) as controller:
+        await eventually(lambda: usage_is((0, "0", True)), what="nothing allocated")
+        a = await allocated_claim(kube, namespace, "a", driver, "p0")
+        await eventually(lambda: usage_is((1, "10Gi", True)), what="one partition allocated")
+        await allocated_claim(kube, namespace, "b", driver, "p1")
+        await eventually(lambda: usage_is((2, "20Gi", True)), what="two partitions allocated")
+        assert controller.verdicts[(driver, POOL)].counters == (("gpu-0", "memory", 0.5),)
+
+        # A second scheduler racing on the same pool: the whole GPU and a partition of it.
+        await allocated_claim(kube, namespace, "c", driver, "whole", "p0")
+        body = await status_where(kube, driver, Valid="False", what="double allocation found")
+        assert sorted(p["code"] for p in body["status"]["problems"]) == [
+            "CounterOvercommitted",
+            "DoubleAllocation",
+        ]
+
+        # Deallocation (what the reservation cleanup does) frees devices and counters.
+        await kube.delete("ResourceClaim", "c", namespace)
+        await eventually(lambda: usage_is((2, "20Gi", True)), what="race resolved")
+        a = await kube.get("ResourceClaim", "a", namespace)
+        a["status"] = {}
+        await kube.replace_status(a)
+        await eventually(lambda: usage_is((1, "10Gi", True)), what="claim a deallocated")
+
+
+@pytest.mark.usefixtures("crd")
+async def test_statuses_follow_pools_that_disappear_and_manual_deletes(
+    kube: KubeAPI, kubeconfig: Any, driver: str
+) -> None:
+    # A status left behind while the validator was down, for a pool that no longer exists.
+    orphan = await kube.create(status_object(PoolID(driver, "gone")))
+    single = await kube.create(slice_body("only", driver, devices=[{"name": "d0"}], count=1))
+    async with validator(kubeconfig):
+        first = await status_where(kube, driver, Complete="True", Valid="True", what="pool status")
+        await eventually(
+            lambda: _gone(kube, orphan["metadata"]["name"]), what="orphaned status deleted"
+        )
+
+        # Deleted by hand, it comes back.
+        await kube.delete(KIND, first["metadata"]["name"])
+
+        async def recreated() -> dict[str, Any] | None:
+            body = await pool_status(kube, driver)
+            if body is None or body["metadata"]["uid"] == first["metadata"]["uid"]:
+                return None
+            return body if conditions(body).get("Valid") == "True" else None
+
+        await eventually(recreated, what="status recreated after a manual delete")
+        await kube.delete("ResourceSlice", single["metadata"]["name"])
+        await eventually(
+            lambda: _gone(kube, status_name(PoolID(driver, POOL))),
+            what="status deleted with its pool",
+        )
+
+
+@pytest.mark.usefixtures("crd")
+async def test_a_pool_incomplete_for_too_long_is_reported(
+    kube: KubeAPI, kubeconfig: Any, driver: str
+) -> None:
+    first = await kube.create(slice_body("a", driver, devices=[{"name": "d0"}], count=2))
+    async with validator(kubeconfig, grace=1.0):
+        body = await status_where(kube, driver, Complete="False", what="incomplete pool")
+
+        async def warned() -> list[dict[str, Any]] | None:
+            got = await pool_status(kube, driver)
+            problems = (got or {}).get("status", {}).get("problems") or []
+            return [p for p in problems if p["code"] == "IncompleteTooLong"] or None
+
+        # No change to the pool after this point: the grace period's end wakes the validator.
+        (problem,) = await eventually(warned, within=15, what="IncompleteTooLong warning")
+        assert problem["severity"] == "Warning"
+        assert conditions(body)["Valid"] == "Unknown"
+        rps = await pool_status(kube, driver)
+        assert rps is not None
+        assert rps["metadata"]["name"]
+    # The warning is about the pool, not one slice: it goes to the ResourcePoolStatus.
+    assert await slice_events(kube, first["metadata"]["name"], "IncompleteTooLong") == []
+
+
+@pytest.mark.usefixtures("crd")
+async def test_kubectl_shows_the_columns(kube: KubeAPI, kubeconfig: Any, driver: str) -> None:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not installed")
+    await kube.create(slice_body("counters", driver, counters=GPU_COUNTERS, count=1))
+    async with validator(kubeconfig):
+        await status_where(kube, driver, Complete="True", Valid="True", what="pool status")
+    proc = await asyncio.create_subprocess_exec(
+        kubectl,
+        "--kubeconfig",
+        str(kubeconfig),
+        "get",
+        "resourcepoolstatuses",
+        status_name(PoolID(driver, POOL)),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    header, row = out.decode().splitlines()
+    assert header.split() == [
+        "NAME",
+        "DRIVER",
+        "POOL",
+        "COMPLETE",
+        "VALID",
+        "PROBLEMS",
+        "DEVICES",
+        "ALLOCATED",
+        "AGE",
+    ]
+    assert row.split()[1:8] == [driver, POOL, "True", "True", "0", "0", "0"]
+
+
+async def _gone(kube: KubeAPI, name: str) -> bool:
+    try:
+        await kube.get(KIND, name)
+    except NotFoundError:
+        return True
+    return False
+
+
+async def _reconciled_since(
+    controller: PoolValidatorController, pool: tuple[str, str], before: int
+) -> bool:
+    return controller.reconciled[pool] > before
+
+
+# --- the manifests -------------------------------------------------------------------------
+
+MANIFESTS = Path(__file__).resolve().parents[2] / "manifests" / "pool-validator"
+for _extra in (
+    Resource("rbac.authorization.k8s.io/v1", "clusterroles", False, "ClusterRole"),
+    Resource("rbac.authorization.k8s.io/v1", "clusterrolebindings", False, "ClusterRoleBinding"),
+    Resource("rbac.authorization.k8s.io/v1", "roles", True, "Role"),
+    Resource("rbac.authorization.k8s.io/v1", "rolebindings", True, "RoleBinding"),
+):
+    register_resource(_extra)
+
+
+def _manifests() -> list[dict[str, Any]]:
+    docs: list[dict[str, Any]] = []
+    for path in sorted(MANIFESTS.glob("*.yaml")):
+        if path.name != "kustomization.yaml":
+            docs.extend(d for d in yaml.safe_load_all(path.read_text()) if d)
+    return docs
+
+
+async def test_every_manifest_is_accepted_by_a_server_side_dry_run(
+    kube: KubeAPI, namespace: str
+) -> None:
+    kinds = []
+    for doc in _manifests():
+        if resource_of(doc["kind"]).namespaced and doc["kind"] not in ("Role", "RoleBinding"):
+            doc["metadata"]["namespace"] = namespace
+        created = await kube.create(doc, dry_run=True)
+        assert created["metadata"]["name"] == doc["metadata"]["name"]
+        kinds.append(doc["kind"])
+    assert sorted(kinds) == [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Deployment",
+        "Role",
+        "RoleBinding",
+        "ServiceAccount",
+    ]
+
+
+@pytest.fixture
+async def validator_kubeconfig(
+    kube: KubeAPI, kubeconfig: Any, namespace: str, tmp_path: Path
+) -> AsyncIterator[Path]:
+    """A kubeconfig as the manifests' ServiceAccount, with exactly the manifests' RBAC.
+
+    The ServiceAccount lives in the test's namespace; cluster-scoped names and the Role in
+    "default" get the namespace as suffix, so tests never share them.
+    """
+    docs = {d["kind"]: copy.deepcopy(d) for d in _manifests()}
+    sa = docs["ServiceAccount"]
+    sa["metadata"]["namespace"] = namespace
+    created: list[dict[str, Any]] = []
+    for kind in ("ClusterRole", "Role"):
+        docs[kind]["metadata"]["name"] += f"-{namespace}"
+    for kind, role in (("ClusterRoleBinding", "ClusterRole"), ("RoleBinding", "Role")):
+        binding = docs[kind]
+        binding["metadata"]["name"] += f"-{namespace}"
+        binding["roleRef"]["name"] = docs[role]["metadata"]["name"]
+        binding["subjects"][0]["namespace"] = namespace
+    for kind in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"):
+        created.append(await kube.create(docs[kind]))
+    minted = await kube.post_subresource(
+        "ServiceAccount",
+        sa["metadata"]["name"],
+        namespace,
+        "token",
+        {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 600},
+        },
+    )
+    config = json.loads(await asyncio.to_thread(Path(kubeconfig).read_text))
+    config["users"][0]["user"] = {"token": minted["status"]["token"]}
+    path = tmp_path / "pool-validator.kubeconfig"
+    await asyncio.to_thread(path.write_text, json.dumps(config))
+    try:
+        yield path
+    finally:
+        for doc in reversed(created):
+            if doc["kind"] != "ServiceAccount":
+                await kube.delete(
+                    doc["kind"], doc["metadata"]["name"], doc["metadata"].get("namespace")
+                )
+
+
+@pytest.mark.usefixtures("crd")
+async def test_the_manifests_rbac_is_all_the_validator_needs(
+    kube: KubeAPI, validator_kubeconfig: Path, driver: str, namespace: str
+) -> None:
+    await kube.create(slice_body("counters", driver, counters=GPU_COUNTERS))
+    devices = await kube.create(
+        slice_body("devices", driver, devices=[partition("p0", counter_set="gpu-9")])
+    )
+    await allocated_claim(kube, namespace, "a", driver, "p0")
+    async with validator(validator_kubeconfig):
+        body = await status_where(kube, driver, Valid="False", what="status written as the SA")
+        assert body["status"]["devices"] == {"total": 1, "allocated": 1}
+        await eventually(
+            lambda: slice_events(kube, devices["metadata"]["name"], "CounterSetNotFound"),
+            what="event posted as the SA",
+        )
+        for s in (await kube.list("ResourceSlice"))["items"]:
+            if s["spec"]["driver"] == driver:
+                await kube.delete("ResourceSlice", s["metadata"]["name"])
+        await eventually(
+            lambda: _gone(kube, status_name(PoolID(driver, POOL))), what="status deleted as the SA"
+        )
