@@ -203,11 +203,11 @@ class ClaimTemplateController:
         controller = self
 
         @kopf.index("pods", id="pods", registry=registry, when=_has_template_claims)
-        def pods(**kw: Any) -> dict[Any, Any]:
+        async def pods(**kw: Any) -> dict[Any, Any]:
             return {object_key(kw["body"]): dict(kw["body"])}
 
         @kopf.index("pods", id="pods_by_template", registry=registry, when=_has_template_claims)
-        def pods_by_template(**kw: Any) -> dict[Any, Any]:
+        async def pods_by_template(**kw: Any) -> dict[Any, Any]:
             namespace, name = object_key(kw["body"])
             return {
                 (namespace, c["resourceClaimTemplateName"]): name
@@ -216,32 +216,32 @@ class ClaimTemplateController:
             }
 
         @kopf.index(*TEMPLATES, id="templates", registry=registry)
-        def templates(**kw: Any) -> dict[Any, Any]:
+        async def templates(**kw: Any) -> dict[Any, Any]:
             return {object_key(kw["body"]): dict(kw["body"])}
 
         @kopf.index(*CLAIMS, id="claims", registry=registry)
-        def claims(**kw: Any) -> dict[Any, Any]:
+        async def claims(**kw: Any) -> dict[Any, Any]:
             return {object_key(kw["body"]): dict(kw["body"])}
 
         @kopf.index(*CLAIMS, id="claims_by_owner", registry=registry)
-        def claims_by_owner(**kw: Any) -> dict[Any, Any]:
+        async def claims_by_owner(**kw: Any) -> dict[Any, Any]:
             namespace, name = object_key(kw["body"])
             owner = pod_owner(kw["body"])
             return {} if owner is None else {(namespace, owner[1]): name}
 
         @kopf.on.event("pods", registry=registry, when=_has_template_claims)
-        def pod_changed(**kw: Any) -> None:
+        async def pod_changed(**kw: Any) -> None:
             controller.indices.attach(kw)
             controller.queue.add(object_key(kw["body"]))
 
         @kopf.on.event(*TEMPLATES, registry=registry)
-        def template_changed(**kw: Any) -> None:
+        async def template_changed(**kw: Any) -> None:
             controller.indices.attach(kw)
             for pod_name in controller.indices.values("pods_by_template", object_key(kw["body"])):
                 controller.queue.add((kw["body"]["metadata"]["namespace"], pod_name))
 
         @kopf.on.event(*CLAIMS, registry=registry)
-        def claim_changed(**kw: Any) -> None:
+        async def claim_changed(**kw: Any) -> None:
             controller.indices.attach(kw)
             owner = pod_owner(kw["body"])
             if owner is not None:

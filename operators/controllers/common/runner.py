@@ -38,7 +38,11 @@ class Deps:
 
 
 def configure_kopf(settings: kopf.OperatorSettings, component: str) -> None:
-    """The kopf settings every kopf-dra operator shares."""
+    """The kopf settings every kopf-dra operator shares.
+
+    Handlers must be ``async def``: kopf runs plain functions in a thread pool, where they
+    would race the event loop on the work queue, the indices and the scheduler's ledger.
+    """
     prefix = f"{component}.{PERSISTENCE_DOMAIN}"
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=prefix)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(

@@ -285,20 +285,20 @@ class PoolValidatorController:
         register_resource(RESOURCE)
 
         @kopf.index(*SLICES, id="slices_by_pool", registry=registry)
-        def slices_by_pool(**kw: Any) -> dict[Any, Any]:
+        async def slices_by_pool(**kw: Any) -> dict[Any, Any]:
             return {slice_pool(kw["body"]): dict(kw["body"])}
 
         @kopf.index(*CLAIMS, id="claims_by_pool", registry=registry)
-        def claims_by_pool(**kw: Any) -> dict[Any, Any]:
+        async def claims_by_pool(**kw: Any) -> dict[Any, Any]:
             body = dict(kw["body"])
             return dict.fromkeys(claim_pools(body), body)
 
         @kopf.index(*STATUSES, id="statuses", registry=registry)
-        def statuses(**kw: Any) -> dict[Any, Any]:
+        async def statuses(**kw: Any) -> dict[Any, Any]:
             return {status_pool(kw["body"]): dict(kw["body"])}
 
         @kopf.on.event(*SLICES, registry=registry)
-        def slice_changed(**kw: Any) -> None:
+        async def slice_changed(**kw: Any) -> None:
             controller.indices.attach(kw)
             name = kw["body"]["metadata"]["name"]
             pool = slice_pool(kw["body"])
@@ -312,7 +312,7 @@ class PoolValidatorController:
             controller.queue.add(pool)
 
         @kopf.on.event(*CLAIMS, registry=registry)
-        def claim_changed(**kw: Any) -> None:
+        async def claim_changed(**kw: Any) -> None:
             controller.indices.attach(kw)
             key = object_key(kw["body"])
             pools = set() if kw.get("type") == "DELETED" else claim_pools(kw["body"])
@@ -323,7 +323,7 @@ class PoolValidatorController:
                 controller.queue.add(pool)
 
         @kopf.on.event(*STATUSES, registry=registry)
-        def status_changed(**kw: Any) -> None:
+        async def status_changed(**kw: Any) -> None:
             controller.indices.attach(kw)
             pool = status_pool(kw["body"])
             if kw.get("type") == "DELETED":

@@ -126,7 +126,7 @@ class ReservationController:
         controller = self
 
         @kopf.index("pods", id="pods", registry=registry)
-        def pods(**kw: Any) -> dict[Any, Any]:
+        async def pods(**kw: Any) -> dict[Any, Any]:
             body = kw["body"]
             return {
                 object_key(body): {
@@ -140,11 +140,11 @@ class ReservationController:
             }
 
         @kopf.index(*CLAIMS, id="claims", registry=registry)
-        def claims(**kw: Any) -> dict[Any, Any]:
+        async def claims(**kw: Any) -> dict[Any, Any]:
             return {object_key(kw["body"]): dict(kw["body"])}
 
         @kopf.index(*CLAIMS, id="claims_by_pod", registry=registry)
-        def claims_by_pod(**kw: Any) -> dict[Any, Any]:
+        async def claims_by_pod(**kw: Any) -> dict[Any, Any]:
             """Claims a pod reserves or owns, by (namespace, pod name)."""
             namespace, name = object_key(kw["body"])
             pod_names = {
@@ -158,14 +158,14 @@ class ReservationController:
             return {(namespace, pod): name for pod in pod_names if pod}
 
         @kopf.on.event("pods", registry=registry)
-        def pod_changed(**kw: Any) -> None:
+        async def pod_changed(**kw: Any) -> None:
             controller.indices.attach(kw)
             namespace, name = object_key(kw["body"])
             for claim_name in controller.indices.values("claims_by_pod", (namespace, name)):
                 controller.queue.add((namespace, claim_name))
 
         @kopf.on.event(*CLAIMS, registry=registry)
-        def claim_changed(**kw: Any) -> None:
+        async def claim_changed(**kw: Any) -> None:
             controller.indices.attach(kw)
             controller.queue.add(object_key(kw["body"]))
 
