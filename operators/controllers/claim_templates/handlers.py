@@ -9,6 +9,7 @@ is adopted rather than duplicated.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import kopf
@@ -27,6 +28,7 @@ from operators.controllers.common.indices import (
     pod_owner,
 )
 from operators.controllers.common.runner import Deps, close_deps, make_deps
+from operators.controllers.common.stores import LocalStore, Stores
 from operators.controllers.common.workqueue import WorkQueue
 from operators.kube.api import ConflictError, NotFoundError
 from operators.kube.events import WARNING, EventRecorder
@@ -39,7 +41,7 @@ COMPONENT = "claim-templates"
 PodKey = tuple[str, str]
 
 
-def _has_template_claims(body: kopf.Body, **_: Any) -> bool:
+def _has_template_claims(body: Mapping[str, Any], **_: Any) -> bool:
     claims = body.get("spec", {}).get("resourceClaims") or []
     return any(c.get("resourceClaimTemplateName") for c in claims)
 
@@ -50,6 +52,19 @@ class ClaimTemplateController:
     def __init__(self, settings: ClaimTemplateSettings) -> None:
         self.settings = settings
         self.indices = IndexView()
+        self.pods = LocalStore(
+            "Pod",
+            {
+                "pods": _itself,
+                "pods_by_template": _pods_by_template,
+                "pods_by_recorded_claim": _pods_by_recorded_claim,
+            },
+            when=_has_template_claims,
+        )
+        self.claims = LocalStore(
+            "ResourceClaim", {"claims": _itself, "claims_by_owner": _claims_by_owner}
+        )
+        self.stores = Stores(self.indices, self.pods, self.claims)
         self.queue: WorkQueue[PodKey] = WorkQueue(
             self.reconcile, name="claim-templates", workers=settings.workers
         )
@@ -199,40 +214,21 @@ class ClaimTemplateController:
     # --- kopf side ------------------------------------------------------------------------
 
     def register(self, registry: kopf.OperatorRegistry) -> None:
-        """Indices (the cache), event handlers (enqueue only), startup and cleanup."""
+        """Stores (the cache), event handlers (feed stores, enqueue), startup and cleanup.
+
+        Pods and claims churn: they live in local stores, not kopf indices (see stores.py).
+        """
         controller = self
-
-        @kopf.index("pods", id="pods", registry=registry, when=_has_template_claims)
-        async def pods(**kw: Any) -> dict[Any, Any]:
-            return {object_key(kw["body"]): dict(kw["body"])}
-
-        @kopf.index("pods", id="pods_by_template", registry=registry, when=_has_template_claims)
-        async def pods_by_template(**kw: Any) -> dict[Any, Any]:
-            namespace, name = object_key(kw["body"])
-            return {
-                (namespace, c["resourceClaimTemplateName"]): name
-                for c in kw["spec"].get("resourceClaims") or []
-                if c.get("resourceClaimTemplateName")
-            }
 
         @kopf.index(*TEMPLATES, id="templates", registry=registry)
         async def templates(**kw: Any) -> dict[Any, Any]:
             return {object_key(kw["body"]): dict(kw["body"])}
 
-        @kopf.index(*CLAIMS, id="claims", registry=registry)
-        async def claims(**kw: Any) -> dict[Any, Any]:
-            return {object_key(kw["body"]): dict(kw["body"])}
-
-        @kopf.index(*CLAIMS, id="claims_by_owner", registry=registry)
-        async def claims_by_owner(**kw: Any) -> dict[Any, Any]:
-            namespace, name = object_key(kw["body"])
-            owner = pod_owner(kw["body"])
-            return {} if owner is None else {(namespace, owner[1]): name}
-
-        @kopf.on.event("pods", registry=registry, when=_has_template_claims)
+        @kopf.on.event("pods", registry=registry)
         async def pod_changed(**kw: Any) -> None:
             controller.indices.attach(kw)
-            controller.queue.add(object_key(kw["body"]))
+            if controller.pods.apply(kw["type"], kw["body"]) and _has_template_claims(kw["body"]):
+                controller.queue.add(object_key(kw["body"]))
 
         @kopf.on.event(*TEMPLATES, registry=registry)
         async def template_changed(**kw: Any) -> None:
@@ -243,19 +239,53 @@ class ClaimTemplateController:
         @kopf.on.event(*CLAIMS, registry=registry)
         async def claim_changed(**kw: Any) -> None:
             controller.indices.attach(kw)
+            controller.claims.apply(kw["type"], kw["body"])
+            namespace, name = object_key(kw["body"])
             owner = pod_owner(kw["body"])
             if owner is not None:
-                controller.queue.add((kw["body"]["metadata"]["namespace"], owner[0]))
+                controller.queue.add((namespace, owner[0]))
+            # Pods whose status names this claim (it may be someone else's: a conflict).
+            for pod_name in controller.indices.values("pods_by_recorded_claim", (namespace, name)):
+                controller.queue.add((namespace, pod_name))
 
         @kopf.on.startup(registry=registry)
         async def start(**_: Any) -> None:
             controller.bind(await make_deps(controller.settings, COMPONENT))
+            await controller.stores.start(controller.deps.api)
             controller.queue.start()
 
         @kopf.on.cleanup(registry=registry)
         async def stop(**_: Any) -> None:
             await controller.queue.stop()
+            await controller.stores.stop()
             await close_deps(controller.deps)
 
-        del pods, pods_by_template, templates, claims, claims_by_owner
-        del pod_changed, template_changed, claim_changed, start, stop
+        del templates, pod_changed, template_changed, claim_changed, start, stop
+
+
+def _pods_by_template(body: Mapping[str, Any]) -> dict[Any, Any]:
+    namespace, name = object_key(body)
+    return {
+        (namespace, c["resourceClaimTemplateName"]): name
+        for c in (body.get("spec") or {}).get("resourceClaims") or []
+        if c.get("resourceClaimTemplateName")
+    }
+
+
+def _pods_by_recorded_claim(body: Mapping[str, Any]) -> dict[Any, Any]:
+    namespace, name = object_key(body)
+    return {
+        (namespace, s["resourceClaimName"]): name
+        for s in (body.get("status") or {}).get("resourceClaimStatuses") or []
+        if s.get("resourceClaimName")
+    }
+
+
+def _claims_by_owner(body: Mapping[str, Any]) -> dict[Any, Any]:
+    namespace, name = object_key(body)
+    owner = pod_owner(body)
+    return {} if owner is None else {(namespace, owner[1]): name}
+
+
+def _itself(body: Mapping[str, Any]) -> dict[Any, Any]:
+    return {object_key(body): dict(body)}

@@ -32,22 +32,31 @@ def pod_owner(body: Mapping[str, Any]) -> tuple[str, str] | None:
 
 
 class IndexView:
-    """The operator's indices, once kopf has populated them."""
+    """The operator's indices: kopf's (once a handler has seen them) and our local ones."""
 
     def __init__(self) -> None:
         self._indices: dict[str, Mapping[Any, Any]] = {}
+        self._kopf_attached = False
 
     @property
     def ready(self) -> bool:
         return bool(self._indices)
 
+    def has(self, index: str) -> bool:
+        return index in self._indices
+
+    def add(self, name: str, index: Mapping[Any, Any]) -> None:
+        """An index kept by us (operators.controllers.common.stores), read like kopf's."""
+        self._indices[name] = index
+
     def attach(self, handler_kwargs: Mapping[str, Any]) -> None:
         """Keep the index objects from a handler's kwargs (they are live, not copies)."""
-        if self._indices:
+        if self._kopf_attached:
             return
         for name, value in handler_kwargs.items():
             if hasattr(value, "__getitem__") and type(value).__name__ == "Index":
                 self._indices[name] = value
+                self._kopf_attached = True
 
     def values(self, index: str, key: Hashable) -> Iterator[Any]:
         store = self._indices[index].get(key)

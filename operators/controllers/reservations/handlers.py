@@ -7,6 +7,7 @@ the same check), and dropping its reservation would hand its devices to someone 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import kopf
@@ -21,6 +22,7 @@ from operators.controllers.common.indices import (
     pod_owner,
 )
 from operators.controllers.common.runner import Deps, close_deps, make_deps
+from operators.controllers.common.stores import LocalStore, Stores
 from operators.controllers.common.workqueue import WorkQueue
 from operators.controllers.reservations import planning
 from operators.controllers.reservations.settings import ReservationSettings
@@ -37,6 +39,11 @@ class ReservationController:
     def __init__(self, settings: ReservationSettings) -> None:
         self.settings = settings
         self.indices = IndexView()
+        self.pods = LocalStore("Pod", {"pods": _pod_summary})
+        self.claims = LocalStore(
+            "ResourceClaim", {"claims": _itself, "claims_by_pod": _claims_by_pod}
+        )
+        self.stores = Stores(self.indices, self.pods, self.claims)
         self.queue: WorkQueue[ClaimKey] = WorkQueue(
             self.reconcile, name="reservations", workers=settings.workers
         )
@@ -123,62 +130,69 @@ class ReservationController:
     # --- kopf side ------------------------------------------------------------------------
 
     def register(self, registry: kopf.OperatorRegistry) -> None:
+        """Pods and claims live in local stores (see stores.py); handlers feed and enqueue."""
         controller = self
-
-        @kopf.index("pods", id="pods", registry=registry)
-        async def pods(**kw: Any) -> dict[Any, Any]:
-            body = kw["body"]
-            return {
-                object_key(body): {
-                    "metadata": {
-                        "uid": body["metadata"].get("uid"),
-                        "deletionTimestamp": body["metadata"].get("deletionTimestamp"),
-                    },
-                    "spec": {"nodeName": body.get("spec", {}).get("nodeName")},
-                    "status": {"phase": body.get("status", {}).get("phase")},
-                }
-            }
-
-        @kopf.index(*CLAIMS, id="claims", registry=registry)
-        async def claims(**kw: Any) -> dict[Any, Any]:
-            return {object_key(kw["body"]): dict(kw["body"])}
-
-        @kopf.index(*CLAIMS, id="claims_by_pod", registry=registry)
-        async def claims_by_pod(**kw: Any) -> dict[Any, Any]:
-            """Claims a pod reserves or owns, by (namespace, pod name)."""
-            namespace, name = object_key(kw["body"])
-            pod_names = {
-                r.get("name")
-                for r in (kw["body"].get("status") or {}).get("reservedFor") or []
-                if r.get("resource") == "pods" and not r.get("apiGroup")
-            }
-            owner = pod_owner(kw["body"])
-            if owner is not None:
-                pod_names.add(owner[0])
-            return {(namespace, pod): name for pod in pod_names if pod}
 
         @kopf.on.event("pods", registry=registry)
         async def pod_changed(**kw: Any) -> None:
-            controller.indices.attach(kw)
+            if not controller.pods.apply(kw["type"], kw["body"]):
+                return
             namespace, name = object_key(kw["body"])
             for claim_name in controller.indices.values("claims_by_pod", (namespace, name)):
                 controller.queue.add((namespace, claim_name))
 
         @kopf.on.event(*CLAIMS, registry=registry)
         async def claim_changed(**kw: Any) -> None:
-            controller.indices.attach(kw)
-            controller.queue.add(object_key(kw["body"]))
+            if controller.claims.apply(kw["type"], kw["body"]):
+                controller.queue.add(object_key(kw["body"]))
 
         @kopf.on.startup(registry=registry)
         async def start(**_: Any) -> None:
             controller._deps = await make_deps(controller.settings, COMPONENT)
+            await controller.stores.start(controller.deps.api)
             metrics.RESOURCE_CLAIMS.set_function(lambda: controller._count_claims()[0])
             metrics.ALLOCATED_RESOURCE_CLAIMS.set_function(lambda: controller._count_claims()[1])
             controller.queue.start()
+            for key in controller.indices.keys("claims"):  # claims changed while we were down
+                controller.queue.add(key)
 
         @kopf.on.cleanup(registry=registry)
         async def stop(**_: Any) -> None:
             await controller.queue.stop()
+            await controller.stores.stop()
             await close_deps(controller.deps)
 
-        del pods, claims, claims_by_pod, pod_changed, claim_changed, start, stop
+        del pod_changed, claim_changed, start, stop
+
+
+def _pod_summary(body: Mapping[str, Any]) -> dict[Any, Any]:
+    """What the plan needs of a pod, kept small: every pod of the cluster is in this store."""
+    meta = body.get("metadata") or {}
+    return {
+        object_key(body): {
+            "metadata": {
+                "uid": meta.get("uid"),
+                "deletionTimestamp": meta.get("deletionTimestamp"),
+            },
+            "spec": {"nodeName": (body.get("spec") or {}).get("nodeName")},
+            "status": {"phase": (body.get("status") or {}).get("phase")},
+        }
+    }
+
+
+def _itself(body: Mapping[str, Any]) -> dict[Any, Any]:
+    return {object_key(body): dict(body)}
+
+
+def _claims_by_pod(body: Mapping[str, Any]) -> dict[Any, Any]:
+    """Claims a pod reserves or owns, by (namespace, pod name)."""
+    namespace, name = object_key(body)
+    pod_names = {
+        r.get("name")
+        for r in (body.get("status") or {}).get("reservedFor") or []
+        if r.get("resource") == "pods" and not r.get("apiGroup")
+    }
+    owner = pod_owner(body)
+    if owner is not None:
+        pod_names.add(owner[0])
+    return {(namespace, pod): name for pod in pod_names if pod}
