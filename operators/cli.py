@@ -18,6 +18,8 @@ COMPONENTS: dict[str, str] = {
     "pool-validator": "operators.controllers.pool_validator.app",
     "scheduler": "operators.controllers.scheduler.app",
     "driver": "operators.driver.app",
+    "fabric": "operators.controllers.fabric.app",
+    "fabric-manager-sim": "operators.fabric.app",
 }
 
 

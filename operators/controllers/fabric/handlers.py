@@ -1,0 +1,588 @@
+"""The fabric controller's kopf side: caches, one work queue, the manager, the writes.
+
+Two keys in the queue: ``reconcile`` (the whole fabric: attach, report, hand over, detach) and
+``publish`` (the free-device pools). Any claim, fabric node or node-pool event enqueues the
+reconcile; manager-side changes are seen by long-polling running operations and by the periodic
+tick. Decisions are ``planning.plan``; this module only reads inputs and applies the plan.
+
+Caches lag behind our own writes: a claim or Node we just wrote is read from the write's
+answer until the watch shows a newer version, so a reconcile never repeats a write (or, worse,
+detaches a device it just handed over). Before any detach of a device that sits on a node, the
+Node is read live: a device listed in its hot-plug annotation belongs to the node's pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import os
+import time
+import uuid
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any
+
+import kopf
+import structlog
+
+from operators.api.resource import API_VERSION, ResourceClaim, ResourceSlice
+from operators.controllers.common.indices import CLAIMS, SLICES, IndexView, object_key
+from operators.controllers.common.runner import Deps, close_deps, make_deps
+from operators.controllers.common.stores import LocalStore, Stores
+from operators.controllers.common.workqueue import Requeue, WorkQueue
+from operators.controllers.fabric import metrics, planning
+from operators.controllers.fabric.settings import FabricSettings
+from operators.fabric.client import HTTPFabricManager
+from operators.fabric.manager import FabricManager
+from operators.fabric.model import ATTACHED, ATTACHING, FabricError, FabricUnavailableError
+from operators.kube.api import ConflictError, InvalidError, NotFoundError
+from operators.kube.events import NORMAL, WARNING, EventRecorder
+from operators.kube.leader import LeaderElector, LeaseSettings
+from operators.observability import fields
+
+log = structlog.get_logger(__name__)
+
+COMPONENT = "fabric"
+FIELD_MANAGER = "kopf-dra-fabric"
+RECONCILE = "reconcile"
+PUBLISH = "publish"
+LONG_POLL = 30.0
+
+
+class _AfterWrite:
+    """The object our last write returned, used instead of a cache entry that still shows the
+    version the write replaced."""
+
+    def __init__(self) -> None:
+        self._written: dict[Hashable, tuple[str | None, dict[str, Any]]] = {}
+
+    def wrote(self, key: Hashable, previous: str | None, body: dict[str, Any]) -> None:
+        self._written[key] = (previous, body)
+
+    def view(self, key: Hashable, cached: dict[str, Any]) -> dict[str, Any]:
+        entry = self._written.get(key)
+        if entry is None:
+            return cached
+        if (cached.get("metadata") or {}).get("resourceVersion") == entry[0]:
+            return entry[1]
+        del self._written[key]
+        return cached
+
+
+def _fabric_claim(config: planning.FabricConfig, body: Mapping[str, Any]) -> dict[Any, Any]:
+    """Claims whose allocation holds a device of our fabric pools."""
+    results = ((body.get("status") or {}).get("allocation") or {}).get("devices") or {}
+    for r in results.get("results") or []:
+        if r.get("driver") == config.driver and str(r.get("pool", "")).startswith(
+            planning.POOL_PREFIX
+        ):
+            return {object_key(body): dict(body)}
+    return {}
+
+
+def settings_config(settings: FabricSettings) -> planning.FabricConfig:
+    return planning.FabricConfig(
+        driver=settings.driver_name,
+        domain=settings.condition_domain,
+        cluster=settings.cluster_id,
+        after_attach=settings.after_attach,
+        binding_timeout=settings.binding_timeout,
+        handover_timeout=settings.handover_timeout,
+        handover_grace=settings.handover_grace,
+        node_label=settings.node_label,
+        fabric_name=settings.fabric_name,
+    )
+
+
+class FabricController:
+    def __init__(
+        self,
+        settings: FabricSettings,
+        *,
+        manager: FabricManager | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.config = settings_config(settings)
+        self.indices = IndexView()
+        # Claims churn: a local store, not a kopf index (see common/stores.py).
+        self.claims = LocalStore(
+            "ResourceClaim", {"fabric_claims": functools.partial(_fabric_claim, self.config)}
+        )
+        self.stores = Stores(self.indices, self.claims)
+        self.queue: WorkQueue[str] = WorkQueue(self._work, name="fabric", workers=2)
+        self._manager = manager
+        self._owns_manager = manager is None
+        self.clock = clock
+        self._deps: Deps | None = None
+        self._events: EventRecorder | None = None
+        self.elector: LeaderElector | None = None
+        self.active = False
+        self._claims_written = _AfterWrite()
+        self._nodes_written = _AfterWrite()
+        self._counted: set[str] = set()
+        self._seen_local: dict[tuple[str, str], float] = {}
+        self._waiters: dict[str, asyncio.Task[None]] = {}
+        self._ticker: asyncio.Task[None] | None = None
+        self.reconciles = 0
+
+    @property
+    def deps(self) -> Deps:
+        assert self._deps is not None, "the operator has not started"
+        return self._deps
+
+    @property
+    def manager(self) -> FabricManager:
+        assert self._manager is not None, "the operator has not started"
+        return self._manager
+
+    @property
+    def events(self) -> EventRecorder:
+        assert self._events is not None
+        return self._events
+
+    async def _work(self, key: str) -> None:
+        try:
+            if key == PUBLISH:
+                await self.publish()
+            else:
+                await self.reconcile()
+        except FabricUnavailableError as e:
+            metrics.MANAGER_ERRORS.labels(reason="Unavailable").inc()
+            log.warning("fabric manager unavailable", error=str(e))
+            raise
+
+    # --- inputs --------------------------------------------------------------------------------
+
+    def _claims(self) -> list[ResourceClaim]:
+        claims = []
+        for key in list(self.indices.keys("fabric_claims")):
+            body = self.indices.one("fabric_claims", key)
+            if body is not None:
+                claims.append(ResourceClaim.load(self._claims_written.view(key, body)))
+        return claims
+
+    def _annotations(self) -> dict[str, str | None]:
+        found: dict[str, str | None] = {}
+        for name in list(self.indices.keys("fabric_nodes")):
+            body = self.indices.one("fabric_nodes", name)
+            if body is not None:
+                body = self._nodes_written.view(name, body)
+                annotations = (body.get("metadata") or {}).get("annotations") or {}
+                found[name] = annotations.get(planning.HOTPLUG_ANNOTATION)
+        return found
+
+    def _node_local(self, now: float) -> dict[tuple[str, str], float]:
+        """(node, device) published in node pools -> when we first saw it there."""
+        published: set[tuple[str, str]] = set()
+        for name in list(self.indices.keys("node_slices")):
+            for node, devices in self.indices.values("node_slices", name):
+                published.update((node, d) for d in devices)
+        self._seen_local = {p: self._seen_local.get(p, now) for p in published}
+        return self._seen_local
+
+    # --- the reconcile -------------------------------------------------------------------------
+
+    async def reconcile(self) -> None:
+        if not self.active:
+            return
+        if not self.indices.ready:
+            raise Requeue(0.5, "caches not filled yet")
+        self.reconciles += 1
+        devices = await self.manager.devices()
+        operations = {o.id: o for o in await self.manager.operations()}
+        now = self.clock()
+        plan = planning.plan(
+            self.config,
+            self._claims(),
+            devices,
+            operations,
+            self._annotations(),
+            self._node_local(now),
+            now,
+        )
+        metrics.ATTACHED_DEVICES.set(
+            sum(
+                1
+                for d in devices
+                if d.cluster == self.config.cluster and d.state in (ATTACHING, ATTACHED)
+            )
+        )
+        fabric_changed = await self._attach(plan)
+        await self._annotate(plan)
+        await self._report(plan, now)
+        fabric_changed |= await self._detach(plan)
+        self._count(plan)
+        if fabric_changed or plan.finished:
+            self.queue.add(PUBLISH)
+        if plan.attach or plan.detach:
+            self.queue.add(RECONCILE)  # pick up operations that failed or finished at once
+        self._watch_running(operations)
+        if plan.waiting:
+            delay = self.settings.poll_seconds
+            if plan.hand_over:  # a handover waits out its grace, not a whole poll
+                delay = min(delay, max(0.1, self.settings.handover_grace))
+            raise Requeue(delay, "operations in flight")
+
+    async def _attach(self, plan: planning.Plan) -> bool:
+        started = False
+        for action in plan.attach:
+            claim = action.wanted.claim
+            op = await self.manager.attach(
+                action.wanted.op_id,
+                action.device,
+                action.node,
+                labels={"claim": claim.key, "claimUID": claim.metadata.uid or ""},
+            )
+            started = True
+            log.info(
+                "attach requested",
+                **{fields.CLAIM: claim.key, fields.NODE: action.node},
+                fabric_device=action.device,
+                operation=op.id,
+                state=op.state,
+            )
+            if not op.done:
+                self._spawn_waiter(op.id)
+        return started
+
+    async def _annotate(self, plan: planning.Plan) -> None:
+        """Hand devices to nodes' pools (and take back stale entries) before any condition
+        says so: once the binding fails, only the annotation keeps the device attached."""
+        for node in sorted(set(plan.hand_over) | set(plan.take_back)):
+            cached = self.indices.one("fabric_nodes", node)
+            if cached is None:
+                continue
+            body = self._nodes_written.view(node, cached)
+            meta = body.get("metadata") or {}
+            current = (meta.get("annotations") or {}).get(planning.HOTPLUG_ANNOTATION)
+            updated = planning.annotation_after(
+                current, plan.hand_over.get(node, []), plan.take_back.get(node, set())
+            )
+            if updated is None:
+                continue
+            written = await self.deps.api.patch(
+                "Node",
+                node,
+                {
+                    "metadata": {
+                        "resourceVersion": meta.get("resourceVersion"),
+                        "annotations": {planning.HOTPLUG_ANNOTATION: updated},
+                    }
+                },
+            )
+            self._nodes_written.wrote(node, meta.get("resourceVersion"), written)
+            log.info("node hot-plug annotation updated", **{fields.NODE: node}, devices=updated)
+
+    async def _report(self, plan: planning.Plan, now: float) -> None:
+        by_claim: dict[str, list[planning.Report]] = {}
+        for report in plan.reports:
+            by_claim.setdefault(report.wanted.claim.key, []).append(report)
+        retry = False
+        rejected: InvalidError | None = None
+        for reports in by_claim.values():
+            claim = reports[0].wanted.claim
+            patch = planning.status_patch(claim, reports, self.config, now)
+            if patch is None:
+                continue
+            key = (claim.metadata.namespace or "", claim.metadata.name or "")
+            try:
+                written = await self.deps.api.patch(
+                    "ResourceClaim",
+                    claim.metadata.name or "",
+                    patch,
+                    claim.metadata.namespace,
+                    patch_type="apply",
+                    subresource="status",
+                    field_manager=FIELD_MANAGER,
+                )
+            except (ConflictError, NotFoundError) as e:
+                # Changed (reallocated, deallocated, gone) since we read it: plan again.
+                log.info("claim status not written", **{fields.CLAIM: claim.key}, error=str(e))
+                retry = True
+                continue
+            except InvalidError as e:
+                # Rejected as written (RBAC of resourceclaims/driver, validation): back off.
+                log.warning("claim status rejected", **{fields.CLAIM: claim.key}, error=str(e))
+                rejected = rejected or e
+                continue
+            self._claims_written.wrote(key, claim.metadata.resource_version, written)
+            for report in reports:
+                await self._announce(report, now)
+        if rejected is not None:
+            raise rejected
+        if retry:
+            raise Requeue(0.2, "claim changed under us")
+
+    async def _announce(self, report: planning.Report, now: float) -> None:
+        claim = report.wanted.claim
+        context = {fields.CLAIM: claim.key, fields.REASON: report.reason}
+        if not report.status:
+            log.info("attaching", **context, message=report.message)
+            await self.events.post(claim.dump(), NORMAL, "Attaching", report.message)
+            return
+        allocation = claim.status.allocation
+        allocated_at = planning.parse_time(allocation.allocation_timestamp if allocation else None)
+        if allocated_at is not None:
+            metrics.ALLOCATION_TO_READY.observe(max(0.0, now - allocated_at))
+        good = report.type == self.config.attached
+        # FabricDeviceAttached, FabricDeviceTaken, FabricDeviceAttachFailed, FabricDeviceLost...
+        reason = "FabricDevice" + ("Attached" if good else report.reason.removeprefix("Device"))
+        kind = NORMAL if good or report.reason == planning.HANDED_OVER_REASON else WARNING
+        log.info("binding condition reported", **context, condition=report.type)
+        await self.events.post(claim.dump(), kind, reason, report.message)
+        for ref in claim.status.reserved_for:
+            if ref.resource == "pods" and not ref.api_group:
+                pod = {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {
+                        "name": ref.name,
+                        "namespace": claim.metadata.namespace,
+                        "uid": ref.uid,
+                    },
+                }
+                await self.events.post(pod, kind, reason, report.message)
+
+    async def _detach(self, plan: planning.Plan) -> bool:
+        started = False
+        for action in plan.detach:
+            if action.node and await self._handed_over_live(action.node, action.device):
+                continue
+            try:
+                op = await self.manager.detach(action.op_id, action.device)
+            except FabricError as e:
+                log.warning("detach refused", fabric_device=action.device, error=str(e))
+                continue
+            if op.state == "failed":
+                # Still attaching (we retry once it is attached) or no longer ours.
+                log.info(
+                    "detach not possible yet",
+                    fabric_device=action.device,
+                    reason=op.reason,
+                    message=op.message,
+                )
+                continue
+            started = True
+            if not op.done:
+                self._spawn_waiter(op.id)
+            if op.id not in self._counted:
+                self._counted.add(op.id)
+                metrics.DETACHES.labels(reason=action.reason).inc()
+                log.info(
+                    "detach requested",
+                    **{fields.NODE: action.node or "", fields.REASON: action.reason},
+                    fabric_device=action.device,
+                    operation=op.id,
+                )
+        return started
+
+    async def _handed_over_live(self, node: str, device: str) -> bool:
+        try:
+            body = await self.deps.api.get("Node", node)
+        except NotFoundError:
+            return False
+        annotation = ((body.get("metadata") or {}).get("annotations") or {}).get(
+            planning.HOTPLUG_ANNOTATION
+        )
+        return device in planning.annotation_names(annotation)
+
+    def _count(self, plan: planning.Plan) -> None:
+        for op in plan.finished:
+            if op.id in self._counted:
+                continue
+            self._counted.add(op.id)
+            metrics.ATTACH_RESULTS.labels(
+                result="Attached" if op.state == "succeeded" else op.reason or "Failed"
+            ).inc()
+            if op.duration is not None:
+                metrics.ATTACH_DURATION.observe(op.duration)
+        if len(self._counted) > 100_000:
+            self._counted.clear()
+
+    def _spawn_waiter(self, op_id: str) -> None:
+        """Long-poll one running operation and reconcile the moment it finishes."""
+        if op_id in self._waiters:
+            return
+
+        async def wait() -> None:
+            try:
+                await self.manager.operation(op_id, wait=LONG_POLL)
+            except (FabricUnavailableError, FabricError):
+                pass  # the periodic poll covers it
+            finally:
+                self._waiters.pop(op_id, None)
+            self.queue.add(RECONCILE)
+
+        self._waiters[op_id] = asyncio.create_task(wait(), name=f"fabric-wait-{op_id}")
+
+    def _watch_running(self, operations: dict[str, Any]) -> None:
+        for op_id, op in operations.items():
+            if not op.done:
+                self._spawn_waiter(op_id)
+
+    # --- the free-device pools -----------------------------------------------------------------
+
+    async def publish(self) -> None:
+        if not self.active:
+            return
+        api = self.deps.api
+        devices = await self.manager.devices()
+        for device in devices:
+            if (problem := planning.publishable(device)) is not None:
+                log.warning("fabric device not published", reason=problem)
+        pools = planning.free_pools(devices, self.config)
+        listed = await api.list(
+            "ResourceSlice", label_selector=f"{planning.MANAGED_BY_LABEL}={planning.MANAGED_BY}"
+        )
+        existing = {
+            s["metadata"]["name"]: ResourceSlice.load(s)
+            for s in listed["items"]
+            if (s.get("spec") or {}).get("driver") == self.config.driver
+        }
+        for pool, free in sorted(pools.items()):
+            name = planning.slice_name(self.config, pool)
+            body = planning.desired_slice(self.config, pool, free, existing.pop(name, None))
+            metrics.FREE_DEVICES.labels(pool=pool).set(len(free))
+            if body is None:
+                continue
+            # Listed items carry no kind: name it for the write.
+            wire = {**body.dump(), "apiVersion": API_VERSION, "kind": "ResourceSlice"}
+            if body.metadata.resource_version:
+                await api.replace(wire)
+            else:
+                await api.create(wire)
+            log.info(
+                "fabric pool published",
+                **{fields.POOL: f"{self.config.driver}/{pool}"},
+                generation=body.spec.pool.generation,
+                free=len(free),
+            )
+        for name, stale in existing.items():
+            if name.startswith(f"{self.config.driver}-{planning.POOL_PREFIX}"):
+                await api.delete(
+                    "ResourceSlice", name, resource_version=stale.metadata.resource_version
+                )
+                log.info("fabric pool removed", **{fields.POOL: stale.spec.pool.name or ""})
+
+    async def _tick(self) -> None:
+        while True:
+            self.queue.add(PUBLISH)
+            self.queue.add(RECONCILE)
+            await asyncio.sleep(self.settings.publish_seconds)
+
+    # --- leadership ----------------------------------------------------------------------------
+
+    async def _activate(self) -> None:
+        self.active = True
+        self.queue.start()
+        if self._ticker is None:
+            self._ticker = asyncio.create_task(self._tick(), name="fabric-tick")
+
+    async def _deactivate(self) -> None:
+        self.active = False
+        if self._ticker is not None:
+            self._ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._ticker
+            self._ticker = None
+        for task in list(self._waiters.values()):
+            task.cancel()
+        self._waiters.clear()
+        await self.queue.stop()
+
+    # --- kopf side -----------------------------------------------------------------------------
+
+    def register(self, registry: kopf.OperatorRegistry) -> None:
+        c = self
+        config = self.config
+
+        @kopf.index("nodes", id="fabric_nodes", registry=registry)
+        async def fabric_nodes(**kw: Any) -> dict[Any, Any]:
+            body = kw["body"]
+            labels = (body.get("metadata") or {}).get("labels") or {}
+            if labels.get(config.node_label) != config.fabric_name:
+                return {}
+            meta = body.get("metadata") or {}
+            return {
+                object_key(body)[1]: {
+                    "metadata": {
+                        "name": meta.get("name"),
+                        "resourceVersion": meta.get("resourceVersion"),
+                        "annotations": {
+                            k: v
+                            for k, v in (meta.get("annotations") or {}).items()
+                            if k == planning.HOTPLUG_ANNOTATION
+                        },
+                    }
+                }
+            }
+
+        @kopf.index(*SLICES, id="node_slices", registry=registry)
+        async def node_slices(**kw: Any) -> dict[Any, Any]:
+            """Devices of our driver published in node-local pools: (node, device names)."""
+            spec = kw["body"].get("spec") or {}
+            if spec.get("driver") != config.driver or not spec.get("nodeName"):
+                return {}
+            names = tuple(d.get("name") for d in spec.get("devices") or [])
+            return {object_key(kw["body"])[1]: (spec["nodeName"], names)}
+
+        @kopf.on.event(*CLAIMS, registry=registry)
+        async def claim_changed(**kw: Any) -> None:
+            c.indices.attach(kw)
+            if c.claims.apply(kw["type"], kw["body"]):
+                c.queue.add(RECONCILE)
+
+        @kopf.on.event("nodes", registry=registry)
+        async def node_changed(**kw: Any) -> None:
+            c.indices.attach(kw)
+            labels = (kw["body"].get("metadata") or {}).get("labels") or {}
+            if labels.get(config.node_label) == config.fabric_name:
+                c.queue.add(RECONCILE)
+
+        @kopf.on.event(*SLICES, registry=registry)
+        async def slice_changed(**kw: Any) -> None:
+            c.indices.attach(kw)
+            spec = kw["body"].get("spec") or {}
+            if spec.get("driver") == config.driver and spec.get("nodeName"):
+                c.queue.add(RECONCILE)
+
+        @kopf.on.startup(registry=registry)
+        async def start(**_: Any) -> None:
+            c._deps = await make_deps(c.settings, COMPONENT)
+            await c.stores.start(c._deps.api)
+            c._events = EventRecorder(c._deps.api, f"{COMPONENT}-controller")
+            if c._manager is None:
+                c._manager = HTTPFabricManager(c.settings.manager_url, c.settings.cluster_id)
+            if c.settings.leader_elect:
+                identity = c.settings.identity or f"{os.uname().nodename}-{uuid.uuid4().hex[:6]}"
+                c.elector = LeaderElector(
+                    c._deps.api,
+                    LeaseSettings(
+                        c.settings.lease_name,
+                        c.settings.lease_namespace,
+                        identity,
+                        lease_duration=c.settings.lease_duration,
+                        retry_period=max(1.0, c.settings.lease_duration / 5),
+                    ),
+                    on_started=c._activate,
+                    on_stopped=c._deactivate,
+                )
+                c.elector.start()
+            else:
+                await c._activate()
+
+        @kopf.on.cleanup(registry=registry)
+        async def stop(**_: Any) -> None:
+            if c.elector is not None:
+                await c.elector.stop()
+            else:
+                await c._deactivate()
+            await c.stores.stop()
+            if c._owns_manager and isinstance(c._manager, HTTPFabricManager):
+                await c._manager.close()
+                c._manager = None
+            await close_deps(c.deps)
+
+        del fabric_nodes, node_slices, claim_changed, node_changed
+        del slice_changed, start, stop

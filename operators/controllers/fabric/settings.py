@@ -1,0 +1,65 @@
+"""Settings of the fabric controller."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from operators.settings import Settings
+
+
+class FabricSettings(Settings):
+    manager_url: str = Field(
+        default="http://fabric-manager-sim.kopf-dra.svc:8470", description="Fabric manager URL"
+    )
+    cluster_id: str = Field(
+        default="default", description="This cluster's identity at the (shared) fabric manager"
+    )
+    driver_name: str = Field(
+        default="example.kopf-dra.io",
+        description="Driver of the published fabric pools (the node driver that hot-plugs)",
+    )
+    condition_domain: str = Field(
+        default="fabric.kopf-dra.io",
+        description="Domain of the binding conditions <domain>/attached, <domain>/attach-failed",
+    )
+    node_label: str = Field(
+        default="resource.kopf-dra.io/fabric", description="Label of nodes wired to the fabric"
+    )
+    fabric_name: str = Field(
+        default="fabric1", description="Value of --node-label on the nodes of this fabric"
+    )
+    after_attach: Literal["bind", "reschedule"] = Field(
+        default="bind",
+        description="bind: the pod binds to the node; reschedule: hand the device to the node's "
+        "driver and fail the binding so the pod is rescheduled onto it (KEP-5007 composable flow)",
+    )
+    publish_seconds: float = Field(
+        default=10.0, gt=0, description="How often the free-device pools are republished"
+    )
+    poll_seconds: float = Field(
+        default=1.0, gt=0, description="How often running operations are polled (besides waits)"
+    )
+    binding_timeout: float = Field(
+        default=600.0,
+        description="Seconds from allocationTimestamp after which an unattached device is given up",
+    )
+    handover_timeout: float = Field(
+        default=60.0,
+        description="reschedule: seconds to wait for the node's pool to publish an attached "
+        "device before the binding is failed anyway",
+    )
+    handover_grace: float = Field(
+        default=0.5,
+        ge=0,
+        description="reschedule: seconds the node's pool must have published the device before "
+        "the binding is failed (lets the scheduler's cache catch up)",
+    )
+    leader_elect: bool = Field(default=False, description="Elect a leader through a Lease")
+    lease_name: str = Field(default="kopf-dra-fabric", description="Name of the Lease")
+    lease_namespace: str = Field(default="kube-system", description="Namespace of the Lease")
+    lease_duration: float = Field(default=10.0, description="Seconds a lease stays valid")
+    identity: str | None = Field(
+        default=None, description="This replica's identity (default: hostname + random suffix)"
+    )

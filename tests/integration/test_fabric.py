@@ -1,0 +1,656 @@
+"""The fabric controller end to end: real API server, the simulated fabric manager as a real
+HTTP service on loopback, our scheduler and claim controllers, and (for the composable flow)
+the example driver picking up hot-plugged devices.
+
+Each test wires its own nodes to a fabric of its own (a unique label value) and uses its own
+driver name, so pools and nodes of other tests never take part. Attach times are short.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import json
+import random
+import shutil
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from operators.controllers.fabric import app as fabric_app
+from operators.controllers.fabric.handlers import FIELD_MANAGER
+from operators.controllers.fabric.settings import FabricSettings
+from operators.driver.app import Driver
+from operators.driver.settings import DriverSettings
+from operators.fabric.client import HTTPFabricManager
+from operators.fabric.model import FabricDevice, FaultRequest, Operation
+from operators.fabric.service import FabricService
+from operators.fabric.simulator import FabricSimulator, parse_config
+from operators.kube.api import KubeAPI, Resource, register_resource, resource_of
+from tests.integration.helpers import (
+    bound_node,
+    claim_of,
+    create_node,
+    device_class_body,
+    eventually,
+    pod_body,
+    pod_condition,
+    running_operator,
+    start_scheduler,
+    template_body,
+    unique,
+)
+
+NODE_LABEL = "resource.kopf-dra.io/fabric"
+ATTACHED = "fabric.kopf-dra.io/attached"
+FAILED = "fabric.kopf-dra.io/attach-failed"
+HOTPLUG = "resource.kopf-dra.io/attached-devices"
+
+
+class Fabric:
+    """A simulated fabric manager on loopback, restartable from its state file."""
+
+    def __init__(self, config: dict[str, Any], state_file: Path) -> None:
+        self.config = parse_config(config)
+        self.state_file = state_file
+        self.service: FabricService | None = None
+        self.url = ""
+        self.client: HTTPFabricManager | None = None
+        self.other: HTTPFabricManager | None = None
+
+    async def start(self) -> None:
+        sim = FabricSimulator(self.config, self.state_file, clock=time.time, rng=random.Random(0))
+        self.service = FabricService(sim)
+        self.url = await self.service.start()
+        self.client = HTTPFabricManager(self.url, "observer")
+        self.other = HTTPFabricManager(self.url, "other-cluster")
+
+    async def stop(self) -> None:
+        for c in (self.client, self.other):
+            if c is not None:
+                await c.close()
+        if self.service is not None:
+            await self.service.stop()
+            self.service = None
+
+    async def devices(self) -> dict[str, FabricDevice]:
+        assert self.client is not None
+        return {d.id: d for d in await self.client.devices()}
+
+    async def operations(self, cluster: str = "default") -> list[Operation]:
+        assert self.service is not None
+        return self.service.sim.list_operations(cluster=cluster)
+
+
+@pytest.fixture
+async def fabric_factory() -> AsyncIterator[Callable[..., Any]]:
+    started: list[Fabric] = []
+    directory = Path(tempfile.mkdtemp(prefix="fabric-"))
+
+    async def make(count: int = 2, attach: float = 0.3, detach: float = 0.1) -> Fabric:
+        fabric = Fabric(
+            {
+                "attachSeconds": attach,
+                "detachSeconds": detach,
+                "devices": [
+                    {"model": "A100", "vendor": "nvidia", "memory": "80Gi", "count": count}
+                ],
+            },
+            directory / f"state-{len(started)}.json",
+        )
+        await fabric.start()
+        started.append(fabric)
+        return fabric
+
+    yield make
+    for fabric in started:
+        await fabric.stop()
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture
+def fabric_name() -> str:
+    return unique("fab")
+
+
+def controller_settings(
+    kubeconfig: Any, driver: str, fabric_name: str, url: str, **overrides: Any
+) -> FabricSettings:
+    values: dict[str, Any] = {
+        "kubeconfig": str(kubeconfig),
+        "manager_url": url,
+        "driver_name": driver,
+        "fabric_name": fabric_name,
+        "publish_seconds": 1.0,
+        "poll_seconds": 0.5,
+        **overrides,
+    }
+    return FabricSettings(**values)
+
+
+@contextlib.asynccontextmanager
+async def fabric_controller(settings: FabricSettings) -> AsyncIterator[None]:
+    async with running_operator(fabric_app.build_registry(settings), "fabric"):
+        yield
+
+
+@contextlib.asynccontextmanager
+async def scheduler_running(kubeconfig: Any, **overrides: Any) -> AsyncIterator[None]:
+    _, registry = start_scheduler(kubeconfig, **overrides)
+    async with running_operator(registry, "scheduler"):
+        yield
+
+
+async def wired_nodes(kube: KubeAPI, fabric_name: str, n: int) -> list[str]:
+    names = [unique("fnode") for _ in range(n)]
+    for name in names:
+        await create_node(kube, name, {NODE_LABEL: fabric_name})
+    return names
+
+
+async def fabric_slice(kube: KubeAPI, driver: str) -> dict[str, Any] | None:
+    listed = await kube.list(
+        "ResourceSlice", label_selector="app.kubernetes.io/managed-by=kopf-dra-fabric"
+    )
+    for item in listed["items"]:
+        if item["spec"]["driver"] == driver:
+            return dict(item)
+    return None
+
+
+async def published(kube: KubeAPI, driver: str) -> set[str]:
+    found = await fabric_slice(kube, driver)
+    return {d["name"] for d in (found or {}).get("spec", {}).get("devices", [])}
+
+
+def device_conditions(claim: dict[str, Any], device: str) -> dict[str, dict[str, Any]]:
+    for entry in claim.get("status", {}).get("devices") or []:
+        if entry["device"] == device:
+            return {c["type"]: c for c in entry.get("conditions") or []}
+    return {}
+
+
+async def start_pod(kube: KubeAPI, namespace: str, driver: str, name: str = "worker") -> None:
+    await kube.create(template_body("gpu", namespace, device_class=driver))
+    await kube.create(
+        pod_body(name, namespace, {"name": "gpu", "resourceClaimTemplateName": "gpu"})
+    )
+
+
+async def events(kube: KubeAPI, namespace: str, reason: str) -> list[dict[str, Any]]:
+    return [e for e in (await kube.list("Event", namespace))["items"] if e["reason"] == reason]
+
+
+async def delete_pod(kube: KubeAPI, namespace: str, name: str) -> None:
+    await kube.call(
+        "DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}", body={"gracePeriodSeconds": 0}
+    )
+
+
+async def test_pod_gets_a_fabric_gpu_attached_and_bound_then_detached_when_deleted(
+    kube: KubeAPI,
+    kubeconfig: Any,
+    namespace: str,
+    driver: str,
+    fabric_name: str,
+    fabric_factory: Callable[..., Any],
+    controllers: None,
+) -> None:
+    fabric = await fabric_factory(count=2)
+    nodes = await wired_nodes(kube, fabric_name, 2)
+    await kube.create(device_class_body(driver, driver))
+    settings = controller_settings(kubeconfig, driver, fabric_name, fabric.url)
+    async with fabric_controller(settings), scheduler_running(kubeconfig):
+        assert await eventually(lambda: published(kube, driver), what="fabric pool") == {
+            "a100-0",
+            "a100-1",
+        }
+        before = await fabric_slice(kube, driver)
+        assert before is not None
+        spec = before["spec"]
+        assert spec["pool"]["name"] == "fabric-a100"
+        assert spec["nodeSelector"]["nodeSelectorTerms"][0]["matchExpressions"][0] == {
+            "key": NODE_LABEL,
+            "operator": "In",
+            "values": [fabric_name],
+        }
+        device0 = spec["devices"][0]
+        assert device0["bindsToNode"] is True
+        assert device0["bindingConditions"] == [ATTACHED]
+        assert device0["bindingFailureConditions"] == [FAILED]
+        assert device0["capacity"]["memory"]["value"] == "80Gi"
+        assert device0["attributes"]["model"] == {"string": "A100"}
+
+        started = time.monotonic()
+        await start_pod(kube, namespace, driver)
+        node = await eventually(lambda: bound_node(kube, namespace, "worker"), what="pod bound")
+        latency = time.monotonic() - started
+        assert node in nodes
+        claim = await claim_of(kube, namespace, "worker")
+        result = claim["status"]["allocation"]["devices"]["results"][0]
+        assert result["pool"] == "fabric-a100"
+        device = result["device"]
+        conditions = device_conditions(claim, device)
+        assert conditions[ATTACHED]["status"] == "True"
+        assert conditions[ATTACHED]["reason"] == "Attached"
+        managers = {m["manager"] for m in claim["metadata"]["managedFields"]}
+        assert FIELD_MANAGER in managers
+        state = (await fabric.devices())[device]
+        assert (state.state, state.cluster, state.node) == ("attached", "default", node)
+        # The attached device left the free pool, in a new generation.
+        after = await eventually(
+            lambda: _without(kube, driver, device), what="attached device unpublished"
+        )
+        assert after["spec"]["pool"]["generation"] > spec["pool"]["generation"]
+        assert await events(kube, namespace, "FabricDeviceAttached")
+        print(f"\nattach-to-bind: pod created -> bound in {latency:.2f}s (attach 0.3s)")
+
+        await delete_pod(kube, namespace, "worker")
+
+        async def detached() -> bool:
+            d = (await fabric.devices())[device]
+            return d.state == "free" and device in await published(kube, driver)
+
+        await eventually(detached, within=20, what="device detached and free again")
+        ops = [o for o in await fabric.operations() if o.device == device]
+        assert [(o.kind, o.state) for o in ops] == [
+            ("attach", "succeeded"),
+            ("detach", "succeeded"),
+        ]
+
+
+async def _without(kube: KubeAPI, driver: str, device: str) -> dict[str, Any] | None:
+    found = await fabric_slice(kube, driver)
+    if found and device not in {d["name"] for d in found["spec"].get("devices", [])}:
+        return found
+    return None
+
+
+async def test_attach_failure_fails_the_binding_and_the_pod_is_rescheduled(
+    kube: KubeAPI,
+    kubeconfig: Any,
+    namespace: str,
+    driver: str,
+    fabric_name: str,
+    fabric_factory: Callable[..., Any],
+    controllers: None,
+) -> None:
+    fabric = await fabric_factory(count=2)
+    assert fabric.client is not None
+    for device in ("a100-0", "a100-1"):
+        await fabric.client.inject_fault(
+            FaultRequest(device=device, count=1, reason="AttachFailed", message="PCIe link down")
+        )
+    await wired_nodes(kube, fabric_name, 2)
+    await kube.create(device_class_body(driver, driver))
+    settings = controller_settings(kubeconfig, driver, fabric_name, fabric.url)
+    async with fabric_controller(settings), scheduler_running(kubeconfig):
+        await eventually(lambda: published(kube, driver), what="fabric pool")
+        await start_pod(kube, namespace, driver)
+        node = await eventually(
+            lambda: bound_node(kube, namespace, "worker"), within=30, what="bound after a failure"
+        )
+        ops = await fabric.operations()
+        assert [o.state for o in ops if o.kind == "attach"][:1] == ["failed"]
+        assert ops[0].reason == "AttachFailed"
+        claim = await claim_of(kube, namespace, "worker")
+        device = claim["status"]["allocation"]["devices"]["results"][0]["device"]
+        assert (await fabric.devices())[device].node == node
+        # The failure was reported on the claim and the pod, and the scheduler undid it.
+        failed = await events(kube, namespace, "FabricDeviceAttachFailed")
+        assert {e["involvedObject"]["kind"] for e in failed} == {"ResourceClaim", "Pod"}
+        assert "PCIe link down" in failed[0]["message"]
+        assert await events(kube, namespace, "BindingConditionsFailed")
+
+
+async def test_device_taken_by_another_cluster_is_explained_then_bound_when_released(
+    kube: KubeAPI,
+    kubeconfig: Any,
+    namespace: str,
+    driver: str,
+    fabric_name: str,
+    fabric_factory: Callable[..., Any],
+    controllers: None,
+) -> None:
+    fabric = await fabric_factory(count=1)
+    assert fabric.other is not None
+    nodes = await wired_nodes(kube, fabric_name, 1)
+    await kube.create(device_class_body(driver, driver))
+    settings = controller_settings(kubeconfig, driver, fabric_name, fabric.url)
+    async with scheduler_running(kubeconfig):
+        async with fabric_controller(settings):
+            await eventually(lambda: published(kube, driver), what="fabric pool")
+        # The controller is away: the pool it published still offers the device.
+        await start_pod(kube, namespace, driver)
+
+        async def allocated() -> str | None:
+            with contextlib.suppress(AssertionError):
+                claim = await claim_of(kube, namespace, "worker")
+                if claim.get("status", {}).get("allocation"):
+                    return str(claim["status"]["allocation"]["devices"]["results"][0]["device"])
+            return None
+
+        device = await eventually(allocated, what="fabric device allocated")
+        # Another cluster grabs it before our controller attaches it: the attach race.
+        grab = await fabric.other.attach("other-grab", device, "their-node")
+
+        async def grabbed() -> bool:
+            op = await fabric.other.operation(grab.id) if fabric.other else None
+            return op is not None and op.state == "succeeded"
+
+        await eventually(grabbed, what="other cluster attached")
+        async with fabric_controller(settings):
+
+            async def explained() -> dict[str, Any] | None:
+                c = await pod_condition(kube, namespace, "worker")
+                return c if c and c.get("reason") == "Unschedulable" else None
+
+            condition = await eventually(explained, within=30, what="pod explained")
+            assert (
+                "cannot allocate" in condition["message"]
+                or "nodes are available" in (condition["message"])
+            )
+            taken = await events(kube, namespace, "FabricDeviceTaken")
+            assert taken
+            assert "other-cluster" in taken[0]["message"]
+            assert await bound_node(kube, namespace, "worker") is None
+            # They let it go: it is published again and our pod gets it.
+            await fabric.other.detach("other-release", device)
+            assert (
+                await eventually(
+                    lambda: bound_node(kube, namespace, "worker"),
+                    within=30,
+                    what="bound after release",
+                )
+                == nodes[0]
+            )
+        state = (await fabric.devices())[device]
+        assert (state.cluster, state.node) == ("default", nodes[0])
+
+
+async def test_binding_timeout_detaches_the_late_device(
+    kube: KubeAPI,
+    kubeconfig: Any,
+    namespace: str,
+    driver: str,
+    fabric_name: str,
+    fabric_factory: Callable[..., Any],
+    controllers: None,
+) -> None:
+    fabric = await fabric_factory(count=1, attach=3.0, detach=0.1)
+    await wired_nodes(kube, fabric_name, 1)
+    await kube.create(device_class_body(driver, driver))
+    settings = controller_settings(kubeconfig, driver, fabric_name, fabric.url)
+    async with fabric_controller(settings), scheduler_running(kubeconfig, binding_timeout=1.5):
+        await eventually(lambda: published(kube, driver), what="fabric pool")
+        await start_pod(kube, namespace, driver)
+
+        async def detach_done() -> bool:
+            return any(
+                o.kind == "detach" and o.state == "succeeded" for o in await fabric.operations()
+            )
+
+        await eventually(detach_done, within=20, what="late device detached")
+        assert await bound_node(kube, namespace, "worker") is None
+        assert await events(kube, namespace, "BindingConditionsFailed")
+        await delete_pod(kube, namespace, "worker")
+
+        async def all_free() -> bool:
+            devices = await fabric.devices()
+            running = [o for o in await fabric.operations() if o.state == "running"]
+            return (
+                not running
+                and devices["a100-0"].state == "free"
+                and "a100-0" in await published(kube, driver)
+            )
+
+        await eventually(all_free, within=20, what="device free and published after the pod")
+
+
+async def test_after_attach_reschedule_binds_the_pod_to_the_node_local_device(
+    kube: KubeAPI,
+    kubeconfig: Any,
+    namespace: str,
+    driver: str,
+    fabric_name: str,
+    fabric_factory: Callable[..., Any],
+    controllers: None,
+) -> None:
+    fabric = await fabric_factory(count=1)
+    [node] = await wired_nodes(kube, fabric_name, 1)
+    await kube.create(device_class_body(driver, driver))
+    short = Path(tempfile.mkdtemp(prefix="kdf-"))
+    profiles = short / "profiles.yaml"
+    profiles.write_text("gpus: []\nnics: []\n")
+    node_driver = Driver(
+        DriverSettings(
+            kubeconfig=str(kubeconfig),
+            node_name=node,
+            driver_name=driver,
+            profiles=str(profiles),
+            kubelet_dir=str(short / "kubelet"),
+            cdi_dir=str(short / "cdi"),
+            resync_seconds=0.3,
+        ),
+        kube,
+    )
+    stop = asyncio.Event()
+    driver_task = asyncio.create_task(node_driver.run(stop))
+    settings = controller_settings(
+        kubeconfig, driver, fabric_name, fabric.url, after_attach="reschedule"
+    )
+    try:
+        async with fabric_controller(settings), scheduler_running(kubeconfig):
+            await eventually(lambda: published(kube, driver), what="fabric pool")
+            await start_pod(kube, namespace, driver)
+            assert (
+                await eventually(
+                    lambda: bound_node(kube, namespace, "worker"), within=30, what="pod bound"
+                )
+                == node
+            )
+            claim = await claim_of(kube, namespace, "worker")
+            [result] = claim["status"]["allocation"]["devices"]["results"]
+            # Bound to the node-local device: the hot-plugged fabric GPU in the node's pool.
+            assert (result["pool"], result["device"]) == (node, "a100-0")
+            assert not result.get("bindingConditions")
+            state = (await fabric.devices())["a100-0"]
+            assert (state.state, state.node, state.attach_count) == ("attached", node, 1)
+            node_body = await kube.get("Node", node)
+            assert '"name":"a100-0"' in node_body["metadata"]["annotations"][HOTPLUG]
+            assert "a100-0" not in await published(kube, driver)
+            assert [o.kind for o in await fabric.operations()] == ["attach"]  # no detach
+            assert await events(kube, namespace, "FabricDeviceAttachedToNode")
+    finally:
+        stop.set()
+        await asyncio.wait_for(driver_task, 20)
+        for s in (await kube.list("ResourceSlice", field_selector=f"spec.nodeName={node}"))[
+            "items"
+        ]:
+            await kube.delete("ResourceSlice", s["metadata"]["name"])
+        shutil.rmtree(short, ignore_errors=True)
+
+
+async def test_controller_and_manager_restarted_mid_attach_attach_once_and_bind(
+    kube: KubeAPI,
+    kubeconfig: Any,
+    namespace: str,
+    driver: str,
+    fabric_name: str,
+    fabric_factory: Callable[..., Any],
+    controllers: None,
+) -> None:
+    fabric = await fabric_factory(count=2, attach=2.0)
+    nodes = await wired_nodes(kube, fabric_name, 2)
+    await kube.create(device_class_body(driver, driver))
+    async with scheduler_running(kubeconfig):
+        settings = controller_settings(kubeconfig, driver, fabric_name, fabric.url)
+        async with fabric_controller(settings):
+            await eventually(lambda: published(kube, driver), what="fabric pool")
+            await start_pod(kube, namespace, driver)
+
+            async def attaching() -> str | None:
+                for d in (await fabric.devices()).values():
+                    if d.state == "attaching":
+                        return str(d.id)
+                return None
+
+            device = await eventually(attaching, what="attach in flight")
+        # Both go down mid-attach; the manager comes back from its state file elsewhere.
+        await fabric.stop()
+        await fabric.start()
+        assert (await fabric.devices())[device].state in ("attaching", "attached")
+        settings = controller_settings(kubeconfig, driver, fabric_name, fabric.url)
+        async with fabric_controller(settings):
+            node = await eventually(
+                lambda: bound_node(kube, namespace, "worker"), within=30, what="pod bound"
+            )
+        assert node in nodes
+        devices = await fabric.devices()
+        attached = [d for d in devices.values() if d.state != "free"]
+        assert [(d.id, d.node, d.attach_count) for d in attached] == [(device, node, 1)]
+        ops = await fabric.operations()
+        assert [(o.kind, o.device, o.state) for o in ops] == [("attach", device, "succeeded")]
+
+
+# --- the manifests --------------------------------------------------------------------------
+
+MANIFESTS = Path(__file__).resolve().parents[2] / "manifests" / "fabric"
+for _extra in (
+    Resource("rbac.authorization.k8s.io/v1", "clusterroles", False, "ClusterRole"),
+    Resource("rbac.authorization.k8s.io/v1", "clusterrolebindings", False, "ClusterRoleBinding"),
+    Resource("rbac.authorization.k8s.io/v1", "roles", True, "Role"),
+    Resource("rbac.authorization.k8s.io/v1", "rolebindings", True, "RoleBinding"),
+    Resource("v1", "services", True, "Service"),
+):
+    register_resource(_extra)
+
+
+def _manifests() -> list[dict[str, Any]]:
+    docs: list[dict[str, Any]] = []
+    for path in sorted(MANIFESTS.glob("*.yaml")):
+        if path.name != "kustomization.yaml":
+            docs.extend(d for d in yaml.safe_load_all(path.read_text()) if d)
+    return docs
+
+
+async def test_every_manifest_is_accepted_by_a_server_side_dry_run(
+    kube: KubeAPI, namespace: str
+) -> None:
+    kinds = []
+    for doc in _manifests():
+        if resource_of(doc["kind"]).namespaced:
+            doc["metadata"]["namespace"] = namespace
+        created = await kube.create(doc, dry_run=True)
+        assert created["metadata"]["name"] == doc["metadata"]["name"]
+        kinds.append(doc["kind"])
+    assert sorted(kinds) == [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ConfigMap",
+        "ConfigMap",
+        "Role",
+        "RoleBinding",
+        "Service",
+        "ServiceAccount",
+    ]
+    sim_config = next(
+        d for d in _manifests() if d["kind"] == "ConfigMap" and "fabric.yaml" in d["data"]
+    )
+    assert parse_config(yaml.safe_load(sim_config["data"]["fabric.yaml"])).devices
+
+
+@pytest.fixture
+async def fabric_kubeconfig(
+    kube: KubeAPI, kubeconfig: Any, namespace: str, driver: str, tmp_path: Path
+) -> AsyncIterator[Path]:
+    """A kubeconfig as the manifests' ServiceAccount with exactly the manifests' RBAC (for this
+    test's driver name; cluster-scoped names suffixed with the namespace)."""
+    docs = {d["kind"]: copy.deepcopy(d) for d in _manifests() if "rbac" in d["apiVersion"]}
+    docs["ServiceAccount"] = next(d for d in _manifests() if d["kind"] == "ServiceAccount")
+    for doc in docs.values():
+        if doc["metadata"].get("namespace"):
+            doc["metadata"]["namespace"] = namespace
+    for rule in docs["ClusterRole"]["rules"]:
+        if "resourceNames" in rule:
+            rule["resourceNames"] = [driver]
+    for kind in ("ClusterRole", "Role"):
+        docs[kind]["metadata"]["name"] += f"-{namespace}"
+    for kind, role in (("ClusterRoleBinding", "ClusterRole"), ("RoleBinding", "Role")):
+        docs[kind]["metadata"]["name"] += f"-{namespace}"
+        docs[kind]["roleRef"]["name"] = docs[role]["metadata"]["name"]
+        docs[kind]["subjects"][0]["namespace"] = namespace
+    created = []
+    for kind in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"):
+        created.append(await kube.create(docs[kind]))
+    minted = await kube.post_subresource(
+        "ServiceAccount",
+        "kopf-dra-fabric",
+        namespace,
+        "token",
+        {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 600},
+        },
+    )
+    config = json.loads(await asyncio.to_thread(Path(kubeconfig).read_text))
+    config["users"][0]["user"] = {"token": minted["status"]["token"]}
+    path = tmp_path / "fabric.kubeconfig"
+    await asyncio.to_thread(path.write_text, json.dumps(config))
+    try:
+        yield path
+    finally:
+        for doc in reversed(created):
+            if doc["kind"] in ("ClusterRole", "ClusterRoleBinding"):
+                await kube.delete(doc["kind"], doc["metadata"]["name"])
+
+
+async def test_the_manifests_rbac_is_all_the_controller_needs(
+    kube: KubeAPI,
+    kubeconfig: Any,
+    fabric_kubeconfig: Path,
+    namespace: str,
+    driver: str,
+    fabric_name: str,
+    fabric_factory: Callable[..., Any],
+    controllers: None,
+) -> None:
+    """Publish, attach, report the condition (resourceclaims/driver, arbitrary-node:patch),
+    hand over (node patch), post Events, hold the Lease: all as the ServiceAccount."""
+    fabric = await fabric_factory(count=1)
+    [node] = await wired_nodes(kube, fabric_name, 1)
+    await kube.create(device_class_body(driver, driver))
+    settings = controller_settings(
+        fabric_kubeconfig,
+        driver,
+        fabric_name,
+        fabric.url,
+        after_attach="reschedule",
+        handover_timeout=0.5,
+        leader_elect=True,
+        lease_namespace=namespace,
+        lease_duration=5,
+    )
+    async with fabric_controller(settings), scheduler_running(kubeconfig):
+        await eventually(lambda: published(kube, driver), what="pool published as the SA")
+        await start_pod(kube, namespace, driver)
+
+        async def handed_over() -> bool:
+            body = await kube.get("Node", node)
+            return "a100-0" in (body["metadata"].get("annotations") or {}).get(HOTPLUG, "")
+
+        await eventually(handed_over, what="node annotated as the SA")
+        reported = await eventually(
+            lambda: events(kube, namespace, "FabricDeviceAttachedToNode"),
+            what="condition written and event posted as the SA",
+        )
+        assert reported
+        lease = await kube.get("Lease", "kopf-dra-fabric", namespace)
+        assert lease["spec"]["holderIdentity"]
