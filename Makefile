@@ -7,12 +7,27 @@ STAMP := $(VENV)/.installed
 CONTROL_PLANE_DIR ?= $(HOME)/.cache/kopf-dra/local
 export KOPF_DRA_STATE_DIR ?= $(CONTROL_PLANE_DIR)
 
-.PHONY: help venv lint fmt test unit integration e2e bench control-plane control-plane-up \
-        control-plane-down run clean
+KIND ?= kind
+KIND_CLUSTER ?= kopf-dra
+KIND_NODE_IMAGE ?= kindest/node:$(shell cat hack/controlplane/VERSION)
+IMAGE ?= kopf-dra:latest
+KIND_KUBECONFIG := $(CURDIR)/.kind-kubeconfig
+# `make run KUBECONFIG=...` (on the command line) runs against that cluster; a KUBECONFIG merely
+# exported in the shell does not redirect `make run` away from the local control plane.
+DEMO_ARGS := $(if $(filter command line,$(origin KUBECONFIG)),--kubeconfig $(KUBECONFIG))
+PY_PATHS := operators tests bench e2e hack/config_reference.py
+
+.PHONY: help venv lint fmt test unit integration e2e e2e-kind image docs bench control-plane \
+        control-plane-up control-plane-down run clean
 
 help:
-	@echo "make run               start the local control plane (and the kopf-dra suite)"
-	@echo "make test              lint, then unit + integration tests on the local control plane"
+	@echo "make run               the whole system on virtual nodes, with a live view (Ctrl-C stops)"
+	@echo "make run KUBECONFIG=f  the operators against an existing cluster, with the live view"
+	@echo "make test              lint, then unit + integration tests and the e2e scenarios"
+	@echo "make e2e               the example scenarios on the local control plane"
+	@echo "make e2e-kind          the same scenarios on a kind cluster (needs docker, kind, kubectl)"
+	@echo "make image             docker build -t $(IMAGE) ."
+	@echo "make docs              regenerate README's configuration reference"
 	@echo "make lint              ruff, mypy --strict, import-linter"
 	@echo "make control-plane-up  start the local control plane in the background"
 	@echo "make control-plane-down  stop it"
@@ -27,14 +42,14 @@ $(STAMP): pyproject.toml constraints.txt
 venv: $(STAMP)
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check operators tests bench
-	$(VENV)/bin/ruff format --check operators tests bench
+	$(VENV)/bin/ruff check $(PY_PATHS)
+	$(VENV)/bin/ruff format --check $(PY_PATHS)
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
 fmt: $(STAMP)
-	$(VENV)/bin/ruff format operators tests bench
-	$(VENV)/bin/ruff check --fix operators tests bench
+	$(VENV)/bin/ruff format $(PY_PATHS)
+	$(VENV)/bin/ruff check --fix $(PY_PATHS)
 
 control-plane: $(STAMP)
 	@hack/controlplane/build.sh >/dev/null
@@ -45,8 +60,33 @@ unit: $(STAMP)
 integration: $(STAMP) control-plane
 	$(VENV)/bin/pytest -q tests/integration
 
+# The e2e scenarios run in a pytest session of their own: their conftest owns the cluster.
 test: lint control-plane
 	$(VENV)/bin/pytest -q tests
+	$(VENV)/bin/pytest -q e2e
+
+e2e: $(STAMP) control-plane
+	$(VENV)/bin/pytest -q e2e
+
+image:
+	docker build -t $(IMAGE) .
+
+# Creates the kind cluster (unless it exists), builds and loads the image, installs everything
+# with `kubectl apply -k manifests/`, and runs the same scenarios against it.
+e2e-kind: $(STAMP) image
+	@$(KIND) get clusters | grep -qx $(KIND_CLUSTER) || \
+	  $(KIND) create cluster --name $(KIND_CLUSTER) --config e2e/kind/cluster.yaml \
+	    --image $(KIND_NODE_IMAGE)
+	$(KIND) get kubeconfig --name $(KIND_CLUSTER) > $(KIND_KUBECONFIG)
+	$(KIND) load docker-image $(IMAGE) --name $(KIND_CLUSTER)
+	kubectl --kubeconfig $(KIND_KUBECONFIG) apply --server-side -k manifests/
+	kubectl --kubeconfig $(KIND_KUBECONFIG) -n kopf-dra rollout status deployment --timeout=180s
+	kubectl --kubeconfig $(KIND_KUBECONFIG) -n kopf-dra rollout status daemonset --timeout=180s
+	KOPF_DRA_USE_EXISTING_CLUSTER=1 KOPF_DRA_E2E_IN_CLUSTER=1 KUBECONFIG=$(KIND_KUBECONFIG) \
+	  $(VENV)/bin/pytest -q e2e
+
+docs: $(STAMP)
+	$(PY) hack/config_reference.py --write
 
 bench: $(STAMP)
 	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
@@ -57,7 +97,8 @@ control-plane-up: control-plane
 control-plane-down: $(STAMP)
 	@$(VENV)/bin/kopf-dra control-plane down
 
-run: control-plane-up
+run: $(STAMP) control-plane
+	@$(VENV)/bin/kopf-dra demo $(DEMO_ARGS)
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis $(KIND_KUBECONFIG)

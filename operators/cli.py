@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from operators import __version__
+from operators.settings import Settings
 
 # component name -> module with `add_arguments(parser)` and `run(args) -> int`.
 COMPONENTS: dict[str, str] = {
@@ -21,6 +22,24 @@ COMPONENTS: dict[str, str] = {
     "fabric": "operators.controllers.fabric.app",
     "fabric-manager-sim": "operators.fabric.app",
 }
+
+# component -> "module:Class" of its settings (flags, environment, the docs' reference).
+SETTINGS: dict[str, str] = {
+    "claim-templates": ("operators.controllers.claim_templates.settings:ClaimTemplateSettings"),
+    "reservations": "operators.controllers.reservations.settings:ReservationSettings",
+    "pool-validator": "operators.controllers.pool_validator.settings:PoolValidatorSettings",
+    "scheduler": "operators.controllers.scheduler.settings:SchedulerSettings",
+    "driver": "operators.driver.settings:DriverSettings",
+    "fabric": "operators.controllers.fabric.settings:FabricSettings",
+    "fabric-manager-sim": "operators.fabric.app:FabricSimSettings",
+}
+
+
+def settings_class(component: str) -> type[Settings]:
+    """The settings class of a component (without importing its operator)."""
+    module, _, name = SETTINGS[component].partition(":")
+    cls: type[Settings] = getattr(importlib.import_module(module), name)
+    return cls
 
 
 def _control_plane(args: argparse.Namespace) -> int:
@@ -71,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run one component", add_help=False)
     run.add_argument("component", choices=sorted(COMPONENTS) or ["(none yet)"])
     sub.add_parser("simulate", help="allocate claims offline from YAML snapshots", add_help=False)
+    sub.add_parser(
+        "demo", help="the whole system on virtual nodes with a live view (make run)", add_help=False
+    )
     cp = sub.add_parser("control-plane", help="the local kube-apiserver + etcd")
     cp.add_argument("action", choices=["up", "down", "env"])
     cp.add_argument("--state-dir", default=None, help="default: ~/.cache/kopf-dra/local")
@@ -82,6 +104,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     if argv[:1] == ["simulate"]:
         return _simulate(argv[1:])
+    if argv[:1] == ["demo"]:
+        from operators import demo
+
+        return demo.main(argv[1:])
     if argv[:1] == ["run"] and len(argv) >= 2:
         args = parser.parse_args(argv[:2])
         return _run(args, argv[2:])

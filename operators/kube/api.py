@@ -64,6 +64,27 @@ RESOURCES: Final[dict[str, Resource]] = {
             False,
             "CustomResourceDefinition",
         ),
+        # What the deployment manifests hold (operators/kube/manifests.py applies them).
+        Resource("v1", "services", True, "Service"),
+        Resource("rbac.authorization.k8s.io/v1", "clusterroles", False, "ClusterRole"),
+        Resource(
+            "rbac.authorization.k8s.io/v1", "clusterrolebindings", False, "ClusterRoleBinding"
+        ),
+        Resource("rbac.authorization.k8s.io/v1", "roles", True, "Role"),
+        Resource("rbac.authorization.k8s.io/v1", "rolebindings", True, "RoleBinding"),
+        Resource(
+            "admissionregistration.k8s.io/v1",
+            "validatingadmissionpolicies",
+            False,
+            "ValidatingAdmissionPolicy",
+        ),
+        Resource(
+            "admissionregistration.k8s.io/v1",
+            "validatingadmissionpolicybindings",
+            False,
+            "ValidatingAdmissionPolicyBinding",
+        ),
+        Resource("dra.kopf-dra.io/v1alpha1", "resourcepoolstatuses", False, "ResourcePoolStatus"),
     )
 }
 

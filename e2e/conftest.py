@@ -1,0 +1,172 @@
+"""The e2e suite: the example scenarios of manifests/examples/, applied unchanged.
+
+Two ways to run it:
+
+* default: a local control plane (built like the integration tests'), two virtual nodes named
+  like the kind workers with the example driver running for each (ResourceSlices from the
+  DaemonSet's ConfigMap profile), and every operator as a child process (``operators.demo``);
+* ``KOPF_DRA_USE_EXISTING_CLUSTER=1 KUBECONFIG=...`` with ``KOPF_DRA_E2E_IN_CLUSTER=1``: a cluster
+  where ``kubectl apply -k manifests/`` already runs everything (``make e2e-kind``); the suite
+  only applies the scenarios and checks the outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from kubernetes_asyncio import client
+
+from operators import demo
+from operators.kube import controlplane
+from operators.kube.api import KubeAPI, NotFoundError, resource_of
+from operators.kube.client import make_api_client
+
+T = TypeVar("T")
+IN_CLUSTER = os.environ.get("KOPF_DRA_E2E_IN_CLUSTER") == "1"
+
+
+@pytest.fixture(scope="session")
+def kubeconfig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    if os.environ.get("KOPF_DRA_USE_EXISTING_CLUSTER") == "1":
+        existing = os.environ.get("KUBECONFIG")
+        if not existing:
+            pytest.exit("KOPF_DRA_USE_EXISTING_CLUSTER=1 needs KUBECONFIG", returncode=2)
+        yield Path(existing.split(os.pathsep)[0])
+        return
+    with controlplane.running(tmp_path_factory.mktemp("control-plane")) as cp:
+        yield cp.kubeconfig
+
+
+@pytest.fixture(scope="session")
+async def api(kubeconfig: Path) -> AsyncIterator[client.ApiClient]:
+    api_client = await make_api_client(kubeconfig)
+    async with api_client:
+        yield api_client
+
+
+@pytest.fixture(scope="session")
+def kube(api: client.ApiClient) -> KubeAPI:
+    return KubeAPI(api)
+
+
+@pytest.fixture(scope="session")
+async def system(
+    kube: KubeAPI, kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[demo.System | None]:
+    """Virtual nodes, their drivers and the operators (nothing when they run in the cluster)."""
+    if IN_CLUSTER:
+        yield None
+        return
+    started = await demo.start_system(
+        kube,
+        kubeconfig,
+        nodes=demo.E2E_NODES,
+        log_dir=tmp_path_factory.mktemp("logs"),
+    )
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+async def eventually(
+    probe: Callable[[], Awaitable[T | None]], *, within: float = 60.0, what: str = "condition"
+) -> T:
+    """Poll ``probe`` until it returns something truthy; fail naming ``what``."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while True:
+        last = await probe()
+        if last:
+            return last
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out after {within}s waiting for {what}; last: {last!r}")
+        await asyncio.sleep(0.2)
+
+
+class Scenario:
+    """One example scenario, applied; ``cleanup`` removes it and waits until devices are free."""
+
+    def __init__(self, kube: KubeAPI, name: str) -> None:
+        self.kube = kube
+        self.name = name
+        self.objects = demo.example_objects(name)
+        self.namespaces = [o["metadata"]["name"] for o in self.objects if o["kind"] == "Namespace"]
+
+    async def apply(self) -> None:
+        await demo.apply_example(self.kube, self.name)
+
+    async def pods(self) -> list[dict[str, Any]]:
+        return [
+            p
+            for ns in self.namespaces
+            for p in (await self.kube.list("Pod", ns))["items"]
+            if p["spec"].get("schedulerName") == demo.SCHEDULER_NAME
+        ]
+
+    async def claims(self) -> dict[str, dict[str, Any]]:
+        return {
+            f"{ns}/{c['metadata']['name']}": c
+            for ns in self.namespaces
+            for c in (await self.kube.list("ResourceClaim", ns))["items"]
+        }
+
+    async def settled(self, expected_pods: int) -> list[dict[str, Any]]:
+        """Every pod of the scenario bound or unschedulable with a reason."""
+
+        async def probe() -> list[dict[str, Any]] | None:
+            pods = await self.pods()
+            if len(pods) == expected_pods and all(demo.is_settled(p) for p in pods):
+                return pods
+            return None
+
+        return await eventually(probe, what=f"the pods of {self.name} to be scheduled")
+
+    async def devices(self, pod: dict[str, Any]) -> list[dict[str, Any]]:
+        claims = await self.claims()
+        return [r for c in demo.pod_claims(pod, claims) for r in demo.allocated_devices(c)]
+
+    async def cleanup(self) -> None:
+        """Delete the scenario's namespaced objects (not the namespaces: no namespace controller
+        runs on the local control plane) and wait until its claims are gone."""
+        for pod in await self.pods():
+            meta = pod["metadata"]
+            path = resource_of("Pod").path(meta["namespace"], meta["name"])
+            # No kubelet confirms a graceful deletion on virtual nodes: delete at once there.
+            options: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
+            if not IN_CLUSTER:
+                options["gracePeriodSeconds"] = 0
+            with contextlib.suppress(NotFoundError):
+                await self.kube.call("DELETE", path, body=options)
+        for obj in self.objects:
+            if obj["kind"] not in ("Namespace", "Pod") and resource_of(obj["kind"]).namespaced:
+                meta = obj["metadata"]
+                await self.kube.delete(obj["kind"], meta["name"], meta["namespace"])
+
+        async def gone() -> bool:
+            return not await self.pods() and not await self.claims()
+
+        await eventually(gone, what=f"the pods and claims of {self.name} to be gone")
+
+
+@pytest.fixture
+async def scenario(
+    kube: KubeAPI, system: demo.System | None
+) -> AsyncIterator[Callable[[str], Awaitable[Scenario]]]:
+    applied: list[Scenario] = []
+
+    async def apply(name: str) -> Scenario:
+        s = Scenario(kube, name)
+        await s.apply()
+        applied.append(s)
+        return s
+
+    yield apply
+    for s in applied:
+        await s.cleanup()

@@ -1,0 +1,137 @@
+"""Each example of manifests/examples/ does what its README promises."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from e2e.conftest import Scenario
+from operators import demo
+from operators.api.quantity import Quantity
+from operators.kube.api import KubeAPI
+
+Apply = Callable[[str], Awaitable[Scenario]]
+
+
+def by_name(pods: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {p["metadata"]["name"]: p for p in pods}
+
+
+def bound(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [p for p in pods if p["spec"].get("nodeName")]
+
+
+async def assert_counters_within_totals(kube: KubeAPI) -> None:
+    """The pool validator's view: no counter consumed beyond its total, no pool problem."""
+    for status in (await kube.list("ResourcePoolStatus"))["items"]:
+        st = status.get("status") or {}
+        assert not st.get("problems"), (status["spec"], st.get("problems"))
+        for counter_set in st.get("counterSets") or []:
+            for counter in counter_set.get("counters") or []:
+                consumed, total = Quantity(counter["consumed"]), Quantity(counter["total"])
+                assert not total < consumed, (counter_set["name"], counter)
+
+
+async def test_mig_partitions(scenario: Apply, kube: KubeAPI) -> None:
+    s = await scenario("mig-partitions")
+    pods = by_name(await s.settled(expected_pods=4))
+    assert all(p["spec"].get("nodeName") for p in pods.values()), "every MIG workload fits"
+    expected = {"train": "mig-3g-20gb", "infer": "mig-2g-10gb", "notebook": "mig-1g-5gb-"}
+    taken: set[str] = set()
+    for name, profile in expected.items():
+        (result,) = await s.devices(pods[name])
+        assert profile in result["device"], (name, result["device"])
+        assert result["pool"] == pods[name]["spec"]["nodeName"]
+        taken.add(f"{result['pool']}/{result['device']}")
+    pair = await s.devices(pods["pair"])
+    assert sorted(r["request"] for r in pair) == ["first", "second"]
+    assert all("mig-1g-5gb-" in r["device"] for r in pair)
+    assert len({r["device"].split("-mig-")[0] for r in pair}) == 1, "one parent GPU"
+    taken |= {f"{r['pool']}/{r['device']}" for r in pair}
+    assert len(taken) == 5, "no partition handed out twice"
+    await assert_counters_within_totals(kube)
+
+
+async def test_multi_host_shared_claim(scenario: Apply, kube: KubeAPI) -> None:
+    s = await scenario("multi-host-shared-claim")
+    pods = await s.settled(expected_pods=2)
+    nodes = {p["spec"].get("nodeName") for p in pods}
+    assert None not in nodes, "both workers bound"
+    assert len(nodes) == 2, "two workers on two hosts"
+    for node in nodes:
+        labels = (await kube.get("Node", str(node)))["metadata"]["labels"]
+        assert labels[demo.RACK_LABEL] == "rack-a"
+    claim = await kube.get("ResourceClaim", "rack-a-link", "kopf-dra-multihost")
+    (result,) = demo.allocated_devices(claim)
+    assert (result["driver"], result["device"]) == (
+        "interconnect.example.kopf-dra.io",
+        "rack-a-link",
+    )
+    reserved = {r["name"] for r in claim["status"]["reservedFor"]}
+    assert reserved == {"worker-0", "worker-1"}
+    terms = claim["status"]["allocation"]["nodeSelector"]["nodeSelectorTerms"]
+    assert terms[0]["matchExpressions"][0]["key"] == demo.RACK_LABEL, "the device's selector"
+
+
+async def test_prioritized_alternatives(scenario: Apply) -> None:
+    s = await scenario("prioritized-alternatives")
+    pods = await s.settled(expected_pods=4)
+    assert len(bound(pods)) == 4
+    requests = sorted([r["request"] for p in pods for r in await s.devices(p)])
+    assert requests == ["gpu/a100", "gpu/a100", "gpu/t4", "gpu/t4"]
+
+
+async def test_shared_nic_bandwidth_across_namespaces(scenario: Apply) -> None:
+    s = await scenario("shared-nic-bandwidth")
+    pods = await s.settled(expected_pods=5)
+    placed = bound(pods)
+    assert len(placed) == 4, "240G asked of two 100G NICs: exactly one pod must wait"
+    (waiting,) = [p for p in pods if not p["spec"].get("nodeName")]
+    condition = demo.scheduled_condition(waiting)
+    assert condition is not None
+    assert condition["reason"] == "Unschedulable"
+    used: dict[str, Decimal] = defaultdict(Decimal)
+    teams: dict[str, set[str]] = defaultdict(set)
+    for pod in placed:
+        (result,) = await s.devices(pod)
+        key = f"{result['pool']}/{result['device']}"
+        used[key] += Quantity(result["consumedCapacity"]["bandwidth"]).value
+        teams[key].add(pod["metadata"]["namespace"])
+    assert all(v <= Quantity("100G").value for v in used.values()), used
+    assert any(len(t) == 2 for t in teams.values()), "one NIC serves both namespaces"
+
+
+async def test_admin_access_sees_devices_in_use(scenario: Apply) -> None:
+    s = await scenario("admin-access")
+    pods = by_name(await s.settled(expected_pods=3))
+    assert len(bound(list(pods.values()))) == 3
+    in_use = {
+        (r["pool"], r["device"])
+        for name in ("trainer-1", "trainer-2")
+        for r in await s.devices(pods[name])
+    }
+    assert len(in_use) == 2
+    monitored = await s.devices(pods["gpu-monitor"])
+    assert monitored
+    assert all(r.get("adminAccess") is True for r in monitored)
+    assert {(r["pool"], r["device"]) for r in monitored} <= in_use
+
+
+@pytest.mark.skipif(not demo.FABRIC_AVAILABLE, reason="the fabric components are not built in")
+async def test_fabric_gpu_with_binding_conditions(scenario: Apply, kube: KubeAPI) -> None:
+    s = await scenario("fabric-gpu")
+    (pod,) = await s.settled(expected_pods=1)
+    assert pod["spec"].get("nodeName"), demo.scheduled_condition(pod)
+    node = await kube.get("Node", pod["spec"]["nodeName"])
+    assert node["metadata"]["labels"][demo.FABRIC_LABEL] == "fabric1"
+    (result,) = await s.devices(pod)
+    assert result["bindingConditions"] == ["fabric.kopf-dra.io/attached"]
+    claims = await s.claims()
+    (claim,) = claims.values()
+    (device,) = claim["status"]["devices"]
+    attached = {c["type"]: c["status"] for c in device["conditions"]}
+    assert attached["fabric.kopf-dra.io/attached"] == "True"

@@ -1,0 +1,243 @@
+"""The manifests' RBAC, proven: each component runs with a token of its own ServiceAccount and
+does its whole job; what it must not do is refused by the API server.
+
+The driver's identity (own node's slices only, device status only through node-bound verbs) is
+proven in tests/integration/driver/test_manifests_on_server.py with a pod-bound token.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+from operators.controllers.claim_templates import app as templates_app
+from operators.controllers.claim_templates.settings import ClaimTemplateSettings
+from operators.controllers.pool_validator import app as validator_app
+from operators.controllers.pool_validator.settings import PoolValidatorSettings
+from operators.controllers.reservations import app as reservations_app
+from operators.controllers.reservations.settings import ReservationSettings
+from operators.controllers.scheduler import app as scheduler_app
+from operators.controllers.scheduler.settings import SchedulerSettings
+from operators.kube import manifests
+from operators.kube.api import ApiError, KubeAPI, NotFoundError
+from tests.integration.helpers import (
+    ALLOCATION,
+    bound_node,
+    claim_body,
+    claim_of,
+    devices_of,
+    eventually,
+    gpu_cluster,
+    pod_body,
+    running_operator,
+    template_body,
+    unique,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+NAMESPACE = "kopf-dra"
+IDENTITY_KINDS = {
+    "Namespace",
+    "ServiceAccount",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "Role",
+    "RoleBinding",
+    "CustomResourceDefinition",
+}
+
+
+@pytest.fixture(scope="module")
+async def rbac_applied(api: client.ApiClient) -> list[dict[str, Any]]:
+    """The identities of the kustomize base, applied for real (server-side apply)."""
+    objects = [o for o in manifests.render(ROOT / "manifests") if o["kind"] in IDENTITY_KINDS]
+    return await manifests.apply(KubeAPI(api), objects)
+
+
+async def token_kubeconfig(
+    api: client.ApiClient, account: str, directory: Path, namespace: str = NAMESPACE
+) -> Path:
+    """A kubeconfig that authenticates as ``namespace/account`` with a freshly minted token."""
+    minted = await KubeAPI(api).post_subresource(
+        "ServiceAccount",
+        account,
+        namespace,
+        "token",
+        {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 3600},
+        },
+    )
+    cluster: dict[str, Any] = {"server": api.configuration.host}
+    if api.configuration.ssl_ca_cert:
+        cluster["certificate-authority"] = api.configuration.ssl_ca_cert
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": cluster}],
+        "users": [{"name": account, "user": {"token": minted["status"]["token"]}}],
+        "contexts": [{"name": account, "context": {"cluster": "c", "user": account}}],
+        "current-context": account,
+    }
+    path = directory / f"{account}.kubeconfig"
+    path.write_text(json.dumps(config))
+    return path
+
+
+@pytest.fixture
+async def as_account(
+    api: client.ApiClient, rbac_applied: list[dict[str, Any]], tmp_path: Path
+) -> AsyncIterator[Any]:
+    """``await as_account(name)``: a KubeAPI authenticated as kopf-dra/<name>."""
+    clients: list[client.ApiClient] = []
+
+    async def make(account: str) -> KubeAPI:
+        path = await token_kubeconfig(api, account, tmp_path)
+        configuration = client.Configuration()
+        token = json.loads(path.read_text())["users"][0]["user"]["token"]
+        configuration.host = api.configuration.host
+        configuration.ssl_ca_cert = api.configuration.ssl_ca_cert
+        configuration.api_key = {"BearerToken": token}
+        configuration.api_key_prefix = {"BearerToken": "Bearer"}
+        clients.append(client.ApiClient(configuration))
+        return KubeAPI(clients[-1])
+
+    yield make
+    for c in clients:
+        await c.close()
+
+
+async def test_components_do_their_job_with_their_own_identities(
+    api: client.ApiClient,
+    kube: KubeAPI,
+    namespace: str,
+    driver: str,
+    rbac_applied: list[dict[str, Any]],
+    tmp_path: Path,
+) -> None:
+    """Claim created, allocated, reserved, pod bound, pool status written; then cleaned up."""
+    configs = {
+        name: str(await token_kubeconfig(api, f"kopf-dra-{name}", tmp_path))
+        for name in ("claim-templates", "reservations", "scheduler", "pool-validator")
+    }
+    (node,) = await gpu_cluster(kube, driver, nodes=1, per_node=2)
+    await kube.create(template_body("gpu", namespace, driver))
+    scheduler = SchedulerSettings(
+        kubeconfig=configs["scheduler"],
+        leader_elect=True,
+        lease_namespace=NAMESPACE,
+        lease_name=unique("rbac-scheduler"),
+    )
+    async with (
+        running_operator(
+            templates_app.build_registry(
+                ClaimTemplateSettings(kubeconfig=configs["claim-templates"])
+            ),
+            "claim-templates",
+        ),
+        running_operator(
+            reservations_app.build_registry(
+                ReservationSettings(kubeconfig=configs["reservations"])
+            ),
+            "reservations",
+        ),
+        running_operator(scheduler_app.build_registry(scheduler), "scheduler"),
+        running_operator(
+            validator_app.build_registry(
+                PoolValidatorSettings(kubeconfig=configs["pool-validator"])
+            ),
+            "pool-validator",
+        ),
+    ):
+        await kube.create(
+            pod_body("p", namespace, {"name": "gpu", "resourceClaimTemplateName": "gpu"})
+        )
+
+        async def bound() -> str | None:
+            return await bound_node(kube, namespace, "p")
+
+        assert await eventually(bound, what="the pod bound by the scheduler's identity") == node
+        claim = await claim_of(kube, namespace, "p")
+        assert devices_of(claim) == [f"{node}/gpu-0"]
+        assert claim["status"]["reservedFor"][0]["name"] == "p"
+        lease = await kube.get("Lease", scheduler.lease_name, NAMESPACE)
+        assert lease["spec"]["holderIdentity"]
+
+        async def pool_status() -> list[dict[str, Any]]:
+            items = (await kube.list("ResourcePoolStatus"))["items"]
+            return [s for s in items if s["spec"]["driver"] == driver]
+
+        (status,) = await eventually(pool_status, what="the pool validator's status object")
+        assert status["spec"]["pool"] == node
+
+        # The pod finishes (the test plays kubelet): reservations deletes its generated claim.
+        await kube.patch(
+            "Pod", "p", {"status": {"phase": "Succeeded"}}, namespace, subresource="status"
+        )
+
+        async def claim_gone() -> bool:
+            try:
+                await kube.get("ResourceClaim", claim["metadata"]["name"], namespace)
+            except NotFoundError:
+                return True
+            return False
+
+        await eventually(claim_gone, what="the generated claim deleted by reservations")
+
+
+async def test_the_scheduler_may_not_delete_or_create_pods_nor_touch_slices(
+    as_account: Any, kube: KubeAPI, namespace: str
+) -> None:
+    await kube.create(pod_body("victim", namespace))
+    scheduler: KubeAPI = await as_account("kopf-dra-scheduler")
+    await scheduler.get("Pod", "victim", namespace)  # it may read pods
+    with pytest.raises(ApiError) as denied:
+        await scheduler.delete("Pod", "victim", namespace)
+    assert denied.value.status == 403
+    with pytest.raises(ApiError) as denied:
+        await scheduler.create(pod_body("intruder", namespace))
+    assert denied.value.status == 403
+    with pytest.raises(ApiError) as denied:
+        await scheduler.delete("ResourceSlice", "any-slice")
+    assert denied.value.status == 403
+    await kube.get("Pod", "victim", namespace)
+
+
+async def test_only_components_with_resourceclaims_binding_write_allocations(
+    as_account: Any, kube: KubeAPI, namespace: str
+) -> None:
+    """The driver may write claim status (device conditions), never an allocation."""
+    created = await kube.create(claim_body("c", namespace))
+    allocated = dict(created, status={"allocation": ALLOCATION})
+    driver: KubeAPI = await as_account("kopf-dra-driver")
+    with pytest.raises(ApiError) as denied:
+        await driver.replace_status(allocated)
+    # RBAC allows resourceclaims/status; the synthetic subresource check refuses the fields.
+    assert denied.value.status in (403, 422)
+    assert "resourceclaims/binding" in denied.value.message
+    templates: KubeAPI = await as_account("kopf-dra-claim-templates")
+    with pytest.raises(ApiError) as denied:
+        await templates.replace_status(allocated)
+    assert denied.value.status == 403
+    stored = await kube.get("ResourceClaim", "c", namespace)
+    assert "allocation" not in stored.get("status", {})
+    # The scheduler, which holds resourceclaims/binding, may.
+    scheduler: KubeAPI = await as_account("kopf-dra-scheduler")
+    written = await scheduler.replace_status(allocated)
+    assert written["status"]["allocation"]["devices"]["results"][0]["device"] == "gpu-0"
+
+
+async def test_the_pool_validator_writes_only_its_own_kind(as_account: Any, namespace: str) -> None:
+    validator: KubeAPI = await as_account("kopf-dra-pool-validator")
+    with pytest.raises(ApiError) as denied:
+        await validator.create(claim_body("c", namespace))
+    assert denied.value.status == 403
+    with pytest.raises(ApiError) as denied:
+        await validator.delete("ResourceSlice", "any-slice")
+    assert denied.value.status == 403

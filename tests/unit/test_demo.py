@@ -1,0 +1,151 @@
+"""The demo's live view is a pure function of a snapshot; example selection."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from operators import demo
+
+
+def _pod(name: str, ns: str, node: str | None, claim: str, message: str = "") -> dict[str, Any]:
+    status: dict[str, Any] = {"phase": "Pending"}
+    if message:
+        status["conditions"] = [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": message,
+            }
+        ]
+    return {
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "schedulerName": "kopf-dra",
+            **({"nodeName": node} if node else {}),
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": claim}],
+        },
+        "status": status,
+    }
+
+
+def _claim(name: str, ns: str, *results: dict[str, Any]) -> dict[str, Any]:
+    status = {"allocation": {"devices": {"results": list(results)}}} if results else {}
+    return {"metadata": {"name": name, "namespace": ns}, "status": status}
+
+
+def _result(device: str, pool: str = "node-1", **extra: Any) -> dict[str, Any]:
+    return {"request": "gpu", "driver": demo.DRIVER, "pool": pool, "device": device, **extra}
+
+
+SNAPSHOT = demo.Snapshot(
+    pods=[
+        _pod("a", "ns", "node-1", "ca"),
+        _pod("b", "ns", None, "cb", "0/2 nodes are available: no T4 left\nmore detail"),
+        _pod("c", "ns2", "node-1", "cc"),
+    ],
+    claims=[
+        _claim("ca", "ns", _result("gpu-0-mig-1g-5gb-0")),
+        _claim("cb", "ns"),
+        _claim("cc", "ns2", _result("nic-0", consumedCapacity={"bandwidth": "58593750Ki"})),
+    ],
+    pool_statuses=[
+        {
+            "spec": {"driver": demo.DRIVER, "pool": "node-1"},
+            "status": {
+                "devices": {"total": 28, "allocated": 2},
+                "counterSets": [
+                    {
+                        "name": "gpu-0-counters",
+                        "counters": [
+                            {"name": "memory", "consumed": "4864Mi", "total": "40Gi"},
+                            {"name": "multiprocessors", "consumed": "14", "total": "98"},
+                            {"name": "memory-slice-0", "consumed": "1", "total": "1"},
+                            {"name": "memory-slice-1", "consumed": "0", "total": "1"},
+                        ],
+                    }
+                ],
+            },
+        }
+    ],
+    slices=[
+        {
+            "spec": {
+                "driver": demo.DRIVER,
+                "pool": {"name": "node-1"},
+                "devices": [
+                    {
+                        "name": "nic-0",
+                        "allowMultipleAllocations": True,
+                        "capacity": {"bandwidth": {"value": "100G"}},
+                    }
+                ],
+            }
+        }
+    ],
+)
+
+
+def test_the_view_shows_bound_pods_with_devices_pools_and_pending_reasons() -> None:
+    view = demo.render_view(SNAPSHOT, header="HEADER")
+    lines = view.splitlines()
+    assert lines[0] == "HEADER"
+    assert "PODS  2 bound, 1 pending" in view
+    (row,) = [line for line in lines if line.strip().startswith("ns/a ")]
+    assert "node-1" in row
+    assert "node-1/gpu-0-mig-1g-5gb-0" in row
+    (nic_row,) = [line for line in lines if line.strip().startswith("ns2/c ")]
+    assert "node-1/nic-0 (bandwidth 60G)" in nic_row
+    (pool,) = [line for line in lines if "gpu-0-counters" in line]
+    assert "2/28 used" in pool
+    assert "4.8Gi/40Gi" in pool
+    assert "14/98" in pool
+    assert "slices 1/2" in pool
+    (shared,) = [line for line in lines if line.strip().startswith("node-1/nic-0 ")]
+    assert "60G/100G" in shared
+    assert "ns2" in shared
+    assert "  ns/b: 0/2 nodes are available: no T4 left" in lines
+    assert "more detail" not in view
+
+
+def test_the_view_is_a_function_of_the_snapshot() -> None:
+    assert demo.render_view(SNAPSHOT) == demo.render_view(SNAPSHOT)
+
+
+def test_settled_means_bound_or_explained() -> None:
+    bound, explained, fresh = SNAPSHOT.pods[0], SNAPSHOT.pods[1], _pod("d", "ns", None, "x")
+    assert demo.is_settled(bound)
+    assert demo.is_settled(explained)
+    assert not demo.is_settled(fresh)
+
+
+@pytest.mark.parametrize(
+    ("quantity", "like", "shown"),
+    [
+        ("58593750Ki", "100G", "60G"),
+        ("4864Mi", "40Gi", "4.8Gi"),
+        ("84", "98", "84"),
+        ("0", "100G", "0G"),
+    ],
+)
+def test_quantities_are_shown_in_the_unit_of_their_total(
+    quantity: str, like: str, shown: str
+) -> None:
+    assert demo.human(quantity, like) == shown
+
+
+def test_examples_are_selected_by_name_and_fabric_ones_need_the_fabric() -> None:
+    assert "fabric-gpu" not in demo.selected_examples("all", fabric=False)
+    assert "fabric-gpu" in demo.selected_examples("all", fabric=True)
+    assert demo.selected_examples("none", fabric=True) == []
+    assert demo.selected_examples("mig-partitions", fabric=False) == ["mig-partitions"]
+    with pytest.raises(demo.DemoError, match="fabric-gpu"):
+        demo.selected_examples("fabric-gpu", fabric=False)
+
+
+def test_pools_are_reported_once_every_pool_with_slices_has_a_status() -> None:
+    assert demo.pools_reported(SNAPSHOT)
+    assert not demo.pools_reported(dataclasses.replace(SNAPSHOT, pool_statuses=[]))

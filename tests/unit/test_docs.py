@@ -1,0 +1,87 @@
+"""Docs and configs that must agree with the code: the README's configuration reference, the
+kind config's feature gates, the example scenarios' files."""
+
+from __future__ import annotations
+
+import runpy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from operators.kube.controlplane import FEATURE_GATES, RUNTIME_CONFIG
+from operators.kube.manifests import render
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "manifests" / "examples"
+
+
+def test_the_readme_configuration_reference_is_up_to_date() -> None:
+    script = runpy.run_path(str(ROOT / "hack" / "config_reference.py"))
+    readme = (ROOT / "README.md").read_text()
+    assert script["render"](readme) == readme, "run `make docs`"
+    assert "`--binding-timeout` | `KOPF_DRA_BINDING_TIMEOUT` | `600.0`" in readme
+
+
+def _kind() -> dict[str, Any]:
+    config: dict[str, Any] = yaml.safe_load((ROOT / "e2e" / "kind" / "cluster.yaml").read_text())
+    return config
+
+
+def test_the_kind_config_switches_the_gates_of_the_local_control_plane() -> None:
+    config = _kind()
+    assert (config["kind"], config["apiVersion"]) == ("Cluster", "kind.x-k8s.io/v1alpha4")
+    assert config["featureGates"] == FEATURE_GATES
+    group, _, value = RUNTIME_CONFIG.partition("=")
+    assert config["runtimeConfig"] == {group: value}
+
+
+def test_the_kind_config_disables_the_upstream_claim_controller_and_labels_workers() -> None:
+    config = _kind()
+    (control_plane,) = [n for n in config["nodes"] if n["role"] == "control-plane"]
+    (patch,) = [yaml.safe_load(p) for p in control_plane["kubeadmConfigPatches"]]
+    assert patch["kind"] == "ClusterConfiguration"
+    assert {"name": "controllers", "value": "*,-resourceclaim-controller"} in patch[
+        "controllerManager"
+    ]["extraArgs"]
+    workers = [n for n in config["nodes"] if n["role"] == "worker"]
+    assert len(workers) == 2
+    for worker in workers:
+        assert worker["labels"] == {
+            "example.kopf-dra.io/rack": "rack-a",
+            "resource.kopf-dra.io/fabric": "fabric1",
+        }
+
+
+SCENARIOS = sorted(p.name for p in EXAMPLES.iterdir() if p.is_dir())
+
+
+def test_the_six_scenarios_exist() -> None:
+    assert SCENARIOS == [
+        "admin-access",
+        "fabric-gpu",
+        "mig-partitions",
+        "multi-host-shared-claim",
+        "prioritized-alternatives",
+        "shared-nic-bandwidth",
+    ]
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_every_scenario_has_a_readme_and_lists_all_its_files(name: str) -> None:
+    directory = EXAMPLES / name
+    assert (directory / "README.md").read_text().startswith("# ")
+    listed = yaml.safe_load((directory / "kustomization.yaml").read_text())["resources"]
+    assert sorted(listed) == sorted(
+        p.name for p in directory.glob("*.yaml") if p.name != "kustomization.yaml"
+    )
+    objects = render(directory)
+    pods = [o for o in objects if o["kind"] == "Pod"]
+    assert pods
+    for pod in pods:
+        assert pod["spec"]["schedulerName"] == "kopf-dra"
+        # Every claim a container uses is declared, and the reverse.
+        declared = {c["name"] for c in pod["spec"]["resourceClaims"]}
+        used = {c["name"] for c in pod["spec"]["containers"][0]["resources"]["claims"]}
+        assert declared == used
