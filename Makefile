@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 CONTROL_PLANE_DIR ?= $(HOME)/.cache/kopf-dra/local
-export KOPF_DRA_STATE_DIR ?= $(CONTROL_PLANE_DIR)
+export KOPF_DRA_CONTROL_PLANE_DIR ?= $(CONTROL_PLANE_DIR)
 
 KIND ?= kind
 KIND_CLUSTER ?= kopf-dra

@@ -66,7 +66,7 @@ def cache_root() -> Path:
 
 def default_state_dir() -> Path:
     """Where ``kopf-dra control-plane up`` keeps data, certificates and the kubeconfig."""
-    explicit = os.environ.get("KOPF_DRA_STATE_DIR")
+    explicit = os.environ.get("KOPF_DRA_CONTROL_PLANE_DIR")
     return Path(explicit) if explicit else cache_root() / "local"
 
 
