@@ -17,7 +17,7 @@ KIND_KUBECONFIG := $(CURDIR)/.kind-kubeconfig
 DEMO_ARGS := $(if $(filter command line,$(origin KUBECONFIG)),--kubeconfig $(KUBECONFIG))
 PY_PATHS := operators tests bench e2e hack/config_reference.py
 
-.PHONY: help venv lint fmt test unit integration e2e e2e-kind image docs bench control-plane \
+.PHONY: help venv lint fmt test unit integration e2e e2e-kind image docs bench bench-scheduler bench-fabric control-plane \
         control-plane-up control-plane-down run clean
 
 help:
@@ -31,7 +31,9 @@ help:
 	@echo "make lint              ruff, mypy --strict, import-linter"
 	@echo "make control-plane-up  start the local control plane in the background"
 	@echo "make control-plane-down  stop it"
-	@echo "make bench             run the benchmarks under bench/"
+	@echo "make bench             CEL and allocator benchmarks (bench/)"
+	@echo "make bench-scheduler   scheduler throughput on the local control plane (BENCH_ARGS=--workload upstream)"
+	@echo "make bench-fabric      fabric attach-to-bind latency on the local control plane"
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -88,8 +90,15 @@ e2e-kind: $(STAMP) image
 docs: $(STAMP)
 	$(PY) hack/config_reference.py --write
 
+# Pure benchmarks (CEL, allocator); the cluster ones have targets of their own.
 bench: $(STAMP)
-	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+	@for b in bench/bench_cel.py bench/bench_allocator.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+bench-scheduler: $(STAMP) control-plane
+	$(PY) bench/bench_scheduler.py $(BENCH_ARGS)
+
+bench-fabric: $(STAMP) control-plane
+	$(PY) bench/bench_fabric.py $(BENCH_ARGS)
 
 control-plane-up: control-plane
 	@$(VENV)/bin/kopf-dra control-plane up
