@@ -354,7 +354,8 @@ class ControlPlane:
                 os.killpg(proc.pid, signal.SIGTERM)
         for proc in reversed(self.processes):
             try:
-                proc.wait(timeout=10)
+                # The data is thrown away: no point waiting out the apiserver's graceful drain.
+                proc.wait(timeout=3)
             except subprocess.TimeoutExpired:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
