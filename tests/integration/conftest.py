@@ -7,15 +7,21 @@ With KOPF_DRA_USE_EXISTING_CLUSTER=1 and KUBECONFIG set, tests use that cluster 
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
 
+from operators.controllers.claim_templates import app as templates_app
+from operators.controllers.claim_templates.settings import ClaimTemplateSettings
+from operators.controllers.reservations import app as reservations_app
+from operators.controllers.reservations.settings import ReservationSettings
 from operators.kube import controlplane
+from operators.kube.api import KubeAPI
 from operators.kube.client import make_api_client
+from tests.integration.helpers import create_namespace, running_operator, unique
 
 pytestmark = pytest.mark.integration
 
@@ -41,14 +47,28 @@ async def api(kubeconfig: Path) -> AsyncIterator[client.ApiClient]:
 
 @pytest.fixture
 async def namespace(api: client.ApiClient) -> str:
-    """A fresh namespace with its default ServiceAccount (no controller-manager creates it).
+    """A fresh namespace with its default ServiceAccount (see ``create_namespace``)."""
+    return await create_namespace(api)
 
-    Namespaces never finish deleting without the namespace controller, so none is deleted.
-    """
-    name = f"t-{uuid.uuid4().hex[:10]}"
-    core = client.CoreV1Api(api)
-    await core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
-    await core.create_namespaced_service_account(
-        name, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name="default"))
-    )
-    return name
+
+@pytest.fixture
+def kube(api: client.ApiClient) -> KubeAPI:
+    return KubeAPI(api)
+
+
+@pytest.fixture
+def driver() -> str:
+    """A driver name of this test alone: devices of other tests never match its classes."""
+    return f"{unique('gpu')}.example.com"
+
+
+@pytest.fixture
+async def controllers(kubeconfig: Any) -> AsyncIterator[None]:
+    """The claim-template controller and the reservation cleanup, as beside kube-scheduler."""
+    ct = ClaimTemplateSettings(kubeconfig=str(kubeconfig))
+    rs = ReservationSettings(kubeconfig=str(kubeconfig))
+    async with (
+        running_operator(templates_app.build_registry(ct), "claim-templates"),
+        running_operator(reservations_app.build_registry(rs), "reservations"),
+    ):
+        yield

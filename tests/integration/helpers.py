@@ -10,8 +10,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import kopf
+from kubernetes_asyncio import client
 
-from operators.controllers.common.runner import run_operator
+from operators.controllers.common.runner import register_login, run_operator
+from operators.controllers.scheduler.handlers import Scheduler
+from operators.controllers.scheduler.settings import SchedulerSettings
 from operators.kube.api import KubeAPI
 
 T = TypeVar("T")
@@ -223,3 +226,78 @@ def gpus(n: int, **attributes: Any) -> list[dict[str, Any]]:
         {"name": f"gpu-{i}", "attributes": {k: wrap(v) for k, v in attributes.items()}}
         for i in range(n)
     ]
+
+
+async def create_namespace(api: client.ApiClient, labels: dict[str, str] | None = None) -> str:
+    """A fresh namespace with its default ServiceAccount (no controller-manager creates it).
+
+    Namespaces never finish deleting without the namespace controller, so none is deleted.
+    """
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    core = client.CoreV1Api(api)
+    await core.create_namespace(
+        client.V1Namespace(metadata=client.V1ObjectMeta(name=name, labels=labels))
+    )
+    await core.create_namespaced_service_account(
+        name, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name="default"))
+    )
+    return name
+
+
+# --- the scheduler -------------------------------------------------------------------------
+
+
+def start_scheduler(
+    kubeconfig: Any, cls: type[Scheduler] = Scheduler, **overrides: Any
+) -> tuple[Scheduler, kopf.OperatorRegistry]:
+    """A scheduler replica and its registry; run it with ``running_operator(registry, ...)``."""
+    settings = SchedulerSettings(kubeconfig=str(kubeconfig), **overrides)
+    registry = kopf.OperatorRegistry()
+    register_login(registry, settings.kubeconfig)
+    scheduler = cls(settings)
+    scheduler.register(registry)
+    return scheduler, registry
+
+
+async def bound_node(kube: KubeAPI, namespace: str, name: str) -> str | None:
+    pod = await kube.get("Pod", name, namespace)
+    node: str | None = pod["spec"].get("nodeName")
+    return node
+
+
+async def pod_condition(kube: KubeAPI, namespace: str, name: str) -> dict[str, Any] | None:
+    pod = await kube.get("Pod", name, namespace)
+    for condition in pod.get("status", {}).get("conditions") or []:
+        if condition["type"] == "PodScheduled":
+            return dict(condition)
+    return None
+
+
+async def claim_of(
+    kube: KubeAPI, namespace: str, pod_name: str, entry: str = "gpu"
+) -> dict[str, Any]:
+    pod = await kube.get("Pod", pod_name, namespace)
+    for status in pod["status"].get("resourceClaimStatuses") or []:
+        if status["name"] == entry:
+            return await kube.get("ResourceClaim", status["resourceClaimName"], namespace)
+    for ref in pod["spec"].get("resourceClaims") or []:
+        if ref["name"] == entry and ref.get("resourceClaimName"):
+            return await kube.get("ResourceClaim", ref["resourceClaimName"], namespace)
+    raise AssertionError(f"pod {pod_name} has no claim for {entry}")
+
+
+def devices_of(claim: dict[str, Any]) -> list[str]:
+    results = claim["status"]["allocation"]["devices"]["results"]
+    return [f"{r['pool']}/{r['device']}" for r in results]
+
+
+async def gpu_cluster(
+    kube: KubeAPI, driver: str, nodes: int, per_node: int, **attrs: Any
+) -> list[str]:
+    """``nodes`` Ready nodes with ``per_node`` devices each, and a DeviceClass named ``driver``."""
+    names = [unique("node") for _ in range(nodes)]
+    for name in names:
+        await create_node(kube, name)
+        await kube.create(slice_body(unique("slice"), driver, name, gpus(per_node, **attrs)))
+    await kube.create(device_class_body(driver, driver))
+    return names

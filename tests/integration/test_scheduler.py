@@ -11,60 +11,30 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-import kopf
 import pytest
-from kubernetes_asyncio import client
 
-from operators.controllers.claim_templates import app as templates_app
-from operators.controllers.claim_templates.settings import ClaimTemplateSettings
-from operators.controllers.common.runner import register_login
-from operators.controllers.reservations import app as reservations_app
-from operators.controllers.reservations.settings import ReservationSettings
 from operators.controllers.scheduler.handlers import Scheduler
-from operators.controllers.scheduler.settings import SchedulerSettings
 from operators.kube.api import KubeAPI, NotFoundError
 from tests.integration.helpers import (
+    bound_node,
     claim_body,
+    claim_of,
     create_node,
     device_class_body,
+    devices_of,
     eventually,
+    gpu_cluster,
     gpus,
     pod_body,
+    pod_condition,
     running_operator,
     slice_body,
+    start_scheduler,
     template_body,
     unique,
 )
 
-
-@pytest.fixture
-def kube(api: client.ApiClient) -> KubeAPI:
-    return KubeAPI(api)
-
-
-@pytest.fixture
-def driver() -> str:
-    return f"{unique('gpu')}.example.com"
-
-
-def start_scheduler(kubeconfig: Any, **overrides: Any) -> tuple[Scheduler, kopf.OperatorRegistry]:
-    settings = SchedulerSettings(kubeconfig=str(kubeconfig), **overrides)
-    registry = kopf.OperatorRegistry()
-    register_login(registry, settings.kubeconfig)
-    scheduler = Scheduler(settings)
-    scheduler.register(registry)
-    return scheduler, registry
-
-
-@pytest.fixture
-async def controllers(kubeconfig: Any) -> AsyncIterator[None]:
-    ct = ClaimTemplateSettings(kubeconfig=str(kubeconfig))
-    rs = ReservationSettings(kubeconfig=str(kubeconfig))
-    async with (
-        running_operator(templates_app.build_registry(ct), "claim-templates"),
-        running_operator(reservations_app.build_registry(rs), "reservations"),
-    ):
-        yield
+# Fixtures kube, driver and controllers live in conftest.py.
 
 
 @pytest.fixture
@@ -72,49 +42,6 @@ async def scheduler(kubeconfig: Any, controllers: None) -> AsyncIterator[Schedul
     scheduler, registry = start_scheduler(kubeconfig)
     async with running_operator(registry, "scheduler"):
         yield scheduler
-
-
-async def bound_node(kube: KubeAPI, namespace: str, name: str) -> str | None:
-    pod = await kube.get("Pod", name, namespace)
-    node: str | None = pod["spec"].get("nodeName")
-    return node
-
-
-async def pod_condition(kube: KubeAPI, namespace: str, name: str) -> dict[str, Any] | None:
-    pod = await kube.get("Pod", name, namespace)
-    for condition in pod.get("status", {}).get("conditions") or []:
-        if condition["type"] == "PodScheduled":
-            return dict(condition)
-    return None
-
-
-async def claim_of(
-    kube: KubeAPI, namespace: str, pod_name: str, entry: str = "gpu"
-) -> dict[str, Any]:
-    pod = await kube.get("Pod", pod_name, namespace)
-    for status in pod["status"].get("resourceClaimStatuses") or []:
-        if status["name"] == entry:
-            return await kube.get("ResourceClaim", status["resourceClaimName"], namespace)
-    for ref in pod["spec"].get("resourceClaims") or []:
-        if ref["name"] == entry and ref.get("resourceClaimName"):
-            return await kube.get("ResourceClaim", ref["resourceClaimName"], namespace)
-    raise AssertionError(f"pod {pod_name} has no claim for {entry}")
-
-
-def devices_of(claim: dict[str, Any]) -> list[str]:
-    results = claim["status"]["allocation"]["devices"]["results"]
-    return [f"{r['pool']}/{r['device']}" for r in results]
-
-
-async def gpu_cluster(
-    kube: KubeAPI, driver: str, nodes: int, per_node: int, **attrs: Any
-) -> list[str]:
-    names = [unique("node") for _ in range(nodes)]
-    for name in names:
-        await create_node(kube, name)
-        await kube.create(slice_body(unique("slice"), driver, name, gpus(per_node, **attrs)))
-    await kube.create(device_class_body(driver, driver))
-    return names
 
 
 async def test_template_claim_end_to_end(

@@ -111,6 +111,9 @@ class Scheduler:
         self.bound: set[PodKey] = set()  # bound, but the cache has not shown it yet
         self.waiting: set[PodKey] = set()
         self.last_message: dict[PodKey, str] = {}
+        # Node of a failed binding attempt (KEP-5007): the retry prefers it. Kept here as well
+        # as in pod.status.nominatedNodeName, because the retry runs before the cache shows it.
+        self.nominated: dict[PodKey, str] = {}
         self._deps: Deps | None = None
         self._events: EventRecorder | None = None
         self.elector: LeaderElector | None = None
@@ -244,7 +247,7 @@ class Scheduler:
             pod, claims, nodes, self._usage(), allocator, policy=self.settings.score_policy
         )
         metrics.CYCLE_DURATION.observe(time.perf_counter() - started)
-        fit = prefer_nominated(result, pod.status.nominated_node_name)
+        fit = prefer_nominated(result, self.nominated.get(key) or pod.status.nominated_node_name)
         if fit is None:
             await self._unschedulable(pod, claims, len(nodes), result)
             return
@@ -291,11 +294,14 @@ class Scheduler:
                     self._check_still_free(target)
                 written_claim = await self._prebind(cached, target)
                 written.append((written_claim, fresh))
-                self.ledger.written(written_claim)
+                self._written(written_claim)
                 needs_conditions |= any(r.binding_conditions for r in target.allocated_results())
             if needs_conditions:
-                # Wait (without blocking other pods) until the devices are attached.
+                # Wait (without blocking other pods) until the devices are attached. Claim
+                # events that came while this task ran were skipped (the pod was in
+                # self.binding): a cycle right after it looks at the conditions as they are.
                 metrics.SCHEDULING_ATTEMPTS.labels(result="waiting").inc()
+                self.queue.add(key)
                 self.queue.add_after(key, self.settings.binding_timeout + 0.5)
                 return
             await self.deps.api.post_subresource(
@@ -315,6 +321,7 @@ class Scheduler:
                 },
             )
             self.bound.add(key)
+            self.nominated.pop(key, None)
             metrics.SCHEDULING_ATTEMPTS.labels(result="scheduled").inc()
             age = _age(pod.metadata.creation_timestamp)
             if age is not None:
@@ -339,6 +346,18 @@ class Scheduler:
             self.queue.add_after(key, self.queue.backoff(key))
         finally:
             self.binding.pop(key, None)
+
+    def _written(self, claim: ResourceClaim) -> None:
+        """Our status write succeeded: keep ``claim`` in the ledger until the cache shows it.
+
+        The watch event may have beaten the write's response; then no later event would drop
+        the entry, so compare with the cache right away.
+        """
+        self.ledger.written(claim)
+        key = (claim.metadata.namespace or "", claim.metadata.name or "")
+        body = self.indices.one("claims", key) if self.indices.ready else None
+        if body is not None:
+            self.ledger.observe(claim.key, self.claims.parse(key, body))
 
     def _check_still_free(self, target: ResourceClaim) -> None:
         """Re-check against the freshest claim cache right before writing (multi-scheduler)."""
@@ -410,6 +429,9 @@ class Scheduler:
         log.warning("binding conditions failed; deallocating", pod=pod.metadata.key, reason=message)
         await self.events.post(pod.dump(), WARNING, "BindingConditionsFailed", message)
         api = self.deps.api
+        key = (pod.metadata.namespace or "", pod.metadata.name or "")
+        if node:
+            self.nominated[key] = node
         for claim in claims:
             if not claim.is_reserved_for(pod.metadata.uid or ""):
                 continue
@@ -424,7 +446,9 @@ class Scheduler:
                 status.pop("devices", None)
             body["status"] = status
             self.ledger.remove(claim.key)
-            await api.replace_status(body)
+            # The retry follows at once: until the cache shows this write, the ledger does,
+            # so the retry neither sees the failed allocation again nor counts its devices.
+            self._written(ResourceClaim.load(await api.replace_status(body)))
         if node:
             try:
                 await api.patch(
@@ -497,6 +521,7 @@ class Scheduler:
         self.unschedulable.discard(key)
         self.waiting.discard(key)
         self.last_message.pop(key, None)
+        self.nominated.pop(key, None)
 
     def requeue_unschedulable(self) -> None:
         """Something that may make room changed: try the unschedulable pods again now."""
@@ -536,16 +561,16 @@ class Scheduler:
             )
 
         @kopf.index("pods", id="pending", registry=registry, when=is_pending)
-        def pending(**kw: Any) -> dict[Any, Any]:
+        async def pending(**kw: Any) -> dict[Any, Any]:
             return {object_key(kw["body"]): dict(kw["body"])}
 
         @kopf.index("pods", id="bound_pods", registry=registry, when=is_bound)
-        def bound_pods(**kw: Any) -> dict[Any, Any]:
+        async def bound_pods(**kw: Any) -> dict[Any, Any]:
             body = kw["body"]
             return {body["spec"]["nodeName"]: (list(object_key(body)), _requests_summary(body))}
 
         @kopf.index("pods", id="pods_by_claim", registry=registry, when=is_pending)
-        def pods_by_claim(**kw: Any) -> dict[Any, Any]:
+        async def pods_by_claim(**kw: Any) -> dict[Any, Any]:
             body = kw["body"]
             namespace, name = object_key(body)
             claim_names = {
@@ -558,27 +583,27 @@ class Scheduler:
             return {(namespace, c): name for c in claim_names if c}
 
         @kopf.index("nodes", id="nodes", registry=registry)
-        def nodes(**kw: Any) -> dict[Any, Any]:
+        async def nodes(**kw: Any) -> dict[Any, Any]:
             return {object_key(kw["body"])[1]: dict(kw["body"])}
 
         @kopf.index(*SLICES, id="slices", registry=registry)
-        def slices(**kw: Any) -> dict[Any, Any]:
+        async def slices(**kw: Any) -> dict[Any, Any]:
             return {object_key(kw["body"])[1]: dict(kw["body"])}
 
         @kopf.index(*CLASSES, id="classes", registry=registry)
-        def classes(**kw: Any) -> dict[Any, Any]:
+        async def classes(**kw: Any) -> dict[Any, Any]:
             return {object_key(kw["body"])[1]: dict(kw["body"])}
 
         @kopf.index(*TAINT_RULES, id="taint_rules", registry=registry)
-        def taint_rules(**kw: Any) -> dict[Any, Any]:
+        async def taint_rules(**kw: Any) -> dict[Any, Any]:
             return {object_key(kw["body"])[1]: dict(kw["body"])}
 
         @kopf.index(*CLAIMS, id="claims", registry=registry)
-        def claims(**kw: Any) -> dict[Any, Any]:
+        async def claims(**kw: Any) -> dict[Any, Any]:
             return {object_key(kw["body"]): dict(kw["body"])}
 
         @kopf.index(*CLAIMS, id="claim_names", registry=registry)
-        def claim_names(**kw: Any) -> dict[Any, Any]:
+        async def claim_names(**kw: Any) -> dict[Any, Any]:
             namespace, name = object_key(kw["body"])
             return {namespace: name}
 
@@ -588,11 +613,13 @@ class Scheduler:
             registry=registry,
             when=lambda body, **_: bool(body.get("status", {}).get("allocation")),
         )
-        def allocated_claims(**kw: Any) -> dict[Any, Any]:
+        async def allocated_claims(**kw: Any) -> dict[Any, Any]:
             return {object_key(kw["body"]): True}
 
+        # Event handlers are coroutines: kopf runs plain functions in a thread pool, and the
+        # queue (asyncio) and the ledger must only be touched from the operator's event loop.
         @kopf.on.event("pods", registry=registry)
-        def pod_changed(**kw: Any) -> None:
+        async def pod_changed(**kw: Any) -> None:
             s.indices.attach(kw)
             body = kw["body"]
             key = object_key(body)
@@ -606,7 +633,7 @@ class Scheduler:
                     s.requeue_unschedulable()  # room on a node
 
         @kopf.on.event(*CLAIMS, registry=registry)
-        def claim_changed(**kw: Any) -> None:
+        async def claim_changed(**kw: Any) -> None:
             s.indices.attach(kw)
             body = kw["body"]
             namespace, name = object_key(body)
@@ -625,7 +652,7 @@ class Scheduler:
                 s.requeue_unschedulable()
 
         def cluster_changed(cache: ModelCache[Any]) -> Any:
-            def handler(**kw: Any) -> None:
+            async def handler(**kw: Any) -> None:
                 s.indices.attach(kw)
                 cache.changed()
                 s.requeue_unschedulable()
