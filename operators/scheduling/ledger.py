@@ -63,6 +63,10 @@ class InFlightLedger:
         if entry.written is not None and seen is not None and seen >= entry.written:
             self._entries.pop(key)
 
+    def get(self, key: str) -> ResourceClaim | None:
+        entry = self._entries.get(key)
+        return entry.claim if entry is not None else None
+
     def claims(self) -> Iterable[ResourceClaim]:
         return (e.claim for e in self._entries.values())
 

@@ -86,6 +86,7 @@ async def test_persistent_claim_shared_by_two_pods(
 async def test_unschedulable_pod_is_explained_and_retried_when_devices_appear(
     kube: KubeAPI, namespace: str, driver: str, scheduler: Scheduler
 ) -> None:
+    await create_node(kube, unique("node"))  # a node without devices: the claim is the reason
     await kube.create(device_class_body(driver, driver))
     await kube.create(template_body("gpu-template", namespace, device_class=driver))
     await kube.create(

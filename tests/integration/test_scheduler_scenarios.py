@@ -56,8 +56,10 @@ class ObservedScheduler(Scheduler):
     async def reconcile(self, key: tuple[str, str]) -> None:
         seen = {}
         if self.indices.ready:
-            for name in self.indices.values("claim_names", key[0]):
-                body = self.indices.one("claims", (key[0], name)) or {}
+            for namespace, name in self.indices.keys("claims"):
+                if namespace != key[0]:
+                    continue
+                body = self.indices.one("claims", (namespace, name)) or {}
                 seen[name] = int(body.get("metadata", {}).get("resourceVersion") or 0)
         try:
             await super().reconcile(key)

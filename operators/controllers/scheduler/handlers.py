@@ -41,6 +41,7 @@ from operators.controllers.common.indices import (
     object_key,
 )
 from operators.controllers.common.runner import Deps, close_deps, make_deps
+from operators.controllers.common.stores import LocalStore, Stores
 from operators.controllers.common.workqueue import Requeue, WorkQueue
 from operators.controllers.reservations.planning import DELETE_PROTECTION_FINALIZER
 from operators.controllers.scheduler.settings import SchedulerSettings
@@ -96,6 +97,18 @@ class Scheduler:
         self.settings = settings
         self.features = Features.all()
         self.indices = IndexView()
+        self.pod_store = LocalStore(
+            "Pod",
+            {
+                "pending": self._pending_index,
+                "bound_pods": _bound_pods_index,
+                "pods_by_claim": self._pods_by_claim_index,
+            },
+        )
+        self.claim_store = LocalStore(
+            "ResourceClaim", {"claims": _claims_index, "allocated_claims": _allocated_index}
+        )
+        self.stores = Stores(self.indices, self.pod_store, self.claim_store)
         self.queue: WorkQueue[PodKey] = WorkQueue(self.reconcile, name="scheduler", workers=1)
         self.ledger = InFlightLedger()
         self.nodes: ModelCache[Node] = ModelCache(Node)
@@ -136,16 +149,39 @@ class Scheduler:
             (k, b) for k in self.indices.keys(index) if (b := self.indices.one(index, k))
         )
 
-    def _claims_in(self, namespace: str) -> dict[str, ResourceClaim]:
+    def _claims_of(self, pod: Pod) -> dict[str, ResourceClaim]:
+        """The claims a pod names (directly or through its status), with in-flight versions."""
+        namespace = pod.metadata.namespace or ""
+        names = {c.resource_claim_name for c in pod.spec.resource_claims}
+        names.update(s.resource_claim_name for s in pod.status.resource_claim_statuses)
         found: dict[str, ResourceClaim] = {}
-        for name in self.indices.values("claim_names", namespace):
+        for name in names:
+            if not name:
+                continue
+            in_flight = self.ledger.get(f"{namespace}/{name}")
             body = self.indices.one("claims", (namespace, name))
-            if body is not None:
+            if in_flight is not None:
+                found[name] = in_flight
+            elif body is not None:
                 found[name] = self.claims.parse((namespace, name), body)
-        for claim in self.ledger.claims():
-            if claim.metadata.namespace == namespace:
-                found[claim.metadata.name or ""] = claim
         return found
+
+    def _pending_index(self, body: Mapping[str, Any]) -> dict[Any, Any]:
+        return {object_key(body): dict(body)} if self.is_pending(body) else {}
+
+    def _pods_by_claim_index(self, body: Mapping[str, Any]) -> dict[Any, Any]:
+        """Pending pods by the claims they name: a claim event requeues them."""
+        if not self.is_pending(body):
+            return {}
+        namespace, name = object_key(body)
+        names = {
+            c.get("resourceClaimName") for c in (body.get("spec") or {}).get("resourceClaims") or []
+        }
+        names.update(
+            c.get("resourceClaimName")
+            for c in (body.get("status") or {}).get("resourceClaimStatuses") or []
+        )
+        return {(namespace, c): name for c in names if c}
 
     def _allocated_claims(self) -> list[ResourceClaim]:
         """Every allocated claim the cache knows, with in-flight ones in their place."""
@@ -196,6 +232,8 @@ class Scheduler:
 
     async def reconcile(self, key: PodKey) -> None:
         metrics.QUEUE_DEPTH.set(len(self.queue))
+        if not self.indices.has("nodes"):
+            raise Requeue(0.5, "kopf's caches of nodes and slices are not listed yet")
         if not self.active or key in self.binding or key in self.bound:
             return
         body = self.indices.one("pending", key)
@@ -206,7 +244,7 @@ class Scheduler:
         if pod.spec.node_name or pod.spec.scheduling_gates or pod.metadata.is_deleting:
             self._forget(key)
             return
-        resolved = resolve_claims(pod, self._claims_in(key[0]))
+        resolved = resolve_claims(pod, self._claims_of(pod))
         if isinstance(resolved, ClaimsNotReady):
             # PreEnqueue: claim events bring the pod back; nothing to write yet.
             log.debug("pod waits for its claims", pod=pod.metadata.key, reason=resolved.reason)
@@ -533,9 +571,8 @@ class Scheduler:
     async def _activate(self) -> None:
         self.active = True
         self.queue.start()
-        if self.indices.ready:  # a new leader: the cache is warm; at start, events follow
-            for key in self.indices.keys("pending"):
-                self.queue.add(key)
+        for key in self.indices.keys("pending"):  # stores are filled before activation
+            self.queue.add(key)
 
     async def _deactivate(self) -> None:
         self.active = False
@@ -547,40 +584,18 @@ class Scheduler:
 
     # --- kopf side ---------------------------------------------------------------------------
 
+    def is_pending(self, body: Mapping[str, Any]) -> bool:
+        spec = body.get("spec") or {}
+        return spec.get("schedulerName") == self.settings.scheduler_name and not spec.get(
+            "nodeName"
+        )
+
     def register(self, registry: kopf.OperatorRegistry) -> None:
+        """Pods and claims live in local stores (common/stores.py); nodes, slices, classes and
+        taint rules, which change rarely, in kopf indices, which gate every handler until
+        their initial lists are complete."""
         s = self
         ours = self.settings.scheduler_name
-
-        def is_pending(body: kopf.Body, **_: Any) -> bool:
-            spec = body.get("spec", {})
-            return spec.get("schedulerName") == ours and not spec.get("nodeName")
-
-        def is_bound(body: kopf.Body, **_: Any) -> bool:
-            return bool(body.get("spec", {}).get("nodeName")) and (
-                body.get("status", {}).get("phase") not in TERMINAL
-            )
-
-        @kopf.index("pods", id="pending", registry=registry, when=is_pending)
-        async def pending(**kw: Any) -> dict[Any, Any]:
-            return {object_key(kw["body"]): dict(kw["body"])}
-
-        @kopf.index("pods", id="bound_pods", registry=registry, when=is_bound)
-        async def bound_pods(**kw: Any) -> dict[Any, Any]:
-            body = kw["body"]
-            return {body["spec"]["nodeName"]: (list(object_key(body)), _requests_summary(body))}
-
-        @kopf.index("pods", id="pods_by_claim", registry=registry, when=is_pending)
-        async def pods_by_claim(**kw: Any) -> dict[Any, Any]:
-            body = kw["body"]
-            namespace, name = object_key(body)
-            claim_names = {
-                c.get("resourceClaimName") for c in body.get("spec", {}).get("resourceClaims") or []
-            }
-            claim_names.update(
-                c.get("resourceClaimName")
-                for c in body.get("status", {}).get("resourceClaimStatuses") or []
-            )
-            return {(namespace, c): name for c in claim_names if c}
 
         @kopf.index("nodes", id="nodes", registry=registry)
         async def nodes(**kw: Any) -> dict[Any, Any]:
@@ -598,32 +613,16 @@ class Scheduler:
         async def taint_rules(**kw: Any) -> dict[Any, Any]:
             return {object_key(kw["body"])[1]: dict(kw["body"])}
 
-        @kopf.index(*CLAIMS, id="claims", registry=registry)
-        async def claims(**kw: Any) -> dict[Any, Any]:
-            return {object_key(kw["body"]): dict(kw["body"])}
-
-        @kopf.index(*CLAIMS, id="claim_names", registry=registry)
-        async def claim_names(**kw: Any) -> dict[Any, Any]:
-            namespace, name = object_key(kw["body"])
-            return {namespace: name}
-
-        @kopf.index(
-            *CLAIMS,
-            id="allocated_claims",
-            registry=registry,
-            when=lambda body, **_: bool(body.get("status", {}).get("allocation")),
-        )
-        async def allocated_claims(**kw: Any) -> dict[Any, Any]:
-            return {object_key(kw["body"]): True}
-
         # Event handlers are coroutines: kopf runs plain functions in a thread pool, and the
         # queue (asyncio) and the ledger must only be touched from the operator's event loop.
         @kopf.on.event("pods", registry=registry)
         async def pod_changed(**kw: Any) -> None:
             s.indices.attach(kw)
             body = kw["body"]
+            if not s.pod_store.apply(kw["type"], body):
+                return
             key = object_key(body)
-            if is_pending(body) and kw["type"] != "DELETED":
+            if s.is_pending(body) and kw["type"] != "DELETED":
                 s.queue.add(key)
                 return
             s.bound.discard(key)
@@ -636,6 +635,8 @@ class Scheduler:
         async def claim_changed(**kw: Any) -> None:
             s.indices.attach(kw)
             body = kw["body"]
+            if not s.claim_store.apply(kw["type"], body):
+                return
             namespace, name = object_key(body)
             if kw["type"] == "DELETED":
                 s.claims.forget((namespace, name))
@@ -667,6 +668,8 @@ class Scheduler:
         @kopf.on.startup(registry=registry)
         async def start(**_: Any) -> None:
             s._deps = await make_deps(s.settings, COMPONENT)
+            # Pods and claims are listed before any cycle can run (informer-style).
+            await s.stores.start(s._deps.api)
             s._events = EventRecorder(s._deps.api, f"{COMPONENT}-{ours}")
             if s.settings.leader_elect:
                 identity = s.settings.identity or f"{os.uname().nodename}-{uuid.uuid4().hex[:6]}"
@@ -692,10 +695,26 @@ class Scheduler:
                 await s.elector.stop()
             else:
                 await s._deactivate()
+            await s.stores.stop()
             await close_deps(s.deps)
 
-        del pending, bound_pods, pods_by_claim, nodes, slices, classes, taint_rules
-        del claims, claim_names, allocated_claims, pod_changed, claim_changed, start, stop
+        del nodes, slices, classes, taint_rules, pod_changed, claim_changed, start, stop
+
+
+def _bound_pods_index(body: Mapping[str, Any]) -> dict[Any, Any]:
+    """Requests of pods bound to a node and still running: node -> (pod key, requests)."""
+    node = (body.get("spec") or {}).get("nodeName")
+    if not node or (body.get("status") or {}).get("phase") in TERMINAL:
+        return {}
+    return {node: (list(object_key(body)), _requests_summary(body))}
+
+
+def _claims_index(body: Mapping[str, Any]) -> dict[Any, Any]:
+    return {object_key(body): dict(body)}
+
+
+def _allocated_index(body: Mapping[str, Any]) -> dict[Any, Any]:
+    return {object_key(body): True} if (body.get("status") or {}).get("allocation") else {}
 
 
 class ConflictingAllocationError(Exception):
