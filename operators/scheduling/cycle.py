@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, MutableSet, Sequence
 from decimal import Decimal
 from typing import Literal
 
-from operators.allocator import Allocator, InvalidInputError, Status
+from operators.allocator import Allocator, InvalidInputError, Outcome, Status
 from operators.allocator.errors import InvalidNodeSelectorError
 from operators.allocator.nodes import selector_matches
 from operators.api.core import Node, Pod
@@ -141,10 +141,14 @@ def run_cycle(
     allocator: Allocator | None,
     *,
     policy: ScorePolicy = "least-allocated",
+    known_unsatisfiable: MutableSet[str] | None = None,
 ) -> CycleResult:
     """Filter every node, allocate the pod's unallocated claims on each, score the fits.
 
-    ``allocator`` may be None only when no claim needs allocating.
+    ``allocator`` may be None only when no claim needs allocating. ``known_unsatisfiable``
+    holds nodes where claims of the same specs did not fit since nothing was freed: allocations
+    only ever take devices away, so they are skipped (and the set gains the new ones); the
+    caller empties it whenever devices, counters, capacity or nodes may have been freed.
     """
     requests = pod_requests(pod)
     to_allocate = [c for c in claims if not c.is_allocated]
@@ -152,6 +156,8 @@ def run_cycle(
     failures: dict[str, str] = {}
     details: dict[str, str] = {}
     fits: list[NodeFit] = []
+    unsatisfiable: list[tuple[str, Outcome]] = []
+    skipped: list[Node] = []
     for claim in allocated:
         if not claim.is_reserved_for(pod.metadata.uid or "") and (
             len(claim.status.reserved_for) >= ResourceClaimReservedForMaxSize
@@ -175,6 +181,9 @@ def run_cycle(
         results: dict[str, AllocationResult] = {}
         if to_allocate:
             assert allocator is not None
+            if known_unsatisfiable is not None and name in known_unsatisfiable:
+                skipped.append(node)
+                continue
             try:
                 outcome = allocator.allocate(node, to_allocate)
             except InvalidInputError as e:
@@ -184,16 +193,9 @@ def run_cycle(
                 failures[name] = key
                 continue
             if outcome.status is Status.UNSATISFIABLE:
-                first = outcome.reasons[0] if outcome.reasons else None
-                where = (
-                    f"cannot allocate claim {first.claim}"
-                    + (f", request {first.request}" if first and first.request else "")
-                    if first
-                    else "cannot allocate all claims"
-                )
-                failures[name] = where
-                if first is not None:
-                    details.setdefault(where, first.message)
+                unsatisfiable.append((name, outcome))
+                if known_unsatisfiable is not None:
+                    known_unsatisfiable.add(name)
                 continue
             results = dict(zip((c.key for c in to_allocate), outcome.results, strict=True))
         utilisation = _utilisation(node, node_usage, requests)
@@ -205,6 +207,28 @@ def run_cycle(
         )
         fits.append(NodeFit(name, results, score))
     fits.sort(key=lambda f: f.score)
+    if skipped and not fits and not unsatisfiable and allocator is not None:
+        # Every candidate was skipped as known-unsatisfiable: explain with one of them.
+        unsatisfiable.append(
+            (skipped[0].metadata.name or "", allocator.allocate(skipped[0], to_allocate))
+        )
+    first_reason = "cannot allocate all claims"
+    for name, outcome in unsatisfiable:
+        # Explanations cost a pass over every device: only an unschedulable pod needs them.
+        first = outcome.reasons[0] if not fits and outcome.reasons else None
+        where = (
+            f"cannot allocate claim {first.claim}"
+            + (f", request {first.request}" if first.request else "")
+            if first is not None
+            else "cannot allocate all claims"
+        )
+        failures.setdefault(name, where)
+        if first is not None:
+            details.setdefault(where, first.message)
+            first_reason = where if first_reason == "cannot allocate all claims" else first_reason
+    for node in skipped:
+        # Known not to fit the same claims: explained like the node that was computed.
+        failures.setdefault(node.metadata.name or "", first_reason)
     return CycleResult(tuple(fits), failures, details)
 
 

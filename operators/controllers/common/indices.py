@@ -71,6 +71,10 @@ class IndexView:
     def keys(self, index: str) -> Iterator[Any]:
         return iter(self._indices[index])
 
+    def keys_set(self, index: str) -> Mapping[Any, Any]:
+        """The index itself, for ``key in ...`` tests without copying it."""
+        return self._indices[index]
+
 
 class SupersededVersions:
     """resourceVersions our own writes replaced, per object key.

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import json
 import os
 import time
 import uuid
@@ -69,6 +70,7 @@ COMPONENT = "scheduler"
 TAINT_RULES = ("resource.k8s.io", "v1beta2", "devicetaintrules")
 PodKey = tuple[str, str]
 TERMINAL = ("Succeeded", "Failed")
+REQUEUE_COALESCE = 0.2  # seconds
 
 
 def _now() -> datetime.datetime:
@@ -106,7 +108,12 @@ class Scheduler:
             },
         )
         self.claim_store = LocalStore(
-            "ResourceClaim", {"claims": _claims_index, "allocated_claims": _allocated_index}
+            "ResourceClaim",
+            {
+                "claims": _claims_index,
+                "allocated_claims": _allocated_index,
+                "claims_by_device": _claims_by_device,
+            },
         )
         self.stores = Stores(self.indices, self.pod_store, self.claim_store)
         self.queue: WorkQueue[PodKey] = WorkQueue(self.reconcile, name="scheduler", workers=1)
@@ -129,6 +136,9 @@ class Scheduler:
         self.nominated: dict[PodKey, str] = {}
         self._deps: Deps | None = None
         self._events: EventRecorder | None = None
+        self._flush: asyncio.Task[None] | None = None
+        # claim specs -> nodes where they did not fit since the last time anything was freed
+        self.unsatisfiable: dict[str, set[str]] = {}
         self.elector: LeaderElector | None = None
         self.active = False
 
@@ -281,8 +291,19 @@ class Scheduler:
         started = time.perf_counter()
         nodes = self._all(self.nodes, "nodes")
         allocator = self._allocator() if any(not c.is_allocated for c in claims) else None
+        specs = "|".join(
+            json.dumps(c.spec.dump(), sort_keys=True) for c in claims if not c.is_allocated
+        )
+        if len(self.unsatisfiable) > 1000:
+            self.unsatisfiable.clear()
         result = run_cycle(
-            pod, claims, nodes, self._usage(), allocator, policy=self.settings.score_policy
+            pod,
+            claims,
+            nodes,
+            self._usage(),
+            allocator,
+            policy=self.settings.score_policy,
+            known_unsatisfiable=self.unsatisfiable.setdefault(specs, set()),
         )
         metrics.CYCLE_DURATION.observe(time.perf_counter() - started)
         fit = prefer_nominated(result, self.nominated.get(key) or pod.status.nominated_node_name)
@@ -380,6 +401,7 @@ class Scheduler:
             self.assumed.pop(key, None)
             for cached, _target, _fresh in plan:
                 self.ledger.remove(cached.key)
+            self.unsatisfiable.clear()  # the attempt's devices are free again
             await self._undo(pod, written)
             self.queue.add_after(key, self.queue.backoff(key))
         finally:
@@ -398,13 +420,26 @@ class Scheduler:
             self.ledger.observe(claim.key, self.claims.parse(key, body))
 
     def _check_still_free(self, target: ResourceClaim) -> None:
-        """Re-check against the freshest claim cache right before writing (multi-scheduler)."""
-        others = [c for c in self._allocated_claims() if c.key != target.key]
-        taken = AllocatedState.from_claims(others, self.features)
+        """Re-check against the freshest claim cache right before writing (multi-scheduler).
+
+        Another scheduler may have given a chosen device to another claim since the cycle;
+        the device index of the claim cache answers per device, without a pass over claims.
+        """
+        in_flight = {
+            r.device_id
+            for c in self.ledger.claims()
+            if c.key != target.key
+            for r in c.allocated_results()
+            if not r.admin_access
+        }
         for result in target.allocated_results():
             if result.admin_access or result.share_id is not None:
                 continue
-            if taken.is_allocated(result.device_id):
+            device = result.device_id
+            holders = set(
+                self.indices.values("claims_by_device", (device.driver, device.pool, device.device))
+            ) - {target.key}
+            if holders or device in in_flight:
                 raise ConflictingAllocationError(
                     f"claim {target.key}: device {result.device_id} was allocated elsewhere "
                     "meanwhile"
@@ -468,6 +503,7 @@ class Scheduler:
         await self.events.post(pod.dump(), WARNING, "BindingConditionsFailed", message)
         api = self.deps.api
         key = (pod.metadata.namespace or "", pod.metadata.name or "")
+        self.unsatisfiable.clear()  # the failed allocation's devices are free again
         if node:
             self.nominated[key] = node
         for claim in claims:
@@ -562,7 +598,18 @@ class Scheduler:
         self.nominated.pop(key, None)
 
     def requeue_unschedulable(self) -> None:
-        """Something that may make room changed: try the unschedulable pods again now."""
+        """Something that may make room changed: try the unschedulable pods again soon.
+
+        Coalesced: a burst of changes (a node's heartbeat, a rollout of slices) moves the
+        unschedulable pods back once, not once per event.
+        """
+        # Freed devices, counters or capacity may fit claims that did not fit before.
+        self.unsatisfiable.clear()
+        if self._flush is None or self._flush.done():
+            self._flush = asyncio.get_running_loop().create_task(self._requeue_later())
+
+    async def _requeue_later(self) -> None:
+        await asyncio.sleep(REQUEUE_COALESCE)
         for key in list(self.unschedulable):
             self.queue.add(key)
 
@@ -581,6 +628,7 @@ class Scheduler:
             task.cancel()
         self.ledger = InFlightLedger()
         self.assumed.clear()
+        self.unsatisfiable.clear()
 
     # --- kopf side ---------------------------------------------------------------------------
 
@@ -635,9 +683,10 @@ class Scheduler:
         async def claim_changed(**kw: Any) -> None:
             s.indices.attach(kw)
             body = kw["body"]
+            namespace, name = object_key(body)
+            was_allocated = (namespace, name) in s.indices.keys_set("allocated_claims")
             if not s.claim_store.apply(kw["type"], body):
                 return
-            namespace, name = object_key(body)
             if kw["type"] == "DELETED":
                 s.claims.forget((namespace, name))
                 cached = None
@@ -649,8 +698,9 @@ class Scheduler:
             for ref in (body.get("status") or {}).get("reservedFor") or []:
                 if ref.get("resource") == "pods":
                     s.queue.add((namespace, ref.get("name")))
-            if kw["type"] == "DELETED" or not (body.get("status") or {}).get("allocation"):
-                s.requeue_unschedulable()
+            freed = kw["type"] == "DELETED" or not (body.get("status") or {}).get("allocation")
+            if was_allocated and freed:
+                s.requeue_unschedulable()  # its devices are free again
 
         def cluster_changed(cache: ModelCache[Any]) -> Any:
             async def handler(**kw: Any) -> None:
@@ -711,6 +761,17 @@ def _bound_pods_index(body: Mapping[str, Any]) -> dict[Any, Any]:
 
 def _claims_index(body: Mapping[str, Any]) -> dict[Any, Any]:
     return {object_key(body): dict(body)}
+
+
+def _claims_by_device(body: Mapping[str, Any]) -> dict[Any, Any]:
+    """(driver, pool, device) -> "ns/name" for every device an allocation uses (not admin)."""
+    allocation = (body.get("status") or {}).get("allocation") or {}
+    namespace, name = object_key(body)
+    return {
+        (r.get("driver"), r.get("pool"), r.get("device")): f"{namespace}/{name}"
+        for r in (allocation.get("devices") or {}).get("results") or []
+        if not r.get("adminAccess")
+    }
 
 
 def _allocated_index(body: Mapping[str, Any]) -> dict[Any, Any]:

@@ -357,9 +357,14 @@ def test_unallocated_claims_are_allocated_per_node() -> None:
     for a in fit.results.values():
         assert a.node_selector is not None
         assert a.node_selector.dump() == local_node_selector(NODE1)
-    # node-2 has devices for each claim alone, not for both: a reason without a request
-    assert got.failures == {NODE2: f"cannot allocate claim {KEY0}"}
-    assert "not together" in got.details[f"cannot allocate claim {KEY0}"]
+    # node-2 cannot take both claims; the pod fits elsewhere, so no explanation is computed.
+    assert got.failures == {NODE2: "cannot allocate all claims"}
+    assert got.details == {}
+    # Alone, node-2 explains itself: devices for each claim alone, not for both.
+    alone = run_cycle(pod(), claims, [node(NODE2)], {}, allocator(CLASSES, slices))
+    assert alone.fits == ()
+    assert alone.failures == {NODE2: f"cannot allocate claim {KEY0}"}
+    assert "not together" in alone.details[f"cannot allocate claim {KEY0}"]
 
 
 def test_unsatisfiable_request_is_named_with_its_detail() -> None:
@@ -671,3 +676,51 @@ def test_one_detail_per_grouped_reason_from_the_first_node() -> None:
     assert unschedulable_message(2, got) == (
         f"0/2 nodes are available: 2 {where}: 1 devices on node-1; 1 usable, 2 needed."
     )
+
+
+# --- run_cycle: nodes known not to fit the same claims ----------------------------------
+
+
+class CountingAllocator:
+    """An Allocator that records which nodes it was asked about."""
+
+    def __init__(self, inner: Allocator) -> None:
+        self.inner = inner
+        self.asked: list[str] = []
+
+    def allocate(self, node: Node, claims: Sequence[ResourceClaim]) -> Outcome:
+        self.asked.append(node.metadata.name or "")
+        return self.inner.allocate(node, claims)
+
+
+def test_known_unsatisfiable_nodes_are_skipped_and_learned() -> None:
+    slices = [
+        slice_many(SLICE1, NODE1, POOL1, DRIVER_A, 1),
+        slice_many(SLICE2, NODE2, POOL2, DRIVER_A, 2),
+    ]
+    claims = [gpu_claim(CLAIM0, count=2)]
+    counting = CountingAllocator(allocator(CLASSES, slices))
+    known: set[str] = set()
+    nodes = [node(NODE1), node(NODE2)]
+    first = run_cycle(pod(), claims, nodes, {}, counting, known_unsatisfiable=known)  # type: ignore[arg-type]
+    assert [f.node for f in first.fits] == [NODE2]
+    assert known == {NODE1}
+    counting.asked.clear()
+    second = run_cycle(pod(), claims, nodes, {}, counting, known_unsatisfiable=known)  # type: ignore[arg-type]
+    assert counting.asked == [NODE2]
+    assert [f.node for f in second.fits] == [NODE2]
+    assert second.failures == {NODE1: "cannot allocate all claims"}
+
+
+def test_all_nodes_known_unsatisfiable_still_get_an_explanation() -> None:
+    slices = [slice_many(SLICE1, NODE1, POOL1, DRIVER_A, 1)]
+    claims = [gpu_claim(CLAIM0, count=2)]
+    known = {NODE1}
+    got = run_cycle(
+        pod(), claims, [node(NODE1)], {}, allocator(CLASSES, slices), known_unsatisfiable=known
+    )
+    assert got.fits == ()
+    reason = got.failures[NODE1]
+    assert reason.startswith(f"cannot allocate claim {KEY0}")
+    assert got.details[reason]
+    assert "nodes are available" in unschedulable_message(1, got)
