@@ -3,32 +3,13 @@
 
 from __future__ import annotations
 
-import argparse
-
-import kopf
-
 from operators.controllers.claim_templates.handlers import COMPONENT, ClaimTemplateController
 from operators.controllers.claim_templates.settings import ClaimTemplateSettings
-from operators.controllers.common.runner import main_for, register_login
-from operators.settings import Settings
+from operators.controllers.common.runner import OperatorApp
 
+APP = OperatorApp(COMPONENT, ClaimTemplateSettings, ClaimTemplateController)
+build_registry = APP.build_registry
+add_arguments = APP.add_arguments
+run = APP.run
 
-def build_registry(settings: Settings) -> kopf.OperatorRegistry:
-    """The operator's own registry (CONVENTIONS.md #6), with a fresh controller behind it."""
-    assert isinstance(settings, ClaimTemplateSettings)
-    registry = kopf.OperatorRegistry()
-    register_login(registry, settings.kubeconfig)
-    ClaimTemplateController(settings).register(registry)
-    return registry
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    ClaimTemplateSettings.add_arguments(parser)
-
-
-def run(args: argparse.Namespace) -> int:
-    return main_for(COMPONENT, build_registry, ClaimTemplateSettings.load(args))
-
-
-# `kopf run -m` runs kopf's default registry: point it at this operator's.
-kopf.set_default_registry(build_registry(ClaimTemplateSettings.load()))
+APP.install_as_kopf_default()

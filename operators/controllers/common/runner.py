@@ -8,11 +8,12 @@ stores anything, no kopf-posted Events, standalone (no peering objects).
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import dataclasses
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 import kopf
 
@@ -108,3 +109,37 @@ def main_for(
     metrics.serve(settings.metrics_port)
     asyncio.run(run_operator(registry=build_registry(settings), component=component))
     return 0
+
+
+class Registering(Protocol):
+    def register(self, registry: kopf.OperatorRegistry) -> None: ...
+
+
+S = TypeVar("S", bound=Settings)
+
+
+@dataclasses.dataclass(frozen=True)
+class OperatorApp(Generic[S]):
+    """What every operator's app.py offers: ``kopf-dra run <component>`` and ``kopf run -m``."""
+
+    component: str
+    settings_class: type[S]
+    controller: Callable[[S], Registering]
+
+    def build_registry(self, settings: Settings) -> kopf.OperatorRegistry:
+        """The operator's own registry (CONVENTIONS.md #6), with a fresh controller behind it."""
+        assert isinstance(settings, self.settings_class)
+        registry = kopf.OperatorRegistry()
+        register_login(registry, settings.kubeconfig)
+        self.controller(settings).register(registry)
+        return registry
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        self.settings_class.add_arguments(parser)
+
+    def run(self, args: argparse.Namespace) -> int:
+        return main_for(self.component, self.build_registry, self.settings_class.load(args))
+
+    def install_as_kopf_default(self) -> None:
+        """`kopf run -m` runs kopf's default registry: point it at this operator's."""
+        kopf.set_default_registry(self.build_registry(self.settings_class.load()))

@@ -6,31 +6,13 @@ Needs the ResourcePoolStatus CRD (crds/resourcepoolstatuses.yaml) installed firs
 
 from __future__ import annotations
 
-import argparse
-
-import kopf
-
-from operators.controllers.common.runner import main_for, register_login
+from operators.controllers.common.runner import OperatorApp
 from operators.controllers.pool_validator.handlers import COMPONENT, PoolValidatorController
 from operators.controllers.pool_validator.settings import PoolValidatorSettings
-from operators.settings import Settings
 
+APP = OperatorApp(COMPONENT, PoolValidatorSettings, PoolValidatorController)
+build_registry = APP.build_registry
+add_arguments = APP.add_arguments
+run = APP.run
 
-def build_registry(settings: Settings) -> kopf.OperatorRegistry:
-    assert isinstance(settings, PoolValidatorSettings)
-    registry = kopf.OperatorRegistry()
-    register_login(registry, settings.kubeconfig)
-    PoolValidatorController(settings).register(registry)
-    return registry
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    PoolValidatorSettings.add_arguments(parser)
-
-
-def run(args: argparse.Namespace) -> int:
-    return main_for(COMPONENT, build_registry, PoolValidatorSettings.load(args))
-
-
-# `kopf run -m` runs kopf's default registry: point it at this operator's.
-kopf.set_default_registry(build_registry(PoolValidatorSettings.load()))
+APP.install_as_kopf_default()

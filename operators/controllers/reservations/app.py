@@ -3,31 +3,13 @@
 
 from __future__ import annotations
 
-import argparse
-
-import kopf
-
-from operators.controllers.common.runner import main_for, register_login
+from operators.controllers.common.runner import OperatorApp
 from operators.controllers.reservations.handlers import COMPONENT, ReservationController
 from operators.controllers.reservations.settings import ReservationSettings
-from operators.settings import Settings
 
+APP = OperatorApp(COMPONENT, ReservationSettings, ReservationController)
+build_registry = APP.build_registry
+add_arguments = APP.add_arguments
+run = APP.run
 
-def build_registry(settings: Settings) -> kopf.OperatorRegistry:
-    assert isinstance(settings, ReservationSettings)
-    registry = kopf.OperatorRegistry()
-    register_login(registry, settings.kubeconfig)
-    ReservationController(settings).register(registry)
-    return registry
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    ReservationSettings.add_arguments(parser)
-
-
-def run(args: argparse.Namespace) -> int:
-    return main_for(COMPONENT, build_registry, ReservationSettings.load(args))
-
-
-# `kopf run -m` runs kopf's default registry: point it at this operator's.
-kopf.set_default_registry(build_registry(ReservationSettings.load()))
+APP.install_as_kopf_default()

@@ -3,31 +3,13 @@
 
 from __future__ import annotations
 
-import argparse
-
-import kopf
-
-from operators.controllers.common.runner import main_for, register_login
+from operators.controllers.common.runner import OperatorApp
 from operators.controllers.scheduler.handlers import COMPONENT, Scheduler
 from operators.controllers.scheduler.settings import SchedulerSettings
-from operators.settings import Settings
 
+APP = OperatorApp(COMPONENT, SchedulerSettings, Scheduler)
+build_registry = APP.build_registry
+add_arguments = APP.add_arguments
+run = APP.run
 
-def build_registry(settings: Settings) -> kopf.OperatorRegistry:
-    assert isinstance(settings, SchedulerSettings)
-    registry = kopf.OperatorRegistry()
-    register_login(registry, settings.kubeconfig)
-    Scheduler(settings).register(registry)
-    return registry
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    SchedulerSettings.add_arguments(parser)
-
-
-def run(args: argparse.Namespace) -> int:
-    return main_for(COMPONENT, build_registry, SchedulerSettings.load(args))
-
-
-# `kopf run -m` runs kopf's default registry: point it at this operator's.
-kopf.set_default_registry(build_registry(SchedulerSettings.load()))
+APP.install_as_kopf_default()
