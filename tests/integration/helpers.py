@@ -58,9 +58,11 @@ async def running_operator(registry: kopf.OperatorRegistry, component: str) -> A
     thread = threading.Thread(target=target, name=f"operator-{component}", daemon=True)
     thread.start()
     try:
-        await asyncio.to_thread(ready.wait, 60)
+        started = await asyncio.to_thread(ready.wait, 60)
         if failure:
             raise failure[0]
+        if not started:
+            raise AssertionError(f"operator {component} did not start within 60 s")
         yield
     finally:
         stop.set()

@@ -258,7 +258,7 @@ class ClaimTemplateController:
         async def stop(**_: Any) -> None:
             await controller.queue.stop()
             await controller.stores.stop()
-            await close_deps(controller.deps)
+            await close_deps(controller._deps)
 
         del templates, pod_changed, template_changed, claim_changed, start, stop
 

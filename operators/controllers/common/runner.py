@@ -76,8 +76,11 @@ async def make_deps(settings: Settings, component: str) -> Deps:
     return Deps(api=KubeAPI(api_client), settings=settings, component=component)
 
 
-async def close_deps(deps: Deps) -> None:
-    await deps.api.api_client.close()
+async def close_deps(deps: Deps | None) -> None:
+    """Release what ``make_deps`` made; None (startup never finished) is fine: a cleanup
+    handler that raises would be retried by kopf a minute later, holding up the stop."""
+    if deps is not None:
+        await deps.api.api_client.close()
 
 
 async def run_operator(

@@ -147,6 +147,10 @@ class WorkQueue(Generic[K]):
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
+            try:
                 await task
+            except asyncio.CancelledError:
+                pass
+            except Exception as e:  # a cleanup that raises would be retried by kopf a minute later
+                log.error("work queue task failed", queue=self.name, error=repr(e))
         self._tasks.clear()

@@ -142,6 +142,8 @@ class FabricController:
         return self._events
 
     async def _work(self, key: str) -> None:
+        if not self.indices.has("fabric_nodes"):
+            raise Requeue(0.5, "kopf's caches of nodes and slices are not listed yet")
         try:
             if key == PUBLISH:
                 await self.publish()
@@ -582,7 +584,7 @@ class FabricController:
             if c._owns_manager and isinstance(c._manager, HTTPFabricManager):
                 await c._manager.close()
                 c._manager = None
-            await close_deps(c.deps)
+            await close_deps(c._deps)
 
         del fabric_nodes, node_slices, claim_changed, node_changed
         del slice_changed, start, stop

@@ -350,7 +350,7 @@ class PoolValidatorController:
         @kopf.on.cleanup(registry=registry)
         async def stop(**_: Any) -> None:
             await controller.queue.stop()
-            await close_deps(controller.deps)
+            await close_deps(controller._deps)
 
         del slices_by_pool, claims_by_pool, statuses
         del slice_changed, claim_changed, status_changed, start, stop

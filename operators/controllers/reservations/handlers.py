@@ -160,7 +160,7 @@ class ReservationController:
         async def stop(**_: Any) -> None:
             await controller.queue.stop()
             await controller.stores.stop()
-            await close_deps(controller.deps)
+            await close_deps(controller._deps)
 
         del pod_changed, claim_changed, start, stop
 

@@ -741,12 +741,16 @@ class Scheduler:
 
         @kopf.on.cleanup(registry=registry)
         async def stop(**_: Any) -> None:
-            if s.elector is not None:
-                await s.elector.stop()
-            else:
-                await s._deactivate()
+            # Never raise here: kopf would retry the cleanup a minute later.
+            try:
+                if s.elector is not None:
+                    await s.elector.stop()
+                else:
+                    await s._deactivate()
+            except Exception as e:
+                log.error("scheduler stop failed", error=repr(e))
             await s.stores.stop()
-            await close_deps(s.deps)
+            await close_deps(s._deps)
 
         del nodes, slices, classes, taint_rules, pod_changed, claim_changed, start, stop
 
