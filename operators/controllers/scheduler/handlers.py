@@ -304,6 +304,8 @@ class Scheduler:
             allocator,
             policy=self.settings.score_policy,
             known_unsatisfiable=self.unsatisfiable.setdefault(specs, set()),
+            best_only=True,
+            nominated=self.nominated.get(key) or pod.status.nominated_node_name,
         )
         metrics.CYCLE_DURATION.observe(time.perf_counter() - started)
         fit = prefer_nominated(result, self.nominated.get(key) or pod.status.nominated_node_name)

@@ -724,3 +724,39 @@ def test_all_nodes_known_unsatisfiable_still_get_an_explanation() -> None:
     assert reason.startswith(f"cannot allocate claim {KEY0}")
     assert got.details[reason]
     assert "nodes are available" in unschedulable_message(1, got)
+
+
+def test_best_only_picks_what_a_full_scan_picks_with_fewer_allocator_calls() -> None:
+    slices = [
+        slice_many(SLICE1, NODE1, POOL1, DRIVER_A, 2),
+        slice_many(SLICE2, NODE2, POOL2, DRIVER_A, 2),
+    ]
+    claims = [gpu_claim(CLAIM0)]
+    nodes = [node(NODE2), node(NODE1)]
+    full = run_cycle(pod(), claims, nodes, {}, allocator(CLASSES, slices))
+    counting = CountingAllocator(allocator(CLASSES, slices))
+    best = run_cycle(pod(), claims, nodes, {}, counting, best_only=True)  # type: ignore[arg-type]
+    assert full.chosen is not None
+    assert best.chosen is not None
+    assert best.chosen.node == full.chosen.node
+    assert counting.asked == [full.chosen.node]  # the first fit beats every other bound
+
+
+def test_best_only_visits_the_nominated_node_first() -> None:
+    slices = [
+        slice_many(SLICE1, NODE1, POOL1, DRIVER_A, 2),
+        slice_many(SLICE2, NODE2, POOL2, DRIVER_A, 2),
+    ]
+    counting = CountingAllocator(allocator(CLASSES, slices))
+    got = run_cycle(
+        pod(),
+        [gpu_claim(CLAIM0)],
+        [node(NODE1), node(NODE2)],
+        {},
+        counting,  # type: ignore[arg-type]
+        best_only=True,
+        nominated=NODE2,
+    )
+    assert counting.asked == [NODE2]
+    assert prefer_nominated(got, NODE2) is not None
+    assert prefer_nominated(got, NODE2).node == NODE2  # type: ignore[union-attr]
