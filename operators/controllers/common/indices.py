@@ -71,9 +71,8 @@ class IndexView:
     def keys(self, index: str) -> Iterator[Any]:
         return iter(self._indices[index])
 
-    def keys_set(self, index: str) -> Mapping[Any, Any]:
-        """The index itself, for ``key in ...`` tests without copying it."""
-        return self._indices[index]
+    def has_key(self, index: str, key: Hashable) -> bool:
+        return key in self._indices[index]
 
 
 class SupersededVersions:

@@ -686,7 +686,7 @@ class Scheduler:
             s.indices.attach(kw)
             body = kw["body"]
             namespace, name = object_key(body)
-            was_allocated = (namespace, name) in s.indices.keys_set("allocated_claims")
+            was_allocated = s.indices.has_key("allocated_claims", (namespace, name))
             if not s.claim_store.apply(kw["type"], body):
                 return
             if kw["type"] == "DELETED":
