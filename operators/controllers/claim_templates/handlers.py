@@ -27,11 +27,11 @@ from operators.controllers.common.indices import (
     object_key,
     pod_owner,
 )
-from operators.controllers.common.runner import Deps, close_deps, make_deps
+from operators.controllers.common.runner import BoundDeps, close_deps, make_deps
 from operators.controllers.common.stores import LocalStore, Stores
 from operators.controllers.common.workqueue import WorkQueue
 from operators.kube.api import ConflictError, NotFoundError
-from operators.kube.events import WARNING, EventRecorder
+from operators.kube.events import WARNING
 from operators.observability import fields, metrics
 
 log = structlog.get_logger(__name__)
@@ -46,7 +46,7 @@ def _has_template_claims(body: Mapping[str, Any], **_: Any) -> bool:
     return any(c.get("resourceClaimTemplateName") for c in claims)
 
 
-class ClaimTemplateController:
+class ClaimTemplateController(BoundDeps):
     """The reconcile side; kopf handlers registered in ``register`` feed it."""
 
     def __init__(self, settings: ClaimTemplateSettings) -> None:
@@ -68,23 +68,7 @@ class ClaimTemplateController:
         self.queue: WorkQueue[PodKey] = WorkQueue(
             self.reconcile, name="claim-templates", workers=settings.workers
         )
-        self._deps: Deps | None = None
-        self._events: EventRecorder | None = None
         self._superseded = SupersededVersions()
-
-    @property
-    def deps(self) -> Deps:
-        assert self._deps is not None, "the operator has not started"
-        return self._deps
-
-    @property
-    def events(self) -> EventRecorder:
-        assert self._events is not None, "the operator has not started"
-        return self._events
-
-    def bind(self, deps: Deps) -> None:
-        self._deps = deps
-        self._events = EventRecorder(deps.api, deps.component)
 
     def _claims_for(self, pod: Pod) -> dict[str, ResourceClaim]:
         """Claims the plan needs: generated for this pod, and those named in its status."""

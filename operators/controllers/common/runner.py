@@ -19,6 +19,7 @@ import kopf
 
 from operators.kube.api import KubeAPI
 from operators.kube.client import connection_fields, make_api_client, make_configuration
+from operators.kube.events import EventRecorder
 from operators.observability import metrics
 from operators.observability.logging import configure
 from operators.settings import Settings
@@ -146,3 +147,24 @@ class OperatorApp(Generic[S]):
     def install_as_kopf_default(self) -> None:
         """`kopf run -m` runs kopf's default registry: point it at this operator's."""
         kopf.set_default_registry(self.build_registry(self.settings_class.load()))
+
+
+class BoundDeps:
+    """The dependencies a controller gets at kopf startup, and the Event recorder built on them."""
+
+    _deps: Deps | None = None
+    _events: EventRecorder | None = None
+
+    @property
+    def deps(self) -> Deps:
+        assert self._deps is not None, "the operator has not started"
+        return self._deps
+
+    @property
+    def events(self) -> EventRecorder:
+        assert self._events is not None, "the operator has not started"
+        return self._events
+
+    def bind(self, deps: Deps) -> None:
+        self._deps = deps
+        self._events = EventRecorder(deps.api, deps.component)

@@ -16,9 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import os
 import time
-import uuid
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
@@ -37,7 +35,7 @@ from operators.fabric.manager import FabricManager
 from operators.fabric.model import ATTACHED, ATTACHING, FabricError, FabricUnavailableError
 from operators.kube.api import ConflictError, InvalidError, NotFoundError
 from operators.kube.events import NORMAL, WARNING, EventRecorder
-from operators.kube.leader import LeaderElector, LeaseSettings
+from operators.kube.leader import LeaderElector, elector
 from operators.observability import fields
 
 log = structlog.get_logger(__name__)
@@ -557,16 +555,12 @@ class FabricController:
             if c._manager is None:
                 c._manager = HTTPFabricManager(c.settings.manager_url, c.settings.cluster_id)
             if c.settings.leader_elect:
-                identity = c.settings.identity or f"{os.uname().nodename}-{uuid.uuid4().hex[:6]}"
-                c.elector = LeaderElector(
+                c.elector = elector(
                     c._deps.api,
-                    LeaseSettings(
-                        c.settings.lease_name,
-                        c.settings.lease_namespace,
-                        identity,
-                        lease_duration=c.settings.lease_duration,
-                        retry_period=max(1.0, c.settings.lease_duration / 5),
-                    ),
+                    name=c.settings.lease_name,
+                    namespace=c.settings.lease_namespace,
+                    identity=c.settings.identity,
+                    lease_duration=c.settings.lease_duration,
                     on_started=c._activate,
                     on_stopped=c._deactivate,
                 )

@@ -26,7 +26,7 @@ from operators.allocator.pools import newest_generations
 from operators.api.ids import PoolID
 from operators.api.resource import ResourceClaim, ResourceSlice
 from operators.controllers.common.indices import CLAIMS, SLICES, IndexView, object_key
-from operators.controllers.common.runner import Deps, close_deps, make_deps
+from operators.controllers.common.runner import BoundDeps, close_deps, make_deps
 from operators.controllers.common.workqueue import WorkQueue
 from operators.controllers.pool_validator import metrics, planning
 from operators.controllers.pool_validator.model import (
@@ -45,7 +45,7 @@ from operators.kube.api import (
     Resource,
     register_resource,
 )
-from operators.kube.events import WARNING, EventRecorder
+from operators.kube.events import WARNING
 from operators.observability import fields
 
 log = structlog.get_logger(__name__)
@@ -84,7 +84,7 @@ class Verdict:
     counters: tuple[tuple[str, str, float], ...]  # counter set, counter, consumed/total
 
 
-class PoolValidatorController:
+class PoolValidatorController(BoundDeps):
     def __init__(self, settings: PoolValidatorSettings, features: Features | None = None) -> None:
         self.settings = settings
         self.features = features or Features.all()
@@ -95,28 +95,12 @@ class PoolValidatorController:
         self.verdicts: dict[PoolKey, Verdict] = {}
         #: Finished reconciles per pool (tests and debugging wait on it).
         self.reconciled: collections.Counter[PoolKey] = collections.Counter()
-        self._deps: Deps | None = None
-        self._events: EventRecorder | None = None
         self._since: dict[tuple[PoolKey, str], float] = {}
         self._slice_pools: dict[str, PoolKey] = {}
         self._claim_pools: dict[tuple[str, str], set[PoolKey]] = {}
         # Our last write per pool, with the resourceVersion it replaced: the cache may lag.
         self._written: dict[PoolKey, tuple[str | None, dict[str, Any]]] = {}
         self._labels: dict[PoolKey, list[tuple[str, ...]]] = {}
-
-    @property
-    def deps(self) -> Deps:
-        assert self._deps is not None, "the operator has not started"
-        return self._deps
-
-    @property
-    def events(self) -> EventRecorder:
-        assert self._events is not None, "the operator has not started"
-        return self._events
-
-    def bind(self, deps: Deps) -> None:
-        self._deps = deps
-        self._events = EventRecorder(deps.api, deps.component)
 
     # --- reconcile ------------------------------------------------------------------------
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import datetime
 import json
-import os
 import time
 import uuid
 from collections.abc import Mapping
@@ -49,7 +48,7 @@ from operators.controllers.scheduler.settings import SchedulerSettings
 from operators.controllers.scheduler.snapshot import ModelCache
 from operators.kube.api import ApiError, ConflictError, NotFoundError
 from operators.kube.events import NORMAL, WARNING, EventRecorder
-from operators.kube.leader import LeaderElector, LeaseSettings
+from operators.kube.leader import LeaderElector, elector
 from operators.observability import fields, metrics
 from operators.scheduling.binding import Binding, allocated_node, binding_verdict
 from operators.scheduling.cycle import (
@@ -724,16 +723,12 @@ class Scheduler:
             await s.stores.start(s._deps.api)
             s._events = EventRecorder(s._deps.api, f"{COMPONENT}-{ours}")
             if s.settings.leader_elect:
-                identity = s.settings.identity or f"{os.uname().nodename}-{uuid.uuid4().hex[:6]}"
-                s.elector = LeaderElector(
+                s.elector = elector(
                     s._deps.api,
-                    LeaseSettings(
-                        s.settings.lease_name,
-                        s.settings.lease_namespace,
-                        identity,
-                        lease_duration=s.settings.lease_duration,
-                        retry_period=max(1.0, s.settings.lease_duration / 5),
-                    ),
+                    name=s.settings.lease_name,
+                    namespace=s.settings.lease_namespace,
+                    identity=s.settings.identity,
+                    lease_duration=s.settings.lease_duration,
                     on_started=s._activate,
                     on_stopped=s._deactivate,
                 )
