@@ -34,6 +34,22 @@ async def eventually(
         await asyncio.sleep(0.1)
 
 
+async def events_with(
+    kube: KubeAPI, namespace: str, reason: str, *, within: float = 30.0
+) -> list[dict[str, Any]]:
+    """Wait for Events with ``reason`` in ``namespace``.
+
+    Components post Events after the write they explain, so seeing the write does not mean
+    the Event is there yet.
+    """
+
+    async def probe() -> list[dict[str, Any]]:
+        items = (await kube.list("Event", namespace))["items"]
+        return [e for e in items if e["reason"] == reason]
+
+    return await eventually(probe, within=within, what=f"a {reason} Event in {namespace}")
+
+
 @contextlib.asynccontextmanager
 async def running_operator(registry: kopf.OperatorRegistry, component: str) -> AsyncIterator[None]:
     """Run a kopf operator in a thread of its own until the block ends (as KopfRunner does).

@@ -22,6 +22,7 @@ from tests.integration.helpers import (
     create_node,
     device_class_body,
     devices_of,
+    events_with,
     eventually,
     gpu_cluster,
     gpus,
@@ -101,12 +102,7 @@ async def test_unschedulable_pod_is_explained_and_retried_when_devices_appear(
     assert condition["status"] == "False"
     assert "nodes are available" in condition["message"]
     assert "cannot allocate claim" in condition["message"]
-    events = [
-        e
-        for e in (await kube.list("Event", namespace))["items"]
-        if e["reason"] == "FailedScheduling"
-    ]
-    assert events
+    events = await events_with(kube, namespace, "FailedScheduling")
     assert events[0]["type"] == "Warning"
     node = unique("node")
     await create_node(kube, node)

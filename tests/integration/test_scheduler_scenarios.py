@@ -29,6 +29,7 @@ from tests.integration.helpers import (
     create_node,
     device_class_body,
     devices_of,
+    events_with,
     eventually,
     gpu_cluster,
     pod_body,
@@ -617,8 +618,7 @@ async def test_binding_failure_condition_clears_and_retries_on_the_same_node(
     again = await waiting_for_conditions(kube, scheduler, namespace, "p", "fabric")
     assert node_of(again) == b
     assert not again["status"].get("devices")
-    events = (await kube.list("Event", namespace))["items"]
-    assert any(e["reason"] == "BindingConditionsFailed" for e in events)
+    assert await events_with(kube, namespace, "BindingConditionsFailed")
     await report_conditions(kube, namespace, "fabric", {ATTACHED: True, ATTACH_FAILED: False})
     assert await eventually(lambda: bound_node(kube, namespace, "p"), what="bound") == b
 
