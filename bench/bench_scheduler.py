@@ -259,7 +259,7 @@ def main() -> int:
                 if "Traceback" in line or "error" in line.lower()
             ]
             if errors:
-                print(f"{c}: {len(errors)} error lines, first: {errors[0][:200]}")
+                print(f"{c}: {len(errors)} error lines, first: {errors[0][:3000]}")
     print(f"scheduler benchmark ({result['workload']})")
     print(
         f"  bound {result['bound']}, unbound {result['unbound']} in {result['seconds']:.1f} s"

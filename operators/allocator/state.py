@@ -7,9 +7,11 @@ device and add up ``consumedCapacity``; everything else holds its device exclusi
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import Any
 
 from operators.allocator.features import Features
 from operators.api.ids import DeviceID
@@ -35,20 +37,108 @@ class AllocatedState:
     @classmethod
     def from_claims(cls, claims: Iterable[ResourceClaim], features: Features) -> AllocatedState:
         """Collect the state from allocated (and in-flight) claims."""
-        devices: set[DeviceID] = set()
-        shared: set[tuple[DeviceID, str]] = set()
-        capacity: dict[DeviceID, dict[str, Decimal]] = {}
-        for claim in claims:
-            for result in claim.allocated_results():
-                if result.admin_access:
-                    continue
-                device = result.device_id
-                if features.consumable_capacity and result.share_id is not None:
-                    shared.add((device, result.share_id))
-                    if result.consumed_capacity:
-                        have = capacity.setdefault(device, {})
-                        for name, q in result.consumed_capacity.items():
-                            have[name] = have.get(name, Decimal(0)) + q.value
-                    continue
-                devices.add(device)
-        return cls(frozenset(devices), frozenset(shared), capacity)
+        tracker = AllocatedTracker(features)
+        for i, claim in enumerate(claims):
+            tracker.set(str(i), claim)
+        return tracker.state()
+
+
+@dataclass(frozen=True, slots=True)
+class Holding:
+    """What one claim's allocation takes: the unit the tracker adds and takes back."""
+
+    devices: tuple[DeviceID, ...] = ()
+    shared: tuple[tuple[DeviceID, str], ...] = ()
+    consumed: tuple[tuple[DeviceID, str, Decimal], ...] = ()
+    capacity_devices: tuple[DeviceID, ...] = ()  # shared devices with consumedCapacity
+
+    @classmethod
+    def of(cls, claim: ResourceClaim, features: Features) -> Holding:
+        devices: list[DeviceID] = []
+        shared: list[tuple[DeviceID, str]] = []
+        consumed: list[tuple[DeviceID, str, Decimal]] = []
+        capacity_devices: list[DeviceID] = []
+        for result in claim.allocated_results():
+            if result.admin_access:
+                continue
+            device = result.device_id
+            if features.consumable_capacity and result.share_id is not None:
+                shared.append((device, result.share_id))
+                if result.consumed_capacity:
+                    capacity_devices.append(device)
+                    consumed.extend(
+                        (device, name, q.value) for name, q in result.consumed_capacity.items()
+                    )
+                continue
+            devices.append(device)
+        return cls(tuple(devices), tuple(shared), tuple(consumed), tuple(capacity_devices))
+
+
+class AllocatedTracker:
+    """The AllocatedState of a changing set of claims, kept up to date claim by claim.
+
+    A scheduler sees one claim change at a time; rebuilding the state from every allocated
+    claim for every pod made a cycle O(allocated claims) and was a quarter of its time.
+    ``state()`` is rebuilt only after a change, from running totals.
+    """
+
+    def __init__(self, features: Features) -> None:
+        self.features = features
+        self._held: dict[str, Holding] = {}
+        self._devices: Counter[DeviceID] = Counter()
+        self._shared: Counter[tuple[DeviceID, str]] = Counter()
+        self._capacity_holders: Counter[DeviceID] = Counter()
+        self._consumed: dict[DeviceID, dict[str, Decimal]] = {}
+        self._consumers: Counter[tuple[DeviceID, str]] = Counter()
+        self._state: AllocatedState | None = AllocatedState()
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def set(self, key: str, claim: ResourceClaim | None) -> None:
+        """``claim`` (allocated or not) is now what ``key`` holds; None: it holds nothing."""
+        holding = Holding.of(claim, self.features) if claim is not None else None
+        if holding == Holding():
+            holding = None
+        old = self._held.pop(key, None)
+        if old == holding:
+            if holding is not None:
+                self._held[key] = holding
+            return
+        if old is not None:
+            self._apply(old, -1)
+        if holding is not None:
+            self._held[key] = holding
+            self._apply(holding, 1)
+        self._state = None
+
+    def _apply(self, holding: Holding, sign: int) -> None:
+        for device in holding.devices:
+            _count(self._devices, device, sign)
+        for pair in holding.shared:
+            _count(self._shared, pair, sign)
+        for device in holding.capacity_devices:
+            _count(self._capacity_holders, device, sign)
+        for device, name, value in holding.consumed:
+            have = self._consumed.setdefault(device, {})
+            have[name] = have.get(name, Decimal(0)) + sign * value
+            _count(self._consumers, (device, name), sign)
+            if (device, name) not in self._consumers:
+                del have[name]
+                if not have:
+                    del self._consumed[device]
+
+    def state(self) -> AllocatedState:
+        if self._state is None:
+            self._state = AllocatedState(
+                frozenset(self._devices),
+                frozenset(self._shared),
+                {d: dict(self._consumed.get(d, {})) for d in self._capacity_holders},
+            )
+        return self._state
+
+
+def _count(counter: Counter[Any], key: Any, sign: int) -> None:
+    counter[key] += sign
+    if counter[key] <= 0:
+        del counter[key]

@@ -39,9 +39,25 @@ async def make_configuration(kubeconfig: str | Path | None = None) -> client.Con
     )
 
 
+PROXY_VARIABLES = ("https_proxy", "http_proxy", "all_proxy", "no_proxy")
+
+
+def proxy_from_env() -> bool:
+    """Whether proxy variables are set, so that requests must consult the environment."""
+    return any(os.environ.get(v) or os.environ.get(v.upper()) for v in PROXY_VARIABLES)
+
+
 async def make_api_client(kubeconfig: str | Path | None = None) -> client.ApiClient:
-    """An ApiClient the caller must close (``async with`` or ``await c.close()``)."""
-    return client.ApiClient(configuration=await make_configuration(kubeconfig))
+    """An ApiClient the caller must close (``async with`` or ``await c.close()``).
+
+    kubernetes-asyncio's session trusts the environment, which costs two thread-pool round
+    trips per request (~/.netrc and proxy lookup): 14% of a busy scheduler's time. We trust it
+    only when proxy variables are set, as kopf's own session (``trust_env``) does too.
+    """
+    api_client = client.ApiClient(configuration=await make_configuration(kubeconfig))
+    session = api_client.rest_client.pool_manager
+    session._trust_env = proxy_from_env()  # no public setter; read back as ``trust_env``
+    return api_client
 
 
 def connection_fields(configuration: client.Configuration) -> dict[str, object]:
@@ -50,7 +66,7 @@ def connection_fields(configuration: client.Configuration) -> dict[str, object]:
     kopf logs in by itself; handing it what kubernetes-asyncio loaded keeps one source of truth
     for "which cluster, as whom" (kubeconfig with client certificates or tokens).
     """
-    fields: dict[str, object] = {"server": configuration.host}
+    fields: dict[str, object] = {"server": configuration.host, "trust_env": proxy_from_env()}
     if configuration.ssl_ca_cert:
         fields["ca_path"] = configuration.ssl_ca_cert
     if not configuration.verify_ssl:

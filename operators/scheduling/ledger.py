@@ -10,7 +10,7 @@ kube-scheduler's assume cache does), or until the write failed and the entry is 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from operators.api.resource import ResourceClaim
 
@@ -31,8 +31,14 @@ class _Entry:
 class InFlightLedger:
     """Claim key -> claim with its in-flight status."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_change: Callable[[str], None] | None = None) -> None:
+        """``on_change(key)`` runs whenever the entry of a claim appears, changes or goes."""
         self._entries: dict[str, _Entry] = {}
+        self._on_change = on_change
+
+    def _changed(self, key: str) -> None:
+        if self._on_change is not None:
+            self._on_change(key)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -43,13 +49,16 @@ class InFlightLedger:
     def reserve(self, claim: ResourceClaim) -> None:
         """The cycle chose this status for the claim; the write is still to come."""
         self._entries[claim.key] = _Entry(claim, None)
+        self._changed(claim.key)
 
     def written(self, claim: ResourceClaim) -> None:
         """The write succeeded: ``claim`` is what the API server returned."""
         self._entries[claim.key] = _Entry(claim, _version(claim.metadata.resource_version))
+        self._changed(claim.key)
 
     def remove(self, key: str) -> None:
-        self._entries.pop(key, None)
+        if self._entries.pop(key, None) is not None:
+            self._changed(key)
 
     def observe(self, key: str, cached: ResourceClaim | None) -> None:
         """The cache now shows ``cached`` for ``key``: drop the entry once it caught up."""
@@ -58,10 +67,12 @@ class InFlightLedger:
             return
         if cached is None or cached.metadata.uid != entry.claim.metadata.uid:
             self._entries.pop(key)
+            self._changed(key)
             return
         seen = _version(cached.metadata.resource_version)
         if entry.written is not None and seen is not None and seen >= entry.written:
             self._entries.pop(key)
+            self._changed(key)
 
     def get(self, key: str) -> ResourceClaim | None:
         entry = self._entries.get(key)

@@ -79,11 +79,14 @@ class LocalStore:
         indices: Mapping[str, IndexFn],
         *,
         when: Callable[[Body], bool] | None = None,
+        on_change: Callable[[tuple[str, str]], None] | None = None,
     ) -> None:
+        """``on_change(key)`` runs after every change the indices took, for derived state."""
         self.kind = kind
         self.index_fns = dict(indices)
         self.indices = {name: LocalIndex() for name in indices}
         self.when = when
+        self.on_change = on_change
         self._versions: dict[tuple[str, str], int] = {}
 
     def apply(self, event_type: str | None, body: Body) -> bool:
@@ -93,14 +96,21 @@ class LocalStore:
         if version and version < self._versions.get(key, 0):
             return False
         if event_type == "DELETED" or (self.when is not None and not self.when(body)):
-            self._versions.pop(key, None)
-            for index in self.indices.values():
-                index.set(key, {})
+            self._remove(key)
             return True
         self._versions[key] = version
         for name, fn in self.index_fns.items():
             self.indices[name].set(key, fn(body))
+        if self.on_change is not None:
+            self.on_change(key)
         return True
+
+    def _remove(self, key: tuple[str, str]) -> None:
+        self._versions.pop(key, None)
+        for index in self.indices.values():
+            index.set(key, {})
+        if self.on_change is not None:
+            self.on_change(key)
 
     async def prefill(self, api: KubeAPI) -> int:
         """A LIST, before any reconcile and again now and then; returns the number of objects.
@@ -121,9 +131,7 @@ class LocalStore:
         listed_at = _version(listing)
         for key, version in list(self._versions.items()):
             if key not in seen and version < listed_at:
-                self._versions.pop(key, None)
-                for index in self.indices.values():
-                    index.set(key, {})
+                self._remove(key)
         return len(items)
 
 

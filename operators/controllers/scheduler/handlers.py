@@ -23,8 +23,9 @@ from typing import Any
 import kopf
 import structlog
 
-from operators.allocator import AllocatedState, Allocator, Features, NodeViewCache
+from operators.allocator import Allocator, Features, NodeViewCache
 from operators.allocator.selectors import CelSelectorEngine
+from operators.allocator.state import AllocatedTracker
 from operators.api.core import Node, Pod
 from operators.api.resource import (
     DeviceClass,
@@ -113,10 +114,12 @@ class Scheduler:
                 "allocated_claims": _allocated_index,
                 "claims_by_device": _claims_by_device,
             },
+            on_change=lambda key: self._track(f"{key[0]}/{key[1]}"),
         )
         self.stores = Stores(self.indices, self.pod_store, self.claim_store)
         self.queue: WorkQueue[PodKey] = WorkQueue(self.reconcile, name="scheduler", workers=1)
-        self.ledger = InFlightLedger()
+        self.ledger = InFlightLedger(on_change=self._track)
+        self.allocated = AllocatedTracker(self.features)
         self.nodes: ModelCache[Node] = ModelCache(Node)
         self.slices: ModelCache[ResourceSlice] = ModelCache(ResourceSlice)
         self.classes: ModelCache[DeviceClass] = ModelCache(DeviceClass)
@@ -192,15 +195,15 @@ class Scheduler:
         )
         return {(namespace, c): name for c in names if c}
 
-    def _allocated_claims(self) -> list[ResourceClaim]:
-        """Every allocated claim the cache knows, with in-flight ones in their place."""
-        cached: dict[str, ResourceClaim] = {}
-        for key in self.indices.keys("allocated_claims"):
-            body = self.indices.one("claims", key)
-            if body is not None:
-                claim = self.claims.parse(key, body)
-                cached[claim.key] = claim
-        return [c for c in self.ledger.overlay(cached).values() if c.is_allocated]
+    def _track(self, claim_key: str) -> None:
+        """Hand the allocation tracker what the claim holds now: in flight, else cached."""
+        claim = self.ledger.get(claim_key)
+        if claim is None:
+            namespace, _, name = claim_key.partition("/")
+            body = self.claim_store.indices["claims"].get((namespace, name))
+            if body and (body[0].get("status") or {}).get("allocation"):
+                claim = self.claims.parse((namespace, name), body[0])
+        self.allocated.set(claim_key, claim)
 
     def _usage(self) -> dict[str, NodeUsage]:
         totals: dict[str, dict[str, Decimal]] = {}
@@ -224,10 +227,9 @@ class Scheduler:
         return {n: NodeUsage(totals.get(n, {}), counts.get(n, 0)) for n in totals}
 
     def _allocator(self) -> Allocator:
-        state = AllocatedState.from_claims(self._allocated_claims(), self.features)
         return Allocator(
             self.features,
-            state,
+            self.allocated.state(),
             self._all(self.classes, "classes"),
             self._all(self.slices, "slices"),
             self.selectors,
@@ -627,7 +629,8 @@ class Scheduler:
         await self.queue.stop()
         for task in list(self.binding.values()):
             task.cancel()
-        self.ledger = InFlightLedger()
+        self.ledger = InFlightLedger(on_change=self._track)
+        self.allocated = AllocatedTracker(self.features)
         self.assumed.clear()
         self.unsatisfiable.clear()
 

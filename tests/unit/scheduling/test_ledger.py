@@ -226,3 +226,17 @@ def test_kept_until_a_version_at_or_after_the_write(
         ledger.observe(KEY0, cached(str(v)))
         caught_up = any(seen >= written for seen in after[: i + 1])
         assert (KEY0 in ledger) is not caught_up
+
+
+def test_every_change_of_an_entry_is_announced() -> None:
+    """The scheduler's allocation tracker follows the ledger through these notifications."""
+    changed: list[str] = []
+    ledger = InFlightLedger(on_change=changed.append)
+    ledger.reserve(chosen(None))
+    ledger.written(chosen("7"))
+    ledger.observe(KEY0, cached("6"))  # not caught up: no change
+    ledger.observe(KEY0, chosen("7"))
+    ledger.remove(KEY0)  # already gone: no change
+    ledger.reserve(chosen(None, name=CLAIM1))
+    ledger.remove(KEY1)
+    assert changed == [KEY0, KEY0, KEY0, KEY1, KEY1]

@@ -1,0 +1,105 @@
+"""AllocatedTracker: claim-by-claim updates give the state a full rebuild gives."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from operators.allocator import AllocatedState, Features
+from operators.allocator.state import AllocatedTracker
+from operators.api.ids import DeviceID
+from operators.api.resource import ResourceClaim
+
+FEATURES = Features.all()
+DEVICES = ["d0", "d1", "d2"]
+
+
+def _reference(claims: list[ResourceClaim]) -> AllocatedState:
+    """The rule spelled out once more, claim by claim, as upstream's claim tracker reads it."""
+    devices: set[DeviceID] = set()
+    shared: set[tuple[DeviceID, str]] = set()
+    capacity: dict[DeviceID, dict[str, Decimal]] = {}
+    for claim in claims:
+        for r in claim.allocated_results():
+            if r.admin_access:
+                continue
+            if r.share_id is not None:
+                shared.add((r.device_id, r.share_id))
+                if r.consumed_capacity:
+                    have = capacity.setdefault(r.device_id, {})
+                    for name, q in r.consumed_capacity.items():
+                        have[name] = have.get(name, Decimal(0)) + q.value
+                continue
+            devices.add(r.device_id)
+    return AllocatedState(frozenset(devices), frozenset(shared), capacity)
+
+
+results = st.fixed_dictionaries(
+    {
+        "request": st.just("r"),
+        "driver": st.just("drv"),
+        "pool": st.just("pool"),
+        "device": st.sampled_from(DEVICES),
+    },
+    optional={
+        "adminAccess": st.booleans(),
+        "shareID": st.sampled_from(["s1", "s2"]),
+        "consumedCapacity": st.dictionaries(
+            st.sampled_from(["bw", "mem"]), st.sampled_from(["0", "1", "10Gi", "500m"]), max_size=2
+        ),
+    },
+)
+
+
+def _claim(name: str, allocated: list[dict[str, Any]] | None) -> ResourceClaim:
+    body: dict[str, Any] = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": "ns"},
+        "spec": {},
+    }
+    if allocated is not None:
+        body["status"] = {"allocation": {"devices": {"results": allocated}}}
+    return ResourceClaim.load(body)
+
+
+updates = st.lists(
+    st.tuples(
+        st.sampled_from(["a", "b", "c", "d"]),
+        st.one_of(st.none(), st.lists(results, max_size=3)),
+    ),
+    max_size=25,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(updates)
+def test_updates_match_a_full_rebuild(history: list[tuple[str, Any]]) -> None:
+    tracker = AllocatedTracker(FEATURES)
+    current: dict[str, ResourceClaim] = {}
+    for name, allocated in history:
+        claim = _claim(name, allocated)
+        tracker.set(name, claim if allocated is not None else None)
+        if allocated is None:
+            current.pop(name, None)
+        else:
+            current[name] = claim
+        assert tracker.state() == _reference(list(current.values()))
+    assert AllocatedState.from_claims(current.values(), FEATURES) == _reference(
+        list(current.values())
+    )
+
+
+def test_state_object_is_reused_until_something_changes() -> None:
+    tracker = AllocatedTracker(FEATURES)
+    claim = _claim("a", [{"request": "r", "driver": "drv", "pool": "p", "device": "d0"}])
+    tracker.set("a", claim)
+    first = tracker.state()
+    tracker.set("a", claim)
+    assert tracker.state() is first
+    tracker.set("a", None)
+    assert tracker.state() is not first
+    assert not tracker.state().is_allocated(DeviceID("drv", "p", "d0"))
