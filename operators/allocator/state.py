@@ -39,7 +39,7 @@ class AllocatedState:
         """Collect the state from allocated (and in-flight) claims."""
         tracker = AllocatedTracker(features)
         for i, claim in enumerate(claims):
-            tracker.set(str(i), claim)
+            tracker.track(str(i), claim)
         return tracker.state()
 
 
@@ -85,6 +85,7 @@ class AllocatedTracker:
     def __init__(self, features: Features) -> None:
         self.features = features
         self._held: dict[str, Holding] = {}
+        self._users: dict[DeviceID, set[str]] = {}
         self._devices: Counter[DeviceID] = Counter()
         self._shared: Counter[tuple[DeviceID, str]] = Counter()
         self._capacity_holders: Counter[DeviceID] = Counter()
@@ -95,7 +96,7 @@ class AllocatedTracker:
     def __len__(self) -> int:
         return len(self._held)
 
-    def set(self, key: str, claim: ResourceClaim | None) -> None:
+    def track(self, key: str, claim: ResourceClaim | None) -> None:
         """``claim`` (allocated or not) is now what ``key`` holds; None: it holds nothing."""
         holding = Holding.of(claim, self.features) if claim is not None else None
         if holding == Holding():
@@ -106,13 +107,25 @@ class AllocatedTracker:
                 self._held[key] = holding
             return
         if old is not None:
-            self._apply(old, -1)
+            self._apply(key, old, -1)
         if holding is not None:
             self._held[key] = holding
-            self._apply(holding, 1)
+            self._apply(key, holding, 1)
         self._state = None
 
-    def _apply(self, holding: Holding, sign: int) -> None:
+    def users(self, device: DeviceID) -> set[str]:
+        """Keys of the claims whose allocation uses ``device`` (held or shared, not admin)."""
+        return set(self._users.get(device, ()))
+
+    def _apply(self, key: str, holding: Holding, sign: int) -> None:
+        for device in {*holding.devices, *(d for d, _ in holding.shared)}:
+            users = self._users.setdefault(device, set())
+            if sign > 0:
+                users.add(key)
+            else:
+                users.discard(key)
+                if not users:
+                    del self._users[device]
         for device in holding.devices:
             _count(self._devices, device, sign)
         for pair in holding.shared:

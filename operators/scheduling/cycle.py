@@ -133,6 +133,10 @@ def _utilisation(node: Node, usage: NodeUsage, requests: Mapping[str, Decimal]) 
     return sum(fractions, Decimal(0)) / len(fractions) if fractions else Decimal(0)
 
 
+def _node_name(node: Node) -> str:
+    return node.metadata.name or ""
+
+
 def run_cycle(
     pod: Pod,
     claims: Sequence[ResourceClaim],
@@ -183,7 +187,10 @@ def run_cycle(
         util = _utilisation(node, usage.get(name, NodeUsage()), requests)
         return (0, 0, util if policy == "least-allocated" else -util, name)
 
-    order = sorted(nodes, key=bound if best_only else (lambda n: n.metadata.name or ""))
+    bounds = {n.metadata.name or "": bound(n) for n in nodes} if best_only else {}
+    order = sorted(
+        nodes, key=(lambda n: bounds[n.metadata.name or ""]) if best_only else _node_name
+    )
     if nominated:
         order.sort(key=lambda n: n.metadata.name != nominated)  # stable: nominated first
     for node in order:
@@ -191,7 +198,7 @@ def run_cycle(
         if (
             best_only
             and fits
-            and (name == nominated or fits[0].node == nominated or (fits[0].score <= bound(node)))
+            and (name == nominated or fits[0].node == nominated or (fits[0].score <= bounds[name]))
         ):
             break
         node_usage = usage.get(name, NodeUsage())

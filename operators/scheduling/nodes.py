@@ -7,7 +7,7 @@ so that identical reasons group into "N node(s) ..." in the unschedulable messag
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from decimal import Decimal
 
 from operators.allocator.errors import InvalidNodeSelectorError
@@ -121,6 +121,80 @@ class NodeUsage:
 
     requests: Mapping[str, Decimal] = dataclasses.field(default_factory=dict)
     pods: int = 0
+
+
+Placement = tuple[str, Mapping[str, Decimal]]  # node, the pod's requests
+
+
+class UsageTracker:
+    """NodeUsage of every node as running totals, like kube-scheduler's NodeInfo cache.
+
+    Summing the requests of every bound pod for every cycle made a cycle O(bound pods).
+    A pod counts where the cache shows it bound, else where this scheduler assumed it (its
+    binding in flight, or done but not yet seen by the watch).
+    """
+
+    def __init__(self) -> None:
+        self._observed: dict[Hashable, Placement] = {}
+        self._assumed: dict[Hashable, Placement] = {}
+        self._totals: dict[str, dict[str, Decimal]] = {}
+        self._pods: dict[str, int] = {}
+        self.usage: dict[str, NodeUsage] = {}
+
+    def observe(self, key: Hashable, placement: Placement | None) -> None:
+        """The cache shows the pod bound there (which ends an assumption), or not bound yet."""
+        before = self._effective(key)
+        if placement is None:
+            self._observed.pop(key, None)
+        else:
+            self._observed[key] = placement
+            self._assumed.pop(key, None)
+        self._move(before, self._effective(key))
+
+    def assume(self, key: Hashable, placement: Placement | None) -> None:
+        """This scheduler placed the pod there (None: the placement was undone)."""
+        before = self._effective(key)
+        if placement is None:
+            self._assumed.pop(key, None)
+        else:
+            self._assumed[key] = placement
+        self._move(before, self._effective(key))
+
+    def forget(self, key: Hashable) -> None:
+        """The pod is gone or finished: it uses nothing anywhere."""
+        before = self._effective(key)
+        self._observed.pop(key, None)
+        self._assumed.pop(key, None)
+        self._move(before, None)
+
+    def forget_assumed(self) -> None:
+        for key in list(self._assumed):
+            self.assume(key, None)
+
+    def node_of(self, key: Hashable) -> str | None:
+        """The node where the pod counts, if any."""
+        placement = self._effective(key)
+        return placement[0] if placement is not None else None
+
+    def _effective(self, key: Hashable) -> Placement | None:
+        return self._observed.get(key) or self._assumed.get(key)
+
+    def _move(self, before: Placement | None, after: Placement | None) -> None:
+        if before == after:
+            return
+        for placement, sign in ((before, -1), (after, 1)):
+            if placement is None:
+                continue
+            node, requests = placement
+            totals = self._totals.setdefault(node, {})
+            for name, value in requests.items():
+                totals[name] = totals.get(name, Decimal(0)) + sign * value
+            self._pods[node] = self._pods.get(node, 0) + sign
+            if self._pods[node] <= 0:
+                del self._pods[node], self._totals[node]
+                self.usage.pop(node, None)
+            else:
+                self.usage[node] = NodeUsage(dict(totals), self._pods[node])
 
 
 def insufficient_resources(

@@ -632,9 +632,7 @@ def filler_pod(name: str, namespace: str, node: str, cpu: str) -> dict[str, Any]
 
 
 async def _knows_bound(scheduler: ObservedScheduler, node: str, namespace: str, name: str) -> bool:
-    return scheduler.indices.ready and any(
-        tuple(key) == (namespace, name) for key, _ in scheduler.indices.values("bound_pods", node)
-    )
+    return scheduler.indices.ready and scheduler.usage.node_of((namespace, name)) == node
 
 
 async def test_binding_timeout_clears_and_retries(

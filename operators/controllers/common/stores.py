@@ -79,9 +79,9 @@ class LocalStore:
         indices: Mapping[str, IndexFn],
         *,
         when: Callable[[Body], bool] | None = None,
-        on_change: Callable[[tuple[str, str]], None] | None = None,
+        on_change: Callable[[tuple[str, str], Body | None], None] | None = None,
     ) -> None:
-        """``on_change(key)`` runs after every change the indices took, for derived state."""
+        """``on_change(key, body)`` runs after every change the store took (body None: gone)."""
         self.kind = kind
         self.index_fns = dict(indices)
         self.indices = {name: LocalIndex() for name in indices}
@@ -102,7 +102,7 @@ class LocalStore:
         for name, fn in self.index_fns.items():
             self.indices[name].set(key, fn(body))
         if self.on_change is not None:
-            self.on_change(key)
+            self.on_change(key, body)
         return True
 
     def _remove(self, key: tuple[str, str]) -> None:
@@ -110,7 +110,7 @@ class LocalStore:
         for index in self.indices.values():
             index.set(key, {})
         if self.on_change is not None:
-            self.on_change(key)
+            self.on_change(key, None)
 
     async def prefill(self, api: KubeAPI) -> int:
         """A LIST, before any reconcile and again now and then; returns the number of objects.

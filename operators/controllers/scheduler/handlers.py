@@ -17,7 +17,6 @@ import json
 import time
 import uuid
 from collections.abc import Mapping
-from decimal import Decimal
 from typing import Any
 
 import kopf
@@ -62,7 +61,7 @@ from operators.scheduling.cycle import (
     unschedulable_message,
 )
 from operators.scheduling.ledger import InFlightLedger
-from operators.scheduling.nodes import NodeUsage, pod_requests
+from operators.scheduling.nodes import UsageTracker, pod_requests
 
 log = structlog.get_logger(__name__)
 
@@ -88,10 +87,6 @@ def _age(timestamp: str | None) -> float | None:
     return (_now() - then).total_seconds()
 
 
-def _requests_summary(body: Mapping[str, Any]) -> dict[str, str]:
-    return {k: str(v) for k, v in pod_requests(Pod.load(body)).items()}
-
-
 class Scheduler:
     """State of one scheduler replica."""
 
@@ -103,18 +98,17 @@ class Scheduler:
             "Pod",
             {
                 "pending": self._pending_index,
-                "bound_pods": _bound_pods_index,
                 "pods_by_claim": self._pods_by_claim_index,
             },
+            on_change=self._pod_placement,
         )
         self.claim_store = LocalStore(
             "ResourceClaim",
             {
                 "claims": _claims_index,
                 "allocated_claims": _allocated_index,
-                "claims_by_device": _claims_by_device,
             },
-            on_change=lambda key: self._track(f"{key[0]}/{key[1]}"),
+            on_change=lambda key, _body: self._track(f"{key[0]}/{key[1]}"),
         )
         self.stores = Stores(self.indices, self.pod_store, self.claim_store)
         self.queue: WorkQueue[PodKey] = WorkQueue(self.reconcile, name="scheduler", workers=1)
@@ -128,7 +122,7 @@ class Scheduler:
         self.views = NodeViewCache()
         self.selectors = CelSelectorEngine(CELEnvironment())
         self.binding: dict[PodKey, asyncio.Task[None]] = {}
-        self.assumed: dict[PodKey, tuple[str, dict[str, Decimal]]] = {}
+        self.usage = UsageTracker()
         self.unschedulable: set[PodKey] = set()
         self.bound: set[PodKey] = set()  # bound, but the cache has not shown it yet
         self.waiting: set[PodKey] = set()
@@ -203,28 +197,15 @@ class Scheduler:
             body = self.claim_store.indices["claims"].get((namespace, name))
             if body and (body[0].get("status") or {}).get("allocation"):
                 claim = self.claims.parse((namespace, name), body[0])
-        self.allocated.set(claim_key, claim)
+        self.allocated.track(claim_key, claim)
 
-    def _usage(self) -> dict[str, NodeUsage]:
-        totals: dict[str, dict[str, Decimal]] = {}
-        counts: dict[str, int] = {}
-        seen: set[PodKey] = set()
-        for node in self.indices.keys("bound_pods"):
-            for key, requests in self.indices.values("bound_pods", node):
-                seen.add(tuple(key))
-                have = totals.setdefault(node, {})
-                for name, value in requests.items():
-                    have[name] = have.get(name, Decimal(0)) + Decimal(value)
-                counts[node] = counts.get(node, 0) + 1
-        for key, (node, requests) in list(self.assumed.items()):
-            if key in seen:
-                self.assumed.pop(key, None)
-                continue
-            have = totals.setdefault(node, {})
-            for name, value in requests.items():
-                have[name] = have.get(name, Decimal(0)) + value
-            counts[node] = counts.get(node, 0) + 1
-        return {n: NodeUsage(totals.get(n, {}), counts.get(n, 0)) for n in totals}
+    def _pod_placement(self, key: PodKey, body: Mapping[str, Any] | None) -> None:
+        """Keep node usage current with the pod cache (bound pods count on their node)."""
+        if body is None or (body.get("status") or {}).get("phase") in TERMINAL:
+            self.usage.forget(key)
+            return
+        node = (body.get("spec") or {}).get("nodeName")
+        self.usage.observe(key, (node, pod_requests(Pod.load(body))) if node else None)
 
     def _allocator(self) -> Allocator:
         return Allocator(
@@ -301,7 +282,7 @@ class Scheduler:
             pod,
             claims,
             nodes,
-            self._usage(),
+            self.usage.usage,
             allocator,
             policy=self.settings.score_policy,
             known_unsatisfiable=self.unsatisfiable.setdefault(specs, set()),
@@ -316,7 +297,7 @@ class Scheduler:
         self.unschedulable.discard(key)
         # Reserve: devices of this attempt are taken for every later cycle.
         reserved = self._reserve(pod, claims, fit)
-        self.assumed[key] = (fit.node, pod_requests(pod))
+        self.usage.assume(key, (fit.node, pod_requests(pod)))
         task = asyncio.create_task(self._bind(pod, reserved, fit), name=f"bind-{key[0]}-{key[1]}")
         self.binding[key] = task
 
@@ -401,7 +382,7 @@ class Scheduler:
             log.warning(
                 "binding cycle failed; undoing", pod=pod.metadata.key, node=fit.node, error=str(e)
             )
-            self.assumed.pop(key, None)
+            self.usage.assume(key, None)
             for cached, _target, _fresh in plan:
                 self.ledger.remove(cached.key)
             self.unsatisfiable.clear()  # the attempt's devices are free again
@@ -426,23 +407,15 @@ class Scheduler:
         """Re-check against the freshest claim cache right before writing (multi-scheduler).
 
         Another scheduler may have given a chosen device to another claim since the cycle;
-        the device index of the claim cache answers per device, without a pass over claims.
+        the allocation tracker, current with every claim event and every in-flight write,
+        answers per device, without a pass over claims.
         """
-        in_flight = {
-            r.device_id
-            for c in self.ledger.claims()
-            if c.key != target.key
-            for r in c.allocated_results()
-            if not r.admin_access
-        }
         for result in target.allocated_results():
             if result.admin_access or result.share_id is not None:
                 continue
             device = result.device_id
-            holders = set(
-                self.indices.values("claims_by_device", (device.driver, device.pool, device.device))
-            ) - {target.key}
-            if holders or device in in_flight:
+            holders = self.allocated.users(device) - {target.key}
+            if holders:
                 raise ConflictingAllocationError(
                     f"claim {target.key}: device {result.device_id} was allocated elsewhere "
                     "meanwhile"
@@ -631,7 +604,7 @@ class Scheduler:
             task.cancel()
         self.ledger = InFlightLedger(on_change=self._track)
         self.allocated = AllocatedTracker(self.features)
-        self.assumed.clear()
+        self.usage.forget_assumed()
         self.unsatisfiable.clear()
 
     # --- kopf side ---------------------------------------------------------------------------
@@ -755,27 +728,8 @@ class Scheduler:
         del nodes, slices, classes, taint_rules, pod_changed, claim_changed, start, stop
 
 
-def _bound_pods_index(body: Mapping[str, Any]) -> dict[Any, Any]:
-    """Requests of pods bound to a node and still running: node -> (pod key, requests)."""
-    node = (body.get("spec") or {}).get("nodeName")
-    if not node or (body.get("status") or {}).get("phase") in TERMINAL:
-        return {}
-    return {node: (list(object_key(body)), _requests_summary(body))}
-
-
 def _claims_index(body: Mapping[str, Any]) -> dict[Any, Any]:
     return {object_key(body): dict(body)}
-
-
-def _claims_by_device(body: Mapping[str, Any]) -> dict[Any, Any]:
-    """(driver, pool, device) -> "ns/name" for every device an allocation uses (not admin)."""
-    allocation = (body.get("status") or {}).get("allocation") or {}
-    namespace, name = object_key(body)
-    return {
-        (r.get("driver"), r.get("pool"), r.get("device")): f"{namespace}/{name}"
-        for r in (allocation.get("devices") or {}).get("results") or []
-        if not r.get("adminAccess")
-    }
 
 
 def _allocated_index(body: Mapping[str, Any]) -> dict[Any, Any]:

@@ -82,12 +82,20 @@ def test_updates_match_a_full_rebuild(history: list[tuple[str, Any]]) -> None:
     current: dict[str, ResourceClaim] = {}
     for name, allocated in history:
         claim = _claim(name, allocated)
-        tracker.set(name, claim if allocated is not None else None)
+        tracker.track(name, claim if allocated is not None else None)
         if allocated is None:
             current.pop(name, None)
         else:
             current[name] = claim
         assert tracker.state() == _reference(list(current.values()))
+        for device in DEVICES:
+            did = DeviceID("drv", "pool", device)
+            assert tracker.users(did) == {
+                k
+                for k, c in current.items()
+                for r in c.allocated_results()
+                if r.device_id == did and not r.admin_access
+            }
     assert AllocatedState.from_claims(current.values(), FEATURES) == _reference(
         list(current.values())
     )
@@ -96,10 +104,10 @@ def test_updates_match_a_full_rebuild(history: list[tuple[str, Any]]) -> None:
 def test_state_object_is_reused_until_something_changes() -> None:
     tracker = AllocatedTracker(FEATURES)
     claim = _claim("a", [{"request": "r", "driver": "drv", "pool": "p", "device": "d0"}])
-    tracker.set("a", claim)
+    tracker.track("a", claim)
     first = tracker.state()
-    tracker.set("a", claim)
+    tracker.track("a", claim)
     assert tracker.state() is first
-    tracker.set("a", None)
+    tracker.track("a", None)
     assert tracker.state() is not first
     assert not tracker.state().is_allocated(DeviceID("drv", "p", "d0"))

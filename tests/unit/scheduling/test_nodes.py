@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from decimal import Decimal
+from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from operators.api.core import Container, Node, Pod, Taint, Toleration
 from operators.scheduling.nodes import (
     NodeUsage,
+    UsageTracker,
     affinity_matches,
     insufficient_resources,
     node_failure,
@@ -733,3 +735,71 @@ def test_node_failure_uses_the_requests_it_is_given() -> None:
     p = pod(containers=[container({"cpu": "100m"})])
     assert node_failure(p, small, {"cpu": D(2)}, NodeUsage()) == "Insufficient cpu"
     assert node_failure(p, small, pod_requests(p), NodeUsage()) is None
+
+
+_placements = st.one_of(
+    st.none(),
+    st.tuples(
+        st.sampled_from(["n1", "n2"]),
+        st.dictionaries(
+            st.sampled_from(["cpu", "memory"]),
+            st.sampled_from([Decimal("0.1"), Decimal("0.25"), Decimal(1), Decimal(2**30)]),
+            max_size=2,
+        ),
+    ),
+)
+_operations = st.lists(
+    st.tuples(
+        st.sampled_from(["observe", "assume", "forget", "forget_assumed"]),
+        st.sampled_from(["a", "b", "c"]),
+        _placements,
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_operations)
+def test_usage_tracker_matches_summing_every_pod(operations: list[tuple[str, str, Any]]) -> None:
+    """The running totals equal a fresh sum: observed placements win over assumed ones."""
+    tracker = UsageTracker()
+    observed: dict[str, Any] = {}
+    assumed: dict[str, Any] = {}
+    for op, key, placement in operations:
+        if op == "observe":
+            tracker.observe(key, placement)
+            if placement is None:
+                observed.pop(key, None)
+            else:
+                observed[key] = placement
+                assumed.pop(key, None)
+        elif op == "assume":
+            tracker.assume(key, placement)
+            if placement is None:
+                assumed.pop(key, None)
+            else:
+                assumed[key] = placement
+        elif op == "forget":
+            tracker.forget(key)
+            observed.pop(key, None)
+            assumed.pop(key, None)
+        else:
+            tracker.forget_assumed()
+            assumed.clear()
+        expected: dict[str, NodeUsage] = {}
+        for k in {*observed, *assumed}:
+            node, requests = observed.get(k) or assumed[k]
+            have = expected.get(node, NodeUsage())
+            total = dict(have.requests)
+            for name, value in requests.items():
+                total[name] = total.get(name, Decimal(0)) + value
+            expected[node] = NodeUsage(total, have.pods + 1)
+        assert set(tracker.usage) == set(expected)
+        for node, usage in expected.items():
+            got = tracker.usage[node]
+            assert got.pods == usage.pods
+            names = {*got.requests, *usage.requests}
+            assert all(
+                got.requests.get(n, Decimal(0)) == usage.requests.get(n, Decimal(0)) for n in names
+            )
+        assert tracker.node_of(key) == (observed.get(key) or assumed.get(key) or (None,))[0]
