@@ -204,14 +204,32 @@ class NodeViewCache:
     """
 
     def __init__(self) -> None:
-        self._slices: list[ResourceSlice] = []
+        self._slices: Sequence[ResourceSlice] = ()
+        self._extra: tuple[object, ...] = ()
         self._ids: tuple[object, ...] = ()
         self._views: dict[tuple[object, ...], _NodeView] = {}
+        # Slices by node name, and those every node must look at (upstream's split).
+        self.on_node: dict[str, list[ResourceSlice]] = {}
+        self.shared: list[ResourceSlice] = []
 
-    def generation(self, slices: list[ResourceSlice], extra: tuple[object, ...]) -> None:
+    def generation(self, slices: Sequence[ResourceSlice], extra: tuple[object, ...]) -> None:
+        """Start over unless these are the slices (and features, rules) of the last call.
+
+        The same list object again costs nothing (the scheduler's caches hand out one list
+        while nothing changed): a cycle must not be O(slices) (kubernetes#136588).
+        """
+        if slices is self._slices and extra == self._extra:
+            return
         ids = (*map(id, slices), *extra)
         if ids != self._ids:
-            self._slices, self._ids, self._views = slices, ids, {}
+            self._views, self._ids = {}, ids
+            self.on_node, self.shared = {}, []
+            for s in slices:
+                if s.spec.node_name and not s.spec.shared_counters:
+                    self.on_node.setdefault(s.spec.node_name, []).append(s)
+                else:
+                    self.shared.append(s)
+        self._slices, self._extra = slices, extra
 
     def get(self, key: tuple[object, ...]) -> _NodeView | None:
         return self._views.get(key)
@@ -239,19 +257,11 @@ class Allocator:
         self.features = features
         self.allocated = allocated
         self.classes = {c.metadata.name or "": c for c in classes}
-        self.slices = list(slices)
+        self.slices = slices
         self.selectors = selectors
         self.share_ids = share_ids
         self.policy: Policy = policy
         self.taint_rules = [r for r in taint_rules if r.spec.device_selector is not None]
-        # Slices by node name, and those every node must look at (upstream's split).
-        self._on_node: dict[str, list[ResourceSlice]] = {}
-        self._shared: list[ResourceSlice] = []
-        for s in self.slices:
-            if s.spec.node_name and not s.spec.shared_counters:
-                self._on_node.setdefault(s.spec.node_name, []).append(s)
-            else:
-                self._shared.append(s)
         self._views = view_cache if view_cache is not None else NodeViewCache()
         self._views.generation(self.slices, (features, policy, *map(id, self.taint_rules)))
         self._matches: dict[tuple[str, int], bool | SelectorError] = {}
@@ -265,7 +275,7 @@ class Allocator:
         view = self._views.get(key)
         if view is not None:
             return view
-        candidates = self._on_node.get(name, []) + self._shared
+        candidates = self._views.on_node.get(name, []) + self._views.shared
         try:
             pools = gather_pools(candidates, node, self.features, self.slices)
         except InvalidNodeSelectorError as e:
