@@ -64,6 +64,12 @@ async def writes(kube: KubeAPI) -> dict[str, float]:
     return counts
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def setup(kube: KubeAPI, nodes: int, devices: int) -> None:
     for _kind, body in (
         ("Namespace", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}),
@@ -140,7 +146,7 @@ async def setup(kube: KubeAPI, nodes: int, devices: int) -> None:
     await asyncio.gather(*(node(i) for i in range(nodes)))
 
 
-async def run(kubeconfig: Path, workload: str) -> dict[str, Any]:
+async def run(kubeconfig: Path, workload: str, pids: dict[str, int]) -> dict[str, Any]:
     nodes, devices, pods = WORKLOADS[workload]
     fits = min(pods, nodes * devices)
     async with await make_api_client(kubeconfig) as api_client:
@@ -149,6 +155,7 @@ async def run(kubeconfig: Path, workload: str) -> dict[str, Any]:
         # Let the operators finish their initial lists before the clock starts.
         await asyncio.sleep(3)
         before = await writes(kube)
+        cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
         created: dict[str, float] = {}
         bound: dict[str, float] = {}
         start = time.monotonic()
@@ -200,6 +207,7 @@ async def run(kubeconfig: Path, workload: str) -> dict[str, Any]:
         elapsed = max(bound.values(), default=time.monotonic()) - start
         watcher.cancel()
         after = await writes(kube)
+        cpu = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in pids.items()}
     delta = {k: after.get(k, 0) - before.get(k, 0) for k in after}
     delta = {k: v for k, v in delta.items() if v > 0}
     # The components' writes on pods and claims; the benchmark's own pod creations, the API
@@ -218,6 +226,7 @@ async def run(kubeconfig: Path, workload: str) -> dict[str, Any]:
         "fits": fits,
         "writes_per_pod": component_writes / pods,
         "writes_by_resource": {k: int(v) for k, v in sorted(delta.items())},
+        "cpu_seconds": cpu,
     }
 
 
@@ -246,7 +255,11 @@ def main() -> int:
             for c in COMPONENTS
         ]
         try:
-            result = asyncio.run(run(cp.kubeconfig, args.workload))
+            pids = {c: p.pid for c, p in zip(COMPONENTS, procs, strict=True)}
+            pids.update(
+                {Path(f"/proc/{p.pid}/comm").read_text().strip(): p.pid for p in cp.processes}
+            )
+            result = asyncio.run(run(cp.kubeconfig, args.workload, pids))
         finally:
             for p in procs:
                 p.terminate()
@@ -270,6 +283,8 @@ def main() -> int:
         f"  API writes per pod {result['writes_per_pod']:.2f} (target <= 5): "
         f"{result['writes_by_resource']}"
     )
+    cpu = ", ".join(f"{name} {seconds:.1f}" for name, seconds in result["cpu_seconds"].items())
+    print(f"  CPU seconds while measured (2 cores = {2 * result['seconds']:.0f}): {cpu}")
     return 0 if result["bound"] == result["fits"] else 1
 
 
