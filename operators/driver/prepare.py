@@ -2,7 +2,8 @@
 
 The kubelet only sends namespace, name and UID; the driver reads the claim itself and must not
 trust that it fits: the claim has to be the same object (UID), allocated, reserved for a pod,
-allocated for this node, and its devices of our driver must be devices of this node's pool.
+allocated for this node, and its devices of our driver must be devices of this node's pool, or
+fabric devices whose binding conditions say they were attached to it (KEP-5007).
 Anything else is a per-claim error the kubelet reports on the pod, not a driver failure.
 """
 
@@ -32,7 +33,8 @@ from operators.driver.opaque import (
     NicConfig,
     parse_device_config,
 )
-from operators.driver.profiles import DeviceInfo, Inventory
+from operators.driver.profiles import DeviceInfo, Inventory, stable_uuid
+from operators.scheduling.binding import device_conditions
 
 READY_CONDITION = "Ready"
 DEVICE_NODE_DIR = "/dev/kopf-dra"
@@ -138,6 +140,37 @@ def check_claim(claim: ResourceClaim, uid: str, node: Node) -> None:
             )
 
 
+def attached_device(
+    claim: ResourceClaim, result: DeviceRequestAllocationResult, node: Node, pool: str
+) -> DeviceInfo:
+    """A device of another pool of ours that was attached to this node for this claim.
+
+    The composable flow of KEP-5007: the fabric controller publishes its free devices under
+    our driver name in pools of its own, with binding conditions, and attaches the chosen
+    one to the allocated node before the pod is bound. It reaches the node by hot-plug,
+    so the kubelet asks us to prepare it; the claim's own device status says it arrived.
+    """
+    where = f"claim {claim.key}"
+    if not result.binding_conditions:
+        raise PrepareError(
+            "WrongPool", f"{where}: device {result.device_id} is not in pool {pool} of this node"
+        )
+    conditions = device_conditions(claim, result)
+    failed = [c for c in result.binding_failure_conditions if conditions.get(c)]
+    missing = [c for c in result.binding_conditions if not conditions.get(c)]
+    if failed or missing:
+        state = f"reports {', '.join(failed)}" if failed else f"lacks {', '.join(missing)}"
+        raise PrepareError(
+            "NotAttached",
+            f"{where}: device {result.device_id} is not attached to {node.metadata.name}: "
+            f"its status {state}",
+        )
+    name = result.device or ""
+    return DeviceInfo(
+        name, "gpu", stable_uuid(node.metadata.name or "", f"{result.pool}/{name}"), "fabric-gpu"
+    )
+
+
 def plan_prepare(
     claim: ResourceClaim,
     *,
@@ -162,10 +195,9 @@ def plan_prepare(
             continue
         device_id = result.device_id
         if result.pool != pool:
-            raise PrepareError(
-                "WrongPool", f"{where}: device {device_id} is not in pool {pool} of this node"
-            )
-        info = inventory.info.get(result.device or "")
+            info: DeviceInfo | None = attached_device(claim, result, node, pool)
+        else:
+            info = inventory.info.get(result.device or "")
         if info is None:
             raise PrepareError("UnknownDevice", f"{where}: device {device_id} is not on this node")
         key = (result.pool or "", info.name, result.share_id)

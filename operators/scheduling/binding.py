@@ -28,7 +28,10 @@ class BindingVerdict:
     remaining: float | None = None  # seconds until the timeout, while pending
 
 
-def _status_for(claim: ResourceClaim, result: DeviceRequestAllocationResult) -> dict[str, bool]:
+def device_conditions(
+    claim: ResourceClaim, result: DeviceRequestAllocationResult
+) -> dict[str, bool]:
+    """Condition type -> is True, from the claim's ``status.devices`` entry for the result."""
     for status in claim.status.devices:
         if status.device_id == result.device_id and (
             result.share_id is None or status.share_id == result.share_id
@@ -45,7 +48,7 @@ def binding_verdict(claim: ResourceClaim, elapsed: float | None, timeout: float)
         if not result.binding_conditions:
             continue
         needed = True
-        conditions = _status_for(claim, result)
+        conditions = device_conditions(claim, result)
         failed = [c for c in result.binding_failure_conditions if conditions.get(c)]
         if failed:
             return BindingVerdict(

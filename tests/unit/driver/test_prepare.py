@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from operators.api.core import Node
-from operators.api.resource import ResourceClaim
+from operators.api.resource import AllocatedDeviceStatus, ResourceClaim
 from operators.api.validation import validate_resource_claim
 from operators.driver.cdi import cdi_kind
 from operators.driver.opaque import ConfigError, GpuConfig, NicConfig, parse_device_config
@@ -225,3 +225,49 @@ def test_opaque_config_env() -> None:
     nic = parse_device_config({"apiVersion": "example.kopf-dra.io/v1", "kind": "NicConfig"})
     assert isinstance(nic, NicConfig)
     assert nic.env() == {"MTU": "1500"}
+
+
+def _fabric(conditions: dict[str, bool]) -> ResourceClaim:
+    """A claim holding a fabric GPU (another pool of our driver, with binding conditions)."""
+    result = _result(
+        "gpu",
+        "h100-3",
+        pool="fabric-h100",
+        bindingConditions=["fabric.kopf-dra.io/attached"],
+        bindingFailureConditions=["fabric.kopf-dra.io/attach-failed"],
+    )
+    claim = _claim([result])
+    claim.status.devices = [
+        AllocatedDeviceStatus.load(
+            {
+                "driver": DRIVER,
+                "pool": "fabric-h100",
+                "device": "h100-3",
+                "conditions": [
+                    {
+                        "type": f"fabric.kopf-dra.io/{name}",
+                        "status": "True" if value else "False",
+                        "reason": "Test",
+                        "message": "",
+                        "lastTransitionTime": NOW,
+                    }
+                    for name, value in conditions.items()
+                ],
+            }
+        )
+    ]
+    return claim
+
+
+def test_a_fabric_device_attached_to_this_node_is_prepared() -> None:
+    prep = _plan(_fabric({"attached": True, "attach-failed": False}))
+    [device] = prep.claim.devices
+    assert (device.pool, device.device) == ("fabric-h100", "h100-3")
+    assert len(prep.claim.cdi_spec["devices"]) == 1
+    assert [(s.pool, s.device) for s in prep.statuses] == [("fabric-h100", "h100-3")]
+
+
+def test_a_fabric_device_not_attached_is_refused() -> None:
+    assert _reason(_fabric({})) == "NotAttached"
+    assert _reason(_fabric({"attached": False})) == "NotAttached"
+    assert _reason(_fabric({"attached": True, "attach-failed": True})) == "NotAttached"
