@@ -123,6 +123,8 @@ def _binding_devices(results: Mapping[str, AllocationResult]) -> int:
 
 def _utilisation(node: Node, usage: NodeUsage, requests: Mapping[str, Decimal]) -> Decimal:
     """Mean requested fraction of cpu and memory after placing the pod."""
+    if not requests and not usage.requests:
+        return Decimal(0)  # nothing requested anywhere (run for every node of every cycle)
     fractions = []
     for name in ("cpu", "memory"):
         have = node.status.allocatable.get(name)
@@ -201,19 +203,19 @@ def run_cycle(
             and (name == nominated or fits[0].node == nominated or (fits[0].score <= bounds[name]))
         ):
             break
+        if to_allocate and known_unsatisfiable is not None and name in known_unsatisfiable:
+            # Cannot fit whatever the node filters say; they run below if the pod ends up
+            # unschedulable and its explanation needs them. Full nodes cost a set lookup.
+            skipped.append(node)
+            continue
         node_usage = usage.get(name, NodeUsage())
-        reason = node_failure(pod, node, requests, node_usage)
-        if reason is None:
-            reason = _allocated_claims_failure(allocated, node)
+        reason = _node_reason(pod, node, requests, node_usage, allocated)
         if reason is not None:
             failures[name] = reason
             continue
         results: dict[str, AllocationResult] = {}
         if to_allocate:
             assert allocator is not None
-            if known_unsatisfiable is not None and name in known_unsatisfiable:
-                skipped.append(node)
-                continue
             try:
                 outcome = allocator.allocate(node, to_allocate)
             except InvalidInputError as e:
@@ -239,6 +241,17 @@ def run_cycle(
         if best_only:
             fits.sort(key=lambda f: (f.node != nominated, f.score))
     fits.sort(key=lambda f: f.score)
+    if not fits:
+        # Explained as kube-scheduler would: the node filters come before DynamicResources.
+        unfiltered = []
+        for node in skipped:
+            name = node.metadata.name or ""
+            reason = _node_reason(pod, node, requests, usage.get(name, NodeUsage()), allocated)
+            if reason is not None:
+                failures[name] = reason
+            else:
+                unfiltered.append(node)
+        skipped = unfiltered
     if skipped and not fits and not unsatisfiable and allocator is not None:
         # Every candidate was skipped as known-unsatisfiable: explain with one of them.
         unsatisfiable.append(
@@ -262,6 +275,16 @@ def run_cycle(
         # Known not to fit the same claims: explained like the node that was computed.
         failures.setdefault(node.metadata.name or "", first_reason)
     return CycleResult(tuple(fits), failures, details)
+
+
+def _node_reason(
+    pod: Pod,
+    node: Node,
+    requests: Mapping[str, Decimal],
+    usage: NodeUsage,
+    allocated: Sequence[ResourceClaim],
+) -> str | None:
+    return node_failure(pod, node, requests, usage) or _allocated_claims_failure(allocated, node)
 
 
 def _allocated_claims_failure(claims: Sequence[ResourceClaim], node: Node) -> str | None:

@@ -726,6 +726,27 @@ def test_all_nodes_known_unsatisfiable_still_get_an_explanation() -> None:
     assert "nodes are available" in unschedulable_message(1, got)
 
 
+def test_known_unsatisfiable_nodes_are_explained_by_their_node_filters_first() -> None:
+    """Skipping them costs no filter run while a fit exists; an unschedulable pod still gets
+    kube-scheduler's explanation, node filters before DynamicResources."""
+    slices = [
+        slice_many(SLICE1, NODE1, POOL1, DRIVER_A, 1),
+        slice_many(SLICE2, NODE2, POOL2, DRIVER_A, 1),
+    ]
+    claims = [gpu_claim(CLAIM0, count=2)]
+    got = run_cycle(
+        pod(),
+        claims,
+        [node(NODE1, ready="False"), node(NODE2)],
+        {},
+        allocator(CLASSES, slices),
+        known_unsatisfiable={NODE1, NODE2},
+    )
+    assert got.fits == ()
+    assert got.failures[NODE1] == "node(s) were not ready"
+    assert got.failures[NODE2].startswith(f"cannot allocate claim {KEY0}")
+
+
 def test_best_only_picks_what_a_full_scan_picks_with_fewer_allocator_calls() -> None:
     slices = [
         slice_many(SLICE1, NODE1, POOL1, DRIVER_A, 2),
