@@ -14,6 +14,7 @@ Pure: all state comes in as arguments; timing (grace periods) is the caller's bu
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -26,6 +27,8 @@ from operators.allocator.pools import (
     DUPLICATE_DEVICE_NAME,
     PoolGeneration,
     PoolProblem,
+    generation_of,
+    pool_id_of,
     pool_problems,
     slice_name,
 )
@@ -160,6 +163,44 @@ def check_pool(
         counters=tuple(counters),
         problems=tuple(problems),
     )
+
+
+def admission_problems(
+    candidate: ResourceSlice, stored: Sequence[ResourceSlice], features: Features
+) -> list[PoolProblem]:
+    """Errors that admitting ``candidate`` would add to its pool, as ``stored`` shows the pool.
+
+    ``stored`` holds the pool's slices as the cache has them, including the version of the
+    candidate being replaced. Problems the pool has already are not the candidate's doing:
+    a driver must always be able to write the slice that fixes them. A slice of an older
+    generation than the pool's newest is ignored by allocators, so it is not judged.
+    """
+    name = slice_name(candidate)
+    others = [s for s in stored if slice_name(s) != name]
+    previous = next((s for s in stored if slice_name(s) == name), None)
+    generation = generation_of(candidate)
+    if any(generation_of(s) > generation for s in others):
+        return []
+
+    def errors(version: ResourceSlice | None) -> list[PoolProblem]:
+        members = [s for s in others if generation_of(s) == generation]
+        if version is not None and generation_of(version) == generation:
+            members.append(version)
+        if not members:
+            return []
+        older = tuple(s for s in others if generation_of(s) < generation)
+        group = PoolGeneration(pool_id_of(candidate), generation, tuple(members), older)
+        return list(check_pool(group, (), features).errors)
+
+    already = Counter((p.code, p.message, p.device) for p in errors(previous))
+    added = []
+    for problem in errors(candidate):
+        key = (problem.code, problem.message, problem.device)
+        if already[key] > 0:
+            already[key] -= 1
+        else:
+            added.append(problem)
+    return added
 
 
 # --- per slice -------------------------------------------------------------------------

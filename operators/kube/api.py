@@ -66,6 +66,7 @@ RESOURCES: Final[dict[str, Resource]] = {
         ),
         # What the deployment manifests hold (operators/kube/manifests.py applies them).
         Resource("v1", "services", True, "Service"),
+        Resource("v1", "secrets", True, "Secret"),
         Resource("rbac.authorization.k8s.io/v1", "clusterroles", False, "ClusterRole"),
         Resource(
             "rbac.authorization.k8s.io/v1", "clusterrolebindings", False, "ClusterRoleBinding"
@@ -83,6 +84,12 @@ RESOURCES: Final[dict[str, Resource]] = {
             "validatingadmissionpolicybindings",
             False,
             "ValidatingAdmissionPolicyBinding",
+        ),
+        Resource(
+            "admissionregistration.k8s.io/v1",
+            "validatingwebhookconfigurations",
+            False,
+            "ValidatingWebhookConfiguration",
         ),
         Resource("dra.kopf-dra.io/v1alpha1", "resourcepoolstatuses", False, "ResourcePoolStatus"),
     )

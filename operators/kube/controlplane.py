@@ -25,6 +25,8 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+from operators.kube import certs
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO_ROOT / "hack" / "controlplane" / "build.sh"
 VERSION_FILE = REPO_ROOT / "hack" / "controlplane" / "VERSION"
@@ -92,9 +94,10 @@ def free_port() -> int:
 
 
 def _openssl(*args: str, cwd: Path) -> None:
-    proc = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise ControlPlaneError(f"openssl {' '.join(args[:2])} failed: {proc.stderr[-2000:]}")
+    try:
+        certs.openssl(*args, cwd=cwd)
+    except certs.CertificateError as e:
+        raise ControlPlaneError(str(e)) from None
 
 
 def generate_pki(pki: Path) -> None:

@@ -8,10 +8,14 @@ the scheduler (claim allocations).
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import copy
 import json
+import os
 import shutil
+import subprocess
+import tempfile
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -41,6 +45,7 @@ from operators.kube.api import (
     register_resource,
     resource_of,
 )
+from operators.kube.controlplane import free_port
 from tests.integration.helpers import eventually, running_operator
 
 CRD_FILE = Path(__file__).resolve().parents[2] / "crds" / "resourcepoolstatuses.yaml"
@@ -571,3 +576,136 @@ async def test_the_manifests_rbac_is_all_the_validator_needs(
         await eventually(
             lambda: _gone(kube, status_name(PoolID(driver, POOL))), what="status deleted as the SA"
         )
+
+
+async def _webhook_ready(kube: KubeAPI, name: str) -> bool:
+    """kopf wrote the managed configuration, with a rule for ResourceSlices."""
+    try:
+        body = await kube.get("ValidatingWebhookConfiguration", name)
+    except NotFoundError:
+        return False
+    rules = [r for w in body.get("webhooks") or [] for r in w.get("rules") or []]
+    return any("resourceslices" in r.get("resources", []) for r in rules)
+
+
+@pytest.mark.usefixtures("crd")
+async def test_the_webhook_refuses_slices_that_break_their_pool_and_fails_open(
+    kube: KubeAPI, kubeconfig: Any, driver: str
+) -> None:
+    name = f"kopf-dra-test-{uuid.uuid4().hex[:8]}.kopf-dra.io"
+    settings = PoolValidatorSettings(
+        kubeconfig=str(kubeconfig),
+        webhook=True,
+        webhook_port=free_port(),
+        webhook_configuration=name,
+    )
+    registry = kopf.OperatorRegistry()
+    register_login(registry, settings.kubeconfig)
+    PoolValidatorController(settings).register(registry)
+    first = slice_body("a", driver, devices=[{"name": "gpu-0"}])
+    clash = slice_body("b", driver, devices=[{"name": "gpu-0"}])
+    try:
+        async with running_operator(registry, COMPONENT):
+            await eventually(lambda: _webhook_ready(kube, name), what="managed configuration")
+            await kube.create(first)
+            with pytest.raises(ApiError) as refused:
+                await eventually(
+                    lambda: _refused(kube, clash), within=30, what="the webhook refusing"
+                )
+            assert refused.value.status == 422
+            assert f"ResourceSlice {clash['metadata']['name']}" in refused.value.message
+            assert "DuplicateDeviceName: duplicate device name gpu-0" in refused.value.message
+            # A slice that adds nothing wrong is admitted.
+            fine = await kube.create(slice_body("c", driver, devices=[{"name": "gpu-1"}]))
+            assert fine["metadata"]["name"].endswith("-c")
+            config = await kube.get("ValidatingWebhookConfiguration", name)
+            assert {w["failurePolicy"] for w in config["webhooks"]} == {"Ignore"}
+        # Validator gone, configuration left behind: publishing goes on (fail open).
+        assert await kube.create(clash)
+    finally:
+        with contextlib.suppress(NotFoundError):
+            await kube.delete("ValidatingWebhookConfiguration", name)
+
+
+async def _refused(kube: KubeAPI, body: dict[str, Any]) -> bool:
+    """Raise the API server's refusal of ``body``; False while it is still admitted (the
+    webhook's endpoint may not be called yet), after taking the object back."""
+    await kube.create(body)
+    await kube.delete("ResourceSlice", body["metadata"]["name"])
+    return False
+
+
+CERT_SCRIPT = Path(__file__).resolve().parents[2] / "hack" / "webhook-cert.sh"
+
+
+def _verify(openssl: str, ca: str, cert: str, host: str) -> str:
+    """openssl's complaint about ``cert`` (base64 PEM) for ``host`` under ``ca``; "" if none."""
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "ca.crt").write_bytes(base64.b64decode(ca))
+        (Path(tmp) / "tls.crt").write_bytes(base64.b64decode(cert))
+        proc = subprocess.run(
+            [openssl, "verify", "-CAfile", "ca.crt", "-verify_hostname", host, "tls.crt"],
+            cwd=tmp,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    return "" if proc.returncode == 0 else proc.stdout + proc.stderr
+
+
+def _webhook_manifests(namespace: str, name: str) -> list[dict[str, Any]]:
+    """manifests/pool-validator/webhook, moved into ``namespace`` with the configuration
+    renamed, so a test never touches a real installation's objects."""
+    docs: list[dict[str, Any]] = []
+    for path in sorted((MANIFESTS / "webhook").glob("*.yaml")):
+        if path.name != "kustomization.yaml":
+            docs.extend(d for d in yaml.safe_load_all(path.read_text()) if d)
+    for doc in docs:
+        if doc["kind"] == "Service":
+            doc["metadata"]["namespace"] = namespace
+        else:
+            doc["metadata"]["name"] = name
+            for webhook in doc["webhooks"]:
+                webhook["clientConfig"]["service"]["namespace"] = namespace
+    return docs
+
+
+async def test_the_webhook_manifests_are_accepted_and_the_cert_script_fills_them(
+    kube: KubeAPI, kubeconfig: Any, namespace: str
+) -> None:
+    kubectl, openssl = shutil.which("kubectl"), shutil.which("openssl")
+    if kubectl is None or openssl is None:
+        pytest.skip("kubectl or openssl is not installed")
+    name = f"kopf-dra-test-{uuid.uuid4().hex[:8]}.kopf-dra.io"
+    docs = _webhook_manifests(namespace, name)
+    assert sorted(d["kind"] for d in docs) == ["Service", "ValidatingWebhookConfiguration"]
+    for doc in docs:
+        assert (await kube.create(doc, dry_run=True))["metadata"]["name"] == doc["metadata"]["name"]
+    (config,) = [d for d in docs if d["kind"] == "ValidatingWebhookConfiguration"]
+    assert config["webhooks"][0]["failurePolicy"] == "Ignore"  # fail open, as documented
+    await kube.create(config)
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            "bash",
+            str(CERT_SCRIPT),
+            env={
+                "PATH": os.environ["PATH"],
+                "KUBECONFIG": str(kubeconfig),
+                "NAMESPACE": namespace,
+                "CONFIGURATION": name,
+            },
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        _, err = await proc.communicate()
+        assert proc.returncode == 0, err.decode()
+        secret = await kube.get("Secret", "kopf-dra-pool-validator-webhook-tls", namespace)
+        assert set(secret["data"]) == {"tls.crt", "tls.key", "ca.crt"}
+        filled = await kube.get("ValidatingWebhookConfiguration", name)
+        assert filled["webhooks"][0]["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
+        # The serving certificate is for the Service's name and signed by that CA.
+        host = f"kopf-dra-pool-validator-webhook.{namespace}.svc"
+        assert _verify(openssl, secret["data"]["ca.crt"], secret["data"]["tls.crt"], host) == ""
+    finally:
+        with contextlib.suppress(NotFoundError):
+            await kube.delete("ValidatingWebhookConfiguration", name)

@@ -14,14 +14,16 @@ import collections
 import contextlib
 import dataclasses
 import datetime
+import tempfile
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Final
 
 import kopf
 import structlog
 
 from operators.allocator.features import Features
-from operators.allocator.pool_checks import PoolReport, check_pool
+from operators.allocator.pool_checks import PoolReport, admission_problems, check_pool
 from operators.allocator.pools import newest_generations
 from operators.api.ids import PoolID
 from operators.api.resource import ResourceClaim, ResourceSlice
@@ -38,6 +40,7 @@ from operators.controllers.pool_validator.model import (
     PoolStatusStatus,
 )
 from operators.controllers.pool_validator.settings import PoolValidatorSettings
+from operators.kube import certs
 from operators.kube.api import (
     ApiError,
     ConflictError,
@@ -338,3 +341,83 @@ class PoolValidatorController(BoundDeps):
 
         del slices_by_pool, claims_by_pool, statuses
         del slice_changed, claim_changed, status_changed, start, stop
+        if self.settings.webhook:
+            self._register_webhook(registry)
+
+    # --- the optional admission webhook ------------------------------------------------------
+
+    def admit(self, body: Mapping[str, Any]) -> None:
+        """Refuse a ResourceSlice that adds problems to its pool (kopf.AdmissionError)."""
+        candidate = ResourceSlice.load(body)
+        stored = [
+            ResourceSlice.load(b) for b in self.indices.values("slices_by_pool", slice_pool(body))
+        ]
+        problems = admission_problems(candidate, stored, self.features)
+        if not problems:
+            metrics.ADMISSION_REVIEWS.labels(result="allowed").inc()
+            return
+        metrics.ADMISSION_REVIEWS.labels(result="denied").inc()
+        pool = candidate.pool_id
+        found = "; ".join(
+            f"{p.code}: {p.message}" + (f" (device {p.device})" if p.device else "")
+            for p in problems
+        )
+        raise kopf.AdmissionError(
+            f"ResourceSlice {candidate.metadata.name}: pool {pool.driver}/{pool.pool} "
+            f"generation {candidate.spec.pool.generation} would get {found}",
+            code=422,
+        )
+
+    def _register_webhook(self, registry: kopf.OperatorRegistry) -> None:
+        controller = self
+        settings = self.settings
+
+        @kopf.on.validate(
+            *SLICES,
+            id="pool-checks",
+            operations=["CREATE", "UPDATE"],
+            ignore_failures=not settings.webhook_fail_closed,
+            side_effects=False,
+            registry=registry,
+        )
+        async def validate_slice(**kw: Any) -> None:
+            controller.indices.attach(kw)
+            controller.admit(kw["body"])
+
+        @kopf.on.startup(registry=registry)
+        async def serve_webhook(settings: kopf.OperatorSettings, **_: Any) -> None:
+            settings.admission.server = webhook_server(controller.settings)
+            settings.admission.managed = controller.settings.webhook_configuration
+
+        del validate_slice, serve_webhook
+
+
+def webhook_server(settings: PoolValidatorSettings) -> kopf.WebhookServer:
+    """HTTPS for the API server: the mounted certificate, or a self-signed one for local runs.
+
+    Listens on every interface: in a cluster the API server connects from outside the pod.
+    """
+    if settings.webhook_cert_dir:
+        directory = Path(settings.webhook_cert_dir)
+        cert, key = directory / "tls.crt", directory / "tls.key"
+        if not (cert.is_file() and key.is_file()):
+            raise kopf.PermanentError(
+                f"--webhook: no tls.crt and tls.key in {directory} (the Secret "
+                "kopf-dra-pool-validator-webhook-tls: see manifests/pool-validator/webhook)"
+            )
+        ca = directory / "ca.crt" if (directory / "ca.crt").exists() else cert
+    else:
+        directory = Path(tempfile.mkdtemp(prefix="kopf-dra-webhook-"))
+        try:
+            cert, key = certs.self_signed(directory, [settings.webhook_host])
+        except certs.CertificateError as e:
+            raise kopf.PermanentError(f"--webhook without --webhook-cert-dir: {e}") from None
+        ca = cert
+    return kopf.WebhookServer(
+        addr="0.0.0.0",
+        port=settings.webhook_port,
+        host=settings.webhook_host,
+        certfile=str(cert),
+        pkeyfile=str(key),
+        cafile=str(ca),  # the caBundle of a managed configuration
+    )

@@ -6,7 +6,7 @@ after every change, so a pool that disappears also disappears from the metrics.
 
 from __future__ import annotations
 
-from prometheus_client import Gauge
+from prometheus_client import Counter, Gauge
 
 POOLS = Gauge(
     "kopf_dra_resource_pools",
@@ -27,4 +27,9 @@ DEVICES = Gauge(
     "kopf_dra_resource_pool_devices",
     "Devices of resource pools (state: total or allocated)",
     ["driver", "pool", "state"],
+)
+ADMISSION_REVIEWS = Counter(
+    "kopf_dra_resource_slice_admission_reviews_total",
+    "ResourceSlice admission reviews answered by the webhook, by result (allowed, denied)",
+    ["result"],
 )

@@ -18,3 +18,30 @@ class PoolValidatorSettings(Settings):
         default=64, ge=1, description="Problems listed per ResourcePoolStatus (all are counted)"
     )
     workers: int = Field(default=2, description="Pools validated concurrently")
+    webhook: bool = Field(
+        default=False,
+        description="Serve a validating admission webhook that refuses ResourceSlices adding "
+        "problems to their pool (off by default: KEP-4815 validates at allocation time)",
+    )
+    webhook_port: int = Field(default=9443, ge=1, le=65535, description="Webhook HTTPS port")
+    webhook_host: str = Field(
+        default="127.0.0.1",
+        description="Name or address the API server reaches the webhook at (certificate SAN "
+        "and the URL of a managed configuration)",
+    )
+    webhook_cert_dir: str | None = Field(
+        default=None,
+        description="Directory with tls.crt and tls.key (a Secret's mount); unset: a "
+        "self-signed certificate for --webhook-host is made at startup (needs openssl)",
+    )
+    webhook_configuration: str | None = Field(
+        default=None,
+        description="Name of a ValidatingWebhookConfiguration that kopf creates and keeps "
+        "current with this process's URL and CA (local runs); unset: it comes from manifests",
+    )
+    webhook_fail_closed: bool = Field(
+        default=False,
+        description="In a managed configuration, refuse slices while the webhook is "
+        "unreachable (failurePolicy Fail); default fail open (Ignore): publishing never "
+        "depends on the validator being up",
+    )
