@@ -56,6 +56,11 @@ class InFlightLedger:
         self._entries[claim.key] = _Entry(claim, _version(claim.metadata.resource_version))
         self._changed(claim.key)
 
+    def clear(self) -> None:
+        """Forget every entry (leadership lost: the cache is the truth again)."""
+        for key in list(self._entries):
+            self.remove(key)
+
     def remove(self, key: str) -> None:
         if self._entries.pop(key, None) is not None:
             self._changed(key)

@@ -602,8 +602,7 @@ class Scheduler:
         await self.queue.stop()
         for task in list(self.binding.values()):
             task.cancel()
-        self.ledger = InFlightLedger(on_change=self._track)
-        self.allocated = AllocatedTracker(self.features)
+        self.ledger.clear()  # the allocation tracker falls back to the cached claims
         self.usage.forget_assumed()
         self.unsatisfiable.clear()
 

@@ -239,4 +239,7 @@ def test_every_change_of_an_entry_is_announced() -> None:
     ledger.remove(KEY0)  # already gone: no change
     ledger.reserve(chosen(None, name=CLAIM1))
     ledger.remove(KEY1)
-    assert changed == [KEY0, KEY0, KEY0, KEY1, KEY1]
+    ledger.reserve(chosen(None))
+    ledger.clear()
+    assert changed == [KEY0, KEY0, KEY0, KEY1, KEY1, KEY0, KEY0]
+    assert len(ledger) == 0
