@@ -348,7 +348,11 @@ class PoolValidatorController(BoundDeps):
 
     def admit(self, body: Mapping[str, Any]) -> None:
         """Refuse a ResourceSlice that adds problems to its pool (kopf.AdmissionError)."""
-        candidate = ResourceSlice.load(body)
+        try:
+            candidate = ResourceSlice.load(body)
+        except ValueError:  # malformed: the API server's own validation refuses it, clearly
+            metrics.ADMISSION_REVIEWS.labels(result="allowed").inc()
+            return
         stored = [
             ResourceSlice.load(b) for b in self.indices.values("slices_by_pool", slice_pool(body))
         ]

@@ -1,14 +1,15 @@
-"""Where the webhook's certificate comes from, and a clear error when it is missing."""
+"""The webhook: where its certificate comes from (a clear error when missing), its answers."""
 
 from __future__ import annotations
 
 import ssl
 from pathlib import Path
+from typing import Any
 
 import kopf
 import pytest
 
-from operators.controllers.pool_validator.handlers import webhook_server
+from operators.controllers.pool_validator.handlers import PoolValidatorController, webhook_server
 from operators.controllers.pool_validator.settings import PoolValidatorSettings
 from operators.kube.certs import self_signed, subject_alt_names
 
@@ -44,3 +45,32 @@ def test_local_runs_get_a_self_signed_certificate_for_the_host() -> None:
     context = ssl.create_default_context(cafile=str(server.cafile))
     context.load_cert_chain(str(server.certfile), str(server.pkeyfile))
     assert (server.host, server.port) == ("127.0.0.1", 9443)
+
+
+def _slice(name: str, device: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": name},
+        "spec": {
+            "driver": "gpu.example.com",
+            "nodeName": "node-1",
+            "pool": {"name": "node-1", "generation": 1, "resourceSliceCount": 2},
+            "devices": [{"name": device}],
+        },
+    }
+
+
+def test_admission_answers_name_the_slice_pool_and_problem() -> None:
+    controller = PoolValidatorController(PoolValidatorSettings(webhook=True))
+    stored = _slice("a", "gpu-0")
+    controller.indices.add("slices_by_pool", {("gpu.example.com", "node-1"): [stored]})
+    controller.admit(_slice("b", "gpu-1"))  # nothing wrong: no exception
+    with pytest.raises(kopf.AdmissionError) as refused:
+        controller.admit(_slice("b", "gpu-0"))
+    assert str(refused.value) == (
+        "ResourceSlice b: pool gpu.example.com/node-1 generation 1 would get "
+        "DuplicateDeviceName: duplicate device name gpu-0 (device gpu-0)"
+    )
+    assert refused.value.code == 422
+    controller.admit({**_slice("c", "gpu-0"), "spec": {"devices": "not a list"}})  # API's job
