@@ -64,9 +64,15 @@ class IndexView:
             yield from store
 
     def one(self, index: str, key: Hashable) -> Any:
-        """The last value under ``key``, or None."""
-        found = list(self.values(index, key))
-        return found[-1] if found else None
+        """The last value under ``key``, or None (the hot path of every reconcile: no lists)."""
+        source = self._indices[index]
+        last = getattr(source, "last", None)
+        if last is not None:  # our LocalIndex
+            return last(key)
+        found = None
+        for value in source.get(key) or ():
+            found = value
+        return found
 
     def keys(self, index: str) -> Iterator[Any]:
         return iter(self._indices[index])

@@ -47,6 +47,11 @@ class LocalIndex(Mapping[Hashable, list[Any]]):
             raise KeyError(key)
         return list(values.values())
 
+    def last(self, key: Hashable) -> Any:
+        """The value the last contributing object gave ``key``, or None."""
+        values = self._values.get(key)
+        return next(reversed(values.values())) if values else None
+
     def __iter__(self) -> Iterator[Hashable]:
         return iter(list(self._values))
 
