@@ -34,6 +34,7 @@ from typing import Any, Final
 
 import yaml
 
+from operators.aio import wait_at_most
 from operators.api.quantity import Quantity
 from operators.cli import COMPONENTS
 from operators.kube import controlplane, manifests
@@ -743,8 +744,7 @@ async def _view(
             print(("\x1b[H\x1b[2J" if tty else "\n") + frame, end="", file=out, flush=True)
             if args.duration and elapsed >= args.duration:
                 return 0
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=args.refresh if not args.once else 0.5)
+        await wait_at_most(stop.wait(), args.refresh if not args.once else 0.5)
         if stop.is_set():
             return 0
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import signal
 import sys
 from pathlib import Path
 
 import structlog
 
+from operators.aio import wait_at_most
 from operators.driver.cdi import CDIWriter
 from operators.driver.checkpoint import Checkpoint
 from operators.driver.plugin import PluginServer
@@ -75,16 +75,14 @@ class Driver:
         # The plugin must not answer before it knows its Node: wait for the first read.
         while self.service.node is None and not stop.is_set():
             if not await self._refresh() and self.service.node is None:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), timeout=self.settings.resync_seconds)
+                await wait_at_most(stop.wait(), self.settings.resync_seconds)
         if stop.is_set():
             return
         await self.plugin.start()
         self.started.set()
         try:
             while not stop.is_set():
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), timeout=self.settings.resync_seconds)
+                await wait_at_most(stop.wait(), self.settings.resync_seconds)
                 if not stop.is_set():
                     await self._refresh()
         finally:

@@ -25,6 +25,7 @@ import structlog
 from aiohttp import web
 from pydantic import ValidationError
 
+from operators.aio import wait_at_most
 from operators.fabric.model import FabricError, FaultRequest, OperationRequest
 from operators.fabric.simulator import FabricSimulator
 
@@ -114,8 +115,7 @@ class FabricService:
             return _error(404, "OperationNotFound", f"operation {op_id}: not known")
         if wait and not op.done:
             async with self._changed:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._changed.wait_for(lambda: op.done), wait)
+                await wait_at_most(self._changed.wait_for(lambda: op.done), wait)
         return web.json_response(op.wire())
 
     async def inject(self, request: web.Request) -> web.Response:
@@ -151,8 +151,7 @@ class FabricService:
             deadline = self.sim.next_deadline()
             timeout = None if deadline is None else max(0.0, deadline - self.sim.clock())
             self._wakeup.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), timeout)
+            await wait_at_most(self._wakeup.wait(), timeout)
 
     # --- lifecycle -----------------------------------------------------------------------------
 

@@ -10,7 +10,6 @@ processed is processed again afterwards.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import heapq
 import itertools
@@ -19,6 +18,7 @@ from typing import Generic, TypeVar
 
 import structlog
 
+from operators.aio import wait_at_most
 from operators.kube.api import ApiError
 
 K = TypeVar("K", bound=Hashable)
@@ -99,8 +99,7 @@ class WorkQueue(Generic[K]):
                 self.add(key)
             timeout = self._delayed[0][0] - now if self._delayed else None
             self._wakeup.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), timeout)
+            await wait_at_most(self._wakeup.wait(), timeout)
 
     async def _worker(self) -> None:
         while True:
