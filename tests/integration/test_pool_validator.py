@@ -46,6 +46,7 @@ from operators.kube.api import (
     resource_of,
 )
 from operators.kube.controlplane import free_port
+from operators.kube.manifests import render
 from tests.integration.helpers import eventually, running_operator
 
 CRD_FILE = Path(__file__).resolve().parents[2] / "crds" / "resourcepoolstatuses.yaml"
@@ -479,19 +480,11 @@ for _extra in (
     register_resource(_extra)
 
 
-def _manifests() -> list[dict[str, Any]]:
-    docs: list[dict[str, Any]] = []
-    for path in sorted(MANIFESTS.glob("*.yaml")):
-        if path.name != "kustomization.yaml":
-            docs.extend(d for d in yaml.safe_load_all(path.read_text()) if d)
-    return docs
-
-
 async def test_every_manifest_is_accepted_by_a_server_side_dry_run(
     kube: KubeAPI, namespace: str
 ) -> None:
     kinds = []
-    for doc in _manifests():
+    for doc in render(MANIFESTS):
         if resource_of(doc["kind"]).namespaced and doc["kind"] not in ("Role", "RoleBinding"):
             doc["metadata"]["namespace"] = namespace
         created = await kube.create(doc, dry_run=True)
@@ -516,7 +509,7 @@ async def validator_kubeconfig(
     The ServiceAccount lives in the test's namespace; cluster-scoped names and the Role in
     "default" get the namespace as suffix, so tests never share them.
     """
-    docs = {d["kind"]: copy.deepcopy(d) for d in _manifests()}
+    docs = {d["kind"]: copy.deepcopy(d) for d in render(MANIFESTS)}
     sa = docs["ServiceAccount"]
     sa["metadata"]["namespace"] = namespace
     created: list[dict[str, Any]] = []
@@ -656,10 +649,7 @@ def _verify(openssl: str, ca: str, cert: str, host: str) -> str:
 def _webhook_manifests(namespace: str, name: str) -> list[dict[str, Any]]:
     """manifests/pool-validator/webhook, moved into ``namespace`` with the configuration
     renamed, so a test never touches a real installation's objects."""
-    docs: list[dict[str, Any]] = []
-    for path in sorted((MANIFESTS / "webhook").glob("*.yaml")):
-        if path.name != "kustomization.yaml":
-            docs.extend(d for d in yaml.safe_load_all(path.read_text()) if d)
+    docs = render(MANIFESTS / "webhook")
     for doc in docs:
         if doc["kind"] == "Service":
             doc["metadata"]["namespace"] = namespace

@@ -194,9 +194,9 @@ class Scheduler:
         claim = self.ledger.get(claim_key)
         if claim is None:
             namespace, _, name = claim_key.partition("/")
-            body = self.claim_store.indices["claims"].get((namespace, name))
-            if body and (body[0].get("status") or {}).get("allocation"):
-                claim = self.claims.parse((namespace, name), body[0])
+            body = self.claim_store.indices["claims"].last((namespace, name))
+            if body and (body.get("status") or {}).get("allocation"):
+                claim = self.claims.parse((namespace, name), body)
         self.allocated.track(claim_key, claim)
 
     def _pod_placement(self, key: PodKey, body: Mapping[str, Any] | None) -> None:

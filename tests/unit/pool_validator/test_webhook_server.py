@@ -12,6 +12,8 @@ import pytest
 from operators.controllers.pool_validator.handlers import PoolValidatorController, webhook_server
 from operators.controllers.pool_validator.settings import PoolValidatorSettings
 from operators.kube.certs import self_signed, subject_alt_names
+from tests.unit.pool_validator import builders
+from tests.unit.pool_validator.builders import slice_
 
 
 def test_subject_alt_names_tell_addresses_from_names() -> None:
@@ -48,17 +50,7 @@ def test_local_runs_get_a_self_signed_certificate_for_the_host() -> None:
 
 
 def _slice(name: str, device: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": name},
-        "spec": {
-            "driver": "gpu.example.com",
-            "nodeName": "node-1",
-            "pool": {"name": "node-1", "generation": 1, "resourceSliceCount": 2},
-            "devices": [{"name": device}],
-        },
-    }
+    return slice_(name, builders.device(device), count=2).dump()
 
 
 def test_admission_answers_name_the_slice_pool_and_problem() -> None:
