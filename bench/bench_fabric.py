@@ -35,7 +35,6 @@ import kopf
 
 from operators.controllers.claim_templates import app as templates_app
 from operators.controllers.claim_templates.settings import ClaimTemplateSettings
-from operators.controllers.common.runner import run_operator
 from operators.controllers.fabric import app as fabric_app
 from operators.controllers.fabric.settings import FabricSettings
 from operators.controllers.reservations import app as reservations_app
@@ -49,6 +48,7 @@ from operators.fabric.simulator import FabricSimulator, parse_config
 from operators.kube import controlplane
 from operators.kube.api import KubeAPI
 from operators.kube.client import make_api_client
+from operators.runtime.app import run_operator
 
 DRIVER = "fabric-bench.example.com"
 FABRIC = "bench-fabric"
@@ -201,10 +201,16 @@ async def run(args: argparse.Namespace, kubeconfig: Path) -> dict[str, list[floa
         done: dict[str, asyncio.Event] = {}
         try:
             async with (
-                operator(templates_app.build_registry(ClaimTemplateSettings(kubeconfig=k)), "ct"),
-                operator(reservations_app.build_registry(ReservationSettings(kubeconfig=k)), "rs"),
-                operator(scheduler_app.build_registry(SchedulerSettings(kubeconfig=k)), "sched"),
-                operator(fabric_app.build_registry(fabric), "fabric"),
+                operator(
+                    templates_app.APP.build_registry(ClaimTemplateSettings(kubeconfig=k)), "ct"
+                ),
+                operator(
+                    reservations_app.APP.build_registry(ReservationSettings(kubeconfig=k)), "rs"
+                ),
+                operator(
+                    scheduler_app.APP.build_registry(SchedulerSettings(kubeconfig=k)), "sched"
+                ),
+                operator(fabric_app.APP.build_registry(fabric), "fabric"),
             ):
                 await asyncio.sleep(2)  # initial lists and the first publish
                 listing = await kube.list("Pod", namespace)

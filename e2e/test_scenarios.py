@@ -7,8 +7,6 @@ from collections.abc import Awaitable, Callable
 from decimal import Decimal
 from typing import Any
 
-import pytest
-
 from e2e.conftest import Scenario
 from operators import demo
 from operators.api.quantity import Quantity
@@ -121,7 +119,6 @@ async def test_admin_access_sees_devices_in_use(scenario: Apply) -> None:
     assert {(r["pool"], r["device"]) for r in monitored} <= in_use
 
 
-@pytest.mark.skipif(not demo.FABRIC_AVAILABLE, reason="the fabric components are not built in")
 async def test_fabric_gpu_with_binding_conditions(scenario: Apply, kube: KubeAPI) -> None:
     s = await scenario("fabric-gpu")
     (pod,) = await s.settled(expected_pods=1)

@@ -10,8 +10,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from operators.cli import SETTINGS, settings_class
-from operators.settings import Settings, env_name, flag_name
+from operators.components import COMPONENTS
+from operators.settings import LeaderElectionSettings, Settings, env_name, flag_name
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 START = "<!-- config-reference:start (make docs) -->"
@@ -31,7 +31,8 @@ def _default(value: object) -> str:
 def _rows(cls: type[Settings], skip: set[str]) -> list[str]:
     rows = []
     for name, info in cls.model_fields.items():
-        if name in skip:
+        inherited = LeaderElectionSettings.model_fields.get(name)
+        if name in skip and (inherited is None or inherited.default == info.default):
             continue
         description = (info.description or "").replace("|", "\\|")
         rows.append(
@@ -44,15 +45,22 @@ def _rows(cls: type[Settings], skip: set[str]) -> list[str]:
 def reference() -> str:
     header = ["| flag | environment | default | what |", "|---|---|---|---|"]
     common = set(Settings.model_fields)
+    leader = set(LeaderElectionSettings.model_fields) - common
     out = [
         "Every component (`kopf-dra run <component> --help`):",
         "",
         *header,
         *_rows(Settings, set()),
+        "",
+        "Every controller (all but `driver` and `fabric-manager-sim`): leader election, with",
+        "write fencing (see Operations):",
+        "",
+        *header,
+        *_rows(LeaderElectionSettings, common),
     ]
-    for component in sorted(SETTINGS):
-        out += ["", f"`kopf-dra run {component}`:", "", *header]
-        out += _rows(settings_class(component), common)
+    for name in sorted(COMPONENTS):
+        out += ["", f"`kopf-dra run {name}`:", "", *header]
+        out += _rows(COMPONENTS[name].settings_class(), common | leader)
     return "\n".join(out) + "\n"
 
 

@@ -4,42 +4,12 @@ control plane, print the version."""
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from operators import __version__
-from operators.settings import Settings
-
-# component name -> module with `add_arguments(parser)` and `run(args) -> int`.
-COMPONENTS: dict[str, str] = {
-    "claim-templates": "operators.controllers.claim_templates.app",
-    "reservations": "operators.controllers.reservations.app",
-    "pool-validator": "operators.controllers.pool_validator.app",
-    "scheduler": "operators.controllers.scheduler.app",
-    "driver": "operators.driver.app",
-    "fabric": "operators.controllers.fabric.app",
-    "fabric-manager-sim": "operators.fabric.app",
-}
-
-# component -> "module:Class" of its settings (flags, environment, the docs' reference).
-SETTINGS: dict[str, str] = {
-    "claim-templates": ("operators.controllers.claim_templates.settings:ClaimTemplateSettings"),
-    "reservations": "operators.controllers.reservations.settings:ReservationSettings",
-    "pool-validator": "operators.controllers.pool_validator.settings:PoolValidatorSettings",
-    "scheduler": "operators.controllers.scheduler.settings:SchedulerSettings",
-    "driver": "operators.driver.settings:DriverSettings",
-    "fabric": "operators.controllers.fabric.settings:FabricSettings",
-    "fabric-manager-sim": "operators.fabric.app:FabricSimSettings",
-}
-
-
-def settings_class(component: str) -> type[Settings]:
-    """The settings class of a component (without importing its operator)."""
-    module, _, name = SETTINGS[component].partition(":")
-    cls: type[Settings] = getattr(importlib.import_module(module), name)
-    return cls
+from operators.components import COMPONENTS
 
 
 def _control_plane(args: argparse.Namespace) -> int:
@@ -64,21 +34,16 @@ def _control_plane(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, rest: list[str]) -> int:
-    module = importlib.import_module(COMPONENTS[args.component])
+    app = COMPONENTS[args.component].runnable()
     parser = argparse.ArgumentParser(prog=f"kopf-dra run {args.component}")
-    module.add_arguments(parser)
-    code: int = module.run(parser.parse_args(rest))
-    return code
+    app.add_arguments(parser)
+    return app.run(parser.parse_args(rest))
 
 
 def _simulate(rest: list[str]) -> int:
-    try:
-        module = importlib.import_module("operators.simulate")
-    except ModuleNotFoundError:
-        print("kopf-dra: simulate is not available in this build", file=sys.stderr)
-        return 2
-    code: int = module.main(rest)
-    return code
+    from operators import simulate
+
+    return simulate.main(rest)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -88,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("version", help="print the version")
     run = sub.add_parser("run", help="run one component", add_help=False)
-    run.add_argument("component", choices=sorted(COMPONENTS) or ["(none yet)"])
+    run.add_argument("component", choices=sorted(COMPONENTS))
     sub.add_parser("simulate", help="allocate claims offline from YAML snapshots", add_help=False)
     sub.add_parser(
         "demo", help="the whole system on virtual nodes with a live view (make run)", add_help=False

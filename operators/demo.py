@@ -36,7 +36,6 @@ import yaml
 
 from operators.aio import wait_at_most
 from operators.api.quantity import Quantity
-from operators.cli import COMPONENTS
 from operators.kube import controlplane, manifests
 from operators.kube.api import ApiError, ConflictError, KubeAPI, NotFoundError
 from operators.kube.client import make_api_client
@@ -49,8 +48,6 @@ DRIVER: Final = "example.kopf-dra.io"
 SCHEDULER_NAME: Final = "kopf-dra"
 RACK_LABEL: Final = "example.kopf-dra.io/rack"
 FABRIC_LABEL: Final = "resource.kopf-dra.io/fabric"
-# The fabric components are optional: integrated when this build has them.
-FABRIC_AVAILABLE: Final = "fabric" in COMPONENTS and "fabric-manager-sim" in COMPONENTS
 OPERATORS: Final = ("claim-templates", "reservations", "scheduler", "pool-validator")
 # Scenarios in manifests/examples/ that need the fabric components.
 FABRIC_EXAMPLES: Final = frozenset({"fabric-gpu"})
@@ -269,7 +266,7 @@ async def start_system(
     nodes: Sequence[VirtualNode],
     log_dir: Path,
     operators: bool = True,
-    fabric: bool = FABRIC_AVAILABLE,
+    fabric: bool = True,
 ) -> System:
     """Install the base, create ``nodes`` with a driver each, start the operators."""
     await install_base(api)
@@ -330,8 +327,7 @@ async def start_system(
 
 
 def start_fabric(supervisor: Supervisor, workdir: Path) -> None:
-    """The simulated fabric manager and the fabric controller (when this build has them)."""
-    # TODO(fabric): flags as of operators/fabric/app.py and controllers/fabric/settings.py.
+    """The simulated fabric manager and the fabric controller."""
     config = workdir / "fabric.yaml"
     config.write_text(yaml.safe_dump(FABRIC_INVENTORY))
     port = controlplane.free_port()
@@ -349,7 +345,7 @@ def start_fabric(supervisor: Supervisor, workdir: Path) -> None:
 # --- the example workloads -----------------------------------------------------------------
 
 
-def example_names(fabric: bool = FABRIC_AVAILABLE) -> list[str]:
+def example_names(fabric: bool = True) -> list[str]:
     names = sorted(p.name for p in EXAMPLES.iterdir() if (p / "kustomization.yaml").is_file())
     return [n for n in names if fabric or n not in FABRIC_EXAMPLES]
 

@@ -15,7 +15,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any, Self, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 ENV_PREFIX = "KOPF_DRA_"
 
@@ -57,6 +57,12 @@ class Settings(BaseModel):
         default=None, description="JSON logs (default: when stderr is not a terminal)"
     )
     metrics_port: int = Field(default=0, description="Port of /metrics (0: off)")
+    api_timeout: float = Field(
+        default=30.0, gt=0, description="Seconds any API request may take (watches excepted)"
+    )
+    api_connect_timeout: float = Field(
+        default=5.0, gt=0, description="Seconds to connect to the API server"
+    )
 
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
@@ -96,6 +102,44 @@ class Settings(BaseModel):
         except ValidationError as e:
             problems = "; ".join(
                 f"{flag_name(str(err['loc'][0]))} / {env_name(str(err['loc'][0]))}: {err['msg']}"
+                if err["loc"]
+                else err["msg"]
                 for err in e.errors()
             )
             raise SettingsError(f"{cls.__name__}: {problems}") from None
+
+
+class LeaderElectionSettings(Settings):
+    """Settings of a component that writes only while it holds a Lease (kube-scheduler's)."""
+
+    leader_elect: bool = Field(
+        default=True,
+        description="Campaign for the Lease with other replicas; off means 'the single "
+        "replica': it still takes the Lease before writing, and a second one waits",
+    )
+    lease_name: str = Field(default="kopf-dra", description="Name of the Lease")
+    lease_namespace: str = Field(default="kube-system", description="Namespace of the Lease")
+    lease_duration: float = Field(
+        default=15.0, gt=0, description="Seconds a standby waits without renewal before taking over"
+    )
+    renew_deadline: float = Field(
+        default=10.0,
+        gt=0,
+        description="Seconds the leader may go without a successful renewal before it stops "
+        "writing (less than --lease-duration)",
+    )
+    retry_period: float = Field(
+        default=2.0, gt=0, description="Seconds between renewals and between campaign rounds"
+    )
+    identity: str | None = Field(
+        default=None, description="This replica's identity (default: hostname + random suffix)"
+    )
+
+    @model_validator(mode="after")
+    def _timings(self) -> Self:
+        if not self.retry_period < self.renew_deadline < self.lease_duration:
+            raise ValueError(
+                "need --retry-period < --renew-deadline < --lease-duration, got "
+                f"{self.retry_period:g} < {self.renew_deadline:g} < {self.lease_duration:g}"
+            )
+        return self

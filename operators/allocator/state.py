@@ -8,10 +8,10 @@ device and add up ``consumedCapacity``; everything else holds its device exclusi
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from operators.allocator.features import Features
 from operators.api.ids import DeviceID
@@ -37,9 +37,9 @@ class AllocatedState:
     @classmethod
     def from_claims(cls, claims: Iterable[ResourceClaim], features: Features) -> AllocatedState:
         """Collect the state from allocated (and in-flight) claims."""
-        tracker = AllocatedTracker(features)
+        tracker: AllocatedTracker[int] = AllocatedTracker(features)
         for i, claim in enumerate(claims):
-            tracker.track(str(i), claim)
+            tracker.track(i, claim)
         return tracker.state()
 
 
@@ -74,7 +74,10 @@ class Holding:
         return cls(tuple(devices), tuple(shared), tuple(consumed), tuple(capacity_devices))
 
 
-class AllocatedTracker:
+K = TypeVar("K", bound=Hashable)
+
+
+class AllocatedTracker(Generic[K]):
     """The AllocatedState of a changing set of claims, kept up to date claim by claim.
 
     A scheduler sees one claim change at a time; rebuilding the state from every allocated
@@ -84,8 +87,8 @@ class AllocatedTracker:
 
     def __init__(self, features: Features) -> None:
         self.features = features
-        self._held: dict[str, Holding] = {}
-        self._users: dict[DeviceID, set[str]] = {}
+        self._held: dict[K, Holding] = {}
+        self._users: dict[DeviceID, set[K]] = {}
         self._devices: Counter[DeviceID] = Counter()
         self._shared: Counter[tuple[DeviceID, str]] = Counter()
         self._capacity_holders: Counter[DeviceID] = Counter()
@@ -96,7 +99,7 @@ class AllocatedTracker:
     def __len__(self) -> int:
         return len(self._held)
 
-    def track(self, key: str, claim: ResourceClaim | None) -> None:
+    def track(self, key: K, claim: ResourceClaim | None) -> None:
         """``claim`` (allocated or not) is now what ``key`` holds; None: it holds nothing."""
         holding = Holding.of(claim, self.features) if claim is not None else None
         if holding == Holding():
@@ -113,11 +116,11 @@ class AllocatedTracker:
             self._apply(key, holding, 1)
         self._state = None
 
-    def users(self, device: DeviceID) -> set[str]:
+    def users(self, device: DeviceID) -> set[K]:
         """Keys of the claims whose allocation uses ``device`` (held or shared, not admin)."""
         return set(self._users.get(device, ()))
 
-    def _apply(self, key: str, holding: Holding, sign: int) -> None:
+    def _apply(self, key: K, holding: Holding, sign: int) -> None:
         for device in {*holding.devices, *(d for d, _ in holding.shared)}:
             users = self._users.setdefault(device, set())
             if sign > 0:

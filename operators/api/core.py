@@ -13,6 +13,7 @@ from pydantic import Field
 
 from operators.api.base import KubeModel
 from operators.api.meta import ObjectMeta
+from operators.api.names import TERMINAL_PHASES
 from operators.api.quantity import Quantity
 
 # --- node selection ------------------------------------------------------------------------
@@ -174,16 +175,31 @@ class Pod(KubeModel):
     @property
     def is_terminated(self) -> bool:
         """Succeeded or Failed: the pod will never run again and releases its claims."""
-        return self.status.phase in ("Succeeded", "Failed")
+        return self.status.phase in TERMINAL_PHASES
 
-    def claim_name(self, pod_claim: PodResourceClaim) -> str | None:
-        """The ResourceClaim name behind a pod claim: direct, or generated (from the status)."""
+    def claim_status(self, pod_claim: PodResourceClaim) -> tuple[bool, str | None]:
+        """(known, name) of the ResourceClaim behind a pod claim: direct, or recorded in the
+        status for a template entry. ``known`` is False while no claim has been recorded for a
+        template entry; a known None name means that none is needed."""
         if pod_claim.resource_claim_name:
-            return pod_claim.resource_claim_name
+            return True, pod_claim.resource_claim_name
+        if not pod_claim.resource_claim_template_name:
+            return True, None
         for status in self.status.resource_claim_statuses:
             if status.name == pod_claim.name:
-                return status.resource_claim_name
-        return None
+                return True, status.resource_claim_name
+        return False, None
+
+    def claim_name(self, pod_claim: PodResourceClaim) -> str | None:
+        """The ResourceClaim name behind a pod claim, if there is one yet."""
+        return self.claim_status(pod_claim)[1]
+
+    def claim_names(self) -> set[str]:
+        """Every ResourceClaim the pod refers to (its spec, or its status for templates)."""
+        names = {self.claim_name(c) for c in self.spec.resource_claims}
+        names.update(s.resource_claim_name for s in self.status.resource_claim_statuses)
+        names.discard(None)
+        return names  # type: ignore[return-value]
 
     def condition(self, type_: str) -> PodCondition | None:
         return next((c for c in self.status.conditions if c.type == type_), None)

@@ -7,12 +7,14 @@ its URL and an HTTP status to a typed error; retries and preconditions live in t
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Final
 from urllib.parse import quote
 
+import aiohttp
 from kubernetes_asyncio import client
 
 
@@ -127,6 +129,10 @@ class ConflictError(ApiError):
     """409: a resourceVersion precondition failed or the object already exists."""
 
 
+class NotSentError(ConnectionError):
+    """No connection to the API server could be made: the request never left."""
+
+
 class InvalidError(ApiError):
     """422: the API server rejected the object; ``causes`` name the fields."""
 
@@ -156,11 +162,31 @@ PATCH_TYPES: Final = {
 }
 
 
-class KubeAPI:
-    """Typed-error JSON access on top of a kubernetes-asyncio ApiClient."""
+@dataclasses.dataclass(frozen=True)
+class ApiTimeouts:
+    """Every request is bounded: kubernetes-asyncio's default waits forever, and a hung
+    request would hold whatever waits for it (a lease renewal, a pod in flight) for good."""
 
-    def __init__(self, api_client: client.ApiClient) -> None:
+    connect: float = 5.0
+    total: float = 30.0
+
+    def client_timeout(self, total: float | None = None) -> aiohttp.ClientTimeout:
+        limit = self.total if total is None else min(total, self.total)
+        return aiohttp.ClientTimeout(
+            total=limit, connect=min(self.connect, limit), sock_connect=min(self.connect, limit)
+        )
+
+
+class KubeAPI:
+    """Typed-error JSON access on top of a kubernetes-asyncio ApiClient.
+
+    Timeouts surface as ``TimeoutError``: for a write, the outcome is then unknown and the
+    caller must re-read before deciding anything.
+    """
+
+    def __init__(self, api_client: client.ApiClient, timeouts: ApiTimeouts | None = None) -> None:
         self.api_client = api_client
+        self.timeouts = timeouts or ApiTimeouts()
 
     async def request(
         self,
@@ -176,19 +202,32 @@ class KubeAPI:
         query_params = [
             (k, str(v).lower() if isinstance(v, bool) else v) for k, v in (query or {}).items()
         ]
-        response = await self.api_client.call_api(
-            path,
-            method,
-            {},
-            query_params,
-            headers,
-            body=body,
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _request_timeout=request_timeout,
-        )
-        # Without preloading, kubernetes-asyncio returns error responses instead of raising.
-        raw: bytes = await response.read()
+        timeout = self.timeouts.client_timeout(request_timeout)
+        try:
+            async with asyncio.timeout(timeout.total):
+                response = await self.api_client.call_api(
+                    path,
+                    method,
+                    {},
+                    query_params,
+                    headers,
+                    body=body,
+                    auth_settings=["BearerToken"],
+                    _preload_content=False,
+                    _request_timeout=timeout,
+                )
+                # Without preloading, kubernetes-asyncio returns error responses instead of
+                # raising.
+                raw: bytes = await response.read()
+        except aiohttp.ServerTimeoutError as e:
+            raise TimeoutError(f"{method} {path}: {e}") from None
+        except aiohttp.ClientConnectorError as e:
+            raise NotSentError(f"{method} {path}: {e}") from None
+        except aiohttp.ClientConnectionError as e:
+            if isinstance(e, OSError):
+                raise
+            # Disconnected mid-request (an API server restart): an OSError like the others.
+            raise ConnectionError(f"{method} {path}: {e!r}") from None
         status = int(response.status)
         if status >= 400:
             raise _error(status, raw)
@@ -203,8 +242,17 @@ class KubeAPI:
                 (e.body or b"") if isinstance(e.body, bytes) else str(e.body or "").encode(),
             ) from None
 
-    async def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
-        result: dict[str, Any] = await self.call("GET", resource_of(kind).path(namespace, name))
+    async def get(
+        self,
+        kind: str,
+        name: str,
+        namespace: str | None = None,
+        *,
+        request_timeout: float | None = None,
+    ) -> dict[str, Any]:
+        result: dict[str, Any] = await self.call(
+            "GET", resource_of(kind).path(namespace, name), request_timeout=request_timeout
+        )
         return result
 
     async def list(
@@ -226,7 +274,13 @@ class KubeAPI:
         )
         return result
 
-    async def create(self, obj: Mapping[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
+    async def create(
+        self,
+        obj: Mapping[str, Any],
+        *,
+        dry_run: bool = False,
+        request_timeout: float | None = None,
+    ) -> dict[str, Any]:
         meta = obj.get("metadata") or {}
         query: dict[str, str | int | bool] = {"dryRun": "All"} if dry_run else {}
         result: dict[str, Any] = await self.call(
@@ -234,18 +288,29 @@ class KubeAPI:
             resource_of(str(obj["kind"])).path(meta.get("namespace")),
             body=dict(obj),
             query=query,
+            request_timeout=request_timeout,
         )
         return result
 
-    async def replace(self, obj: Mapping[str, Any], *, subresource: str = "") -> dict[str, Any]:
+    async def replace(
+        self,
+        obj: Mapping[str, Any],
+        *,
+        subresource: str = "",
+        request_timeout: float | None = None,
+    ) -> dict[str, Any]:
         """PUT; the object's resourceVersion is the precondition (409 on a stale read)."""
         meta = obj["metadata"]
         path = resource_of(str(obj["kind"])).path(meta.get("namespace"), meta["name"], subresource)
-        result: dict[str, Any] = await self.call("PUT", path, body=dict(obj))
+        result: dict[str, Any] = await self.call(
+            "PUT", path, body=dict(obj), request_timeout=request_timeout
+        )
         return result
 
-    async def replace_status(self, obj: Mapping[str, Any]) -> dict[str, Any]:
-        return await self.replace(obj, subresource="status")
+    async def replace_status(
+        self, obj: Mapping[str, Any], *, request_timeout: float | None = None
+    ) -> dict[str, Any]:
+        return await self.replace(obj, subresource="status", request_timeout=request_timeout)
 
     async def patch(
         self,
@@ -257,6 +322,7 @@ class KubeAPI:
         patch_type: str = "merge",
         subresource: str = "",
         field_manager: str | None = None,
+        request_timeout: float | None = None,
     ) -> dict[str, Any]:
         query: dict[str, str | int | bool] = {}
         if field_manager:
@@ -265,7 +331,12 @@ class KubeAPI:
             query["force"] = True
         path = resource_of(kind).path(namespace, name, subresource)
         result: dict[str, Any] = await self.call(
-            "PATCH", path, body=patch, content_type=PATCH_TYPES[patch_type], query=query
+            "PATCH",
+            path,
+            body=patch,
+            content_type=PATCH_TYPES[patch_type],
+            query=query,
+            request_timeout=request_timeout,
         )
         return result
 
@@ -277,6 +348,7 @@ class KubeAPI:
         *,
         uid: str | None = None,
         resource_version: str | None = None,
+        request_timeout: float | None = None,
     ) -> dict[str, Any] | None:
         """DELETE with optional UID/resourceVersion preconditions; None when already gone."""
         body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
@@ -287,18 +359,31 @@ class KubeAPI:
             body["preconditions"] = preconditions
         try:
             result: dict[str, Any] = await self.call(
-                "DELETE", resource_of(kind).path(namespace, name), body=body
+                "DELETE",
+                resource_of(kind).path(namespace, name),
+                body=body,
+                request_timeout=request_timeout,
             )
         except NotFoundError:
             return None
         return result
 
     async def post_subresource(
-        self, kind: str, name: str, namespace: str | None, sub: str, body: Mapping[str, Any]
+        self,
+        kind: str,
+        name: str,
+        namespace: str | None,
+        sub: str,
+        body: Mapping[str, Any],
+        *,
+        request_timeout: float | None = None,
     ) -> dict[str, Any]:
         """POST to a subresource (pods/binding, serviceaccounts/token)."""
         result: dict[str, Any] = await self.call(
-            "POST", resource_of(kind).path(namespace, name, sub), body=dict(body)
+            "POST",
+            resource_of(kind).path(namespace, name, sub),
+            body=dict(body),
+            request_timeout=request_timeout,
         )
         return result
 
@@ -327,7 +412,12 @@ class KubeAPI:
             headers,
             auth_settings=["BearerToken"],
             _preload_content=False,
-            _request_timeout=timeout_seconds + 10,
+            # The server ends the watch after timeout_seconds; the connect timeout is ours.
+            _request_timeout=aiohttp.ClientTimeout(
+                total=timeout_seconds + 10,
+                connect=self.timeouts.connect,
+                sock_connect=self.timeouts.connect,
+            ),
         )
         try:
             if int(response.status) >= 400:

@@ -57,3 +57,8 @@ WAITING_BINDING_CONDITIONS = Gauge(
     "kopf_dra_scheduler_pods_waiting_binding_conditions",
     "Pods whose devices wait for binding conditions",
 )
+DOUBLE_ALLOCATIONS = Counter(
+    "kopf_dra_scheduler_double_allocations_total",
+    "Devices found in two allocations by the scheduler, by whether one was deallocated",
+    ["repaired"],
+)

@@ -11,8 +11,6 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from collections.abc import Mapping, MutableSet, Sequence
-from decimal import Decimal
-from typing import Literal
 
 from operators.allocator import Allocator, InvalidInputError, Outcome, Status
 from operators.allocator.errors import InvalidNodeSelectorError
@@ -21,8 +19,7 @@ from operators.api.core import Node, Pod
 from operators.api.limits import ResourceClaimReservedForMaxSize
 from operators.api.resource import AllocationResult, ResourceClaim
 from operators.scheduling.nodes import NodeUsage, node_failure, pod_requests
-
-ScorePolicy = Literal["least-allocated", "most-allocated"]
+from operators.scheduling.score import Score, ScorePolicy
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,23 +37,16 @@ def resolve_claims(
     ``claims`` are the pod namespace's claims by name (cache plus in-flight ledger).
     """
     found: list[ResourceClaim] = []
-    recorded = {s.name: s for s in pod.status.resource_claim_statuses}
     ns = pod.metadata.namespace
     for entry in pod.spec.resource_claims:
-        if entry.resource_claim_name:
-            name = entry.resource_claim_name
-        elif entry.resource_claim_template_name:
-            status = recorded.get(entry.name)
-            if status is None:
-                return ClaimsNotReady(
-                    f"waiting for the ResourceClaim of entry {entry.name} (template "
-                    f"{entry.resource_claim_template_name}) to be created"
-                )
-            if not status.resource_claim_name:
-                continue  # no claim needed for this entry
-            name = status.resource_claim_name
-        else:
-            continue
+        known, name = pod.claim_status(entry)
+        if not known:
+            return ClaimsNotReady(
+                f"waiting for the ResourceClaim of entry {entry.name} (template "
+                f"{entry.resource_claim_template_name}) to be created"
+            )
+        if name is None:
+            continue  # no claim needed for this entry
         claim = claims.get(name)
         if claim is None:
             return ClaimsNotReady(f"resourceclaim {ns}/{name} not found")
@@ -78,7 +68,7 @@ class NodeFit:
 
     node: str
     results: Mapping[str, AllocationResult]  # claim key -> new allocation
-    score: tuple[int, int, Decimal, str]
+    score: Score
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,52 +77,13 @@ class CycleResult:
     failures: Mapping[str, str]  # node -> reason (grouping key)
     details: Mapping[str, str]  # reason -> one detailed explanation
     pod_error: str | None = None  # bad input that no node can fix (invalid CEL, ...)
+    # Allocated claims whose allocation did not fit a node that passed the other filters
+    # (upstream's unavailableClaims): PostFilter may deallocate one of them.
+    unavailable: tuple[str, ...] = ()
 
     @property
     def chosen(self) -> NodeFit | None:
         return self.fits[0] if self.fits else None
-
-
-def _subrequest_rank(
-    claims: Sequence[ResourceClaim], results: Mapping[str, AllocationResult]
-) -> int:
-    """Sum of the positions of the firstAvailable alternatives chosen (0 = all first choices)."""
-    rank = 0
-    by_key = {c.key: c for c in claims}
-    for key, allocation in results.items():
-        claim = by_key[key]
-        for r in allocation.devices.results:
-            main, _, sub = (r.request or "").partition("/")
-            request = claim.request(main) if sub else None
-            if request is None:
-                continue
-            names = [s.name for s in request.first_available]
-            if sub in names:
-                rank += names.index(sub)
-    return rank
-
-
-def _binding_devices(results: Mapping[str, AllocationResult]) -> int:
-    return sum(
-        1
-        for allocation in results.values()
-        for r in allocation.devices.results
-        if r.binding_conditions
-    )
-
-
-def _utilisation(node: Node, usage: NodeUsage, requests: Mapping[str, Decimal]) -> Decimal:
-    """Mean requested fraction of cpu and memory after placing the pod."""
-    if not requests and not usage.requests:
-        return Decimal(0)  # nothing requested anywhere (run for every node of every cycle)
-    fractions = []
-    for name in ("cpu", "memory"):
-        have = node.status.allocatable.get(name)
-        if have is None or have.value <= 0:
-            continue
-        used = usage.requests.get(name, Decimal(0)) + requests.get(name, Decimal(0))
-        fractions.append(used / have.value)
-    return sum(fractions, Decimal(0)) / len(fractions) if fractions else Decimal(0)
 
 
 def _node_name(node: Node) -> str:
@@ -184,14 +135,30 @@ def run_cycle(
                 f"maximum of {ResourceClaimReservedForMaxSize} consumers",
             )
 
-    def bound(node: Node) -> tuple[int, int, Decimal, str]:
-        name = node.metadata.name or ""
-        util = _utilisation(node, usage.get(name, NodeUsage()), requests)
-        return (0, 0, util if policy == "least-allocated" else -util, name)
+    unavailable: dict[str, None] = {}  # ordered set
 
-    bounds = {n.metadata.name or "": bound(n) for n in nodes} if best_only else {}
+    def node_reason(node: Node, node_usage: NodeUsage) -> str | None:
+        reason = node_failure(pod, node, requests, node_usage)
+        if reason is not None:
+            return reason
+        claim = _unavailable_claim(allocated, node)
+        if claim is None:
+            return None
+        unavailable[claim.key] = None
+        return f"node(s) didn't match allocated claim {claim.key}'s node selector"
+
+    bounds = (
+        {
+            n.metadata.name or "": Score.upper_bound(
+                n, usage.get(n.metadata.name or "", NodeUsage()), requests, policy
+            )
+            for n in nodes
+        }
+        if best_only
+        else {}
+    )
     order = sorted(
-        nodes, key=(lambda n: bounds[n.metadata.name or ""]) if best_only else _node_name
+        nodes, key=(lambda n: bounds[n.metadata.name or ""].key()) if best_only else _node_name
     )
     if nominated:
         order.sort(key=lambda n: n.metadata.name != nominated)  # stable: nominated first
@@ -209,7 +176,7 @@ def run_cycle(
             skipped.append(node)
             continue
         node_usage = usage.get(name, NodeUsage())
-        reason = _node_reason(pod, node, requests, node_usage, allocated)
+        reason = node_reason(node, node_usage)
         if reason is not None:
             failures[name] = reason
             continue
@@ -230,13 +197,7 @@ def run_cycle(
                     known_unsatisfiable.add(name)
                 continue
             results = dict(zip((c.key for c in to_allocate), outcome.results, strict=True))
-        utilisation = _utilisation(node, node_usage, requests)
-        score = (
-            _subrequest_rank(to_allocate, results),
-            _binding_devices(results),
-            utilisation if policy == "least-allocated" else -utilisation,
-            name,
-        )
+        score = Score.of(node, node_usage, requests, to_allocate, results, policy)
         fits.append(NodeFit(name, results, score))
         if best_only:
             fits.sort(key=lambda f: (f.node != nominated, f.score))
@@ -246,7 +207,7 @@ def run_cycle(
         unfiltered = []
         for node in skipped:
             name = node.metadata.name or ""
-            reason = _node_reason(pod, node, requests, usage.get(name, NodeUsage()), allocated)
+            reason = node_reason(node, usage.get(name, NodeUsage()))
             if reason is not None:
                 failures[name] = reason
             else:
@@ -274,20 +235,11 @@ def run_cycle(
     for node in skipped:
         # Known not to fit the same claims: explained like the node that was computed.
         failures.setdefault(node.metadata.name or "", first_reason)
-    return CycleResult(tuple(fits), failures, details)
+    return CycleResult(tuple(fits), failures, details, unavailable=tuple(unavailable))
 
 
-def _node_reason(
-    pod: Pod,
-    node: Node,
-    requests: Mapping[str, Decimal],
-    usage: NodeUsage,
-    allocated: Sequence[ResourceClaim],
-) -> str | None:
-    return node_failure(pod, node, requests, usage) or _allocated_claims_failure(allocated, node)
-
-
-def _allocated_claims_failure(claims: Sequence[ResourceClaim], node: Node) -> str | None:
+def _unavailable_claim(claims: Sequence[ResourceClaim], node: Node) -> ResourceClaim | None:
+    """The first allocated claim whose allocation cannot be used on ``node``."""
     for claim in claims:
         allocation = claim.status.allocation
         selector = allocation.node_selector if allocation is not None else None
@@ -298,7 +250,7 @@ def _allocated_claims_failure(claims: Sequence[ResourceClaim], node: Node) -> st
         except InvalidNodeSelectorError:
             matches = False
         if not matches:
-            return f"node(s) didn't match allocated claim {claim.key}'s node selector"
+            return claim
     return None
 
 

@@ -10,7 +10,8 @@ kube-scheduler's assume cache does), or until the write failed and the entry is 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
 
 from operators.api.resource import ResourceClaim
 
@@ -28,15 +29,18 @@ class _Entry:
     written: int | None  # resourceVersion our write produced; None while still in flight
 
 
-class InFlightLedger:
+K = TypeVar("K", bound=Hashable)
+
+
+class InFlightLedger(Generic[K]):
     """Claim key -> claim with its in-flight status."""
 
-    def __init__(self, on_change: Callable[[str], None] | None = None) -> None:
+    def __init__(self, on_change: Callable[[K], None] | None = None) -> None:
         """``on_change(key)`` runs whenever the entry of a claim appears, changes or goes."""
-        self._entries: dict[str, _Entry] = {}
+        self._entries: dict[K, _Entry] = {}
         self._on_change = on_change
 
-    def _changed(self, key: str) -> None:
+    def _changed(self, key: K) -> None:
         if self._on_change is not None:
             self._on_change(key)
 
@@ -46,26 +50,26 @@ class InFlightLedger:
     def __contains__(self, key: object) -> bool:
         return key in self._entries
 
-    def reserve(self, claim: ResourceClaim) -> None:
+    def reserve(self, key: K, claim: ResourceClaim) -> None:
         """The cycle chose this status for the claim; the write is still to come."""
-        self._entries[claim.key] = _Entry(claim, None)
-        self._changed(claim.key)
+        self._entries[key] = _Entry(claim, None)
+        self._changed(key)
 
-    def written(self, claim: ResourceClaim) -> None:
+    def written(self, key: K, claim: ResourceClaim) -> None:
         """The write succeeded: ``claim`` is what the API server returned."""
-        self._entries[claim.key] = _Entry(claim, _version(claim.metadata.resource_version))
-        self._changed(claim.key)
+        self._entries[key] = _Entry(claim, _version(claim.metadata.resource_version))
+        self._changed(key)
 
     def clear(self) -> None:
         """Forget every entry (leadership lost: the cache is the truth again)."""
         for key in list(self._entries):
             self.remove(key)
 
-    def remove(self, key: str) -> None:
+    def remove(self, key: K) -> None:
         if self._entries.pop(key, None) is not None:
             self._changed(key)
 
-    def observe(self, key: str, cached: ResourceClaim | None) -> None:
+    def observe(self, key: K, cached: ResourceClaim | None) -> None:
         """The cache now shows ``cached`` for ``key``: drop the entry once it caught up."""
         entry = self._entries.get(key)
         if entry is None:
@@ -79,16 +83,6 @@ class InFlightLedger:
             self._entries.pop(key)
             self._changed(key)
 
-    def get(self, key: str) -> ResourceClaim | None:
+    def get(self, key: K) -> ResourceClaim | None:
         entry = self._entries.get(key)
         return entry.claim if entry is not None else None
-
-    def claims(self) -> Iterable[ResourceClaim]:
-        return (e.claim for e in self._entries.values())
-
-    def overlay(self, cached: Mapping[str, ResourceClaim]) -> dict[str, ResourceClaim]:
-        """The cache with in-flight claims in place of their cached versions."""
-        merged = dict(cached)
-        for key, entry in self._entries.items():
-            merged[key] = entry.claim
-        return merged

@@ -65,10 +65,10 @@ def driver() -> str:
 @pytest.fixture
 async def controllers(kubeconfig: Any) -> AsyncIterator[None]:
     """The claim-template controller and the reservation cleanup, as beside kube-scheduler."""
-    ct = ClaimTemplateSettings(kubeconfig=str(kubeconfig))
-    rs = ReservationSettings(kubeconfig=str(kubeconfig))
+    ct = ClaimTemplateSettings(kubeconfig=str(kubeconfig), lease_name=unique("claim-templates"))
+    rs = ReservationSettings(kubeconfig=str(kubeconfig), lease_name=unique("reservations"))
     async with (
-        running_operator(templates_app.build_registry(ct), "claim-templates"),
-        running_operator(reservations_app.build_registry(rs), "reservations"),
+        running_operator(templates_app.APP.build_registry(ct), "claim-templates"),
+        running_operator(reservations_app.APP.build_registry(rs), "reservations"),
     ):
         yield

@@ -12,10 +12,10 @@ from typing import Any, TypeVar
 import kopf
 from kubernetes_asyncio import client
 
-from operators.controllers.common.runner import register_login, run_operator
 from operators.controllers.scheduler.handlers import Scheduler
 from operators.controllers.scheduler.settings import SchedulerSettings
 from operators.kube.api import KubeAPI
+from operators.runtime.app import register_login, run_operator
 
 T = TypeVar("T")
 
@@ -268,7 +268,12 @@ async def create_namespace(api: client.ApiClient, labels: dict[str, str] | None 
 def start_scheduler(
     kubeconfig: Any, cls: type[Scheduler] = Scheduler, **overrides: Any
 ) -> tuple[Scheduler, kopf.OperatorRegistry]:
-    """A scheduler replica and its registry; run it with ``running_operator(registry, ...)``."""
+    """A scheduler replica and its registry; run it with ``running_operator(registry, ...)``.
+
+    Its Lease is its own (a unique name) unless the test names one: tests are about scheduling,
+    and a Lease left behind by another test would make this one wait for it to expire.
+    """
+    overrides.setdefault("lease_name", unique("scheduler"))
     settings = SchedulerSettings(kubeconfig=str(kubeconfig), **overrides)
     registry = kopf.OperatorRegistry()
     register_login(registry, settings.kubeconfig)

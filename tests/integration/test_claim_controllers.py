@@ -15,18 +15,15 @@ import pytest
 from kubernetes_asyncio import client
 
 from operators.api.core import Pod
+from operators.api.names import DELETE_PROTECTION_FINALIZER, POD_CLAIM_NAME_ANNOTATION
 from operators.api.resource import ResourceClaimTemplate
 from operators.controllers.claim_templates import app as templates_app
-from operators.controllers.claim_templates.planning import (
-    POD_CLAIM_NAME_ANNOTATION,
-    claim_from_template,
-)
+from operators.controllers.claim_templates.planning import claim_from_template
 from operators.controllers.claim_templates.settings import ClaimTemplateSettings
-from operators.controllers.common.runner import register_login
 from operators.controllers.reservations.handlers import ReservationController
-from operators.controllers.reservations.planning import DELETE_PROTECTION_FINALIZER
 from operators.controllers.reservations.settings import ReservationSettings
 from operators.kube.api import KubeAPI, NotFoundError
+from operators.runtime.app import register_login
 from tests.integration.helpers import (
     ALLOCATION,
     claim_body,
@@ -34,6 +31,7 @@ from tests.integration.helpers import (
     pod_body,
     running_operator,
     template_body,
+    unique,
 )
 
 TEMPLATE_ENTRY = {"name": "gpu", "resourceClaimTemplateName": "gpu-template"}
@@ -47,7 +45,7 @@ def kube(api: client.ApiClient) -> KubeAPI:
 @pytest.fixture
 async def claim_templates(kubeconfig: Any) -> AsyncIterator[None]:
     settings = ClaimTemplateSettings(kubeconfig=str(kubeconfig))
-    async with running_operator(templates_app.build_registry(settings), "claim-templates"):
+    async with running_operator(templates_app.APP.build_registry(settings), "claim-templates"):
         yield
 
 
@@ -162,7 +160,7 @@ async def test_restart_mid_way_adopts_the_claim_created_before(
     )
     before_crash = await kube.create(claim_from_template(Pod.load(pod), "gpu", template))
     settings = ClaimTemplateSettings(kubeconfig=str(kubeconfig))
-    async with running_operator(templates_app.build_registry(settings), "claim-templates"):
+    async with running_operator(templates_app.APP.build_registry(settings), "claim-templates"):
         name = await eventually(
             lambda: recorded_claim(kube, namespace, "crashy"), what="claim recorded"
         )
@@ -174,10 +172,14 @@ async def test_two_controllers_racing_converge_on_one_claim(
     kube: KubeAPI, namespace: str, kubeconfig: Any
 ) -> None:
     await kube.create(template_body("gpu-template", namespace))
-    settings = ClaimTemplateSettings(kubeconfig=str(kubeconfig), workers=1)
+    # Two active controllers (as kube-controller-manager's beside ours): their own Leases.
+    first, second = (
+        ClaimTemplateSettings(kubeconfig=str(kubeconfig), workers=1, lease_name=unique("ct"))
+        for _ in range(2)
+    )
     async with (
-        running_operator(templates_app.build_registry(settings), "claim-templates"),
-        running_operator(templates_app.build_registry(settings), "claim-templates"),
+        running_operator(templates_app.APP.build_registry(first), "claim-templates"),
+        running_operator(templates_app.APP.build_registry(second), "claim-templates"),
     ):
         pods = await asyncio.gather(
             *(kube.create(pod_body(f"race-{i}", namespace, TEMPLATE_ENTRY)) for i in range(5))
@@ -247,7 +249,7 @@ async def test_pods_of_other_schedulers_are_left_to_kube_controller_manager(
 ) -> None:
     await kube.create(template_body("gpu-template", namespace))
     settings = ClaimTemplateSettings(kubeconfig=str(kubeconfig))
-    async with running_operator(templates_app.build_registry(settings), "claim-templates"):
+    async with running_operator(templates_app.APP.build_registry(settings), "claim-templates"):
         other = await kube.create(
             pod_body("theirs", namespace, TEMPLATE_ENTRY, scheduler="default-scheduler")
         )

@@ -137,7 +137,7 @@ def controller_settings(
 
 @contextlib.asynccontextmanager
 async def fabric_controller(settings: FabricSettings) -> AsyncIterator[None]:
-    async with running_operator(fabric_app.build_registry(settings), "fabric"):
+    async with running_operator(fabric_app.APP.build_registry(settings), "fabric"):
         yield
 
 
@@ -634,6 +634,8 @@ async def test_the_manifests_rbac_is_all_the_controller_needs(
         leader_elect=True,
         lease_namespace=namespace,
         lease_duration=5,
+        renew_deadline=3,
+        retry_period=1,
     )
     async with fabric_controller(settings), scheduler_running(kubeconfig):
         await eventually(lambda: published(kube, driver), what="pool published as the SA")

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from operators.cli import SETTINGS, settings_class
+from operators.components import COMPONENTS
 from operators.kube.api import ConflictError, KubeAPI, resource_of
 from operators.kube.manifests import ManifestError, apply_order, render
 from operators.settings import env_name
@@ -114,8 +114,8 @@ def test_workload_environment_names_are_settings_of_the_component(
     for kind in ("Deployment", "DaemonSet"):
         for workload in _of(objects, kind).values():
             component = _component(workload)
-            assert component in SETTINGS
-            known = {env_name(f) for f in settings_class(component).model_fields}
+            assert component in COMPONENTS
+            known = {env_name(f) for f in COMPONENTS[component].settings_class().model_fields}
             container = workload["spec"]["template"]["spec"]["containers"][0]
             names = {e["name"] for e in container.get("env") or []}
             for source in container.get("envFrom") or []:

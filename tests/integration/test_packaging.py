@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from operators import __version__
-from operators.cli import COMPONENTS
+from operators.components import COMPONENTS
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ("pyproject.toml", "README.md", "operators")
@@ -87,7 +87,7 @@ def test_the_wheel_holds_the_package_and_its_typing_marker(wheel: Path) -> None:
     assert "operators/py.typed" in names
     assert "operators/driver/proto/dra_v1_pb2.py" in names
     assert set(COMPONENTS)
-    assert all(f"{module.replace('.', '/')}.py" in names for module in COMPONENTS.values())
+    assert all(f"{c.module.replace('.', '/')}.py" in names for c in COMPONENTS.values())
     assert not any(n.startswith(("tests/", "e2e/", "bench/")) for n in names)
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "kopf-dra = operators.cli:main" in archive.read(entry_points).decode()

@@ -27,7 +27,6 @@ import yaml
 from kubernetes_asyncio import client
 
 from operators.api.ids import PoolID
-from operators.controllers.common.runner import register_login
 from operators.controllers.pool_validator.handlers import (
     COMPONENT,
     RESOURCE,
@@ -47,7 +46,8 @@ from operators.kube.api import (
 )
 from operators.kube.controlplane import free_port
 from operators.kube.manifests import render
-from tests.integration.helpers import eventually, running_operator
+from operators.runtime.app import register_login
+from tests.integration.helpers import eventually, running_operator, unique
 
 CRD_FILE = Path(__file__).resolve().parents[2] / "crds" / "resourcepoolstatuses.yaml"
 POOL = "node-1"
@@ -100,9 +100,16 @@ async def driver(kube: KubeAPI) -> AsyncIterator[str]:
 
 
 @contextlib.asynccontextmanager
-async def validator(kubeconfig: Any, grace: float = 60.0) -> AsyncIterator[PoolValidatorController]:
+async def validator(
+    kubeconfig: Any, grace: float = 60.0, lease_namespace: str = "kube-system"
+) -> AsyncIterator[PoolValidatorController]:
     """The validator running in a thread of its own, exposed to look at its queue and verdicts."""
-    settings = PoolValidatorSettings(kubeconfig=str(kubeconfig), incomplete_grace_period=grace)
+    settings = PoolValidatorSettings(
+        kubeconfig=str(kubeconfig),
+        incomplete_grace_period=grace,
+        lease_namespace=lease_namespace,
+        lease_name=unique("pool-validator"),
+    )
     registry = kopf.OperatorRegistry()
     register_login(registry, settings.kubeconfig)
     controller = PoolValidatorController(settings)
@@ -314,6 +321,13 @@ async def test_events_are_not_repeated_by_a_restarted_validator(
 
 
 @pytest.mark.usefixtures("crd")
+async def verdict_counters(
+    controller: PoolValidatorController, pool: tuple[str, str], expected: Any
+) -> bool:
+    verdict = controller.verdicts.get(pool)
+    return verdict is not None and verdict.counters == expected
+
+
 async def test_utilisation_follows_allocations(
     kube: KubeAPI, kubeconfig: Any, driver: str, namespace: str
 ) -> None:
@@ -346,7 +360,12 @@ async def test_utilisation_follows_allocations(
         await eventually(lambda: usage_is((1, "10Gi", True)), what="one partition allocated")
         await allocated_claim(kube, namespace, "b", driver, "p1")
         await eventually(lambda: usage_is((2, "20Gi", True)), what="two partitions allocated")
-        assert controller.verdicts[(driver, POOL)].counters == (("gpu-0", "memory", 0.5),)
+        # The verdict (metrics) follows the status write in the same reconcile: the status
+        # may already be visible while the verdict is a moment behind.
+        await eventually(
+            lambda: verdict_counters(controller, (driver, POOL), (("gpu-0", "memory", 0.5),)),
+            what="the verdict of two partitions",
+        )
 
         # A second scheduler racing on the same pool: the whole GPU and a partition of it.
         await allocated_claim(kube, namespace, "c", driver, "whole", "p0")
@@ -420,7 +439,9 @@ async def test_a_pool_incomplete_for_too_long_is_reported(
 
 
 @pytest.mark.usefixtures("crd")
-async def test_kubectl_shows_the_columns(kube: KubeAPI, kubeconfig: Any, driver: str) -> None:
+async def test_kubectl_shows_the_columns(
+    kube: KubeAPI, kubeconfig: Any, driver: str, tmp_path: Path
+) -> None:
     kubectl = shutil.which("kubectl")
     if kubectl is None:
         pytest.skip("kubectl is not installed")
@@ -431,6 +452,8 @@ async def test_kubectl_shows_the_columns(kube: KubeAPI, kubeconfig: Any, driver:
         kubectl,
         "--kubeconfig",
         str(kubeconfig),
+        "--cache-dir",
+        str(tmp_path / "kube-cache"),  # never the checkout's or the user's
         "get",
         "resourcepoolstatuses",
         status_name(PoolID(driver, POOL)),
@@ -485,7 +508,7 @@ async def test_every_manifest_is_accepted_by_a_server_side_dry_run(
 ) -> None:
     kinds = []
     for doc in render(MANIFESTS):
-        if resource_of(doc["kind"]).namespaced and doc["kind"] not in ("Role", "RoleBinding"):
+        if resource_of(doc["kind"]).namespaced and doc["metadata"].get("namespace") == "kopf-dra":
             doc["metadata"]["namespace"] = namespace
         created = await kube.create(doc, dry_run=True)
         assert created["metadata"]["name"] == doc["metadata"]["name"]
@@ -495,6 +518,8 @@ async def test_every_manifest_is_accepted_by_a_server_side_dry_run(
         "ClusterRoleBinding",
         "Deployment",
         "Role",
+        "Role",
+        "RoleBinding",
         "RoleBinding",
         "ServiceAccount",
     ]
@@ -509,19 +534,21 @@ async def validator_kubeconfig(
     The ServiceAccount lives in the test's namespace; cluster-scoped names and the Role in
     "default" get the namespace as suffix, so tests never share them.
     """
-    docs = {d["kind"]: copy.deepcopy(d) for d in render(MANIFESTS)}
-    sa = docs["ServiceAccount"]
-    sa["metadata"]["namespace"] = namespace
+    docs = [copy.deepcopy(d) for d in render(MANIFESTS) if d["kind"] != "Deployment"]
     created: list[dict[str, Any]] = []
-    for kind in ("ClusterRole", "Role"):
-        docs[kind]["metadata"]["name"] += f"-{namespace}"
-    for kind, role in (("ClusterRoleBinding", "ClusterRole"), ("RoleBinding", "Role")):
-        binding = docs[kind]
-        binding["metadata"]["name"] += f"-{namespace}"
-        binding["roleRef"]["name"] = docs[role]["metadata"]["name"]
-        binding["subjects"][0]["namespace"] = namespace
-    for kind in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"):
-        created.append(await kube.create(docs[kind]))
+    for doc in docs:
+        meta = doc["metadata"]
+        if doc["kind"] == "ServiceAccount" or meta.get("namespace") == "kopf-dra":
+            meta["namespace"] = namespace  # its own SA; the leader Role where its Lease is
+        if doc["kind"] != "ServiceAccount":
+            meta["name"] += f"-{namespace}"
+        if "roleRef" in doc:
+            doc["roleRef"]["name"] += f"-{namespace}"
+            doc["subjects"][0]["namespace"] = namespace
+    order = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+    for doc in sorted(docs, key=lambda d: order.index(d["kind"])):
+        created.append(await kube.create(doc))
+    sa = next(d for d in docs if d["kind"] == "ServiceAccount")
     minted = await kube.post_subresource(
         "ServiceAccount",
         sa["metadata"]["name"],
@@ -556,7 +583,7 @@ async def test_the_manifests_rbac_is_all_the_validator_needs(
         slice_body("devices", driver, devices=[partition("p0", counter_set="gpu-9")])
     )
     await allocated_claim(kube, namespace, "a", driver, "p0")
-    async with validator(validator_kubeconfig):
+    async with validator(validator_kubeconfig, lease_namespace=namespace):
         body = await status_where(kube, driver, Valid="False", what="status written as the SA")
         assert body["status"]["devices"] == {"total": 1, "allocated": 1}
         await eventually(
@@ -661,7 +688,7 @@ def _webhook_manifests(namespace: str, name: str) -> list[dict[str, Any]]:
 
 
 async def test_the_webhook_manifests_are_accepted_and_the_cert_script_fills_them(
-    kube: KubeAPI, kubeconfig: Any, namespace: str
+    kube: KubeAPI, kubeconfig: Any, namespace: str, tmp_path: Path
 ) -> None:
     kubectl, openssl = shutil.which("kubectl"), shutil.which("openssl")
     if kubectl is None or openssl is None:
@@ -680,6 +707,7 @@ async def test_the_webhook_manifests_are_accepted_and_the_cert_script_fills_them
             str(CERT_SCRIPT),
             env={
                 "PATH": os.environ["PATH"],
+                "HOME": str(tmp_path),  # kubectl's discovery cache goes below it
                 "KUBECONFIG": str(kubeconfig),
                 "NAMESPACE": namespace,
                 "CONFIGURATION": name,

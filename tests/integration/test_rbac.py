@@ -136,21 +136,25 @@ async def test_components_do_their_job_with_their_own_identities(
     )
     async with (
         running_operator(
-            templates_app.build_registry(
-                ClaimTemplateSettings(kubeconfig=configs["claim-templates"])
+            templates_app.APP.build_registry(
+                ClaimTemplateSettings(
+                    kubeconfig=configs["claim-templates"], lease_namespace=NAMESPACE
+                )
             ),
             "claim-templates",
         ),
         running_operator(
-            reservations_app.build_registry(
-                ReservationSettings(kubeconfig=configs["reservations"])
+            reservations_app.APP.build_registry(
+                ReservationSettings(kubeconfig=configs["reservations"], lease_namespace=NAMESPACE)
             ),
             "reservations",
         ),
-        running_operator(scheduler_app.build_registry(scheduler), "scheduler"),
+        running_operator(scheduler_app.APP.build_registry(scheduler), "scheduler"),
         running_operator(
-            validator_app.build_registry(
-                PoolValidatorSettings(kubeconfig=configs["pool-validator"])
+            validator_app.APP.build_registry(
+                PoolValidatorSettings(
+                    kubeconfig=configs["pool-validator"], lease_namespace=NAMESPACE
+                )
             ),
             "pool-validator",
         ),

@@ -20,6 +20,7 @@ import kopf
 import pytest
 from kubernetes_asyncio import client
 
+from operators.api.keys import ObjectKey
 from operators.api.quantity import parse_quantity
 from operators.controllers.scheduler.handlers import Scheduler
 from operators.kube.api import ConflictError, KubeAPI, NotFoundError
@@ -54,7 +55,7 @@ class ObservedScheduler(Scheduler):
         super().__init__(*args, **kwargs)
         self.cycles: list[tuple[tuple[str, str], dict[str, int]]] = []
 
-    async def reconcile(self, key: tuple[str, str]) -> None:
+    async def schedule(self, key: ObjectKey) -> None:
         seen = {}
         if self.indices.ready:
             for namespace, name in self.indices.keys("claims"):
@@ -63,7 +64,7 @@ class ObservedScheduler(Scheduler):
                 body = self.indices.one("claims", (namespace, name)) or {}
                 seen[name] = int(body.get("metadata", {}).get("resourceVersion") or 0)
         try:
-            await super().reconcile(key)
+            await super().schedule(key)
         finally:
             self.cycles.append((key, seen))
 
@@ -143,12 +144,12 @@ async def left_waiting(
 ) -> bool:
     """A cycle of ``pod`` saw ``claim`` (this version or later) and left the pod waiting on
     binding conditions, neither binding it nor starting to."""
-    key = (namespace, pod)
+    key = ObjectKey(namespace, pod)
     version = claim["metadata"]["resourceVersion"]
     return (
         scheduler.decided(key, claim["metadata"]["name"], version)
-        and key in scheduler.waiting
-        and key not in scheduler.binding
+        and key in scheduler.pods.waiting
+        and key not in scheduler.binder
     )
 
 
@@ -632,7 +633,10 @@ def filler_pod(name: str, namespace: str, node: str, cpu: str) -> dict[str, Any]
 
 
 async def _knows_bound(scheduler: ObservedScheduler, node: str, namespace: str, name: str) -> bool:
-    return scheduler.indices.ready and scheduler.usage.node_of((namespace, name)) == node
+    return (
+        scheduler.indices.ready
+        and scheduler.cache.usage.node_of(ObjectKey(namespace, name)) == node
+    )
 
 
 async def test_binding_timeout_clears_and_retries(
@@ -755,7 +759,7 @@ async def test_scheduler_killed_between_status_write_and_bind(
 
 
 async def _ledger_empty(scheduler: ObservedScheduler) -> bool:
-    return len(scheduler.ledger) == 0
+    return len(scheduler.cache.ledger) == 0
 
 
 # --- 8. leader failover -----------------------------------------------------------------------
@@ -769,6 +773,8 @@ async def test_leader_failover(kubeconfig: Any, kube: KubeAPI, namespace: str, d
         "lease_name": lease,
         "lease_namespace": namespace,
         "lease_duration": 3.0,
+        "renew_deadline": 2.0,
+        "retry_period": 0.5,
     }
     replicas = {
         ident: start_scheduler(kubeconfig, identity=ident, **settings) for ident in ("one", "two")
@@ -841,6 +847,8 @@ async def test_leader_that_died_holding_the_lease_is_replaced_once_it_expires(
         lease_name=lease,
         lease_namespace=namespace,
         lease_duration=3.0,
+        renew_deadline=2.0,
+        retry_period=0.5,
     )
     async with running_operator(registry, "scheduler-survivor"):
         await kube.create(claim("c", namespace, request("gpu", driver)))

@@ -1,6 +1,7 @@
-"""The pure core (api, cel, allocator, scheduling) does no I/O, reads no clock, draws no random
-numbers and does not log (DESIGN.md, Layers). import-linter guards third-party packages; the
-standard library is invisible to it, so this test reads the imports itself."""
+"""The pure core (api, cel, allocator, scheduling, every controller's planning, the runtime's
+action types) does no I/O, reads no clock, draws no random numbers and does not log
+(docs/architecture.md, Layers). import-linter guards third-party packages; the standard library
+is invisible to it, so this test reads the imports (and clock reads) itself."""
 
 from __future__ import annotations
 
@@ -11,11 +12,17 @@ import pytest
 
 PURE = ("api", "cel", "allocator", "scheduling")
 ROOT = Path(__file__).resolve().parents[2] / "operators"
+PURE_MODULES = (
+    *sorted((ROOT / "controllers").glob("*/planning.py")),
+    ROOT / "runtime" / "actions.py",
+)
+# datetime is a data type (timestamps are parsed and formatted in the core); reading the
+# clock through it is what is forbidden.
+CLOCK_READS = frozenset({"now", "utcnow", "today"})
 # Modules (and their submodules) that do I/O, read clocks or draw random numbers.
 # threading (a lock around cel-python's shared parser) and urllib.parse (CEL's url()) are pure.
 FORBIDDEN_STDLIB = (
     "asyncio",
-    "datetime",
     "http",
     "logging",
     "multiprocessing",
@@ -51,16 +58,45 @@ def _forbidden(modules: set[str]) -> set[str]:
     return {m for m in modules for f in FORBIDDEN_STDLIB if m == f or m.startswith(f + ".")}
 
 
+def _clock_reads(path: Path) -> set[str]:
+    """``datetime.now()`` and the like, however datetime was imported."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return {
+        f"{ast.unparse(node.func)}()"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in CLOCK_READS
+        and "date" in ast.unparse(node.func.value)
+    }
+
+
 @pytest.mark.parametrize(
     "path",
-    sorted(p for layer in PURE for p in (ROOT / layer).rglob("*.py")),
+    sorted(p for layer in PURE for p in (ROOT / layer).rglob("*.py")) + list(PURE_MODULES),
     ids=lambda p: str(p.relative_to(ROOT)),
 )
 def test_pure_core_module_imports_no_io_or_clock(path: Path) -> None:
     assert not _forbidden(_imports(path)), f"{path} imports {_forbidden(_imports(path))}"
+    assert not _clock_reads(path), f"{path} reads the clock: {_clock_reads(path)}"
 
 
 def test_the_check_sees_a_forbidden_import(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
     probe.write_text("import time\nfrom random import choice\nimport urllib.parse\n")
     assert _forbidden(_imports(probe)) == {"time", "random"}
+
+
+def test_the_check_sees_a_clock_read(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import datetime\nfrom datetime import date\n"
+        "a = datetime.datetime.now(datetime.UTC)\nb = date.today()\n"
+        "c = datetime.datetime.fromisoformat('2026-01-01')\n"
+    )
+    assert _clock_reads(probe) == {"datetime.datetime.now()", "date.today()"}
+
+
+def test_planning_modules_are_checked() -> None:
+    names = {p.parent.name for p in PURE_MODULES if p.name == "planning.py"}
+    assert names == {"claim_templates", "fabric", "pool_validator", "reservations", "scheduler"}

@@ -1,10 +1,10 @@
-"""kopf handlers of the claim-template controller: index, enqueue, reconcile one pod.
+"""The claim-template controller: stores feed the queue; a reconcile reads one pod, plans,
+writes.
 
-kopf's indices are the informer cache (kopf runs no handler before every index has finished its
-initial list); event handlers only enqueue pod keys; the reconcile reads the indices, calls
-``planning.plan_pod`` and applies its actions. Right before creating a claim it re-lists the
-namespace's claims from the API server, so a claim kube-controller-manager created a moment ago
-is adopted rather than duplicated.
+Claims it created are remembered until its claim store shows them (kube-controller-manager
+keeps the same "mutation cache"): a retry after a 409 on the pod status then adopts the claim
+it created instead of creating a second one. Right before creating a claim it reads the pod
+live, so a claim kube-controller-manager recorded a moment ago is adopted, not duplicated.
 """
 
 from __future__ import annotations
@@ -16,29 +16,20 @@ import kopf
 import structlog
 
 from operators.api.core import Pod
+from operators.api.keys import ObjectKey, controller_pod
 from operators.api.resource import ResourceClaim, ResourceClaimTemplate
 from operators.controllers.claim_templates import planning
 from operators.controllers.claim_templates.settings import ClaimTemplateSettings
-from operators.controllers.common.indices import (
-    CLAIMS,
-    TEMPLATES,
-    IndexView,
-    SupersededVersions,
-    object_key,
-    pod_owner,
-)
-from operators.controllers.common.runner import BoundDeps, close_deps, make_deps
-from operators.controllers.common.stores import LocalStore, Stores
-from operators.controllers.common.workqueue import WorkQueue
 from operators.kube.api import ConflictError, NotFoundError
-from operators.kube.events import WARNING
 from operators.observability import fields, metrics
+from operators.runtime.controller import Controller
+from operators.runtime.indices import CLAIMS, TEMPLATES, SupersededVersions
+from operators.runtime.queue import WorkQueue
+from operators.runtime.stores import LocalStore, Stores, by_key
 
 log = structlog.get_logger(__name__)
 
 COMPONENT = "claim-templates"
-
-PodKey = tuple[str, str]
 
 
 def _has_template_claims(body: Mapping[str, Any], **_: Any) -> bool:
@@ -46,34 +37,50 @@ def _has_template_claims(body: Mapping[str, Any], **_: Any) -> bool:
     return any(c.get("resourceClaimTemplateName") for c in claims)
 
 
-class ClaimTemplateController(BoundDeps):
-    """The reconcile side; kopf handlers registered in ``register`` feed it."""
+class ClaimTemplateController(Controller[ClaimTemplateSettings]):
+    component = COMPONENT
+    kopf_indices = ("templates",)
 
-    def __init__(self, settings: ClaimTemplateSettings) -> None:
-        self.settings = settings
-        self.indices = IndexView()
+    def __init__(self, settings: ClaimTemplateSettings, **kwargs: Any) -> None:
+        super().__init__(settings, **kwargs)
         self.pods = LocalStore(
             "Pod",
             {
-                "pods": _itself,
+                "pods": by_key,
                 "pods_by_template": _pods_by_template,
                 "pods_by_recorded_claim": _pods_by_recorded_claim,
             },
             when=_has_template_claims,
         )
         self.claims = LocalStore(
-            "ResourceClaim", {"claims": _itself, "claims_by_owner": _claims_by_owner}
+            "ResourceClaim",
+            {"claims": by_key, "claims_by_owner": _claims_by_owner},
+            on_change=self._seen,
         )
         self.stores = Stores(self.indices, self.pods, self.claims)
-        self.queue: WorkQueue[PodKey] = WorkQueue(
-            self.reconcile, name="claim-templates", workers=settings.workers
+        self.queue: WorkQueue[ObjectKey] = WorkQueue(
+            self.reconcile, name="claim-templates", workers=settings.workers, clock=self.clock
         )
         self._superseded = SupersededVersions()
+        # Claims we created that the store has not shown yet: (namespace, pod uid) -> bodies.
+        self._created: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+
+    def _seen(self, key: ObjectKey, body: Mapping[str, Any] | None) -> None:
+        owner = controller_pod(body) if body is not None else None
+        if owner is None:
+            return
+        created = self._created.get((key.namespace, owner[1]))
+        if created is not None:
+            created.pop(key.name, None)
+            if not created:
+                del self._created[(key.namespace, owner[1])]
 
     def _claims_for(self, pod: Pod) -> dict[str, ResourceClaim]:
-        """Claims the plan needs: generated for this pod, and those named in its status."""
+        """Claims the plan needs: generated for this pod (the store's and those we created
+        that it does not show yet), and those named in its status."""
         namespace = pod.metadata.namespace or ""
-        names = set(self.indices.values("claims_by_owner", (namespace, pod.metadata.uid)))
+        uid = pod.metadata.uid or ""
+        names = set(self.indices.values("claims_by_owner", (namespace, uid)))
         names.update(
             s.resource_claim_name
             for s in pod.status.resource_claim_statuses
@@ -84,6 +91,8 @@ class ClaimTemplateController(BoundDeps):
             body = self.indices.one("claims", (namespace, name))
             if body is not None:
                 claims[name] = ResourceClaim.load(body)
+        for name, body in self._created.get((namespace, uid), {}).items():
+            claims.setdefault(name, ResourceClaim.load(body))
         return claims
 
     def _templates_for(self, pod: Pod) -> dict[str, ResourceClaimTemplate]:
@@ -97,7 +106,8 @@ class ClaimTemplateController(BoundDeps):
                     templates[name] = ResourceClaimTemplate.load(body)
         return templates
 
-    async def reconcile(self, key: PodKey) -> None:
+    async def reconcile(self, key: ObjectKey) -> None:
+        self.require_indices()
         body = self.indices.one("pods", key)
         if body is None:
             return
@@ -118,24 +128,27 @@ class ClaimTemplateController(BoundDeps):
             elif isinstance(action, planning.DeleteDuplicate):
                 await self._delete_duplicate(pod, action)
             else:
-                await self.events.post(body, WARNING, action.reason, action.message)
+                await self.post(planning.warning(pod, action))
         if records:
-            await self._record(pod, records)
+            # A 409 (stale cached pod) propagates: the queue retries and adopts the claim.
+            try:
+                await self.apply(planning.recording(pod, records))
+            except NotFoundError:
+                return
             self._superseded.wrote(key, pod.metadata.resource_version)
 
     async def _create(self, pod: Pod, action: planning.CreateClaim) -> planning.RecordStatus | None:
         """Create the claim, unless the live pod shows one recorded since our cache saw it.
 
-        Claims generated for the pod are already known from the cache (the plan adopts them);
-        the live read closes the window in which kube-controller-manager created a claim and
-        recorded it while our pod cache lagged. A narrower window (its claim created, not yet
-        recorded) can still give two claims; the plan then keeps the recorded one and deletes
-        the other while it is unallocated. A LIST of the namespace's claims would close that
-        window too, at O(claims) per pod.
+        Claims generated for the pod are already known from the store and our own record of
+        what we created (the plan adopts them); the live read closes the window in which
+        kube-controller-manager created a claim and recorded it while our pod cache lagged. A
+        narrower window (its claim created, not yet recorded) can still give two claims; the
+        plan then keeps the recorded one and deletes the other while it is unallocated.
         """
         namespace = pod.metadata.namespace or ""
         try:
-            live = Pod.load(await self.deps.api.get("Pod", pod.metadata.name or "", namespace))
+            live = Pod.load(await self.api.get("Pod", pod.metadata.name or "", namespace))
         except NotFoundError:
             return None
         if live.metadata.uid != pod.metadata.uid:
@@ -150,35 +163,15 @@ class ClaimTemplateController(BoundDeps):
                     },
                 )
                 return None
-        created = await self.deps.api.create(action.claim)
+        created = await self.apply(planning.creation(action))
+        assert created is not None
         name = created["metadata"]["name"]
+        self._created.setdefault((namespace, pod.metadata.uid or ""), {})[name] = created
         metrics.CLAIMS_CREATED.inc()
         log.info(
             "created claim", **{fields.POD: pod.metadata.key, fields.CLAIM: f"{namespace}/{name}"}
         )
         return planning.RecordStatus(action.entry, name)
-
-    async def _record(self, pod: Pod, records: list[planning.RecordStatus]) -> None:
-        patch = {
-            "metadata": {"resourceVersion": pod.metadata.resource_version},
-            "status": {
-                "resourceClaimStatuses": [
-                    {"name": r.entry, "resourceClaimName": r.claim_name} for r in records
-                ]
-            },
-        }
-        # A 409 (stale cached pod) propagates: the queue retries and the claim is adopted then.
-        try:
-            await self.deps.api.patch(
-                "Pod",
-                pod.metadata.name or "",
-                patch,
-                pod.metadata.namespace,
-                patch_type="strategic",
-                subresource="status",
-            )
-        except NotFoundError:
-            return
 
     async def _delete_duplicate(self, pod: Pod, action: planning.DeleteDuplicate) -> None:
         log.info(
@@ -189,87 +182,86 @@ class ClaimTemplateController(BoundDeps):
             },
         )
         try:
-            await self.deps.api.delete(
-                "ResourceClaim", action.name, pod.metadata.namespace, uid=action.uid
-            )
+            await self.apply(planning.deletion(pod, action))
         except ConflictError:
             return  # replaced meanwhile: the next reconcile decides again
 
-    # --- kopf side ------------------------------------------------------------------------
+    # --- lifecycle ------------------------------------------------------------------------
 
-    def register(self, registry: kopf.OperatorRegistry) -> None:
-        """Stores (the cache), event handlers (feed stores, enqueue), startup and cleanup.
+    async def prepare(self) -> None:
+        await self.stores.start(self.api)
 
-        Pods and claims churn: they live in local stores, not kopf indices (see stores.py).
-        """
+    async def activate(self) -> None:
+        self.queue.start()
+        for key in self.indices.keys("pods"):  # pods created while we were not leading
+            self.queue.add(key)
+
+    async def deactivate(self) -> None:
+        await self.queue.stop()
+        self._created.clear()
+
+    async def release(self) -> None:
+        await self.stores.stop()
+
+    def register_handlers(self, registry: kopf.OperatorRegistry) -> None:
+        """Templates in a kopf index; pods and claims churn, so they live in local stores."""
         controller = self
 
         @kopf.index(*TEMPLATES, id="templates", registry=registry)
         async def templates(**kw: Any) -> dict[Any, Any]:
-            return {object_key(kw["body"]): dict(kw["body"])}
+            return by_key(kw["body"])
 
         @kopf.on.event("pods", registry=registry)
         async def pod_changed(**kw: Any) -> None:
             controller.indices.attach(kw)
-            if controller.pods.apply(kw["type"], kw["body"]) and _has_template_claims(kw["body"]):
-                controller.queue.add(object_key(kw["body"]))
+            body = kw["body"]
+            if kw["type"] == "DELETED":
+                uid = (body.get("metadata") or {}).get("uid") or ""
+                controller._created.pop((ObjectKey.of(body).namespace, uid), None)
+            if controller.pods.apply(kw["type"], body) and _has_template_claims(body):
+                controller.queue.add(ObjectKey.of(body))
 
         @kopf.on.event(*TEMPLATES, registry=registry)
         async def template_changed(**kw: Any) -> None:
             controller.indices.attach(kw)
-            for pod_name in controller.indices.values("pods_by_template", object_key(kw["body"])):
-                controller.queue.add((kw["body"]["metadata"]["namespace"], pod_name))
+            key = ObjectKey.of(kw["body"])
+            for pod_name in controller.indices.values("pods_by_template", key):
+                controller.queue.add(ObjectKey(key.namespace, pod_name))
 
         @kopf.on.event(*CLAIMS, registry=registry)
         async def claim_changed(**kw: Any) -> None:
             controller.indices.attach(kw)
             controller.claims.apply(kw["type"], kw["body"])
-            namespace, name = object_key(kw["body"])
-            owner = pod_owner(kw["body"])
+            key = ObjectKey.of(kw["body"])
+            owner = controller_pod(kw["body"])
             if owner is not None:
-                controller.queue.add((namespace, owner[0]))
+                controller.queue.add(ObjectKey(key.namespace, owner[0]))
             # Pods whose status names this claim (it may be someone else's: a conflict).
-            for pod_name in controller.indices.values("pods_by_recorded_claim", (namespace, name)):
-                controller.queue.add((namespace, pod_name))
+            for pod_name in controller.indices.values("pods_by_recorded_claim", key):
+                controller.queue.add(ObjectKey(key.namespace, pod_name))
 
-        @kopf.on.startup(registry=registry)
-        async def start(**_: Any) -> None:
-            controller.bind(await make_deps(controller.settings, COMPONENT))
-            await controller.stores.start(controller.deps.api)
-            controller.queue.start()
-
-        @kopf.on.cleanup(registry=registry)
-        async def stop(**_: Any) -> None:
-            await controller.queue.stop()
-            await controller.stores.stop()
-            await close_deps(controller._deps)
-
-        del templates, pod_changed, template_changed, claim_changed, start, stop
+        del templates, pod_changed, template_changed, claim_changed
 
 
 def _pods_by_template(body: Mapping[str, Any]) -> dict[Any, Any]:
-    namespace, name = object_key(body)
+    namespace, name = ObjectKey.of(body)
     return {
-        (namespace, c["resourceClaimTemplateName"]): name
+        ObjectKey(namespace, c["resourceClaimTemplateName"]): name
         for c in (body.get("spec") or {}).get("resourceClaims") or []
         if c.get("resourceClaimTemplateName")
     }
 
 
 def _pods_by_recorded_claim(body: Mapping[str, Any]) -> dict[Any, Any]:
-    namespace, name = object_key(body)
+    namespace, name = ObjectKey.of(body)
     return {
-        (namespace, s["resourceClaimName"]): name
+        ObjectKey(namespace, s["resourceClaimName"]): name
         for s in (body.get("status") or {}).get("resourceClaimStatuses") or []
         if s.get("resourceClaimName")
     }
 
 
 def _claims_by_owner(body: Mapping[str, Any]) -> dict[Any, Any]:
-    namespace, name = object_key(body)
-    owner = pod_owner(body)
+    namespace, name = ObjectKey.of(body)
+    owner = controller_pod(body)
     return {} if owner is None else {(namespace, owner[1]): name}
-
-
-def _itself(body: Mapping[str, Any]) -> dict[Any, Any]:
-    return {object_key(body): dict(body)}

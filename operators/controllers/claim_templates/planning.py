@@ -13,11 +13,12 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from operators.api.core import Pod
+from operators.api.keys import ObjectKey
+from operators.api.names import POD_CLAIM_NAME_ANNOTATION
 from operators.api.resource import ResourceClaim, ResourceClaimTemplate
+from operators.runtime.actions import Create, Delete, Patch, PostEvent
 
-POD_CLAIM_NAME_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
 MAX_GENERATE_NAME_BASE = 57  # 63 minus a hyphen and 5 random characters
-TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,7 +137,7 @@ def plan_pod(
     actions: list[Action] = []
     pod_uid = pod.metadata.uid or ""
     recorded = {s.name: s.resource_claim_name for s in pod.status.resource_claim_statuses}
-    finished = pod.status.phase in TERMINAL_PHASES or pod.metadata.is_deleting
+    finished = pod.is_terminated or pod.metadata.is_deleting
     generated = [c for c in claims.values() if is_generated_for(c, pod_uid)]
 
     for entry in pod.spec.resource_claims:
@@ -187,3 +188,41 @@ def plan_pod(
                 DeleteDuplicate(name, duplicate.metadata.name or "", duplicate.metadata.uid or "")
             )
     return actions
+
+
+# --- the writes of the actions ---------------------------------------------------------------
+
+
+def creation(action: CreateClaim) -> Create:
+    return Create(body=action.claim)
+
+
+def recording(pod: Pod, records: Sequence[RecordStatus]) -> Patch:
+    """The claims' names in the pod status, at the pod's resourceVersion: a 409 means the
+    pod changed since we read it, and the retry adopts the claim we just created."""
+    return Patch(
+        kind="Pod",
+        key=ObjectKey(pod.metadata.namespace or "", pod.metadata.name or ""),
+        patch={
+            "status": {
+                "resourceClaimStatuses": [
+                    {"name": r.entry, "resourceClaimName": r.claim_name} for r in records
+                ]
+            }
+        },
+        resource_version=pod.metadata.resource_version,
+        patch_type="strategic",
+        subresource="status",
+    )
+
+
+def deletion(pod: Pod, action: DeleteDuplicate) -> Delete:
+    return Delete(
+        kind="ResourceClaim",
+        key=ObjectKey(pod.metadata.namespace or "", action.name),
+        uid=action.uid,
+    )
+
+
+def warning(pod: Pod, action: Warn) -> PostEvent:
+    return PostEvent(obj=pod.dump(), type="Warning", reason=action.reason, message=action.message)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from operators.settings import Settings
+from operators.settings import LeaderElectionSettings
 
 
-class ClaimTemplateSettings(Settings):
+class ClaimTemplateSettings(LeaderElectionSettings):
     scheduler_names: list[str] = Field(
         default=["kopf-dra"],
         description="Act on pods with one of these spec.schedulerName values",
@@ -18,3 +18,4 @@ class ClaimTemplateSettings(Settings):
         "--controllers=*,-resourceclaim-controller)",
     )
     workers: int = Field(default=4, description="Pods reconciled concurrently")
+    lease_name: str = Field(default="kopf-dra-claim-templates", description="Name of the Lease")

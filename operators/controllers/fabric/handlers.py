@@ -16,27 +16,31 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import time
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Hashable, Mapping
 from typing import Any
 
 import kopf
 import structlog
 
+from operators.api.keys import ObjectKey
 from operators.api.resource import API_VERSION, ResourceClaim, ResourceSlice
-from operators.controllers.common.indices import CLAIMS, SLICES, IndexView, object_key
-from operators.controllers.common.runner import Deps, close_deps, make_deps
-from operators.controllers.common.stores import LocalStore, Stores
-from operators.controllers.common.workqueue import Requeue, WorkQueue
+from operators.api.timestamps import epoch
 from operators.controllers.fabric import metrics, planning
 from operators.controllers.fabric.settings import FabricSettings
 from operators.fabric.client import HTTPFabricManager
 from operators.fabric.manager import FabricManager
 from operators.fabric.model import ATTACHED, ATTACHING, FabricError, FabricUnavailableError
 from operators.kube.api import ConflictError, InvalidError, NotFoundError
-from operators.kube.events import NORMAL, WARNING, EventRecorder
-from operators.kube.leader import LeaderElector, elector
 from operators.observability import fields
+from operators.runtime.actions import Create, Delete, Patch, PostEvent, Replace
+from operators.runtime.controller import Controller
+from operators.runtime.errors import Requeue
+from operators.runtime.indices import CLAIMS, SLICES
+from operators.runtime.queue import WorkQueue
+from operators.runtime.stores import LocalStore, Stores
+
+NORMAL = "Normal"
+WARNING = "Warning"
 
 log = structlog.get_logger(__name__)
 
@@ -74,7 +78,7 @@ def _fabric_claim(config: planning.FabricConfig, body: Mapping[str, Any]) -> dic
         if r.get("driver") == config.driver and str(r.get("pool", "")).startswith(
             planning.POOL_PREFIX
         ):
-            return {object_key(body): dict(body)}
+            return {ObjectKey.of(body): dict(body)}
     return {}
 
 
@@ -92,30 +96,29 @@ def settings_config(settings: FabricSettings) -> planning.FabricConfig:
     )
 
 
-class FabricController:
+class FabricController(Controller[FabricSettings]):
+    component = COMPONENT
+    kopf_indices = ("fabric_nodes", "node_slices")
+
     def __init__(
         self,
         settings: FabricSettings,
         *,
         manager: FabricManager | None = None,
-        clock: Callable[[], float] = time.time,
+        **kwargs: Any,
     ) -> None:
-        self.settings = settings
+        super().__init__(settings, **kwargs)
         self.config = settings_config(settings)
-        self.indices = IndexView()
-        # Claims churn: a local store, not a kopf index (see common/stores.py).
+        # Claims churn: a local store, not a kopf index (see runtime/stores.py).
         self.claims = LocalStore(
             "ResourceClaim", {"fabric_claims": functools.partial(_fabric_claim, self.config)}
         )
         self.stores = Stores(self.indices, self.claims)
-        self.queue: WorkQueue[str] = WorkQueue(self._work, name="fabric", workers=2)
+        self.queue: WorkQueue[str] = WorkQueue(
+            self._work, name="fabric", workers=2, clock=self.clock
+        )
         self._manager = manager
         self._owns_manager = manager is None
-        self.clock = clock
-        self._deps: Deps | None = None
-        self._events: EventRecorder | None = None
-        self.elector: LeaderElector | None = None
-        self.active = False
         self._claims_written = _AfterWrite()
         self._nodes_written = _AfterWrite()
         self._counted: set[str] = set()
@@ -125,23 +128,16 @@ class FabricController:
         self.reconciles = 0
 
     @property
-    def deps(self) -> Deps:
-        assert self._deps is not None, "the operator has not started"
-        return self._deps
-
-    @property
     def manager(self) -> FabricManager:
         assert self._manager is not None, "the operator has not started"
         return self._manager
 
-    @property
-    def events(self) -> EventRecorder:
-        assert self._events is not None
-        return self._events
+    def _epoch(self) -> float:
+        """Wall-clock seconds: planning compares them with allocationTimestamps."""
+        return self.clock.now().timestamp()
 
     async def _work(self, key: str) -> None:
-        if not self.indices.has("fabric_nodes"):
-            raise Requeue(0.5, "kopf's caches of nodes and slices are not listed yet")
+        self.require_indices()
         try:
             if key == PUBLISH:
                 await self.publish()
@@ -191,7 +187,7 @@ class FabricController:
         self.reconciles += 1
         devices = await self.manager.devices()
         operations = {o.id: o for o in await self.manager.operations()}
-        now = self.clock()
+        now = self._epoch()
         plan = planning.plan(
             self.config,
             self._claims(),
@@ -261,16 +257,15 @@ class FabricController:
             )
             if updated is None:
                 continue
-            written = await self.deps.api.patch(
-                "Node",
-                node,
-                {
-                    "metadata": {
-                        "resourceVersion": meta.get("resourceVersion"),
-                        "annotations": {planning.HOTPLUG_ANNOTATION: updated},
-                    }
-                },
+            written = await self.apply(
+                Patch(
+                    kind="Node",
+                    key=ObjectKey("", node),
+                    patch={"metadata": {"annotations": {planning.HOTPLUG_ANNOTATION: updated}}},
+                    resource_version=meta.get("resourceVersion"),
+                )
             )
+            assert written is not None
             self._nodes_written.wrote(node, meta.get("resourceVersion"), written)
             log.info("node hot-plug annotation updated", **{fields.NODE: node}, devices=updated)
 
@@ -285,16 +280,20 @@ class FabricController:
             patch = planning.status_patch(claim, reports, self.config, now)
             if patch is None:
                 continue
-            key = (claim.metadata.namespace or "", claim.metadata.name or "")
+            key = ObjectKey(claim.metadata.namespace or "", claim.metadata.name or "")
             try:
-                written = await self.deps.api.patch(
-                    "ResourceClaim",
-                    claim.metadata.name or "",
-                    patch,
-                    claim.metadata.namespace,
-                    patch_type="apply",
-                    subresource="status",
-                    field_manager=FIELD_MANAGER,
+                # Server-side apply of the device conditions this controller owns; the patch
+                # names the claim's uid, so a replaced claim is not written.
+                written = await self.apply(
+                    Patch(
+                        kind="ResourceClaim",
+                        key=key,
+                        patch=patch,
+                        resource_version=None,
+                        patch_type="apply",
+                        subresource="status",
+                        field_manager=FIELD_MANAGER,
+                    )
                 )
             except (ConflictError, NotFoundError) as e:
                 # Changed (reallocated, deallocated, gone) since we read it: plan again.
@@ -306,6 +305,7 @@ class FabricController:
                 log.warning("claim status rejected", **{fields.CLAIM: claim.key}, error=str(e))
                 rejected = rejected or e
                 continue
+            assert written is not None
             self._claims_written.wrote(key, claim.metadata.resource_version, written)
             for report in reports:
                 await self._announce(report, now)
@@ -319,10 +319,12 @@ class FabricController:
         context = {fields.CLAIM: claim.key, fields.REASON: report.reason}
         if not report.status:
             log.info("attaching", **context, message=report.message)
-            await self.events.post(claim.dump(), NORMAL, "Attaching", report.message)
+            await self.post(
+                PostEvent(obj=claim.dump(), type=NORMAL, reason="Attaching", message=report.message)
+            )
             return
         allocation = claim.status.allocation
-        allocated_at = planning.parse_time(allocation.allocation_timestamp if allocation else None)
+        allocated_at = epoch(allocation.allocation_timestamp if allocation else None)
         if allocated_at is not None:
             metrics.ALLOCATION_TO_READY.observe(max(0.0, now - allocated_at))
         good = report.type == self.config.attached
@@ -330,7 +332,9 @@ class FabricController:
         reason = "FabricDevice" + ("Attached" if good else report.reason.removeprefix("Device"))
         kind = NORMAL if good or report.reason == planning.HANDED_OVER_REASON else WARNING
         log.info("binding condition reported", **context, condition=report.type)
-        await self.events.post(claim.dump(), kind, reason, report.message)
+        await self.post(
+            PostEvent(obj=claim.dump(), type=kind, reason=reason, message=report.message)
+        )
         for ref in claim.status.reserved_for:
             if ref.resource == "pods" and not ref.api_group:
                 pod = {
@@ -342,7 +346,9 @@ class FabricController:
                         "uid": ref.uid,
                     },
                 }
-                await self.events.post(pod, kind, reason, report.message)
+                await self.post(
+                    PostEvent(obj=pod, type=kind, reason=reason, message=report.message)
+                )
 
     async def _detach(self, plan: planning.Plan) -> bool:
         started = False
@@ -379,7 +385,7 @@ class FabricController:
 
     async def _handed_over_live(self, node: str, device: str) -> bool:
         try:
-            body = await self.deps.api.get("Node", node)
+            body = await self.api.get("Node", node)
         except NotFoundError:
             return False
         annotation = ((body.get("metadata") or {}).get("annotations") or {}).get(
@@ -426,7 +432,7 @@ class FabricController:
     async def publish(self) -> None:
         if not self.active:
             return
-        api = self.deps.api
+        api = self.api
         devices = await self.manager.devices()
         for device in devices:
             if (problem := planning.publishable(device)) is not None:
@@ -449,9 +455,9 @@ class FabricController:
             # Listed items carry no kind: name it for the write.
             wire = {**body.dump(), "apiVersion": API_VERSION, "kind": "ResourceSlice"}
             if body.metadata.resource_version:
-                await api.replace(wire)
+                await self.apply(Replace(body=wire))
             else:
-                await api.create(wire)
+                await self.apply(Create(body=wire))
             log.info(
                 "fabric pool published",
                 **{fields.POOL: f"{self.config.driver}/{pool}"},
@@ -460,8 +466,13 @@ class FabricController:
             )
         for name, stale in existing.items():
             if name.startswith(f"{self.config.driver}-{planning.POOL_PREFIX}"):
-                await api.delete(
-                    "ResourceSlice", name, resource_version=stale.metadata.resource_version
+                await self.apply(
+                    Delete(
+                        kind="ResourceSlice",
+                        key=ObjectKey("", name),
+                        uid=stale.metadata.uid,
+                        resource_version=stale.metadata.resource_version,
+                    )
                 )
                 log.info("fabric pool removed", **{fields.POOL: stale.spec.pool.name or ""})
 
@@ -471,16 +482,19 @@ class FabricController:
             self.queue.add(RECONCILE)
             await asyncio.sleep(self.settings.publish_seconds)
 
-    # --- leadership ----------------------------------------------------------------------------
+    # --- lifecycle -----------------------------------------------------------------------------
 
-    async def _activate(self) -> None:
-        self.active = True
+    async def prepare(self) -> None:
+        await self.stores.start(self.api)
+        if self._manager is None:
+            self._manager = HTTPFabricManager(self.settings.manager_url, self.settings.cluster_id)
+
+    async def activate(self) -> None:
         self.queue.start()
         if self._ticker is None:
             self._ticker = asyncio.create_task(self._tick(), name="fabric-tick")
 
-    async def _deactivate(self) -> None:
-        self.active = False
+    async def deactivate(self) -> None:
         if self._ticker is not None:
             self._ticker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -491,9 +505,13 @@ class FabricController:
         self._waiters.clear()
         await self.queue.stop()
 
-    # --- kopf side -----------------------------------------------------------------------------
+    async def release(self) -> None:
+        await self.stores.stop()
+        if self._owns_manager and isinstance(self._manager, HTTPFabricManager):
+            await self._manager.close()
+            self._manager = None
 
-    def register(self, registry: kopf.OperatorRegistry) -> None:
+    def register_handlers(self, registry: kopf.OperatorRegistry) -> None:
         c = self
         config = self.config
 
@@ -505,7 +523,7 @@ class FabricController:
                 return {}
             meta = body.get("metadata") or {}
             return {
-                object_key(body)[1]: {
+                ObjectKey.of(body).name: {
                     "metadata": {
                         "name": meta.get("name"),
                         "resourceVersion": meta.get("resourceVersion"),
@@ -525,7 +543,7 @@ class FabricController:
             if spec.get("driver") != config.driver or not spec.get("nodeName"):
                 return {}
             names = tuple(d.get("name") for d in spec.get("devices") or [])
-            return {object_key(kw["body"])[1]: (spec["nodeName"], names)}
+            return {ObjectKey.of(kw["body"]).name: (spec["nodeName"], names)}
 
         @kopf.on.event(*CLAIMS, registry=registry)
         async def claim_changed(**kw: Any) -> None:
@@ -547,38 +565,4 @@ class FabricController:
             if spec.get("driver") == config.driver and spec.get("nodeName"):
                 c.queue.add(RECONCILE)
 
-        @kopf.on.startup(registry=registry)
-        async def start(**_: Any) -> None:
-            c._deps = await make_deps(c.settings, COMPONENT)
-            await c.stores.start(c._deps.api)
-            c._events = EventRecorder(c._deps.api, f"{COMPONENT}-controller")
-            if c._manager is None:
-                c._manager = HTTPFabricManager(c.settings.manager_url, c.settings.cluster_id)
-            if c.settings.leader_elect:
-                c.elector = elector(
-                    c._deps.api,
-                    name=c.settings.lease_name,
-                    namespace=c.settings.lease_namespace,
-                    identity=c.settings.identity,
-                    lease_duration=c.settings.lease_duration,
-                    on_started=c._activate,
-                    on_stopped=c._deactivate,
-                )
-                c.elector.start()
-            else:
-                await c._activate()
-
-        @kopf.on.cleanup(registry=registry)
-        async def stop(**_: Any) -> None:
-            if c.elector is not None:
-                await c.elector.stop()
-            else:
-                await c._deactivate()
-            await c.stores.stop()
-            if c._owns_manager and isinstance(c._manager, HTTPFabricManager):
-                await c._manager.close()
-                c._manager = None
-            await close_deps(c._deps)
-
-        del fabric_nodes, node_slices, claim_changed, node_changed
-        del slice_changed, start, stop
+        del fabric_nodes, node_slices, claim_changed, node_changed, slice_changed

@@ -12,7 +12,6 @@ restart) finds the operation it started before instead of starting another.
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
@@ -32,6 +31,7 @@ from operators.api.resource import (
     ResourceSlice,
     ResourceSliceSpec,
 )
+from operators.api.timestamps import epoch, format_epoch
 from operators.api.validation import dns1123_label_errors
 from operators.fabric.model import (
     ATTACHED,
@@ -85,20 +85,6 @@ class FabricConfig:
 
 def pool_name(model: str) -> str:
     return POOL_PREFIX + model_slug(model)
-
-
-def parse_time(text: str | None) -> float | None:
-    """Seconds since the epoch of an RFC 3339 timestamp (allocationTimestamp)."""
-    if not text:
-        return None
-    try:
-        return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
-def rfc3339(epoch: float) -> str:
-    return datetime.datetime.fromtimestamp(epoch, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # --- the free-device pools ---------------------------------------------------------------
@@ -438,7 +424,7 @@ def _plan_pending(
         fail(NO_NODE_REASON, f"{where}: the allocation is not pinned to one node")
         return
     allocation = claim.status.allocation
-    allocated_at = parse_time(allocation.allocation_timestamp if allocation else None)
+    allocated_at = epoch(allocation.allocation_timestamp if allocation else None)
     op = operations.get(wanted.op_id)
     if op is None and device.state == ATTACHED and device.held_by(config.cluster, node):
         # Attached there already (an earlier allocation of ours, its operation forgotten).
@@ -548,7 +534,7 @@ def status_patch(
                 if c.type in ours:
                     by_device[key][c.type or ""] = c.dump()
     changed = False
-    stamp = rfc3339(now)
+    stamp = format_epoch(now)
     for report in reports:
         r = report.wanted.result
         key = (r.driver or "", r.pool or "", r.device or "", r.share_id)

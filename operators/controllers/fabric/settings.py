@@ -6,10 +6,10 @@ from typing import Literal
 
 from pydantic import Field
 
-from operators.settings import Settings
+from operators.settings import LeaderElectionSettings
 
 
-class FabricSettings(Settings):
+class FabricSettings(LeaderElectionSettings):
     manager_url: str = Field(
         default="http://fabric-manager-sim.kopf-dra.svc:8470", description="Fabric manager URL"
     )
@@ -56,10 +56,4 @@ class FabricSettings(Settings):
         description="reschedule: seconds the node's pool must have published the device before "
         "the binding is failed (lets the scheduler's cache catch up)",
     )
-    leader_elect: bool = Field(default=False, description="Elect a leader through a Lease")
     lease_name: str = Field(default="kopf-dra-fabric", description="Name of the Lease")
-    lease_namespace: str = Field(default="kube-system", description="Namespace of the Lease")
-    lease_duration: float = Field(default=10.0, description="Seconds a lease stays valid")
-    identity: str | None = Field(
-        default=None, description="This replica's identity (default: hostname + random suffix)"
-    )

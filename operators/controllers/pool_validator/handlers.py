@@ -13,7 +13,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
-import datetime
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,13 +22,17 @@ import kopf
 import structlog
 
 from operators.allocator.features import Features
-from operators.allocator.pool_checks import PoolReport, admission_problems, check_pool
+from operators.allocator.pool_checks import (
+    DOUBLE_ALLOCATION,
+    PoolReport,
+    admission_problems,
+    check_pool,
+)
 from operators.allocator.pools import newest_generations
 from operators.api.ids import PoolID
+from operators.api.keys import ObjectKey
 from operators.api.resource import ResourceClaim, ResourceSlice
-from operators.controllers.common.indices import CLAIMS, SLICES, IndexView, object_key
-from operators.controllers.common.runner import BoundDeps, close_deps, make_deps
-from operators.controllers.common.workqueue import WorkQueue
+from operators.api.timestamps import format_time
 from operators.controllers.pool_validator import metrics, planning
 from operators.controllers.pool_validator.model import (
     API_VERSION,
@@ -48,8 +51,11 @@ from operators.kube.api import (
     Resource,
     register_resource,
 )
-from operators.kube.events import WARNING
 from operators.observability import fields
+from operators.runtime.actions import Create, Delete, PostEvent, ReplaceStatus
+from operators.runtime.controller import Controller
+from operators.runtime.indices import CLAIMS, SLICES
+from operators.runtime.queue import WorkQueue
 
 log = structlog.get_logger(__name__)
 
@@ -87,13 +93,17 @@ class Verdict:
     counters: tuple[tuple[str, str, float], ...]  # counter set, counter, consumed/total
 
 
-class PoolValidatorController(BoundDeps):
-    def __init__(self, settings: PoolValidatorSettings, features: Features | None = None) -> None:
-        self.settings = settings
+class PoolValidatorController(Controller[PoolValidatorSettings]):
+    component = COMPONENT
+    kopf_indices = ("slices_by_pool", "claims_by_pool", "statuses")
+
+    def __init__(
+        self, settings: PoolValidatorSettings, features: Features | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(settings, **kwargs)
         self.features = features or Features.all()
-        self.indices = IndexView()
         self.queue: WorkQueue[PoolKey] = WorkQueue(
-            self.reconcile, name=COMPONENT, workers=settings.workers
+            self.reconcile, name=COMPONENT, workers=settings.workers, clock=self.clock
         )
         self.verdicts: dict[PoolKey, Verdict] = {}
         #: Finished reconciles per pool (tests and debugging wait on it).
@@ -127,6 +137,7 @@ class PoolValidatorController(BoundDeps):
         return dict(cached)
 
     async def reconcile(self, key: PoolKey) -> None:
+        self.require_indices()
         try:
             await self._reconcile(key)
         finally:
@@ -140,12 +151,15 @@ class PoolValidatorController(BoundDeps):
             await self._delete(key, current)
             return
         (group,) = newest_generations([ResourceSlice.load(b) for b in bodies])
-        claims = {
-            c["metadata"].get("uid") or object_key(c): c
-            for c in self.indices.values("claims_by_pool", key)
-        }
-        report = check_pool(group, [ResourceClaim.load(c) for c in claims.values()], self.features)
-        clock = self.deps.clock()
+        claims = [
+            ResourceClaim.load(c)
+            for c in {
+                c["metadata"].get("uid") or ObjectKey.of(c): c
+                for c in self.indices.values("claims_by_pool", key)
+            }.values()
+        ]
+        report = check_pool(group, claims, self.features)
+        clock = self.clock.monotonic()
         timing = planning.Timing(
             incomplete_for=self._elapsed(key, "incomplete", not report.complete, clock),
             stale_for=self._elapsed(key, "stale", bool(report.stale_slices), clock),
@@ -160,7 +174,7 @@ class PoolValidatorController(BoundDeps):
             previous,
             timing,
             grace=self.settings.incomplete_grace_period,
-            now=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            now=format_time(self.clock.now()),
             max_problems=self.settings.max_problems,
         )
         if current is None:
@@ -177,30 +191,44 @@ class PoolValidatorController(BoundDeps):
             target = next(
                 (b for b in bodies if b["metadata"].get("name") == problem.slice), current
             )
-            await self.events.post(target, WARNING, problem.code, planning.describe(pool, problem))
+            await self.post(
+                PostEvent(
+                    obj=target,
+                    type="Warning",
+                    reason=problem.code,
+                    message=planning.describe(pool, problem),
+                )
+            )
+            if problem.code == DOUBLE_ALLOCATION:
+                metrics.DOUBLE_ALLOCATIONS.inc()
+                for event in planning.double_allocation_events(pool, problem, claims):
+                    await self.post(event)
         self._publish(key, plan, report)
         if plan.requeue_after is not None:
             self.queue.add_after(key, plan.requeue_after + 0.05)
 
     async def _create(self, pool: PoolID) -> dict[str, Any]:
         try:
-            return await self.deps.api.create(planning.status_object(pool))
+            created = await self.apply(Create(body=planning.status_object(pool)))
         except ConflictError:
             # Created by us a moment ago and not in the cache yet (or by a previous run).
-            return await self.deps.api.get(KIND, planning.status_name(pool))
+            return await self.api.get(KIND, planning.status_name(pool))
+        assert created is not None
+        return created
 
     async def _write_status(
         self, key: PoolKey, current: dict[str, Any], status: dict[str, Any]
     ) -> None:
         body = {**current, "status": status}
         try:
-            written = await self.deps.api.replace_status(body)
+            written = await self.apply(ReplaceStatus(body=body))
         except NotFoundError:
             self._written.pop(key, None)
             raise  # deleted meanwhile: the retry creates it again
         except ConflictError:
             self._written.pop(key, None)
             raise
+        assert written is not None
         self._written[key] = (current["metadata"].get("resourceVersion"), written)
 
     async def _delete(self, key: PoolKey, current: dict[str, Any] | None) -> None:
@@ -211,8 +239,12 @@ class PoolValidatorController(BoundDeps):
         self._forget(key)
         if current is None:
             return
-        await self.deps.api.delete(
-            KIND, current["metadata"]["name"], uid=current["metadata"].get("uid")
+        await self.apply(
+            Delete(
+                kind=KIND,
+                key=ObjectKey("", current["metadata"]["name"]),
+                uid=current["metadata"].get("uid"),
+            )
         )
         log.info("pool gone, status deleted", **{fields.POOL: str(PoolID(*key))})
 
@@ -266,8 +298,29 @@ class PoolValidatorController(BoundDeps):
 
     # --- kopf side ------------------------------------------------------------------------
 
-    def register(self, registry: kopf.OperatorRegistry) -> None:
-        """Indices (the cache), event handlers (enqueue only), startup and cleanup."""
+    async def prepare(self) -> None:
+        try:
+            await self.api.list(KIND)
+        except NotFoundError:
+            raise kopf.PermanentError(
+                f"the {KIND} CRD is not installed: kubectl apply -f crds/resourcepoolstatuses.yaml"
+            ) from None
+        except ApiError as e:  # e.g. 429 while a just-installed CRD's storage starts
+            raise kopf.TemporaryError(f"{KIND} not served yet: {e}", delay=1) from None
+
+    async def activate(self) -> None:
+        self.queue.start()
+        if self.indices.ready:  # pools seen while another replica led
+            for index in ("slices_by_pool", "statuses"):
+                for pool in list(self.indices.keys(index)):
+                    self.queue.add(pool)
+
+    async def deactivate(self) -> None:
+        await self.queue.stop()
+        self._written.clear()
+
+    def register_handlers(self, registry: kopf.OperatorRegistry) -> None:
+        """Indices (the cache) and event handlers (enqueue only)."""
         controller = self
         register_resource(RESOURCE)
 
@@ -301,7 +354,7 @@ class PoolValidatorController(BoundDeps):
         @kopf.on.event(*CLAIMS, registry=registry)
         async def claim_changed(**kw: Any) -> None:
             controller.indices.attach(kw)
-            key = object_key(kw["body"])
+            key = ObjectKey.of(kw["body"])
             pools = set() if kw.get("type") == "DELETED" else claim_pools(kw["body"])
             before = controller._claim_pools.pop(key, set())
             if pools:
@@ -317,30 +370,8 @@ class PoolValidatorController(BoundDeps):
                 controller._written.pop(pool, None)  # deleted by hand: create it again
             controller.queue.add(pool)
 
-        @kopf.on.startup(registry=registry)
-        async def start(**_: Any) -> None:
-            deps = await make_deps(controller.settings, COMPONENT)
-            try:
-                await deps.api.list(KIND)
-            except NotFoundError:
-                await close_deps(deps)
-                raise kopf.PermanentError(
-                    f"the {KIND} CRD is not installed: "
-                    "kubectl apply -f crds/resourcepoolstatuses.yaml"
-                ) from None
-            except ApiError as e:  # e.g. 429 while a just-installed CRD's storage starts
-                await close_deps(deps)
-                raise kopf.TemporaryError(f"{KIND} not served yet: {e}", delay=1) from None
-            controller.bind(deps)
-            controller.queue.start()
-
-        @kopf.on.cleanup(registry=registry)
-        async def stop(**_: Any) -> None:
-            await controller.queue.stop()
-            await close_deps(controller._deps)
-
         del slices_by_pool, claims_by_pool, statuses
-        del slice_changed, claim_changed, status_changed, start, stop
+        del slice_changed, claim_changed, status_changed
         if self.settings.webhook:
             self._register_webhook(registry)
 

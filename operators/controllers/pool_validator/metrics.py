@@ -33,3 +33,7 @@ ADMISSION_REVIEWS = Counter(
     "ResourceSlice admission reviews answered by the webhook, by result (allowed, denied)",
     ["result"],
 )
+DOUBLE_ALLOCATIONS = Counter(
+    "kopf_dra_resource_pool_double_allocations_total",
+    "Devices found allocated to several claims that do not share them (each found once)",
+)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
+from collections.abc import Sequence
 from typing import Any, Final
 
 from operators.allocator.pool_checks import (
@@ -25,6 +26,7 @@ from operators.allocator.pools import PoolProblem
 from operators.api import limits
 from operators.api.ids import PoolID
 from operators.api.meta import Condition, ObjectMeta
+from operators.api.resource import ResourceClaim
 from operators.controllers.pool_validator.model import (
     API_VERSION,
     CONDITION_COMPLETE,
@@ -38,6 +40,7 @@ from operators.controllers.pool_validator.model import (
     ProblemEntry,
     ResourcePoolStatus,
 )
+from operators.runtime.actions import PostEvent
 
 MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
 MANAGED_BY: Final = "kopf-dra-pool-validator"
@@ -276,3 +279,22 @@ def _counter_sets(report: PoolReport) -> list[CounterSetEntry]:
             CounterEntry(name=usage.counter, consumed=str(usage.consumed), total=str(usage.total))
         )
     return list(sets.values())
+
+
+def double_allocation_events(
+    pool: PoolID, problem: PoolProblem, claims: Sequence[ResourceClaim]
+) -> list[PostEvent]:
+    """A Warning on every claim that holds the device twice allocated: the users who own the
+    claims see it with ``kubectl describe resourceclaim`` (the scheduler repairs it)."""
+    device = pool.device(problem.device)
+    holders = [c for c in claims if device in c.allocated_device_ids()]
+    return [
+        PostEvent(
+            obj=claim.dump(),
+            type="Warning",
+            reason=problem.code,
+            message=f"device {device} is also allocated to "
+            + ", ".join(sorted(other.key for other in holders if other is not claim)),
+        )
+        for claim in holders
+    ]

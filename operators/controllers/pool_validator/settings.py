@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from operators.settings import Settings
+from operators.settings import LeaderElectionSettings
 
 
-class PoolValidatorSettings(Settings):
+class PoolValidatorSettings(LeaderElectionSettings):
     incomplete_grace_period: float = Field(
         default=60.0,
         ge=0,
@@ -45,3 +45,4 @@ class PoolValidatorSettings(Settings):
         "unreachable (failurePolicy Fail); default fail open (Ignore): publishing never "
         "depends on the validator being up",
     )
+    lease_name: str = Field(default="kopf-dra-pool-validator", description="Name of the Lease")

@@ -14,13 +14,15 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from operators.api.resource import ResourceClaim, ResourceClaimConsumerReference
-from operators.controllers.claim_templates.planning import (
+from operators.api.claim_status import edited_status
+from operators.api.keys import ObjectKey
+from operators.api.names import (
+    DELETE_PROTECTION_FINALIZER,
     POD_CLAIM_NAME_ANNOTATION,
     TERMINAL_PHASES,
 )
-
-DELETE_PROTECTION_FINALIZER = "resource.kubernetes.io/delete-protection"
+from operators.api.resource import ResourceClaim, ResourceClaimConsumerReference
+from operators.runtime.actions import Delete, Patch, ReplaceStatus
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,22 +132,32 @@ def plan_claim(claim: ResourceClaim, pods: Mapping[str, PodInfo | None]) -> Clai
     return ClaimPlan(removals, deallocate, remove_finalizer, delete)
 
 
-def status_after(claim: ResourceClaim, plan: ClaimPlan) -> dict[str, Any]:
-    """The claim's JSON with the plan's status applied (for a PUT with its resourceVersion).
+def status_write(claim: ResourceClaim, plan: ClaimPlan) -> ReplaceStatus:
+    """The plan's status edit, at the claim's resourceVersion (a 409 on a stale cache)."""
+    return ReplaceStatus(
+        body=edited_status(
+            claim,
+            unreserve={r.consumer.uid or "" for r in plan.removals},
+            deallocate=plan.deallocate,
+        )
+    )
 
-    Clearing the allocation clears ``status.devices`` too: the API rejects device statuses of
-    devices that are no longer allocated.
-    """
-    body = claim.dump()
-    status = dict(body.get("status") or {})
-    removed = {id(r.consumer) for r in plan.removals}
-    kept = [r.dump() for r in claim.status.reserved_for if id(r) not in removed]
-    if kept:
-        status["reservedFor"] = kept
-    else:
-        status.pop("reservedFor", None)
-    if plan.deallocate:
-        status.pop("allocation", None)
-        status.pop("devices", None)
-    body["status"] = status
-    return body
+
+def finalizer_removal(claim: ResourceClaim, resource_version: str | None) -> Patch:
+    """The delete-protection finalizer off, at ``resource_version`` (after our status write)."""
+    finalizers = [f for f in claim.metadata.finalizers if f != DELETE_PROTECTION_FINALIZER]
+    return Patch(
+        kind="ResourceClaim",
+        key=ObjectKey(claim.metadata.namespace or "", claim.metadata.name or ""),
+        patch={"metadata": {"finalizers": finalizers}},
+        resource_version=resource_version,
+    )
+
+
+def deletion(claim: ResourceClaim) -> Delete:
+    """A generated claim goes after its pod: this claim only (its uid)."""
+    return Delete(
+        kind="ResourceClaim",
+        key=ObjectKey(claim.metadata.namespace or "", claim.metadata.name or ""),
+        uid=claim.metadata.uid,
+    )

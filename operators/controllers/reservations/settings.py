@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from operators.settings import Settings
+from operators.settings import LeaderElectionSettings
 
 
-class ReservationSettings(Settings):
+class ReservationSettings(LeaderElectionSettings):
     workers: int = Field(default=4, description="Claims reconciled concurrently")
+    lease_name: str = Field(default="kopf-dra-reservations", description="Name of the Lease")

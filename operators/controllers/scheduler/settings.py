@@ -6,10 +6,10 @@ from typing import Literal
 
 from pydantic import Field
 
-from operators.settings import Settings
+from operators.settings import LeaderElectionSettings
 
 
-class SchedulerSettings(Settings):
+class SchedulerSettings(LeaderElectionSettings):
     scheduler_name: str = Field(default="kopf-dra", description="spec.schedulerName we serve")
     binding_timeout: float = Field(
         default=600.0,
@@ -22,15 +22,7 @@ class SchedulerSettings(Settings):
         default="first-fit",
         description="first-fit gives upstream's devices; best-fit prefers small partitions",
     )
-    leader_elect: bool = Field(
-        default=False, description="Elect a leader through a Lease (run with 2+ replicas)"
-    )
     lease_name: str = Field(default="kopf-dra-scheduler", description="Name of the Lease")
-    lease_namespace: str = Field(default="kube-system", description="Namespace of the Lease")
-    lease_duration: float = Field(default=10.0, description="Seconds a lease stays valid")
-    identity: str | None = Field(
-        default=None, description="This replica's identity (default: hostname + random suffix)"
-    )
     unschedulable_retry: float = Field(
         default=30.0, description="Seconds before an unschedulable pod is tried again anyway"
     )

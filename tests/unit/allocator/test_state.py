@@ -78,7 +78,7 @@ updates = st.lists(
 @settings(max_examples=300, deadline=None)
 @given(updates)
 def test_updates_match_a_full_rebuild(history: list[tuple[str, Any]]) -> None:
-    tracker = AllocatedTracker(FEATURES)
+    tracker: AllocatedTracker[str] = AllocatedTracker(FEATURES)
     current: dict[str, ResourceClaim] = {}
     for name, allocated in history:
         claim = _claim(name, allocated)
@@ -102,7 +102,7 @@ def test_updates_match_a_full_rebuild(history: list[tuple[str, Any]]) -> None:
 
 
 def test_state_object_is_reused_until_something_changes() -> None:
-    tracker = AllocatedTracker(FEATURES)
+    tracker: AllocatedTracker[str] = AllocatedTracker(FEATURES)
     claim = _claim("a", [{"request": "r", "driver": "drv", "pool": "p", "device": "d0"}])
     tracker.track("a", claim)
     first = tracker.state()

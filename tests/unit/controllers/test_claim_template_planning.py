@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 
 from operators.api.core import Pod
+from operators.api.names import POD_CLAIM_NAME_ANNOTATION
 from operators.api.resource import ResourceClaim, ResourceClaimTemplate
 from operators.controllers.claim_templates import planning
 from operators.controllers.claim_templates.planning import (
-    POD_CLAIM_NAME_ANNOTATION,
     CreateClaim,
     DeleteDuplicate,
     RecordStatus,

@@ -7,35 +7,28 @@ scheduler's state under load ("dictionary changed size during iteration").
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from typing import Any
 
 import kopf
 import pytest
 
-from operators.cli import COMPONENTS
-from operators.settings import Settings
+from operators.components import COMPONENTS
 
 
 def _apps() -> list[str]:
-    return sorted(m for m in COMPONENTS.values() if ".controllers." in m)
+    return sorted(name for name, c in COMPONENTS.items() if c.controller)
 
 
-def _registry(module: str) -> kopf.OperatorRegistry:
-    app: Any = importlib.import_module(module)
-    settings_class = next(
-        v
-        for v in vars(app).values()
-        if isinstance(v, type) and issubclass(v, Settings) and v is not Settings
-    )
-    registry: kopf.OperatorRegistry = app.build_registry(settings_class())
+def _registry(component: str) -> kopf.OperatorRegistry:
+    app: Any = COMPONENTS[component].runnable()
+    registry: kopf.OperatorRegistry = app.build_registry(COMPONENTS[component].settings_class()())
     return registry
 
 
-@pytest.mark.parametrize("module", _apps())
-def test_every_handler_is_async(module: str) -> None:
-    registry = _registry(module)
+@pytest.mark.parametrize("component", _apps())
+def test_every_handler_is_async(component: str) -> None:
+    registry = _registry(component)
     handlers = [
         *registry._indexing.get_all_handlers(),
         *registry._watching.get_all_handlers(),
@@ -46,9 +39,9 @@ def test_every_handler_is_async(module: str) -> None:
     assert sync == []
 
 
-@pytest.mark.parametrize("module", _apps())
-def test_no_change_handlers_since_no_diff_base_is_kept(module: str) -> None:
+@pytest.mark.parametrize("component", _apps())
+def test_no_change_handlers_since_no_diff_base_is_kept(component: str) -> None:
     """configure_kopf drops kopf's diff base (runner.NoDiffBase): change handlers would misfire."""
-    registry = _registry(module)
+    registry = _registry(component)
     assert [h.id for h in registry._changing.get_all_handlers()] == []
     assert [h.id for h in registry._spawning.get_all_handlers()] == []

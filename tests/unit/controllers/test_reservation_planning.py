@@ -6,13 +6,10 @@ from typing import Any
 
 import pytest
 
+from operators.api.names import DELETE_PROTECTION_FINALIZER, POD_CLAIM_NAME_ANNOTATION
 from operators.api.resource import ResourceClaim
-from operators.controllers.claim_templates.planning import POD_CLAIM_NAME_ANNOTATION
 from operators.controllers.reservations import planning
-from operators.controllers.reservations.planning import (
-    DELETE_PROTECTION_FINALIZER,
-    PodInfo,
-)
+from operators.controllers.reservations.planning import PodInfo
 
 ALLOCATION = {
     "devices": {
@@ -99,7 +96,7 @@ def test_stale_pod_reservation_is_removed_and_last_removal_deallocates(
     plan = planning.plan_claim(c, {"p1": pod})
     assert [r.reason for r in plan.removals] == [reason]
     assert plan.deallocate
-    body = planning.status_after(c, plan)
+    body = planning.status_write(c, plan).body
     assert "reservedFor" not in body["status"]
     assert "allocation" not in body["status"]
     assert "devices" not in body["status"]  # cleared in the same write
@@ -124,7 +121,7 @@ def test_shared_claim_is_deallocated_only_after_the_last_pod() -> None:
     plan = planning.plan_claim(c, {"p1": None, "p2": PodInfo(uid="u2", phase="Running")})
     assert [r.consumer.name for r in plan.removals] == ["p1"]
     assert not plan.deallocate
-    body = planning.status_after(c, plan)
+    body = planning.status_write(c, plan).body
     assert [r["name"] for r in body["status"]["reservedFor"]] == ["p2"]
     assert body["status"]["allocation"] == ALLOCATION
 
@@ -134,7 +131,7 @@ def test_other_consumer_kinds_are_left_alone() -> None:
     plan = planning.plan_claim(c, {"p1": None})
     assert [r.consumer.name for r in plan.removals] == ["p1"]
     assert not plan.deallocate  # the jobset still holds it
-    assert planning.status_after(c, plan)["status"]["reservedFor"] == [
+    assert planning.status_write(c, plan).body["status"]["reservedFor"] == [
         {"apiGroup": "example.com", "resource": "jobsets", "name": "js", "uid": "j"}
     ]
 

@@ -7,11 +7,13 @@ from decimal import Decimal
 from typing import Any
 
 from operators.api.ids import DeviceID
+from operators.api.keys import ObjectKey
 from operators.api.resource import ResourceClaim
 from operators.controllers.scheduler.handlers import Scheduler
 from operators.controllers.scheduler.settings import SchedulerSettings
 
 DEVICE = DeviceID("gpu.example.com", "node-1", "gpu-0")
+KEY = ObjectKey("ns", "c")
 
 
 def _claim(version: str, *, allocated: bool) -> dict[str, Any]:
@@ -44,27 +46,27 @@ def _pod(name: str, node: str | None, cpu: str = "1") -> dict[str, Any]:
 
 async def test_allocations_come_from_cache_and_ledger_and_survive_losing_leadership() -> None:
     s = Scheduler(SchedulerSettings())
-    s.claim_store.apply("ADDED", _claim("5", allocated=True))
-    assert s.allocated.state().is_allocated(DEVICE)
+    s.cache.claims.apply("ADDED", _claim("5", allocated=True))
+    assert s.cache.allocated.state().is_allocated(DEVICE)
     # An in-flight deallocation (written by us, not yet seen) frees the device at once ...
-    s.ledger.reserve(ResourceClaim.load(_claim("5", allocated=False)))
-    assert not s.allocated.state().is_allocated(DEVICE)
+    s.cache.ledger.reserve(KEY, ResourceClaim.load(_claim("5", allocated=False)))
+    assert not s.cache.allocated.state().is_allocated(DEVICE)
     # ... and losing leadership drops the ledger: the cache is the truth again.
-    await s._deactivate()
-    assert s.allocated.state().is_allocated(DEVICE)
-    s.claim_store.apply("DELETED", _claim("6", allocated=True))
-    assert not s.allocated.state().is_allocated(DEVICE)
+    await s.deactivate()
+    assert s.cache.allocated.state().is_allocated(DEVICE)
+    s.cache.claims.apply("DELETED", _claim("6", allocated=True))
+    assert not s.cache.allocated.state().is_allocated(DEVICE)
 
 
 async def test_node_usage_counts_bound_and_assumed_pods() -> None:
     s = Scheduler(SchedulerSettings())
-    s.pod_store.apply("ADDED", _pod("a", "node-1"))
-    s.pod_store.apply("ADDED", _pod("b", None))
-    s.usage.assume(("ns", "b"), ("node-1", {"cpu": Decimal(2)}))
-    usage = s.usage.usage["node-1"]
+    s.cache.pods.apply("ADDED", _pod("a", "node-1"))
+    s.cache.pods.apply("ADDED", _pod("b", None))
+    s.cache.usage.assume(ObjectKey("ns", "b"), ("node-1", {"cpu": Decimal(2)}))
+    usage = s.cache.usage.usage["node-1"]
     assert (usage.pods, usage.requests["cpu"]) == (2, Decimal(3))
-    await s._deactivate()  # our assumption goes, the cache's bound pod stays
-    usage = s.usage.usage["node-1"]
+    await s.deactivate()  # our assumption goes, the cache's bound pod stays
+    usage = s.cache.usage.usage["node-1"]
     assert (usage.pods, usage.requests["cpu"]) == (1, Decimal(1))
-    s.pod_store.apply("DELETED", _pod("a", "node-1"))
-    assert "node-1" not in s.usage.usage
+    s.cache.pods.apply("DELETED", _pod("a", "node-1"))
+    assert "node-1" not in s.cache.usage.usage

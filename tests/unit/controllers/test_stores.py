@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from operators.controllers.common.indices import IndexView
-from operators.controllers.common.stores import LocalStore
+from operators.runtime.indices import IndexView
+from operators.runtime.stores import LocalStore
 
 
 def _pod(name: str, version: str, node: str = "") -> dict[str, Any]:

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from operators.api.resource import ResourceClaim, ResourceSlice
+from operators.api.timestamps import format_epoch
 from operators.controllers.fabric import planning
 from operators.fabric.model import FabricDevice, Operation
 
@@ -15,7 +16,7 @@ DRIVER = "gpu.example.com"
 ATTACHED = "fabric.kopf-dra.io/attached"
 FAILED = "fabric.kopf-dra.io/attach-failed"
 NOW = 1_800_000_000.0
-STAMP = planning.rfc3339(NOW - 5)
+STAMP = format_epoch(NOW - 5)
 BIND = planning.FabricConfig(
     driver=DRIVER,
     domain="fabric.kopf-dra.io",
@@ -218,7 +219,7 @@ def test_devices_of_other_clusters_are_never_detached() -> None:
 
 
 def test_binding_timeout_fails_and_then_the_late_device_is_given_back() -> None:
-    c = claim(stamp=planning.rfc3339(NOW - 61))
+    c = claim(stamp=format_epoch(NOW - 61))
     p = run([c], [device(state="attaching", node="n1")], [op_for(c, "running")])
     assert reports(p) == [(FAILED, True, "BindingTimeout")]
     assert not p.attach
@@ -323,7 +324,7 @@ def test_status_patch_applies_all_our_entries_and_skips_no_ops() -> None:
     assert (entry["driver"], entry["pool"], entry["device"]) == (DRIVER, "fabric-a100", "a100-0")
     [condition] = entry["conditions"]
     assert (condition["status"], condition["reason"]) == ("True", "Attached")
-    assert condition["lastTransitionTime"] == planning.rfc3339(NOW)
+    assert condition["lastTransitionTime"] == format_epoch(NOW)
     attaching = planning.Report(wanted, ATTACHED, False, "Attaching", "again")
     assert planning.status_patch(c, [attaching], BIND, NOW) is None
 

@@ -16,13 +16,13 @@ from operators.scheduling.cycle import (
     ClaimsNotReady,
     CycleResult,
     NodeFit,
-    ScorePolicy,
     prefer_nominated,
     resolve_claims,
     run_cycle,
     unschedulable_message,
 )
 from operators.scheduling.nodes import NodeUsage
+from operators.scheduling.score import Score, ScorePolicy
 from tests.unit.allocator.builders import (
     CLAIM0,
     CLAIM1,
@@ -465,8 +465,8 @@ def test_first_available_rank_first() -> None:
     got = run_cycle(pod(), [c], [node(NODE1), node(NODE2)], usage, allocator(CLASSES, slices))
     assert fit_order(got) == [NODE2, NODE1]
     by_node = {f.node: f for f in got.fits}
-    assert by_node[NODE2].score[0] == 0
-    assert by_node[NODE1].score[0] == 1
+    assert by_node[NODE2].score.rank == 0
+    assert by_node[NODE1].score.rank == 1
     assert by_node[NODE1].results[KEY0].devices.results[0].request == f"{REQ0}/{SUBREQ1}"
 
 
@@ -481,8 +481,8 @@ def test_devices_with_binding_conditions_last() -> None:
     )
     assert fit_order(got) == [NODE2, NODE1]
     by_node = {f.node: f for f in got.fits}
-    assert by_node[NODE1].score[1] == 1
-    assert by_node[NODE2].score[1] == 0
+    assert by_node[NODE1].score.binding_devices == 1
+    assert by_node[NODE2].score.binding_devices == 0
     assert by_node[NODE1].results[KEY0].devices.results[0].binding_conditions == ["attached"]
 
 
@@ -520,7 +520,7 @@ def test_allocated_policy(policy: ScorePolicy, order: list[str]) -> None:
     p = pod(containers=[container({"cpu": "1", "memory": "1Gi"})])
     got = run_cycle(p, [], nodes, usage, None, policy=policy)
     assert fit_order(got) == order
-    by_node = {f.node: f.score[2] for f in got.fits}
+    by_node = {f.node: f.score.utilisation for f in got.fits}
     sign = 1 if policy == "least-allocated" else -1
     # cpu and memory fractions after placing the pod, averaged
     assert by_node[NODE1] == sign * Decimal(1)
@@ -554,7 +554,7 @@ def test_binding_conditions_beat_utilisation_and_utilisation_beats_name() -> Non
 
 
 def cycle_with(*nodes_: str) -> CycleResult:
-    fits = tuple(NodeFit(n, {}, (0, 0, Decimal(0), n)) for n in nodes_)
+    fits = tuple(NodeFit(n, {}, Score(0, 0, Decimal(0), n)) for n in nodes_)
     return CycleResult(fits, {}, {})
 
 

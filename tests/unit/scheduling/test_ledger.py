@@ -45,52 +45,38 @@ def chosen(version: str | None, *, uid: str = "uid-0", name: str = CLAIM0) -> Re
     )
 
 
+def keyed(c: ResourceClaim) -> tuple[str, ResourceClaim]:
+    """(key, claim): the ledger is keyed by whatever key type its owner uses."""
+    return c.key, c
+
+
 def test_empty() -> None:
-    ledger = InFlightLedger()
+    ledger: InFlightLedger[str] = InFlightLedger()
     assert len(ledger) == 0
     assert KEY0 not in ledger
-    assert list(ledger.claims()) == []
+    assert ledger.get(KEY0) is None
     c = cached("1")
-    assert ledger.overlay({KEY0: c}) == {KEY0: c}
     ledger.observe(KEY0, c)  # unknown keys are ignored
     ledger.remove(KEY0)
     assert len(ledger) == 0
 
 
-def test_reserve_overlays_the_cache() -> None:
-    ledger = InFlightLedger()
+def test_reserve_shows_the_claim_in_flight() -> None:
+    ledger: InFlightLedger[str] = InFlightLedger()
     target = chosen("10")
-    other = cached("3", uid="uid-1", name=CLAIM1)
-    ledger.reserve(target)
+    ledger.reserve(*keyed(target))
     assert KEY0 in ledger
     assert len(ledger) == 1
-    assert list(ledger.claims()) == [target]
-    merged = ledger.overlay({KEY0: cached("10"), KEY1: other})
-    assert merged[KEY0] is target
-    assert merged[KEY0].is_allocated
-    assert merged[KEY1] is other
-
-
-def test_overlay_adds_claims_the_cache_does_not_have_yet() -> None:
-    ledger = InFlightLedger()
-    target = chosen("10")
-    ledger.reserve(target)
-    assert ledger.overlay({}) == {KEY0: target}
-
-
-def test_overlay_does_not_change_the_cache() -> None:
-    ledger = InFlightLedger()
-    ledger.reserve(chosen("10"))
-    cache = {KEY0: cached("10")}
-    ledger.overlay(cache)
-    assert not cache[KEY0].is_allocated
+    assert ledger.get(KEY0) is target
+    assert ledger.get(KEY0).is_allocated  # type: ignore[union-attr]
+    assert ledger.get(KEY1) is None
 
 
 @pytest.mark.parametrize("seen", ["10", "11", "12", "999", None])
 def test_in_flight_entry_survives_any_version(seen: str | None) -> None:
     """Before our write returned, no cached version can have our allocation in it: keep."""
-    ledger = InFlightLedger()
-    ledger.reserve(chosen("10"))
+    ledger: InFlightLedger[str] = InFlightLedger()
+    ledger.reserve(*keyed(chosen("10")))
     ledger.observe(KEY0, cached(seen))
     assert KEY0 in ledger
 
@@ -109,17 +95,17 @@ def test_in_flight_entry_survives_any_version(seen: str | None) -> None:
     ],
 )
 def test_written_entry_dropped_once_the_cache_caught_up(seen: str | None, kept: bool) -> None:
-    ledger = InFlightLedger()
-    ledger.reserve(chosen("10"))
-    ledger.written(chosen("12"))
+    ledger: InFlightLedger[str] = InFlightLedger()
+    ledger.reserve(*keyed(chosen("10")))
+    ledger.written(*keyed(chosen("12")))
     ledger.observe(KEY0, cached(seen))  # only the version matters
     assert (KEY0 in ledger) is kept
 
 
 def test_versions_compare_as_integers() -> None:
     """ "9" < "10" as numbers though not as strings."""
-    ledger = InFlightLedger()
-    ledger.written(chosen("10"))
+    ledger: InFlightLedger[str] = InFlightLedger()
+    ledger.written(*keyed(chosen("10")))
     ledger.observe(KEY0, cached("9"))
     assert KEY0 in ledger
     ledger.observe(KEY0, chosen("10"))
@@ -130,27 +116,27 @@ def test_finalizer_patch_then_status_write() -> None:
     """The double-allocation regression: the finalizer patch bumps the claim's version before
     our status write; seeing it must not drop the entry, or the next cycle would give the
     same device away while the cache still shows the claim unallocated."""
-    ledger = InFlightLedger()
+    ledger: InFlightLedger[str] = InFlightLedger()
     target = chosen("10")
-    ledger.reserve(target)  # the cycle read version 10
+    ledger.reserve(*keyed(target))  # the cycle read version 10
     ledger.observe(KEY0, cached("11"))  # the finalizer patch arrives first
-    assert ledger.overlay({KEY0: cached("11")})[KEY0] is target
+    assert ledger.get(KEY0) is target
     written = chosen("12")
-    ledger.written(written)  # the status write returned version 12
+    ledger.written(*keyed(written))  # the status write returned version 12
     ledger.observe(KEY0, cached("11"))  # a late event of the finalizer patch
-    assert ledger.overlay({KEY0: cached("11")})[KEY0] is written
+    assert ledger.get(KEY0) is written
     ledger.observe(KEY0, chosen("12"))  # the cache shows our write
     assert KEY0 not in ledger
-    assert not ledger.overlay({KEY0: cached("12")})[KEY0].is_allocated
+    assert ledger.get(KEY0) is None  # the cache is the truth again
 
 
 def test_write_event_before_written_is_recorded() -> None:
     """The watch may deliver our write before the API call returns; the entry then stays
     (harmlessly: it equals the cache) until the next event or the claim's deletion."""
-    ledger = InFlightLedger()
-    ledger.reserve(chosen("10"))
+    ledger: InFlightLedger[str] = InFlightLedger()
+    ledger.reserve(*keyed(chosen("10")))
     ledger.observe(KEY0, chosen("12"))
-    ledger.written(chosen("12"))
+    ledger.written(*keyed(chosen("12")))
     assert KEY0 in ledger
     ledger.observe(KEY0, chosen("13"))
     assert KEY0 not in ledger
@@ -158,10 +144,10 @@ def test_write_event_before_written_is_recorded() -> None:
 
 @pytest.mark.parametrize("written", [False, True])
 def test_dropped_when_the_claim_is_gone(written: bool) -> None:
-    ledger = InFlightLedger()
-    ledger.reserve(chosen("10"))
+    ledger: InFlightLedger[str] = InFlightLedger()
+    ledger.reserve(*keyed(chosen("10")))
     if written:
-        ledger.written(chosen("12"))
+        ledger.written(*keyed(chosen("12")))
     ledger.observe(KEY0, None)
     assert KEY0 not in ledger
 
@@ -169,18 +155,18 @@ def test_dropped_when_the_claim_is_gone(written: bool) -> None:
 @pytest.mark.parametrize("written", [False, True])
 def test_dropped_when_the_claim_was_replaced(written: bool) -> None:
     """Same name, new uid: deleted and created again; our allocation is not in it."""
-    ledger = InFlightLedger()
-    ledger.reserve(chosen("10"))
+    ledger: InFlightLedger[str] = InFlightLedger()
+    ledger.reserve(*keyed(chosen("10")))
     if written:
-        ledger.written(chosen("12"))
+        ledger.written(*keyed(chosen("12")))
     ledger.observe(KEY0, cached("5", uid="uid-new"))
     assert KEY0 not in ledger
 
 
 def test_remove_after_a_failed_write() -> None:
-    ledger = InFlightLedger()
-    ledger.reserve(chosen("10"))
-    ledger.reserve(chosen("3", uid="uid-1", name=CLAIM1))
+    ledger: InFlightLedger[str] = InFlightLedger()
+    ledger.reserve(*keyed(chosen("10")))
+    ledger.reserve(*keyed(chosen("3", uid="uid-1", name=CLAIM1)))
     ledger.remove(KEY0)
     assert KEY0 not in ledger
     assert KEY1 in ledger
@@ -190,16 +176,16 @@ def test_remove_after_a_failed_write() -> None:
 
 def test_reserve_again_starts_a_new_attempt() -> None:
     """A new attempt for the same claim forgets the previous write's version."""
-    ledger = InFlightLedger()
-    ledger.written(chosen("12"))
-    ledger.reserve(chosen("12"))
+    ledger: InFlightLedger[str] = InFlightLedger()
+    ledger.written(*keyed(chosen("12")))
+    ledger.reserve(*keyed(chosen("12")))
     ledger.observe(KEY0, chosen("12"))
     assert KEY0 in ledger
 
 
 def test_unparsable_written_version_is_only_dropped_by_deletion() -> None:
-    ledger = InFlightLedger()
-    ledger.written(chosen("abc"))
+    ledger: InFlightLedger[str] = InFlightLedger()
+    ledger.written(*keyed(chosen("abc")))
     ledger.observe(KEY0, chosen("99999"))
     assert KEY0 in ledger
     ledger.observe(KEY0, None)
@@ -216,12 +202,12 @@ def test_kept_until_a_version_at_or_after_the_write(
 ) -> None:
     """Whatever the cache shows before the write returns, and in whatever order events come
     after it, the entry stays exactly until one of them is at least the written version."""
-    ledger = InFlightLedger()
-    ledger.reserve(chosen("1"))
+    ledger: InFlightLedger[str] = InFlightLedger()
+    ledger.reserve(*keyed(chosen("1")))
     for v in before:
         ledger.observe(KEY0, cached(str(v)))
     assert KEY0 in ledger
-    ledger.written(chosen(str(written)))
+    ledger.written(*keyed(chosen(str(written))))
     for i, v in enumerate(after):
         ledger.observe(KEY0, cached(str(v)))
         caught_up = any(seen >= written for seen in after[: i + 1])
@@ -231,15 +217,15 @@ def test_kept_until_a_version_at_or_after_the_write(
 def test_every_change_of_an_entry_is_announced() -> None:
     """The scheduler's allocation tracker follows the ledger through these notifications."""
     changed: list[str] = []
-    ledger = InFlightLedger(on_change=changed.append)
-    ledger.reserve(chosen(None))
-    ledger.written(chosen("7"))
+    ledger: InFlightLedger[str] = InFlightLedger(on_change=changed.append)
+    ledger.reserve(*keyed(chosen(None)))
+    ledger.written(*keyed(chosen("7")))
     ledger.observe(KEY0, cached("6"))  # not caught up: no change
     ledger.observe(KEY0, chosen("7"))
     ledger.remove(KEY0)  # already gone: no change
-    ledger.reserve(chosen(None, name=CLAIM1))
+    ledger.reserve(*keyed(chosen(None, name=CLAIM1)))
     ledger.remove(KEY1)
-    ledger.reserve(chosen(None))
+    ledger.reserve(*keyed(chosen(None)))
     ledger.clear()
     assert changed == [KEY0, KEY0, KEY0, KEY1, KEY1, KEY0, KEY0]
     assert len(ledger) == 0

@@ -1,0 +1,73 @@
+"""The table of kopf-dra's components: what ``kopf-dra run <name>`` starts.
+
+Its own module, imported by the CLI, the demo, the docs generator and the tests, so that none
+of them has to import another's module (or any component) to learn the names.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib
+from typing import Final, Protocol
+
+from operators.settings import Settings
+
+
+class Runnable(Protocol):
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def run(self, args: argparse.Namespace) -> int: ...
+
+
+def _attribute(spec: str) -> object:
+    module, _, name = spec.partition(":")
+    loaded = importlib.import_module(module)
+    return getattr(loaded, name) if name else loaded
+
+
+@dataclasses.dataclass(frozen=True)
+class Component:
+    name: str
+    app: str  # "module:attribute" of a Runnable ("module" alone: the module is one)
+    settings: str  # "module:Class" of its settings (flags, environment, the docs' reference)
+    controller: bool = True  # a kopf operator built on operators.runtime
+
+    def runnable(self) -> Runnable:
+        found: Runnable = _attribute(self.app)  # type: ignore[assignment]
+        return found
+
+    def settings_class(self) -> type[Settings]:
+        """The settings class, without importing the component's operator."""
+        cls: type[Settings] = _attribute(self.settings)  # type: ignore[assignment]
+        return cls
+
+    @property
+    def module(self) -> str:
+        return self.app.partition(":")[0]
+
+
+def _controller(name: str, settings_class: str) -> Component:
+    package = f"operators.controllers.{name.replace('-', '_')}"
+    return Component(name, f"{package}.app:APP", f"{package}.settings:{settings_class}")
+
+
+COMPONENTS: Final[dict[str, Component]] = {
+    c.name: c
+    for c in (
+        _controller("claim-templates", "ClaimTemplateSettings"),
+        _controller("reservations", "ReservationSettings"),
+        _controller("pool-validator", "PoolValidatorSettings"),
+        _controller("scheduler", "SchedulerSettings"),
+        _controller("fabric", "FabricSettings"),
+        Component(
+            "driver", "operators.driver.app", "operators.driver.settings:DriverSettings", False
+        ),
+        Component(
+            "fabric-manager-sim",
+            "operators.fabric.app",
+            "operators.fabric.app:FabricSimSettings",
+            False,
+        ),
+    )
+}

@@ -1,1 +1,0 @@
-"""Plumbing shared by the kopf operators: work queue, operator runner, dependencies."""

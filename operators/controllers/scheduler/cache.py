@@ -1,0 +1,245 @@
+"""The scheduler's cache: what it knows of the cluster, parsed once, with derived totals.
+
+kopf's indices hold raw dicts; parsing every slice for every pod would dominate the cycle, and
+the allocator's per-node view cache is keyed by the identity of slice objects. So each kind is
+parsed once per resourceVersion (``ModelCache``), and lists are rebuilt only when something of
+that kind changed (the event handlers bump a version per kind).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from typing import Any, Generic, TypeVar
+
+from operators.allocator import Allocator, Features, NodeViewCache
+from operators.allocator.allocator import Policy
+from operators.allocator.selectors import CelSelectorEngine
+from operators.allocator.state import AllocatedTracker, Holding
+from operators.api.base import KubeModel
+from operators.api.core import Node, Pod
+from operators.api.ids import DeviceID
+from operators.api.keys import ObjectKey
+from operators.api.names import TERMINAL_PHASES
+from operators.api.resource import DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice
+from operators.cel import CELEnvironment
+from operators.runtime.indices import IndexView
+from operators.runtime.stores import LocalStore, Stores, by_key
+from operators.scheduling.ledger import InFlightLedger
+from operators.scheduling.nodes import UsageTracker, pod_requests
+
+M = TypeVar("M", bound=KubeModel)
+
+
+class ModelCache(Generic[M]):
+    """key -> parsed model, re-parsed only when the object's resourceVersion changes."""
+
+    def __init__(self, model: type[M]) -> None:
+        self.model = model
+        self._items: dict[Hashable, tuple[str | None, M]] = {}
+        self.version = 0  # bumped on every change of the kind
+        self._list_version = -1
+        self._list: list[M] = []
+
+    def parse(self, key: Hashable, body: Mapping[str, Any]) -> M:
+        rv = (body.get("metadata") or {}).get("resourceVersion")
+        hit = self._items.get(key)
+        if hit is not None and hit[0] == rv and rv is not None:
+            return hit[1]
+        model = self.model.load(body)
+        self._items[key] = (rv, model)
+        return model
+
+    def forget(self, key: Hashable) -> None:
+        self._items.pop(key, None)
+
+    def changed(self) -> None:
+        self.version += 1
+
+    def all(self, bodies: Iterable[tuple[Hashable, Mapping[str, Any]]]) -> list[M]:
+        """Every object of the kind, the same list object while nothing changed."""
+        if self._list_version != self.version:
+            keys = set()
+            items = []
+            for key, body in sorted(bodies, key=lambda kv: str(kv[0])):
+                keys.add(key)
+                items.append(self.parse(key, body))
+            for stale in set(self._items) - keys:
+                self._items.pop(stale, None)
+            self._list, self._list_version = items, self.version
+        return self._list
+
+
+class SchedulerCache:
+    """Everything the scheduler knows, and nothing it must ask the API server during a cycle.
+
+    Pods and claims are watch-fed stores (``runtime.stores``); nodes, slices, classes and taint
+    rules are kopf indices. On top: the in-flight ledger (allocations written, or about to be,
+    that the claim store has not shown yet, as kube-scheduler's assume cache), the devices
+    every claim holds (``AllocatedTracker``) and what bound pods request per node
+    (``UsageTracker``), both kept as running totals so that a cycle never walks all claims or
+    all pods.
+    """
+
+    def __init__(self, scheduler_name: str, features: Features) -> None:
+        self.scheduler_name = scheduler_name
+        self.features = features
+        self.indices = IndexView()
+        self.pods = LocalStore(
+            "Pod",
+            {"pending": self._pending_index, "pods_by_claim": self._pods_by_claim_index},
+            on_change=self._pod_placement,
+        )
+        self.claims = LocalStore(
+            "ResourceClaim",
+            {"claims": by_key, "allocated_claims": _allocated},
+            on_change=lambda key, _body: self.track(key),
+        )
+        self.stores = Stores(self.indices, self.pods, self.claims)
+        self.ledger: InFlightLedger[ObjectKey] = InFlightLedger(on_change=self.track)
+        self.allocated: AllocatedTracker[ObjectKey] = AllocatedTracker(features)
+        self.usage = UsageTracker()
+        self.nodes: ModelCache[Node] = ModelCache(Node)
+        self.slices: ModelCache[ResourceSlice] = ModelCache(ResourceSlice)
+        self.classes: ModelCache[DeviceClass] = ModelCache(DeviceClass)
+        self.taint_rules: ModelCache[DeviceTaintRule] = ModelCache(DeviceTaintRule)
+        self.claim_models: ModelCache[ResourceClaim] = ModelCache(ResourceClaim)
+        self.views = NodeViewCache()
+        self.selectors = CelSelectorEngine(CELEnvironment())
+
+    # --- reads ---------------------------------------------------------------------------
+
+    def is_pending(self, body: Mapping[str, Any]) -> bool:
+        """Ours and not bound (gated and deleting pods too: the cycle looks at those)."""
+        spec = body.get("spec") or {}
+        return spec.get("schedulerName") == self.scheduler_name and not spec.get("nodeName")
+
+    def pending(self, key: ObjectKey) -> Pod | None:
+        body = self.indices.one("pending", key)
+        return None if body is None else Pod.load(body)
+
+    def pending_keys(self) -> list[ObjectKey]:
+        return list(self.indices.keys("pending"))
+
+    def claim(self, key: ObjectKey) -> ResourceClaim | None:
+        """In flight (our write, not yet seen), else as cached."""
+        in_flight = self.ledger.get(key)
+        if in_flight is not None:
+            return in_flight
+        body = self.claims.indices["claims"].last(key)
+        return None if body is None else self.claim_models.parse(key, body)
+
+    def claims_of(self, pod: Pod) -> dict[str, ResourceClaim]:
+        """The claims a pod names (directly or through its status), by name."""
+        namespace = pod.metadata.namespace or ""
+        found: dict[str, ResourceClaim] = {}
+        for name in pod.claim_names():
+            claim = self.claim(ObjectKey(namespace, name))
+            if claim is not None:
+                found[name] = claim
+        return found
+
+    def pods_naming(self, claim: ObjectKey) -> list[ObjectKey]:
+        """Pending pods that name ``claim`` (a claim event brings them back)."""
+        return [ObjectKey(claim.namespace, p) for p in self.indices.values("pods_by_claim", claim)]
+
+    def was_allocated(self, claim: ObjectKey) -> bool:
+        return self.indices.has_key("allocated_claims", claim)
+
+    def all_of(self, cache: ModelCache[M], index: str) -> list[M]:
+        return cache.all(
+            (k, b) for k in self.indices.keys(index) if (b := self.indices.one(index, k))
+        )
+
+    def all_nodes(self) -> list[Node]:
+        return self.all_of(self.nodes, "nodes")
+
+    def allocator(self, policy: Policy, share_ids: Callable[[], str]) -> Allocator:
+        return Allocator(
+            self.features,
+            self.allocated.state(),
+            self.all_of(self.classes, "classes"),
+            self.all_of(self.slices, "slices"),
+            self.selectors,
+            share_ids=share_ids,
+            taint_rules=self.all_of(self.taint_rules, "taint_rules"),
+            policy=policy,
+            view_cache=self.views,
+        )
+
+    def conflicts(self, key: ObjectKey) -> list[DeviceID]:
+        """Devices ``key`` holds exclusively that another claim's allocation uses as well."""
+        claim = self.claim(key)
+        if claim is None:
+            return []
+        return [
+            d for d in Holding.of(claim, self.features).devices if self.allocated.users(d) - {key}
+        ]
+
+    # --- derived state -------------------------------------------------------------------
+
+    def track(self, key: ObjectKey) -> None:
+        """Hand the allocation tracker what the claim holds now: in flight, else cached."""
+        claim = self.ledger.get(key)
+        if claim is None:
+            body = self.claims.indices["claims"].last(key)
+            if body and (body.get("status") or {}).get("allocation"):
+                claim = self.claim_models.parse(key, body)
+        self.allocated.track(key, claim)
+
+    def written(self, claim: ResourceClaim) -> None:
+        """Our status write succeeded: keep ``claim`` in the ledger until the store shows it.
+
+        The watch event may have beaten the write's answer; then no later event would drop
+        the entry, so compare with the store right away.
+        """
+        key = ObjectKey(claim.metadata.namespace or "", claim.metadata.name or "")
+        self.ledger.written(key, claim)
+        body = self.claims.indices["claims"].last(key)
+        if body is not None:
+            self.ledger.observe(key, self.claim_models.parse(key, body))
+
+    def observe_claim(self, event: str | None, body: Mapping[str, Any]) -> bool:
+        """A claim watch event; False when it is older than what the store has."""
+        key = ObjectKey.of(body)
+        if not self.claims.apply(event, body):
+            return False
+        if event == "DELETED":
+            self.claim_models.forget(key)
+            self.ledger.observe(key, None)
+        else:
+            self.ledger.observe(key, self.claim_models.parse(key, body))
+        return True
+
+    def forget_in_flight(self) -> None:
+        """Leadership lost: the stores are the truth again."""
+        self.ledger.clear()
+        self.usage.forget_assumed()
+
+    def _pending_index(self, body: Mapping[str, Any]) -> dict[Any, Any]:
+        return {ObjectKey.of(body): dict(body)} if self.is_pending(body) else {}
+
+    def _pods_by_claim_index(self, body: Mapping[str, Any]) -> dict[Any, Any]:
+        """Pending pods by the claims they name: a claim event requeues them."""
+        if not self.is_pending(body):
+            return {}
+        namespace, name = ObjectKey.of(body)
+        names = {
+            c.get("resourceClaimName") for c in (body.get("spec") or {}).get("resourceClaims") or []
+        }
+        names.update(
+            c.get("resourceClaimName")
+            for c in (body.get("status") or {}).get("resourceClaimStatuses") or []
+        )
+        return {ObjectKey(namespace, c): name for c in names if c}
+
+    def _pod_placement(self, key: ObjectKey, body: Mapping[str, Any] | None) -> None:
+        """Keep node usage current with the pod store (bound pods count on their node)."""
+        if body is None or (body.get("status") or {}).get("phase") in TERMINAL_PHASES:
+            self.usage.forget(key)
+            return
+        node = (body.get("spec") or {}).get("nodeName")
+        self.usage.observe(key, (node, pod_requests(Pod.load(body))) if node else None)
+
+
+def _allocated(body: Mapping[str, Any]) -> dict[Any, Any]:
+    return {ObjectKey.of(body): True} if (body.get("status") or {}).get("allocation") else {}

@@ -1,0 +1,275 @@
+"""The scheduler's writes, decided without I/O: what each claim's status and each pod become.
+
+Every function takes objects as the scheduler knows them (its cache, its in-flight ledger, or
+a fresh read) and returns typed writes (``operators.runtime.actions``) that carry their
+preconditions: a claim status is written with the resourceVersion it was computed from, so a
+decision made on a stale view fails with a 409 instead of overwriting someone else's write.
+
+The rules that keep devices from being given twice or held for nobody live here:
+
+- ``reservations``: Reserve, the allocation (if new) and the pod's ``reservedFor`` entry in
+  one status write per claim (PreBind); the delete-protection finalizer goes on first.
+- ``release``: after a failed attempt, take back exactly what it wrote, on the claim as it is
+  *now*, and only while no bound pod holds the claim (``after_bind_error`` decides that).
+- ``binding_failed``: KEP-5007's failure or timeout of binding conditions.
+- ``stranded_claim``: upstream's PostFilter, for a claim whose allocation no node can use.
+- ``double_allocation_victim``: which of two claims holding one device gives it back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import enum
+from collections.abc import Mapping, Sequence
+
+from operators.api.claim_status import edited_status, pod_consumer
+from operators.api.core import Pod
+from operators.api.keys import ObjectKey
+from operators.api.names import DELETE_PROTECTION_FINALIZER
+from operators.api.resource import AllocationResult, ResourceClaim
+from operators.api.timestamps import format_time
+from operators.runtime.actions import Bind, Patch, PostEvent, ReplaceStatus
+
+WARNING = "Warning"
+NORMAL = "Normal"
+
+
+def pod_key(pod: Pod) -> ObjectKey:
+    return ObjectKey(pod.metadata.namespace or "", pod.metadata.name or "")
+
+
+def claim_key(claim: ResourceClaim) -> ObjectKey:
+    return ObjectKey(claim.metadata.namespace or "", claim.metadata.name or "")
+
+
+# --- Reserve and PreBind ---------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Reservation:
+    """One claim of a binding attempt: as the cache showed it, and as it will be written."""
+
+    cached: ResourceClaim
+    target: ResourceClaim
+    allocation: AllocationResult | None  # the allocation this attempt makes, if it makes one
+
+    @property
+    def needs_conditions(self) -> bool:
+        return any(r.binding_conditions for r in self.target.allocated_results())
+
+
+def reservations(
+    pod: Pod,
+    claims: Sequence[ResourceClaim],
+    allocations: Mapping[str, AllocationResult],
+    now: datetime.datetime,
+) -> list[Reservation]:
+    """The claims this attempt writes: new allocations (stamped ``now``) and the pod's entry
+    in ``reservedFor``; claims already allocated and reserved for the pod are left alone."""
+    uid = pod.metadata.uid or ""
+    consumer = pod_consumer(pod.metadata.name or "", uid)
+    stamp = format_time(now)
+    planned = []
+    for claim in claims:
+        allocation = allocations.get(claim.key)
+        reserved = claim.is_reserved_for(uid)
+        if allocation is None and reserved:
+            continue
+        written = (
+            AllocationResult.load({**allocation.dump(), "allocationTimestamp": stamp})
+            if allocation is not None
+            else None
+        )
+        body = edited_status(
+            claim,
+            allocation=written.dump() if written is not None else None,
+            reserve=None if reserved else consumer,
+        )
+        planned.append(Reservation(claim, ResourceClaim.load(body), written))
+    return planned
+
+
+def finalizer(claim: ResourceClaim) -> Patch | None:
+    """PreBind, first step: the delete-protection finalizer, unless the claim has it."""
+    if DELETE_PROTECTION_FINALIZER in claim.metadata.finalizers:
+        return None
+    return Patch(
+        kind="ResourceClaim",
+        key=claim_key(claim),
+        patch={
+            "metadata": {"finalizers": [*claim.metadata.finalizers, DELETE_PROTECTION_FINALIZER]}
+        },
+        resource_version=claim.metadata.resource_version,
+    )
+
+
+def status_write(reservation: Reservation, resource_version: str | None) -> ReplaceStatus:
+    """PreBind, second step: allocation and reservation in one write, at ``resource_version``
+    (the claim's version after the finalizer patch, or as cached)."""
+    body = reservation.target.dump()
+    body["metadata"] = {**body["metadata"], "resourceVersion": resource_version}
+    return ReplaceStatus(body=body)
+
+
+def bind(pod: Pod, node: str) -> Bind:
+    return Bind(pod=pod_key(pod), uid=pod.metadata.uid or "", node=node)
+
+
+# --- after a failed attempt ------------------------------------------------------------------
+
+
+class PodState(enum.Enum):
+    """Where a pod is after our bind failed, read from the API server (the truth)."""
+
+    BOUND_HERE = "bound to the node of the attempt"
+    BOUND_ELSEWHERE = "bound to another node"
+    GONE = "deleted or replaced"
+    UNBOUND = "not bound"
+
+
+def after_bind_error(pod_now: Pod | None, uid: str, node: str) -> PodState:
+    """Decide from the pod as it is, never from the error: a 409 "already assigned" or a
+    lost answer may well mean the bind (ours or another scheduler's) happened."""
+    if pod_now is None or pod_now.metadata.uid != uid:
+        return PodState.GONE
+    bound = pod_now.spec.node_name
+    if not bound:
+        return PodState.UNBOUND
+    return PodState.BOUND_HERE if bound == node else PodState.BOUND_ELSEWHERE
+
+
+def release(
+    current: ResourceClaim, pod_uid: str, allocation: AllocationResult | None
+) -> ReplaceStatus | None:
+    """Take back what one attempt wrote on ``current`` (the claim as it is now).
+
+    The pod's reservation goes; the allocation goes too if it is the one the attempt wrote
+    (``allocation``) and nobody else is reserved. A claim changed since (reallocated,
+    reserved by others) keeps what is not ours. None: nothing of ours is left.
+    The caller must not release at all while a bound, non-terminal pod holds the claim.
+    """
+    ours = current.is_reserved_for(pod_uid)
+    others = current.reserved_for_uids() - {pod_uid}
+    same_allocation = (
+        allocation is not None
+        and current.status.allocation is not None
+        and current.status.allocation.dump() == allocation.dump()
+    )
+    deallocate = same_allocation and not others
+    if not ours and not deallocate:
+        return None
+    return ReplaceStatus(body=edited_status(current, unreserve=(pod_uid,), deallocate=deallocate))
+
+
+def binding_failed(claim: ResourceClaim, pod_uid: str) -> ReplaceStatus | None:
+    """KEP-5007: binding conditions failed or timed out. The pod's reservation goes and, when
+    nobody else holds the claim, the allocation and device statuses with it, in one write."""
+    if not claim.is_reserved_for(pod_uid):
+        return None
+    deallocate = not (claim.reserved_for_uids() - {pod_uid})
+    return ReplaceStatus(body=edited_status(claim, unreserve=(pod_uid,), deallocate=deallocate))
+
+
+def nominate(pod: Pod, node: str) -> Patch:
+    """The node of a failed binding attempt: the retry prefers it (the device is there now)."""
+    return Patch(
+        kind="Pod",
+        key=pod_key(pod),
+        patch={"status": {"nominatedNodeName": node}},
+        resource_version=None,  # a hint in our own field: last writer wins, as upstream
+        subresource="status",
+    )
+
+
+# --- unschedulable ---------------------------------------------------------------------------
+
+
+def stranded_claim(
+    pod: Pod, claims: Sequence[ResourceClaim], unavailable: Sequence[str]
+) -> ResourceClaim | None:
+    """PostFilter: one allocated claim to deallocate so that the pod can be placed again.
+
+    Upstream's rule: among the claims whose allocation a node could not use (the cycle's
+    ``unavailable``), one that is reserved for nobody or for this pod alone; nothing that
+    another consumer holds. Upstream picks at random; the pod's own claim order here.
+    """
+    uid = pod.metadata.uid or ""
+    wanted = set(unavailable)
+    for claim in claims:
+        if claim.key not in wanted or not claim.is_allocated:
+            continue
+        if claim.reserved_for_uids() <= {uid}:
+            return claim
+    return None
+
+
+def deallocation(claim: ResourceClaim) -> ReplaceStatus:
+    """Reservation, allocation and device statuses cleared in one write."""
+    uids = claim.reserved_for_uids()
+    return ReplaceStatus(body=edited_status(claim, unreserve=uids, deallocate=True))
+
+
+def unschedulable(pod: Pod, message: str, now: datetime.datetime) -> Patch:
+    """PodScheduled=False with kube-scheduler's reason, as ``kubectl describe`` shows it."""
+    return Patch(
+        kind="Pod",
+        key=pod_key(pod),
+        patch={
+            "status": {
+                "conditions": [
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": "Unschedulable",
+                        "message": message,
+                        "lastTransitionTime": format_time(now),
+                        "lastProbeTime": None,
+                    }
+                ]
+            }
+        },
+        resource_version=None,  # a condition of our own: last writer wins, as kube-scheduler
+        patch_type="strategic",
+        subresource="status",
+    )
+
+
+def failed_scheduling(pod: Pod, message: str) -> PostEvent:
+    return PostEvent(obj=pod.dump(), type=WARNING, reason="FailedScheduling", message=message)
+
+
+# --- repair ----------------------------------------------------------------------------------
+
+
+def double_allocation_victim(
+    holders: Sequence[ResourceClaim], bound: Mapping[str, bool]
+) -> ResourceClaim | None:
+    """Of claims holding one device exclusively, the one to deallocate: reserved only by pods
+    that are not bound (``bound`` maps pod uid -> bound and running), newest allocation first.
+    None when every holder is in use by a bound pod: no write can fix that safely."""
+    candidates = [
+        c for c in holders if not any(bound.get(uid, False) for uid in c.reserved_for_uids())
+    ]
+    if not candidates:
+        return None
+    return max(candidates, key=_allocated_at)
+
+
+def _allocated_at(claim: ResourceClaim) -> tuple[str, int]:
+    allocation = claim.status.allocation
+    stamp = (allocation.allocation_timestamp if allocation is not None else None) or ""
+    version = claim.metadata.resource_version or ""
+    return stamp, int(version) if version.isdigit() else 0
+
+
+def double_allocation_event(claim: ResourceClaim, device: str, others: Sequence[str]) -> PostEvent:
+    return PostEvent(
+        obj=claim.dump(),
+        type=WARNING,
+        reason="DeviceAllocatedTwice",
+        message=(
+            f"device {device} was also allocated to {', '.join(others)}; this claim's pods "
+            "were not bound yet, so its allocation was cleared and they will be scheduled again"
+        ),
+    )

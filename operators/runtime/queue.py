@@ -1,0 +1,150 @@
+"""A level-triggered work queue, as controller-runtime has and kopf does not.
+
+kopf event handlers only say "something about this key changed"; the reconcile function then
+reads the current state and decides. The queue de-duplicates keys, never runs one key twice at
+the same time, retries failures with per-key exponential backoff, and lets a reconcile ask to be
+called again later (a requeue with a delay). Nothing is lost: a key added while it is being
+processed is processed again afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+from collections.abc import Awaitable, Callable, Hashable
+from typing import Generic, TypeVar
+
+import structlog
+
+from operators.aio import wait_at_most
+from operators.runtime.clock import SYSTEM_CLOCK, Clock
+from operators.runtime.errors import Requeue, is_expected, retry_delay
+
+K = TypeVar("K", bound=Hashable)
+
+log = structlog.get_logger(__name__)
+
+
+class WorkQueue(Generic[K]):
+    """Keys to reconcile, processed by ``workers`` tasks, at most one task per key."""
+
+    def __init__(
+        self,
+        reconcile: Callable[[K], Awaitable[None]],
+        *,
+        name: str,
+        workers: int = 4,
+        base_delay: float = 0.2,
+        max_delay: float = 60.0,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        self._reconcile = reconcile
+        self.name = name
+        self._workers = workers
+        self._base_delay = base_delay
+        self._max_delay = max_delay
+        self._clock = clock.monotonic
+        self._ready: asyncio.Queue[K] = asyncio.Queue()
+        self._queued: set[K] = set()  # in _ready, not yet taken
+        self._active: set[K] = set()  # being reconciled now
+        self._dirty: set[K] = set()  # added while active: run again afterwards
+        self._failures: dict[K, int] = {}
+        self._delayed: list[tuple[float, int, K]] = []
+        self._counter = itertools.count()
+        self._wakeup = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self.processed = 0
+
+    def add(self, key: K) -> None:
+        """Reconcile ``key`` soon; a no-op when it is already waiting."""
+        if key in self._active:
+            self._dirty.add(key)
+        elif key not in self._queued:
+            self._queued.add(key)
+            self._ready.put_nowait(key)
+
+    def add_after(self, key: K, delay: float) -> None:
+        """Reconcile ``key`` after ``delay`` seconds (earlier if someone adds it)."""
+        if delay <= 0:
+            self.add(key)
+            return
+        heapq.heappush(self._delayed, (self._clock() + delay, next(self._counter), key))
+        self._wakeup.set()
+
+    def backoff(self, key: K) -> float:
+        failures = self._failures.get(key, 0)
+        return float(min(self._max_delay, self._base_delay * (2**failures)))
+
+    def forget(self, key: K) -> None:
+        """Reset the backoff of a key after a success."""
+        self._failures.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._queued) + len(self._delayed) + len(self._active)
+
+    async def _delay_loop(self) -> None:
+        while True:
+            now = self._clock()
+            while self._delayed and self._delayed[0][0] <= now:
+                _, _, key = heapq.heappop(self._delayed)
+                self.add(key)
+            timeout = self._delayed[0][0] - now if self._delayed else None
+            self._wakeup.clear()
+            await wait_at_most(self._wakeup.wait(), timeout)
+
+    async def _worker(self) -> None:
+        while True:
+            key = await self._ready.get()
+            self._queued.discard(key)
+            self._active.add(key)
+            try:
+                await self._reconcile(key)
+            except asyncio.CancelledError:
+                raise
+            except Requeue as r:
+                self.forget(key)
+                self.add_after(key, r.delay)
+            except Exception as e:
+                backoff = self.backoff(key)
+                delay = retry_delay(e, backoff)
+                if delay == backoff:
+                    self._failures[key] = self._failures.get(key, 0) + 1
+                log.warning(
+                    "reconcile failed" + (", will retry" if delay is not None else ""),
+                    queue=self.name,
+                    key=str(key),
+                    error=str(e),
+                    error_type=type(e).__name__,
+                    retry_in_s=None if delay is None else round(delay, 2),
+                    exc_info=not is_expected(e),
+                )
+                if delay is not None:
+                    self.add_after(key, delay)
+            else:
+                self.forget(key)
+            finally:
+                self.processed += 1
+                self._active.discard(key)
+                if key in self._dirty:
+                    self._dirty.discard(key)
+                    self.add(key)
+
+    def start(self) -> None:
+        if self._tasks:
+            return
+        self._tasks.append(asyncio.create_task(self._delay_loop(), name=f"{self.name}-delays"))
+        for i in range(self._workers):
+            self._tasks.append(asyncio.create_task(self._worker(), name=f"{self.name}-{i}"))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+            except Exception as e:  # a cleanup that raises would be retried by kopf a minute later
+                log.error("work queue task failed", queue=self.name, error=repr(e))
+        self._tasks.clear()
