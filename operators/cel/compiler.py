@@ -54,8 +54,6 @@ UNKNOWN_RANGE_SIZE = 64
 # Nesting deeper than this is rejected instead of risking Python's recursion limit.
 MAX_NESTING = 120
 
-# Constructors whose result depends only on their (literal) argument.
-_FOLDABLE = frozenset({"quantity", "semver", "ip", "cidr", "url"})
 MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
 VARIABLES = frozenset({"device"})
 TYPE_NAMES = frozenset(
@@ -75,55 +73,8 @@ UNSUPPORTED: dict[str, str] = {
     "timestamp": "timestamps are not useful in device selectors",
     "type": "type() is not supported in device selectors",
 }
-# Functions and methods whose result is certainly not a bool (for the compile-time type check).
-_NON_BOOL_CALLS = frozenset(
-    {
-        "quantity",
-        "semver",
-        "ip",
-        "cidr",
-        "url",
-        "size",
-        "string",
-        "int",
-        "double",
-        "compareTo",
-        "sign",
-        "asInteger",
-        "asApproximateFloat",
-        "add",
-        "sub",
-        "major",
-        "minor",
-        "patch",
-        "charAt",
-        "indexOf",
-        "lastIndexOf",
-        "lowerAscii",
-        "upperAscii",
-        "replace",
-        "split",
-        "substring",
-        "trim",
-        "join",
-        "format",
-        "sum",
-        "find",
-        "findAll",
-        "family",
-        "masked",
-        "prefixLength",
-        "getScheme",
-        "getHost",
-        "getHostname",
-        "getPort",
-        "getEscapedPath",
-        "getQuery",
-        "map",
-        "filter",
-        "strings.quote",
-    }
-)
+# Macros whose result is certainly not a bool (for functions, see library.NON_BOOL_RESULTS).
+_NON_BOOL_MACROS = frozenset({"map", "filter"})
 
 
 # --- parsing -----------------------------------------------------------------------------------
@@ -410,13 +361,13 @@ def _result_is_not_bool(tree: Tree) -> str | None:
             return f"a {token.type.removesuffix('_LIT').lower()} literal"
     if kind == "ident_arg":
         name = cast(lark.Token, inner.children[0]).value
-        if name in _NON_BOOL_CALLS:
+        if name in library.NON_BOOL_RESULTS or name in _NON_BOOL_MACROS:
             return f"the result of {name}()"
     if kind == "member_dot_arg":
         receiver, token, _ = _split_call(inner)
         namespace = _bare_ident(receiver)
         label = f"{namespace}.{token.value}" if namespace in library.NAMESPACES else token.value
-        if label in _NON_BOOL_CALLS:
+        if label in library.NON_BOOL_RESULTS or label in _NON_BOOL_MACROS:
             return f"the result of {label}()"
     return None
 
@@ -508,7 +459,7 @@ class _Transpiler(Phase1Transpiler):
 
     def ident_arg(self, tree: TranspilerTree) -> None:
         name = cast(lark.Token, tree.children[0]).value
-        if name in _FOLDABLE and len(tree.children) == 2:
+        if name in library.FOLDABLE and len(tree.children) == 2:
             # quantity("40Gi") and friends with a literal argument are constants: parse once
             # here instead of on every evaluation (a failure stays a runtime error, as in K8s).
             args = _args(cast(Tree, tree.children[1]))
