@@ -9,24 +9,14 @@ types, two-variable comprehensions) has no module and is rejected at compile tim
 ``compiler.UNSUPPORTED``.
 
 Every function is a plain callable taking and returning cel-python values, declared once with
-``@function``/``@method`` (see _base.py); importing this package fills the tables below.
+``@function``/``@method`` (see _registry.py); importing this package fills the tables below.
 """
 
 from __future__ import annotations
 
 from . import cidr, dra, ip, lists, quantity, regex, semver, sets, standard, strings, urls
-from ._base import (
-    FALSE,
-    REGISTRY,
-    TRUE,
-    Declaration,
-    Registry,
-    cel_bool,
-    cel_int,
-    function,
-    method,
-    type_name,
-)
+from ._base import FALSE, TRUE, cel_bool, cel_int, type_name
+from ._registry import REGISTRY, Declaration, Registry, function, method
 from .regex import compile_regex
 from .standard import OPERATORS, logical_and, logical_or
 

@@ -11,7 +11,8 @@ from typing import Any
 from celpy import celtypes
 
 from ..values import CIDRValue, IPValue, parse_cidr, parse_ip
-from ._base import cel_bool, cel_int, fail, function, method, type_name, want_string
+from ._base import cel_bool, cel_int, fail, type_name, want_string
+from ._registry import function, method
 from .ip import address
 
 

@@ -7,7 +7,8 @@ from typing import Any
 
 from celpy import celtypes
 
-from ._base import cel_bool, fail, method, same, type_name
+from ._base import cel_bool, fail, same, type_name
+from ._registry import method
 
 
 @method("includes", arity=(1,), returns="bool")

@@ -10,7 +10,8 @@ from typing import Any
 
 from celpy import celtypes
 
-from ._base import cel_bool, cel_int, fail, is_bool, method, same, type_name
+from ._base import cel_bool, cel_int, fail, is_bool, same, type_name
+from ._registry import method
 
 
 def _comparable_list(items: Any, fn: str) -> list[Any]:

@@ -9,19 +9,8 @@ from celpy import celtypes
 from operators.api.quantity import Quantity, QuantityError
 
 from ..values import QuantityValue, quantity_value
-from ._base import (
-    INT64_MAX,
-    INT64_MIN,
-    cel_bool,
-    cel_int,
-    declare_ordering,
-    fail,
-    function,
-    method,
-    type_name,
-    want,
-    want_int,
-)
+from ._base import INT64_MAX, INT64_MIN, cel_bool, cel_int, fail, type_name, want, want_int
+from ._registry import declare_ordering, function, method
 
 
 @function("quantity", arity=(1,), returns="kubernetes.Quantity", fold=True)

@@ -11,7 +11,8 @@ from typing import Any
 
 from celpy import celtypes
 
-from ._base import fail, method, want_int, want_string
+from ._base import fail, want_int, want_string
+from ._registry import method
 
 # google-re2 ships without type information; cel-python already depends on it.
 re2: Any = importlib.import_module("re2")

@@ -7,17 +7,8 @@ from typing import Any
 from celpy import celtypes
 
 from ..values import SemverValue, parse_semver
-from ._base import (
-    cel_bool,
-    cel_int,
-    declare_ordering,
-    fail,
-    function,
-    is_bool,
-    method,
-    type_name,
-    want,
-)
+from ._base import cel_bool, cel_int, fail, is_bool, type_name, want
+from ._registry import declare_ordering, function, method
 
 
 @function("semver", arity=(1, 2), returns="kubernetes.Semver", fold=True)

@@ -8,7 +8,8 @@ from typing import Any
 
 from celpy import celtypes
 
-from ._base import cel_bool, fail, function, is_bool, same, type_name
+from ._base import cel_bool, fail, is_bool, same, type_name
+from ._registry import function
 
 
 def _lists(a: Any, b: Any, fn: str) -> tuple[list[Any], list[Any]]:

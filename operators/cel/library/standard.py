@@ -15,19 +15,8 @@ from celpy import celtypes
 from celpy.evaluation import CELEvalError
 
 from ..values import CIDRValue, IPValue, QuantityValue, SemverValue, URLValue
-from ._base import (
-    INT64_MAX,
-    INT64_MIN,
-    Function,
-    cel_bool,
-    cel_int,
-    fail,
-    function,
-    is_bool,
-    method,
-    type_name,
-    want_string,
-)
+from ._base import INT64_MAX, INT64_MIN, cel_bool, cel_int, fail, is_bool, type_name, want_string
+from ._registry import Function, function, method
 from .regex import compile_regex
 
 # --- operators ---------------------------------------------------------------------------------

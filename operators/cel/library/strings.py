@@ -12,7 +12,8 @@ from typing import Any
 from celpy import celtypes
 
 from ..values import CIDRValue, IPValue
-from ._base import cel_int, fail, function, is_bool, method, type_name, want_int, want_string
+from ._base import cel_int, fail, is_bool, type_name, want_int, want_string
+from ._registry import function, method
 
 
 @method("charAt", arity=(1,), returns="string")

@@ -8,7 +8,8 @@ from urllib.parse import parse_qs
 from celpy import celtypes
 
 from ..values import URLValue, parse_url
-from ._base import cel_bool, fail, function, method, type_name, want_string
+from ._base import cel_bool, fail, type_name, want_string
+from ._registry import function, method
 
 
 @function("url", arity=(1,), returns="kubernetes.URL", fold=True)
