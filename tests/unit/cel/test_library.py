@@ -73,20 +73,20 @@ def test_namespaces_come_from_the_namespaced_functions() -> None:
     assert {n.split(".")[0] for n in library.GLOBAL_FUNCTIONS if "." in n} <= library.NAMESPACES
 
 
-def test_the_compiler_checks_every_declared_arity() -> None:
+@pytest.mark.parametrize(
+    ("table", "call"),
+    [(library.ARITY, "{name}({args})"), (library.METHOD_ARITY, '"x".{name}({args})')],
+    ids=["functions", "methods"],
+)
+def test_the_compiler_checks_every_declared_arity(
+    table: dict[str, frozenset[int]], call: str
+) -> None:
     """A call with one argument too many is rejected with the declared counts."""
-    for name, allowed in library.ARITY.items():
-        count = max(allowed) + 1
-        args = ", ".join(['"a"'] * count)
+    for name, allowed in table.items():
+        args = ", ".join(['"a"'] * (max(allowed) + 1))
         counts = " or ".join(str(n) for n in sorted(allowed))
         with pytest.raises(InvalidSelectorError, match=rf"takes {counts} argument\(s\), got"):
-            compile_program(f"{name}({args}) == true")
-    for name, allowed in library.METHOD_ARITY.items():
-        count = max(allowed) + 1
-        args = ", ".join(['"a"'] * count)
-        counts = " or ".join(str(n) for n in sorted(allowed))
-        with pytest.raises(InvalidSelectorError, match=rf"takes {counts} argument\(s\), got"):
-            compile_program(f'"x".{name}({args}) == true')
+            compile_program(call.format(name=name, args=args) + " == true")
 
 
 def test_names_shared_by_a_function_and_a_method_keep_one_body_each() -> None:
