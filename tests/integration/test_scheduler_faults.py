@@ -1,0 +1,182 @@
+"""The scheduler under faults, on the real API server: states that a crash, a second
+scheduler or a paused leader leave behind, and what the scheduler makes of them.
+
+The process-level faults themselves (SIGKILL, SIGSTOP, API server restarts) are in the chaos
+suite (``make chaos``); here each resulting state is built directly and checked exactly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import pytest
+
+from operators.api.names import DELETE_PROTECTION_FINALIZER
+from operators.kube.api import KubeAPI
+from tests.integration.helpers import (
+    bound_node,
+    claim_body,
+    events_with,
+    eventually,
+    gpu_cluster,
+    pod_body,
+    running_operator,
+    start_scheduler,
+    unique,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def allocation(driver: str, node: str, device: str = "gpu-0") -> dict[str, Any]:
+    return {
+        "devices": {
+            "results": [{"request": "gpu", "driver": driver, "pool": node, "device": device}]
+        },
+        "nodeSelector": {
+            "nodeSelectorTerms": [
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+            ]
+        },
+        "allocationTimestamp": "2026-11-26T10:00:00Z",
+    }
+
+
+async def written_by_a_dead_scheduler(
+    kube: KubeAPI,
+    namespace: str,
+    claim: str,
+    driver: str,
+    node: str,
+    pod: dict[str, Any] | None,
+    device: str = "gpu-0",
+) -> dict[str, Any]:
+    """A claim as a scheduler leaves it that died after its status write, before the bind."""
+    body = await kube.create(claim_body(claim, namespace, driver))
+    body["metadata"]["finalizers"] = [DELETE_PROTECTION_FINALIZER]
+    body = await kube.replace(body)
+    body["status"] = {"allocation": allocation(driver, node, device)}
+    if pod is not None:
+        body["status"]["reservedFor"] = [
+            {"resource": "pods", "name": pod["metadata"]["name"], "uid": pod["metadata"]["uid"]}
+        ]
+    written: dict[str, Any] = await kube.replace_status(body)
+    return written
+
+
+def claimed_pod(name: str, namespace: str, claim: str) -> dict[str, Any]:
+    return pod_body(name, namespace, {"name": "gpu", "resourceClaimName": claim})
+
+
+async def allocated_node(kube: KubeAPI, namespace: str, claim: str) -> str | None:
+    body = await kube.get("ResourceClaim", claim, namespace)
+    allocation = (body.get("status") or {}).get("allocation")
+    if not allocation:
+        return None
+    node: str = allocation["devices"]["results"][0]["pool"]
+    return node
+
+
+@pytest.mark.parametrize("fault", ["cordoned", "not-ready", "deleted"])
+async def test_a_stranded_claim_is_deallocated_and_the_pod_placed_elsewhere(
+    kube: KubeAPI, kubeconfig: Any, namespace: str, driver: str, fault: str
+) -> None:
+    """Upstream's PostFilter: the pod's own claim, allocated on a node that can no longer
+    take it, must not keep the pod pending (and the device held) forever."""
+    gone, spare = await gpu_cluster(kube, driver, nodes=2, per_node=1)
+    pod = await kube.create(claimed_pod("p", namespace, "c"))
+    await written_by_a_dead_scheduler(kube, namespace, "c", driver, gone, pod)
+    node = await kube.get("Node", gone)
+    if fault == "cordoned":
+        node["spec"]["unschedulable"] = True
+        await kube.replace(node)
+    elif fault == "not-ready":
+        node["status"]["conditions"][0]["status"] = "False"
+        await kube.replace_status(node)
+    else:
+        await kube.delete("Node", gone)
+    _, registry = start_scheduler(kubeconfig, unschedulable_retry=1.0)
+    async with running_operator(registry, "scheduler"):
+        assert await eventually(lambda: bound_node(kube, namespace, "p"), what="p bound") == spare
+        assert await allocated_node(kube, namespace, "c") == spare
+
+
+async def test_a_claim_reserved_by_another_pod_is_never_deallocated_for_this_one(
+    kube: KubeAPI, kubeconfig: Any, namespace: str, driver: str
+) -> None:
+    """Shared by a running pod on the cordoned node: the new pod waits, the claim stays."""
+    gone, _spare = await gpu_cluster(kube, driver, nodes=2, per_node=1)
+    runner = claimed_pod("runner", namespace, "c")
+    runner["spec"]["nodeName"] = gone
+    runner = await kube.create(runner)
+    written = await written_by_a_dead_scheduler(kube, namespace, "c", driver, gone, runner)
+    node = await kube.get("Node", gone)
+    node["spec"]["unschedulable"] = True
+    await kube.replace(node)
+    await kube.create(claimed_pod("p", namespace, "c"))
+    _, registry = start_scheduler(kubeconfig, unschedulable_retry=1.0)
+    async with running_operator(registry, "scheduler"):
+        event = await events_with(kube, namespace, "FailedScheduling")
+        assert "node selector" in event[0]["message"] or "unschedulable" in event[0]["message"]
+        body = await kube.get("ResourceClaim", "c", namespace)
+        assert body["status"]["allocation"] == written["status"]["allocation"]
+        assert [r["name"] for r in body["status"]["reservedFor"]] == ["runner"]
+
+
+async def test_a_device_in_two_allocations_is_given_back_by_the_unbound_pods_claim(
+    kube: KubeAPI, kubeconfig: Any, namespace: str, driver: str
+) -> None:
+    """What two schedulers without a lease used to leave: one device, two claims."""
+    (node,) = await gpu_cluster(kube, driver, nodes=1, per_node=2)
+    running = claimed_pod("running", namespace, "first")
+    running["spec"]["nodeName"] = node
+    running = await kube.create(running)
+    waiting = await kube.create(claimed_pod("waiting", namespace, "second"))
+    await written_by_a_dead_scheduler(kube, namespace, "first", driver, node, running)
+    await written_by_a_dead_scheduler(kube, namespace, "second", driver, node, waiting)
+    _, registry = start_scheduler(kubeconfig)
+    async with running_operator(registry, "scheduler"):
+        events = await events_with(kube, namespace, "DeviceAllocatedTwice")
+        assert {e["involvedObject"]["name"] for e in events} == {"second"}
+        assert f"{namespace}/first" in events[0]["message"]
+        # The waiting pod is scheduled again: it gets the other device.
+        assert await eventually(lambda: bound_node(kube, namespace, "waiting"), what="bound")
+        first = await kube.get("ResourceClaim", "first", namespace)
+        second = await kube.get("ResourceClaim", "second", namespace)
+        devices = {
+            c["status"]["allocation"]["devices"]["results"][0]["device"] for c in (first, second)
+        }
+        assert devices == {"gpu-0", "gpu-1"}
+        assert [r["name"] for r in first["status"]["reservedFor"]] == ["running"]
+
+
+async def test_two_single_replicas_do_not_both_write(
+    kube: KubeAPI, kubeconfig: Any, namespace: str, driver: str
+) -> None:
+    """--no-leader-elect means 'the single replica': a second one started by mistake waits."""
+    await gpu_cluster(kube, driver, nodes=1, per_node=4)
+    lease = unique("single")
+    settings: dict[str, Any] = {
+        "leader_elect": False,
+        "lease_name": lease,
+        "lease_namespace": namespace,
+    }
+    replicas = [start_scheduler(kubeconfig, identity=i, **settings) for i in ("one", "two")]
+    async with contextlib.AsyncExitStack() as stack:
+        for i, (_, registry) in enumerate(replicas):
+            await stack.enter_async_context(running_operator(registry, f"scheduler-{i}"))
+
+        async def one_active() -> str | None:
+            active = [s.settings.identity for s, _ in replicas if s.active]
+            return active[0] if len(active) == 1 else None
+
+        leader = await eventually(one_active, what="exactly one active replica")
+        holder = (await kube.get("Lease", lease, namespace))["spec"]["holderIdentity"]
+        assert holder == leader
+        for i in range(3):
+            await kube.create(claim_body(f"c{i}", namespace, driver))
+            await kube.create(claimed_pod(f"p{i}", namespace, f"c{i}"))
+        for i in range(3):
+            await eventually(lambda i=i: bound_node(kube, namespace, f"p{i}"), what=f"p{i}")  # type: ignore[misc]
+        assert sum(s.active for s, _ in replicas) == 1
