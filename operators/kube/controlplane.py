@@ -234,6 +234,7 @@ class ControlPlane:
     api_port: int = 0
     etcd_port: int = 0
     processes: list[subprocess.Popen[bytes]] = dataclasses.field(default_factory=list)
+    apiserver: subprocess.Popen[bytes] | None = None
 
     @property
     def kubeconfig(self) -> Path:
@@ -277,38 +278,55 @@ class ControlPlane:
                 f"--listen-peer-urls=http://127.0.0.1:{etcd_peer}",
             ],
         )
-        pki = self.pki
-        self._spawn(
-            "kube-apiserver",
-            [
-                str(self.bin_dir / "kube-apiserver"),
-                f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
-                f"--secure-port={self.api_port}",
-                f"--cert-dir={pki}",
-                f"--tls-cert-file={pki / 'apiserver.crt'}",
-                f"--tls-private-key-file={pki / 'apiserver.key'}",
-                f"--client-ca-file={pki / 'ca.crt'}",
-                f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
-                f"--service-account-key-file={pki / 'sa.pub'}",
-                f"--service-account-signing-key-file={pki / 'sa.key'}",
-                f"--api-audiences={SERVICE_ACCOUNT_ISSUER}",
-                "--authorization-mode=RBAC",
-                "--service-cluster-ip-range=10.0.0.0/24",
-                "--allow-privileged=true",
-                f"--runtime-config={RUNTIME_CONFIG}",
-                "--feature-gates="
-                + ",".join(f"{g}={str(on).lower()}" for g, on in FEATURE_GATES.items()),
-                "--enable-priority-and-fairness=false",
-                # No node lifecycle controller would ever lift its not-ready taint from test nodes.
-                "--disable-admission-plugins=TaintNodesByCondition",
-                "--storage-media-type=application/json",
-                "--v=1",
-            ],
-        )
-        write_kubeconfig(self.kubeconfig, self.server, pki)
+        self.apiserver = self._spawn("kube-apiserver", self.apiserver_argv())
+        write_kubeconfig(self.kubeconfig, self.server, self.pki)
         self.wait_ready()
+
+    def apiserver_argv(self) -> list[str]:
+        """kube-apiserver's command line (the same for a restart on the running etcd)."""
+        pki = self.pki
+        return [
+            str(self.bin_dir / "kube-apiserver"),
+            f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={self.api_port}",
+            f"--cert-dir={pki}",
+            f"--tls-cert-file={pki / 'apiserver.crt'}",
+            f"--tls-private-key-file={pki / 'apiserver.key'}",
+            f"--client-ca-file={pki / 'ca.crt'}",
+            f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
+            f"--service-account-key-file={pki / 'sa.pub'}",
+            f"--service-account-signing-key-file={pki / 'sa.key'}",
+            f"--api-audiences={SERVICE_ACCOUNT_ISSUER}",
+            "--authorization-mode=RBAC",
+            "--service-cluster-ip-range=10.0.0.0/24",
+            "--allow-privileged=true",
+            f"--runtime-config={RUNTIME_CONFIG}",
+            "--feature-gates="
+            + ",".join(f"{g}={str(on).lower()}" for g, on in FEATURE_GATES.items()),
+            "--enable-priority-and-fairness=false",
+            # No node lifecycle controller would ever lift its not-ready taint from test nodes.
+            "--disable-admission-plugins=TaintNodesByCondition",
+            "--storage-media-type=application/json",
+            "--v=1",
+        ]
+
+    def restart_apiserver(self, timeout: float = STARTUP_TIMEOUT) -> None:
+        """Stop kube-apiserver and start it again on the same port and etcd (fault tests)."""
+        old = self.apiserver
+        assert old is not None, "the control plane has not started"
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(old.pid, signal.SIGTERM)
+        try:
+            old.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(old.pid, signal.SIGKILL)
+            old.wait(timeout=10)
+        self.processes.remove(old)
+        self.apiserver = self._spawn("kube-apiserver", self.apiserver_argv())
+        self.wait_ready(timeout)
 
     def _ssl_context(self) -> ssl.SSLContext:
         ctx = ssl.create_default_context(cafile=str(self.pki / "ca.crt"))
