@@ -312,14 +312,16 @@ class ControlPlane:
             "--v=1",
         ]
 
-    def restart_apiserver(self, timeout: float = STARTUP_TIMEOUT) -> None:
-        """Stop kube-apiserver and start it again on the same port and etcd (fault tests)."""
+    def restart_apiserver(self, grace: float = 5.0, timeout: float = STARTUP_TIMEOUT) -> None:
+        """Stop kube-apiserver (SIGTERM, SIGKILL after ``grace`` s) and start it again on the
+        same port and etcd (fault tests). Its graceful termination stops listening at once but
+        can take longer than 15 s to exit."""
         old = self.apiserver
         assert old is not None, "the control plane has not started"
         with contextlib.suppress(ProcessLookupError):
             os.killpg(old.pid, signal.SIGTERM)
         try:
-            old.wait(timeout=15)
+            old.wait(timeout=grace)
         except subprocess.TimeoutExpired:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(old.pid, signal.SIGKILL)

@@ -1,0 +1,384 @@
+"""The scenarios: a workload, faults at moments drawn from ``random.Random(seed)``, and the
+processes they run against (declared per scenario, so flags are easy to adapt).
+
+Every scenario runs on a fresh local control plane with virtual nodes (plain GPUs published by
+the example driver), the claim-template controller, the reservation cleanup and one or more
+scheduler replicas. Pods come from one ResourceClaimTemplate and never run: bound pods stay
+in phase Pending unless a fault plays the kubelet and finishes them. The first pod of every
+burst is a canary that must be bound before anything else happens (the system is up).
+
+Waits inside scenarios are of two kinds only: pacing a workload or holding a fault for a
+drawn duration (the point of the scenario), and waiting for a condition with a deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import random
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Final
+
+from e2e.chaos import faults
+from e2e.chaos.system import ChaosSystem, node_profile, retrying
+from operators import demo
+from operators.kube.api import ConflictError, KubeAPI
+from tests.integration.helpers import eventually, pod_body, template_body
+
+NAMESPACE: Final = "chaos"
+LEASE_NAMESPACE: Final = "chaos-leases"
+LEASE_NAME: Final = "kopf-dra-scheduler"
+TEMPLATE: Final = "gpu"
+GPU_CLASS: Final = "gpu.example.kopf-dra.io"
+UNSCHEDULABLE_RETRY: Final = 3.0
+LEASE_DURATION: Final = 4.0
+
+# Flags of every scheduler replica; each also gets --identity <its component name>.
+SCHEDULER: Final = (
+    "run", "scheduler",
+    "--unschedulable-retry", f"{UNSCHEDULABLE_RETRY:g}",
+    "--lease-name", LEASE_NAME,
+    "--lease-namespace", LEASE_NAMESPACE,
+    "--lease-duration", f"{LEASE_DURATION:g}",
+)  # fmt: skip
+# Leader election as the CLI allows it today (main is about to make it the default).
+ELECT: Final = ("--leader-elect",)
+NO_FLAG: Final[tuple[str, ...]] = ()
+
+
+@dataclasses.dataclass
+class Context:
+    """What a running scenario acts on."""
+
+    system: ChaosSystem
+    rng: random.Random
+    scenario: Scenario
+    schedulers: list[str]  # component names of the scheduler replicas
+
+    @property
+    def api(self) -> KubeAPI:
+        return self.system.api
+
+    def say(self, text: str) -> None:
+        self.system.say(text)
+
+
+@dataclasses.dataclass(frozen=True)
+class Scenario:
+    name: str
+    summary: str
+    run: Callable[[Context], Awaitable[None]]
+    #: Extra scheduler flags, one tuple per replica.
+    schedulers: tuple[tuple[str, ...], ...] = (NO_FLAG,)
+    nodes: int = 4
+    devices: int = 24  # per node: 96 devices for 110 pods, so not all fit
+
+    def node_list(self) -> list[demo.VirtualNode]:
+        return [
+            demo.VirtualNode(f"chaos-node-{i + 1}", {}, node_profile(self.devices))
+            for i in range(self.nodes)
+        ]
+
+    def replica_names(self) -> list[str]:
+        if len(self.schedulers) == 1:
+            return ["scheduler"]
+        return [f"scheduler-{chr(ord('a') + i)}" for i in range(len(self.schedulers))]
+
+
+# --- workload ------------------------------------------------------------------------------
+
+
+async def install_workload(api: KubeAPI) -> None:
+    """The pods' namespace (with its default ServiceAccount), the template, the Lease's
+    namespace."""
+    for name in (NAMESPACE, LEASE_NAMESPACE):
+        await api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    await demo.ensure_default_service_account(api, NAMESPACE)
+    await api.create(template_body(TEMPLATE, NAMESPACE, device_class=GPU_CLASS))
+
+
+def pod_name(prefix: str, i: int) -> str:
+    return f"{prefix}-{i:03d}"
+
+
+async def create_pod(ctx: Context, name: str) -> None:
+    body = pod_body(name, NAMESPACE, {"name": "gpu", "resourceClaimTemplateName": TEMPLATE})
+    # A conflict: created by an attempt whose answer was lost to a restarting API server.
+    with contextlib.suppress(ConflictError):
+        await retrying(lambda: ctx.api.create(body), f"creating pod {name}")
+
+
+async def canary(ctx: Context, prefix: str) -> None:
+    """The first pod of the burst, bound before the burst goes on: the system is up."""
+    name = pod_name(prefix, 0)
+    await create_pod(ctx, name)
+
+    async def bound() -> str | None:
+        pod = await ctx.api.get("Pod", name, NAMESPACE)
+        node: str | None = pod["spec"].get("nodeName")
+        return node
+
+    node = await eventually(bound, within=90, what=f"the canary pod {name} to be bound")
+    ctx.say(f"canary {name} bound to {node}")
+
+
+async def burst(
+    ctx: Context, count: int, seconds: float, *during: Awaitable[None], prefix: str = "burst"
+) -> None:
+    """``count`` pods: the canary, then the rest at a steady pace over ``seconds`` while the
+    faults ``during`` run (their moments count from the end of the canary)."""
+    await canary(ctx, prefix)
+    await asyncio.gather(paced(ctx, count, seconds, prefix), *during)
+
+
+async def paced(ctx: Context, count: int, seconds: float, prefix: str) -> None:
+    ctx.say(f"burst: {count - 1} more pods over {seconds:.1f} s")
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    for i in range(1, count):
+        due = start + (i - 1) * seconds / max(1, count - 1)
+        await asyncio.sleep(max(0.0, due - loop.time()))  # pacing the load, not synchronising
+        await create_pod(ctx, pod_name(prefix, i))
+    ctx.say(f"burst: all {count} pods created")
+
+
+async def at_moments(
+    ctx: Context, moments: Sequence[float], action: Callable[[int], Awaitable[None]]
+) -> None:
+    """Run ``action(i)`` at each moment (seconds from now, drawn by the scenario)."""
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    for i, moment in enumerate(sorted(moments)):
+        await asyncio.sleep(max(0.0, start + moment - loop.time()))  # the fault's moment
+        await action(i)
+
+
+def spaced(rng: random.Random, count: int, first: float, gap: tuple[float, float]) -> list[float]:
+    """``count`` moments: the first within ``first`` s, then gaps drawn from ``gap``."""
+    moments = [rng.uniform(0.5, first)]
+    for _ in range(count - 1):
+        moments.append(moments[-1] + rng.uniform(*gap))
+    return moments
+
+
+async def lease_holder(ctx: Context) -> str | None:
+    lease = await retrying(lambda: ctx.api.get("Lease", LEASE_NAME, LEASE_NAMESPACE), "lease")
+    holder: str | None = (lease.get("spec") or {}).get("holderIdentity")
+    return holder
+
+
+async def workload_pods(ctx: Context) -> list[dict[str, Any]]:
+    listed = await retrying(lambda: ctx.api.list("Pod", NAMESPACE), "listing pods")
+    pods: list[dict[str, Any]] = listed["items"]
+    return pods
+
+
+# --- scenarios -----------------------------------------------------------------------------
+
+
+async def two_schedulers(ctx: Context) -> None:
+    """Nothing but the burst: the replicas' flags are the point."""
+    await burst(ctx, 110, ctx.rng.uniform(4, 10))
+
+
+async def kill_scheduler(ctx: Context) -> None:
+    moments = spaced(ctx.rng, ctx.rng.randint(3, 5), 2.0, (1.5, 5.0))
+    ctx.say("SIGKILL at +" + ", +".join(f"{m:.1f}" for m in moments) + " s into the burst")
+
+    async def kill(_: int) -> None:
+        await faults.kill(ctx.system, ctx.schedulers[0])
+
+    await burst(ctx, 110, 15.0, at_moments(ctx, moments, kill))
+
+
+async def paused_leader(ctx: Context) -> None:
+    """The burst outpaces the scheduler, so the leader is paused with bindings in flight."""
+    pause_at = ctx.rng.uniform(0.5, 2.5)
+    hold = LEASE_DURATION * ctx.rng.uniform(1.5, 3.0)
+    ctx.say(f"pausing the leader at +{pause_at:.1f} s for {hold:.1f} s")
+
+    async def pause(_: int) -> None:
+        leader = await lease_holder(ctx)
+        if leader not in ctx.schedulers:
+            ctx.say(f"the lease is held by {leader!r}, no replica to pause")
+            return
+        await faults.pause(ctx.system, leader)
+        await asyncio.sleep(hold)  # the fault's duration: past the lease
+        ctx.say(f"lease held by {await lease_holder(ctx)} after {hold:.1f} s")
+        await faults.resume(ctx.system, leader)
+
+    await burst(ctx, 110, 3.0, at_moments(ctx, [pause_at], pause))
+
+
+async def stranded(ctx: Context) -> list[tuple[str, str, str]]:
+    """(claim, pod, node) of claims allocated and reserved for a pod that is not bound."""
+    claims = await retrying(lambda: ctx.api.list("ResourceClaim", NAMESPACE), "claims")
+    pods = {p["metadata"]["uid"]: p for p in await workload_pods(ctx)}
+    found = []
+    for c in claims["items"]:
+        status = c.get("status") or {}
+        selector = (status.get("allocation") or {}).get("nodeSelector") or {}
+        nodes = [
+            v
+            for term in selector.get("nodeSelectorTerms") or []
+            for f in term.get("matchFields") or []
+            for v in f.get("values") or []
+        ]
+        for ref in status.get("reservedFor") or []:
+            pod = pods.get(ref.get("uid"))
+            if pod is not None and not pod["spec"].get("nodeName") and nodes:
+                found.append((c["metadata"]["name"], pod["metadata"]["name"], nodes[0]))
+    return found
+
+
+async def stranded_claims(ctx: Context) -> None:
+    """Kill the scheduler until a claim is caught between its status write and its bind; then
+    take the nodes of such claims away (cordon, NotReady or delete) and restart it."""
+    name = ctx.schedulers[0]
+    node_faults = {
+        "cordon": faults.cordon,
+        "not-ready": faults.mark_not_ready,
+        "delete": faults.delete_node,
+    }
+
+    async def catch() -> None:
+        for attempt in range(1, 9):
+            await asyncio.sleep(ctx.rng.uniform(0.3, 1.5))  # a random moment of the burst
+            await faults.kill(ctx.system, name, restart=False)
+            caught = await stranded(ctx)
+            if not caught:
+                ctx.say(f"attempt {attempt}: no claim caught between status write and bind")
+                faults.restart(ctx.system, name)
+                if not await progressed(ctx):
+                    ctx.say("the scheduler has nothing left to do: no more attempts")
+                    return
+                continue
+            for claim, pod, node in caught:
+                ctx.say(f"stranded: claim {claim} of pending pod {pod}, allocated on {node}")
+            for node in sorted({node for _, _, node in caught}):
+                await node_faults[ctx.rng.choice(sorted(node_faults))](ctx.system, node)
+            faults.restart(ctx.system, name)
+            return
+        ctx.say("no claim was caught between its status write and its bind")
+
+    await burst(ctx, 110, 3.0, catch())
+
+
+async def progressed(ctx: Context, within: float = 20.0) -> bool:
+    """Whether pods or claims change within ``within`` s (a restarted scheduler at work)."""
+    before = ctx.system.observer.fingerprint
+
+    async def moved() -> bool:
+        return ctx.system.observer.fingerprint != before
+
+    try:
+        await eventually(moved, within=within, what="a pod or claim write")
+    except AssertionError:
+        return False
+    return True
+
+
+async def controllers_killed(ctx: Context) -> None:
+    """Pods come, go (deleted) and finish (Succeeded) while the claim-template controller and
+    the reservation cleanup are SIGKILLed and restarted."""
+    rng = ctx.rng
+    seconds = 20.0
+    kills = {
+        "claim-templates": spaced(rng, rng.randint(2, 3), 4.0, (3.0, 7.0)),
+        "reservations": spaced(rng, rng.randint(2, 3), 4.0, (3.0, 7.0)),
+    }
+    for name, moments in kills.items():
+        ctx.say(f"SIGKILL {name} at +" + ", +".join(f"{m:.1f}" for m in moments) + " s")
+
+    def killer(name: str) -> Callable[[int], Awaitable[None]]:
+        async def kill(_: int) -> None:
+            await faults.kill(ctx.system, name)
+
+        return kill
+
+    async def churn() -> None:
+        loop = asyncio.get_running_loop()
+        end = loop.time() + seconds + 3.0
+        while loop.time() < end:
+            await asyncio.sleep(rng.uniform(0.5, 2.0))  # pacing the churn
+            pods = sorted(await workload_pods(ctx), key=lambda p: p["metadata"]["name"])
+            live = [p for p in pods if (p.get("status") or {}).get("phase") == "Pending"]
+            bound = [p for p in live if p["spec"].get("nodeName")]
+            if rng.random() < 0.5 and live:
+                await faults.delete_pods(ctx.system, [rng.choice(live)])
+            elif bound:
+                await faults.finish_pods(ctx.system, [rng.choice(bound)])
+
+    await burst(
+        ctx,
+        80,
+        seconds,
+        churn(),
+        *(at_moments(ctx, moments, killer(name)) for name, moments in kills.items()),
+    )
+
+
+async def apiserver_restart(ctx: Context) -> None:
+    moments = spaced(ctx.rng, ctx.rng.randint(1, 2), 6.0, (8.0, 12.0))
+    ctx.say("restarting kube-apiserver at +" + ", +".join(f"{m:.1f}" for m in moments) + " s")
+
+    async def restart(_: int) -> None:
+        await faults.restart_apiserver(ctx.system)
+
+    await burst(ctx, 110, 15.0, at_moments(ctx, moments, restart))
+
+
+SCENARIOS: Final = {
+    s.name: s
+    for s in (
+        Scenario(
+            "two-schedulers/both-elect",
+            "two replicas, both --leader-elect, over a burst of 110 pods",
+            two_schedulers,
+            schedulers=(ELECT, ELECT),
+        ),
+        Scenario(
+            "two-schedulers/neither-elects",
+            "two replicas without --leader-elect (the CLI default), over a burst of 110 pods",
+            two_schedulers,
+            schedulers=(NO_FLAG, NO_FLAG),
+        ),
+        Scenario(
+            "two-schedulers/one-elects",
+            "two replicas, one with --leader-elect and one without, over a burst of 110 pods",
+            two_schedulers,
+            schedulers=(ELECT, NO_FLAG),
+        ),
+        Scenario(
+            "kill-scheduler",
+            "SIGKILL the scheduler 3-5 times during a burst; restart it each time",
+            kill_scheduler,
+        ),
+        Scenario(
+            "paused-leader",
+            "two --leader-elect replicas; SIGSTOP the leader past its lease during a burst, "
+            "then SIGCONT",
+            paused_leader,
+            schedulers=(ELECT, ELECT),
+        ),
+        Scenario(
+            "stranded-claims",
+            "SIGKILL the scheduler during a burst until claims are allocated for unbound pods; "
+            "cordon, NotReady or delete their nodes; restart it",
+            stranded_claims,
+        ),
+        Scenario(
+            "controllers-killed",
+            "SIGKILL claim-templates and reservations while pods are created, deleted and finished",
+            controllers_killed,
+            devices=12,  # 48 devices: pods still wait for the ones that go
+        ),
+        Scenario(
+            "apiserver-restart",
+            "restart kube-apiserver (same etcd) once or twice during a burst",
+            apiserver_restart,
+        ),
+    )
+}
+DEFAULT_SEEDS: Final = (1,)
