@@ -17,8 +17,8 @@ KIND_KUBECONFIG := $(CURDIR)/.kind-kubeconfig
 DEMO_ARGS := $(if $(filter command line,$(origin KUBECONFIG)),--kubeconfig $(KUBECONFIG))
 PY_PATHS := operators tests bench e2e hack/config_reference.py
 
-.PHONY: help venv lint fmt test unit integration e2e e2e-kind image docs bench bench-scheduler bench-fabric control-plane \
-        control-plane-up control-plane-down run clean
+.PHONY: help venv lint fmt test unit integration e2e e2e-kind chaos image docs bench bench-scheduler bench-fabric \
+        control-plane control-plane-up control-plane-down run clean
 
 help:
 	@echo "make run               the whole system on virtual nodes, with a live view (Ctrl-C stops)"
@@ -26,6 +26,7 @@ help:
 	@echo "make test              lint, then unit + integration tests and the e2e scenarios"
 	@echo "make e2e               the example scenarios on the local control plane"
 	@echo "make e2e-kind          the same scenarios on a kind cluster (needs docker, kind, kubectl)"
+	@echo "make chaos             seeded faults on the local control plane, then invariants (CHAOS_ARGS=--list)"
 	@echo "make image             docker build -t $(IMAGE) ."
 	@echo "make docs              regenerate README's configuration reference"
 	@echo "make lint              ruff, mypy --strict, import-linter"
@@ -69,6 +70,11 @@ test: lint control-plane
 
 e2e: $(STAMP) control-plane
 	$(VENV)/bin/pytest -q e2e
+
+# Seeded fault scenarios, one fresh local control plane each; PASS/FAIL per invariant.
+# CHAOS_ARGS="--scenario kill-scheduler --seed 3" picks runs; "--list" names the scenarios.
+chaos: $(STAMP) control-plane
+	$(PY) -m e2e.chaos $(CHAOS_ARGS)
 
 image:
 	docker build -t $(IMAGE) .

@@ -73,6 +73,8 @@ class Scenario:
     schedulers: tuple[tuple[str, ...], ...] = (NO_FLAG,)
     nodes: int = 4
     devices: int = 24  # per node: 96 devices for 110 pods, so not all fit
+    pods: int = 110
+    burst_seconds: float = 15.0  # the pace of pod creation after the canary
 
     def node_list(self) -> list[demo.VirtualNode]:
         return [
@@ -123,13 +125,13 @@ async def canary(ctx: Context, prefix: str) -> None:
     ctx.say(f"canary {name} bound to {node}")
 
 
-async def burst(
-    ctx: Context, count: int, seconds: float, *during: Awaitable[None], prefix: str = "burst"
-) -> None:
-    """``count`` pods: the canary, then the rest at a steady pace over ``seconds`` while the
-    faults ``during`` run (their moments count from the end of the canary)."""
-    await canary(ctx, prefix)
-    await asyncio.gather(paced(ctx, count, seconds, prefix), *during)
+async def burst(ctx: Context, *during: Awaitable[None], seconds: float | None = None) -> None:
+    """The scenario's pods: the canary, then the rest at a steady pace over ``seconds`` (default
+    the scenario's) while the faults ``during`` run (their moments count from the canary's
+    binding)."""
+    await canary(ctx, "burst")
+    pace = ctx.scenario.burst_seconds if seconds is None else seconds
+    await asyncio.gather(paced(ctx, ctx.scenario.pods, pace, "burst"), *during)
 
 
 async def paced(ctx: Context, count: int, seconds: float, prefix: str) -> None:
@@ -179,7 +181,7 @@ async def workload_pods(ctx: Context) -> list[dict[str, Any]]:
 
 async def two_schedulers(ctx: Context) -> None:
     """Nothing but the burst: the replicas' flags are the point."""
-    await burst(ctx, 110, ctx.rng.uniform(4, 10))
+    await burst(ctx, seconds=ctx.rng.uniform(4, 10))
 
 
 async def kill_scheduler(ctx: Context) -> None:
@@ -189,11 +191,10 @@ async def kill_scheduler(ctx: Context) -> None:
     async def kill(_: int) -> None:
         await faults.kill(ctx.system, ctx.schedulers[0])
 
-    await burst(ctx, 110, 15.0, at_moments(ctx, moments, kill))
+    await burst(ctx, at_moments(ctx, moments, kill))
 
 
 async def paused_leader(ctx: Context) -> None:
-    """The burst outpaces the scheduler, so the leader is paused with bindings in flight."""
     pause_at = ctx.rng.uniform(0.5, 2.5)
     hold = LEASE_DURATION * ctx.rng.uniform(1.5, 3.0)
     ctx.say(f"pausing the leader at +{pause_at:.1f} s for {hold:.1f} s")
@@ -208,7 +209,7 @@ async def paused_leader(ctx: Context) -> None:
         ctx.say(f"lease held by {await lease_holder(ctx)} after {hold:.1f} s")
         await faults.resume(ctx.system, leader)
 
-    await burst(ctx, 110, 3.0, at_moments(ctx, [pause_at], pause))
+    await burst(ctx, at_moments(ctx, [pause_at], pause))
 
 
 async def stranded(ctx: Context) -> list[tuple[str, str, str]]:
@@ -262,7 +263,7 @@ async def stranded_claims(ctx: Context) -> None:
             return
         ctx.say("no claim was caught between its status write and its bind")
 
-    await burst(ctx, 110, 3.0, catch())
+    await burst(ctx, catch())
 
 
 async def progressed(ctx: Context, within: float = 20.0) -> bool:
@@ -283,7 +284,6 @@ async def controllers_killed(ctx: Context) -> None:
     """Pods come, go (deleted) and finish (Succeeded) while the claim-template controller and
     the reservation cleanup are SIGKILLed and restarted."""
     rng = ctx.rng
-    seconds = 20.0
     kills = {
         "claim-templates": spaced(rng, rng.randint(2, 3), 4.0, (3.0, 7.0)),
         "reservations": spaced(rng, rng.randint(2, 3), 4.0, (3.0, 7.0)),
@@ -299,7 +299,7 @@ async def controllers_killed(ctx: Context) -> None:
 
     async def churn() -> None:
         loop = asyncio.get_running_loop()
-        end = loop.time() + seconds + 3.0
+        end = loop.time() + ctx.scenario.burst_seconds + 3.0
         while loop.time() < end:
             await asyncio.sleep(rng.uniform(0.5, 2.0))  # pacing the churn
             pods = sorted(await workload_pods(ctx), key=lambda p: p["metadata"]["name"])
@@ -312,8 +312,6 @@ async def controllers_killed(ctx: Context) -> None:
 
     await burst(
         ctx,
-        80,
-        seconds,
         churn(),
         *(at_moments(ctx, moments, killer(name)) for name, moments in kills.items()),
     )
@@ -326,7 +324,7 @@ async def apiserver_restart(ctx: Context) -> None:
     async def restart(_: int) -> None:
         await faults.restart_apiserver(ctx.system)
 
-    await burst(ctx, 110, 15.0, at_moments(ctx, moments, restart))
+    await burst(ctx, at_moments(ctx, moments, restart))
 
 
 SCENARIOS: Final = {
@@ -361,18 +359,22 @@ SCENARIOS: Final = {
             "then SIGCONT",
             paused_leader,
             schedulers=(ELECT, ELECT),
+            burst_seconds=3.0,  # faster than the scheduler: bindings in flight when paused
         ),
         Scenario(
             "stranded-claims",
             "SIGKILL the scheduler during a burst until claims are allocated for unbound pods; "
             "cordon, NotReady or delete their nodes; restart it",
             stranded_claims,
+            burst_seconds=3.0,  # a backlog: many claims between status write and bind
         ),
         Scenario(
             "controllers-killed",
             "SIGKILL claim-templates and reservations while pods are created, deleted and finished",
             controllers_killed,
             devices=12,  # 48 devices: pods still wait for the ones that go
+            pods=80,
+            burst_seconds=20.0,
         ),
         Scenario(
             "apiserver-restart",
