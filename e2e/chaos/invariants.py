@@ -59,7 +59,7 @@ INVARIANTS: Final = {
     BOUND_PODS_HOLD_CLAIMS: "every bound, live pod's claims are allocated, reserved for it, on "
     "its node",
     PENDING_PODS_FIT_NOWHERE: "no pending pod of the scheduler fits the free devices of a node "
-    "that takes it",
+    "that takes it, and each says why (PodScheduled=False)",
     UNRESERVED_ALLOCATIONS: f"no claim allocated without a reservation for {UNRESERVED_LIMIT:g} s",
     GENERATED_CLAIMS: "generated claims belong to live pods, one per pod and entry, none missing",
     PROCESSES: "every process of the system alive, no traceback in a log",
@@ -423,6 +423,15 @@ def pending_pods_fit_nowhere(snapshot: Snapshot) -> list[Violation]:
         )
         result = run_cycle(pod, judged, snapshot.nodes, usage.usage, allocator)
         if result.chosen is None:
+            condition = pod.condition("PodScheduled")
+            if condition is None or condition.status != "False" or not condition.message:
+                out.append(
+                    Violation(
+                        PENDING_PODS_FIT_NOWHERE,
+                        "pending without the scheduler's reason (no PodScheduled=False)",
+                        (_pod(pod),),
+                    )
+                )
             continue
         fit = result.chosen
         devices = [str(r.device_id) for a in fit.results.values() for r in a.devices.results]

@@ -383,4 +383,4 @@ SCENARIOS: Final = {
         ),
     )
 }
-DEFAULT_SEEDS: Final = (1,)
+DEFAULT_SEEDS: Final = (1, 2)

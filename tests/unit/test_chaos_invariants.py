@@ -21,8 +21,11 @@ J = dict[str, Any]
 NS = s.NS
 
 
-def pod(name: str, node: str | None = None, *, phase: str = "Pending", **meta: Any) -> Pod:
-    """A pod of the scheduler with one claim from template ``gpu`` (generated: ``<name>-gpu``)."""
+def pod(
+    name: str, node: str | None = None, *, phase: str = "Pending", reason: bool = True, **meta: Any
+) -> Pod:
+    """A pod of the scheduler with one claim from template ``gpu`` (generated: ``<name>-gpu``);
+    unbound, it carries the scheduler's reason unless ``reason`` is False."""
     body = s.pod(
         name,
         uid=f"uid-{name}",
@@ -33,6 +36,10 @@ def pod(name: str, node: str | None = None, *, phase: str = "Pending", **meta: A
     body["status"]["phase"] = phase
     if node:
         body["spec"]["nodeName"] = node
+    elif reason:
+        body["status"]["conditions"] = [
+            {"type": "PodScheduled", "status": "False", "message": "0/2 nodes are available"}
+        ]
     return Pod.load(body)
 
 
@@ -302,6 +309,15 @@ def test_a_pending_pod_that_fits() -> None:
         inv.PENDING_PODS_FIT_NOWHERE: [
             "pending, but fits node node-3 with devices driver-a/node-3/device-0 "
             "[pod ns/p3, node node-3, claim ns/p3-gpu]"
+        ]
+    }
+
+
+def test_a_pending_pod_without_a_reason() -> None:
+    broken = replace(HEALTHY, pods=(*HEALTHY.pods[:2], pod("p3", reason=False)))
+    assert violated(broken) == {
+        inv.PENDING_PODS_FIT_NOWHERE: [
+            "pending without the scheduler's reason (no PodScheduled=False) [pod ns/p3]"
         ]
     }
 
