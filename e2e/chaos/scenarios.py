@@ -195,21 +195,32 @@ async def kill_scheduler(ctx: Context) -> None:
 
 
 async def paused_leader(ctx: Context) -> None:
-    pause_at = ctx.rng.uniform(0.5, 2.5)
+    """SIGSTOP the leader at random moments of the burst until it is caught with a binding in
+    flight (a claim written for a pod not bound yet), SIGCONT at once when it is not; the
+    caught pause is held past the lease, so the other replica takes over, then SIGCONT."""
     hold = LEASE_DURATION * ctx.rng.uniform(1.5, 3.0)
-    ctx.say(f"pausing the leader at +{pause_at:.1f} s for {hold:.1f} s")
+    ctx.say(f"the caught pause lasts {hold:.1f} s (lease {LEASE_DURATION:g} s)")
 
-    async def pause(_: int) -> None:
-        leader = await lease_holder(ctx)
-        if leader not in ctx.schedulers:
-            ctx.say(f"the lease is held by {leader!r}, no replica to pause")
-            return
-        await faults.pause(ctx.system, leader)
-        await asyncio.sleep(hold)  # the fault's duration: past the lease
-        ctx.say(f"lease held by {await lease_holder(ctx)} after {hold:.1f} s")
-        await faults.resume(ctx.system, leader)
+    async def pause_leader() -> None:
+        for attempt in range(1, 9):
+            await asyncio.sleep(ctx.rng.uniform(0.2, 1.0))  # a random moment of the burst
+            leader = await lease_holder(ctx)
+            if leader not in ctx.schedulers:
+                ctx.say(f"attempt {attempt}: the lease is held by {leader!r}, no replica")
+                continue
+            await faults.pause(ctx.system, leader)
+            caught = await stranded(ctx)
+            if caught or attempt == 8:
+                for claim, pod, node in caught:
+                    ctx.say(f"in flight: claim {claim} of unbound pod {pod}, on {node}")
+                await asyncio.sleep(hold)  # the fault's duration: past the lease
+                ctx.say(f"lease held by {await lease_holder(ctx)} after {hold:.1f} s")
+                await faults.resume(ctx.system, leader)
+                return
+            ctx.say(f"attempt {attempt}: no binding in flight")
+            await faults.resume(ctx.system, leader)
 
-    await burst(ctx, at_moments(ctx, [pause_at], pause))
+    await burst(ctx, pause_leader())
 
 
 async def stranded(ctx: Context) -> list[tuple[str, str, str]]:
@@ -257,8 +268,9 @@ async def stranded_claims(ctx: Context) -> None:
                 continue
             for claim, pod, node in caught:
                 ctx.say(f"stranded: claim {claim} of pending pod {pod}, allocated on {node}")
-            for node in sorted({node for _, _, node in caught}):
-                await node_faults[ctx.rng.choice(sorted(node_faults))](ctx.system, node)
+            order = ctx.rng.sample(sorted(node_faults), len(node_faults))
+            for i, node in enumerate(sorted({node for _, _, node in caught})):
+                await node_faults[order[i % len(order)]](ctx.system, node)
             faults.restart(ctx.system, name)
             return
         ctx.say("no claim was caught between its status write and its bind")
