@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from e2e.chaos.runner import Outcome, run_scenario
-from e2e.chaos.scenarios import DEFAULT_SEEDS, SCENARIOS, Scenario
+from e2e.chaos.scenarios import SCENARIOS, Scenario
 
 
 def selected(names: Sequence[str]) -> list[Scenario]:
@@ -30,9 +30,10 @@ def selected(names: Sequence[str]) -> list[Scenario]:
 
 
 async def run_all(scenarios: Sequence[Scenario], seeds: Sequence[int], workdir: Path) -> int:
+    """Each scenario with ``seeds`` (empty: the scenario's own default seeds)."""
     outcomes: list[Outcome] = []
     for scenario in scenarios:
-        for seed in seeds:
+        for seed in seeds or scenario.seeds:
             where = workdir / f"{scenario.name.replace('/', '-')}-seed{seed}"
             outcomes.append(await run_scenario(scenario, seed, where, sys.stdout))
     print("\n=== summary")
@@ -54,18 +55,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="append",
         type=int,
         default=[],
-        help=f"seed of the random choices (repeatable; default {list(DEFAULT_SEEDS)})",
+        help="seed of the random choices (repeatable; default each scenario's, --list shows)",
     )
     parser.add_argument("--workdir", default=None, help="logs and data (default: a temp dir)")
     parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
     args = parser.parse_args(argv)
     if args.list:
         for s in SCENARIOS.values():
-            print(f"{s.name:32} {s.summary}")
+            seeds = ",".join(map(str, s.seeds))
+            print(f"{s.name:32} seeds {seeds:8} {s.summary}")
         return 0
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="kopf-dra-chaos-"))
     print(f"chaos: logs and data in {workdir}")
-    return asyncio.run(run_all(selected(args.scenario), args.seed or DEFAULT_SEEDS, workdir))
+    return asyncio.run(run_all(selected(args.scenario), args.seed, workdir))
 
 
 if __name__ == "__main__":

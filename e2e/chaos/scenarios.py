@@ -75,6 +75,7 @@ class Scenario:
     devices: int = 24  # per node: 96 devices for 110 pods, so not all fit
     pods: int = 110
     burst_seconds: float = 15.0  # the pace of pod creation after the canary
+    seeds: tuple[int, ...] = (1, 2)  # run by default
 
     def node_list(self) -> list[demo.VirtualNode]:
         return [
@@ -194,31 +195,42 @@ async def kill_scheduler(ctx: Context) -> None:
     await burst(ctx, at_moments(ctx, moments, kill))
 
 
+async def paused_in_flight(
+    ctx: Context, who: Callable[[], Awaitable[str | None]], attempts: int = 30
+) -> tuple[str, list[tuple[str, str, str]]] | None:
+    """SIGSTOP the scheduler replica ``who`` names at random moments until it is caught with
+    a binding in flight (a claim written for a pod not bound yet; SIGCONT at once when not).
+    Returns the replica, left paused, and what it has in flight; None after ``attempts``."""
+    for attempt in range(1, attempts + 1):
+        await asyncio.sleep(ctx.rng.uniform(0.05, 0.3))  # a random moment of the burst
+        name = await who()
+        if name not in ctx.schedulers:
+            ctx.say(f"attempt {attempt}: no replica to pause ({name!r} leads)")
+            continue
+        await faults.pause(ctx.system, name)
+        caught = await stranded(ctx)
+        if caught:
+            for claim, pod, node in caught:
+                ctx.say(f"in flight: claim {claim} of unbound pod {pod}, allocated on {node}")
+            return name, caught
+        await faults.resume(ctx.system, name)
+    ctx.say(f"no binding caught in flight in {attempts} attempts")
+    return None
+
+
 async def paused_leader(ctx: Context) -> None:
-    """SIGSTOP the leader at random moments of the burst until it is caught with a binding in
-    flight (a claim written for a pod not bound yet), SIGCONT at once when it is not; the
-    caught pause is held past the lease, so the other replica takes over, then SIGCONT."""
+    """The leader, caught with a binding in flight, is held past its lease, so the other
+    replica takes over; then SIGCONT."""
     hold = LEASE_DURATION * ctx.rng.uniform(1.5, 3.0)
     ctx.say(f"the caught pause lasts {hold:.1f} s (lease {LEASE_DURATION:g} s)")
 
     async def pause_leader() -> None:
-        for attempt in range(1, 9):
-            await asyncio.sleep(ctx.rng.uniform(0.2, 1.0))  # a random moment of the burst
-            leader = await lease_holder(ctx)
-            if leader not in ctx.schedulers:
-                ctx.say(f"attempt {attempt}: the lease is held by {leader!r}, no replica")
-                continue
-            await faults.pause(ctx.system, leader)
-            caught = await stranded(ctx)
-            if caught or attempt == 8:
-                for claim, pod, node in caught:
-                    ctx.say(f"in flight: claim {claim} of unbound pod {pod}, on {node}")
-                await asyncio.sleep(hold)  # the fault's duration: past the lease
-                ctx.say(f"lease held by {await lease_holder(ctx)} after {hold:.1f} s")
-                await faults.resume(ctx.system, leader)
-                return
-            ctx.say(f"attempt {attempt}: no binding in flight")
-            await faults.resume(ctx.system, leader)
+        paused = await paused_in_flight(ctx, lambda: lease_holder(ctx))
+        if paused is None:
+            return
+        await asyncio.sleep(hold)  # the fault's duration: past the lease
+        ctx.say(f"lease held by {await lease_holder(ctx)} after {hold:.1f} s")
+        await faults.resume(ctx.system, paused[0])
 
     await burst(ctx, pause_leader())
 
@@ -245,8 +257,9 @@ async def stranded(ctx: Context) -> list[tuple[str, str, str]]:
 
 
 async def stranded_claims(ctx: Context) -> None:
-    """Kill the scheduler until a claim is caught between its status write and its bind; then
-    take the nodes of such claims away (cordon, NotReady or delete) and restart it."""
+    """SIGKILL the scheduler while a claim is between its status write and its bind (caught
+    by SIGSTOP first), take the nodes of such claims away (cordon, NotReady or delete), then
+    restart it."""
     name = ctx.schedulers[0]
     node_faults = {
         "cordon": faults.cordon,
@@ -254,42 +267,23 @@ async def stranded_claims(ctx: Context) -> None:
         "delete": faults.delete_node,
     }
 
+    # Drawn first: the kinds of node faults depend on the seed alone, not on the timing.
+    order = ctx.rng.sample(sorted(node_faults), len(node_faults))
+    ctx.say(f"node faults, in this order: {', '.join(order)}")
+
     async def catch() -> None:
-        for attempt in range(1, 9):
-            await asyncio.sleep(ctx.rng.uniform(0.3, 1.5))  # a random moment of the burst
-            await faults.kill(ctx.system, name, restart=False)
-            caught = await stranded(ctx)
-            if not caught:
-                ctx.say(f"attempt {attempt}: no claim caught between status write and bind")
-                faults.restart(ctx.system, name)
-                if not await progressed(ctx):
-                    ctx.say("the scheduler has nothing left to do: no more attempts")
-                    return
-                continue
-            for claim, pod, node in caught:
-                ctx.say(f"stranded: claim {claim} of pending pod {pod}, allocated on {node}")
-            order = ctx.rng.sample(sorted(node_faults), len(node_faults))
-            for i, node in enumerate(sorted({node for _, _, node in caught})):
-                await node_faults[order[i % len(order)]](ctx.system, node)
-            faults.restart(ctx.system, name)
+        async def scheduler() -> str:
+            return name
+
+        paused = await paused_in_flight(ctx, scheduler)
+        if paused is None:
             return
-        ctx.say("no claim was caught between its status write and its bind")
+        await faults.kill(ctx.system, name, restart=False)
+        for i, node in enumerate(sorted({node for _, _, node in paused[1]})):
+            await node_faults[order[i % len(order)]](ctx.system, node)
+        faults.restart(ctx.system, name)
 
     await burst(ctx, catch())
-
-
-async def progressed(ctx: Context, within: float = 20.0) -> bool:
-    """Whether pods or claims change within ``within`` s (a restarted scheduler at work)."""
-    before = ctx.system.observer.fingerprint
-
-    async def moved() -> bool:
-        return ctx.system.observer.fingerprint != before
-
-    try:
-        await eventually(moved, within=within, what="a pod or claim write")
-    except AssertionError:
-        return False
-    return True
 
 
 async def controllers_killed(ctx: Context) -> None:
@@ -375,10 +369,13 @@ SCENARIOS: Final = {
         ),
         Scenario(
             "stranded-claims",
-            "SIGKILL the scheduler during a burst until claims are allocated for unbound pods; "
+            "SIGKILL the scheduler with claims written for unbound pods (caught by SIGSTOP); "
             "cordon, NotReady or delete their nodes; restart it",
             stranded_claims,
-            burst_seconds=3.0,  # a backlog: many claims between status write and bind
+            # 110 pods for 160 devices: the pods of a lost node fit on the other three.
+            devices=40,
+            burst_seconds=2.0,  # a backlog: many claims between status write and bind
+            seeds=(1, 5, 7),  # the first node fault: cordon, NotReady, delete
         ),
         Scenario(
             "controllers-killed",
@@ -395,4 +392,3 @@ SCENARIOS: Final = {
         ),
     )
 }
-DEFAULT_SEEDS: Final = (1, 2)
