@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import dataclasses
 import random
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Final
 
 from e2e.chaos import faults
@@ -101,8 +101,8 @@ async def install_workload(api: KubeAPI) -> None:
     await api.create(template_body(TEMPLATE, NAMESPACE, device_class=GPU_CLASS))
 
 
-def pod_name(prefix: str, i: int) -> str:
-    return f"{prefix}-{i:03d}"
+def pod_name(i: int) -> str:
+    return f"burst-{i:03d}"
 
 
 async def create_pod(ctx: Context, name: str) -> None:
@@ -112,9 +112,9 @@ async def create_pod(ctx: Context, name: str) -> None:
         await retrying(lambda: ctx.api.create(body), f"creating pod {name}")
 
 
-async def canary(ctx: Context, prefix: str) -> None:
+async def canary(ctx: Context) -> None:
     """The first pod of the burst, bound before the burst goes on: the system is up."""
-    name = pod_name(prefix, 0)
+    name = pod_name(0)
     await create_pod(ctx, name)
 
     async def bound() -> str | None:
@@ -126,23 +126,30 @@ async def canary(ctx: Context, prefix: str) -> None:
     ctx.say(f"canary {name} bound to {node}")
 
 
-async def burst(ctx: Context, *during: Awaitable[None], seconds: float | None = None) -> None:
+async def burst(
+    ctx: Context, *during: Coroutine[Any, Any, None], seconds: float | None = None
+) -> None:
     """The scenario's pods: the canary, then the rest at a steady pace over ``seconds`` (default
     the scenario's) while the faults ``during`` run (their moments count from the canary's
     binding)."""
-    await canary(ctx, "burst")
+    try:
+        await canary(ctx)
+    except BaseException:
+        for fault in during:
+            fault.close()  # never started
+        raise
     pace = ctx.scenario.burst_seconds if seconds is None else seconds
-    await asyncio.gather(paced(ctx, ctx.scenario.pods, pace, "burst"), *during)
+    await asyncio.gather(paced(ctx, ctx.scenario.pods, pace), *during)
 
 
-async def paced(ctx: Context, count: int, seconds: float, prefix: str) -> None:
+async def paced(ctx: Context, count: int, seconds: float) -> None:
     ctx.say(f"burst: {count - 1} more pods over {seconds:.1f} s")
     loop = asyncio.get_running_loop()
     start = loop.time()
     for i in range(1, count):
         due = start + (i - 1) * seconds / max(1, count - 1)
         await asyncio.sleep(max(0.0, due - loop.time()))  # pacing the load, not synchronising
-        await create_pod(ctx, pod_name(prefix, i))
+        await create_pod(ctx, pod_name(i))
     ctx.say(f"burst: all {count} pods created")
 
 
@@ -208,7 +215,7 @@ async def paused_in_flight(
             ctx.say(f"attempt {attempt}: no replica to pause ({name!r} leads)")
             continue
         await faults.pause(ctx.system, name)
-        caught = await stranded(ctx)
+        caught = await written_for_unbound_pods(ctx)
         if caught:
             for claim, pod, node in caught:
                 ctx.say(f"in flight: claim {claim} of unbound pod {pod}, allocated on {node}")
@@ -235,7 +242,7 @@ async def paused_leader(ctx: Context) -> None:
     await burst(ctx, pause_leader())
 
 
-async def stranded(ctx: Context) -> list[tuple[str, str, str]]:
+async def written_for_unbound_pods(ctx: Context) -> list[tuple[str, str, str]]:
     """(claim, pod, node) of claims allocated and reserved for a pod that is not bound."""
     claims = await retrying(lambda: ctx.api.list("ResourceClaim", NAMESPACE), "claims")
     pods = {p["metadata"]["uid"]: p for p in await workload_pods(ctx)}
