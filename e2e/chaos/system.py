@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import dataclasses
 import re
+import shutil
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
@@ -218,7 +219,19 @@ def node_profile(devices: int) -> Mapping[str, Any]:
 async def running_system(
     workdir: Path, nodes: Sequence[demo.VirtualNode], out: TextIO
 ) -> AsyncIterator[ChaosSystem]:
-    """A fresh control plane with ``nodes`` published; always stopped, logs kept in workdir."""
+    """A fresh control plane with ``nodes`` published; always stopped, logs kept in workdir
+    (etcd's data goes: 64 MB of preallocated log per run)."""
+    try:
+        async with _running_system(workdir, nodes, out) as chaos:
+            yield chaos
+    finally:
+        shutil.rmtree(workdir / "control-plane" / "etcd", ignore_errors=True)
+
+
+@contextlib.asynccontextmanager
+async def _running_system(
+    workdir: Path, nodes: Sequence[demo.VirtualNode], out: TextIO
+) -> AsyncIterator[ChaosSystem]:
     with controlplane.running(workdir / "control-plane") as cp:
         async with await make_api_client(cp.kubeconfig) as api_client:
             api = KubeAPI(api_client)
