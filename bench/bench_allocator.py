@@ -3,7 +3,7 @@
 Each "fill" runs scheduling cycles as the scheduler does: per pod one Allocator built from the
 current allocated state, nodes tried in name order until one fits, the result reserved.
 "Warm" figures repeat one call on an Allocator whose caches (CEL, pools) are warm.
-Figures are printed, never asserted (DESIGN.md, Testing).
+Figures are printed, never asserted: timings belong in benchmarks, not in tests.
 """
 
 from __future__ import annotations

@@ -35,6 +35,7 @@ from typing import Any, Final
 import yaml
 
 from operators.aio import wait_at_most
+from operators.api.core import Pod
 from operators.api.quantity import Quantity
 from operators.kube import controlplane, manifests
 from operators.kube.api import ApiError, ConflictError, KubeAPI, NotFoundError
@@ -409,17 +410,10 @@ def _key(obj: Mapping[str, Any]) -> str:
 
 def pod_claims(pod: Mapping[str, Any], claims: Mapping[str, Mapping[str, Any]]) -> list[Any]:
     """The claims of a pod (direct names and generated ones), those that exist."""
-    namespace = pod["metadata"]["namespace"]
-    generated = {
-        s["name"]: s.get("resourceClaimName")
-        for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []
-    }
-    found = []
-    for ref in pod["spec"].get("resourceClaims") or []:
-        name = ref.get("resourceClaimName") or generated.get(ref["name"])
-        if name and f"{namespace}/{name}" in claims:
-            found.append(claims[f"{namespace}/{name}"])
-    return found
+    model = Pod.load(pod)
+    namespace = model.metadata.namespace
+    names = (model.claim_name(entry) for entry in model.spec.resource_claims)
+    return [claims[f"{namespace}/{n}"] for n in names if n and f"{namespace}/{n}" in claims]
 
 
 def allocated_devices(claim: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -24,6 +24,7 @@ from operators.allocator.pools import newest_generations
 from operators.allocator.selectors import CelSelectorEngine
 from operators.api.core import Node, Pod
 from operators.api.ids import DeviceID
+from operators.api.names import POD_CLAIM_NAME_ANNOTATION
 from operators.api.resource import (
     Device,
     DeviceClass,
@@ -33,7 +34,6 @@ from operators.api.resource import (
     ResourceSlice,
 )
 from operators.cel import CELEnvironment
-from operators.controllers.claim_templates.planning import POD_CLAIM_NAME_ANNOTATION
 from operators.controllers.reservations.planning import generated_owner, is_pod_consumer
 from operators.scheduling.binding import Binding, allocated_node, binding_verdict
 from operators.scheduling.cycle import ClaimsNotReady, resolve_claims, run_cycle

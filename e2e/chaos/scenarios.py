@@ -32,7 +32,10 @@ LEASE_NAME: Final = "kopf-dra-scheduler"
 TEMPLATE: Final = "gpu"
 GPU_CLASS: Final = "gpu.example.kopf-dra.io"
 UNSCHEDULABLE_RETRY: Final = 3.0
+# Short, in kube-scheduler's proportions, so that takeovers happen within a scenario.
 LEASE_DURATION: Final = 4.0
+RENEW_DEADLINE: Final = 3.0
+RETRY_PERIOD: Final = 1.0
 
 # Flags of every scheduler replica; each also gets --identity <its component name>.
 SCHEDULER: Final = (
@@ -41,10 +44,13 @@ SCHEDULER: Final = (
     "--lease-name", LEASE_NAME,
     "--lease-namespace", LEASE_NAMESPACE,
     "--lease-duration", f"{LEASE_DURATION:g}",
+    "--renew-deadline", f"{RENEW_DEADLINE:g}",
+    "--retry-period", f"{RETRY_PERIOD:g}",
 )  # fmt: skip
-# Leader election as the CLI allows it today (main is about to make it the default).
+# Every way the CLI lets a replica be started as far as leader election goes.
+DEFAULT: Final[tuple[str, ...]] = ()  # leader election is on by default
 ELECT: Final = ("--leader-elect",)
-NO_FLAG: Final[tuple[str, ...]] = ()
+SINGLE: Final = ("--no-leader-elect",)  # "the single replica": still takes the Lease
 
 
 @dataclasses.dataclass
@@ -70,7 +76,7 @@ class Scenario:
     summary: str
     run: Callable[[Context], Awaitable[None]]
     #: Extra scheduler flags, one tuple per replica.
-    schedulers: tuple[tuple[str, ...], ...] = (NO_FLAG,)
+    schedulers: tuple[tuple[str, ...], ...] = (DEFAULT,)
     nodes: int = 4
     devices: int = 24  # per node: 96 devices for 110 pods, so not all fit
     pods: int = 110
@@ -343,23 +349,22 @@ async def apiserver_restart(ctx: Context) -> None:
 SCENARIOS: Final = {
     s.name: s
     for s in (
-        Scenario(
-            "two-schedulers/both-elect",
-            "two replicas, both --leader-elect, over a burst of 110 pods",
-            two_schedulers,
-            schedulers=(ELECT, ELECT),
-        ),
-        Scenario(
-            "two-schedulers/neither-elects",
-            "two replicas without --leader-elect (the CLI default), over a burst of 110 pods",
-            two_schedulers,
-            schedulers=(NO_FLAG, NO_FLAG),
-        ),
-        Scenario(
-            "two-schedulers/one-elects",
-            "two replicas, one with --leader-elect and one without, over a burst of 110 pods",
-            two_schedulers,
-            schedulers=(ELECT, NO_FLAG),
+        *(
+            Scenario(
+                f"two-schedulers/{variant}",
+                f"two replicas ({' and '.join(' '.join(f) or 'no flag' for f in flags)}) over a "
+                "burst of 110 pods",
+                two_schedulers,
+                schedulers=flags,
+            )
+            for variant, flags in (
+                ("defaults", (DEFAULT, DEFAULT)),
+                ("both-elect", (ELECT, ELECT)),
+                ("both-single", (SINGLE, SINGLE)),
+                ("single-and-default", (SINGLE, DEFAULT)),
+                ("single-and-elect", (SINGLE, ELECT)),
+                ("elect-and-default", (ELECT, DEFAULT)),
+            )
         ),
         Scenario(
             "kill-scheduler",

@@ -1,10 +1,11 @@
 """Per-object validation of resource.k8s.io objects, as the API server does it.
 
-Mirrors k8s.io/kubernetes/pkg/apis/resource/validation for the 1.36 API with all DRA feature
-gates of DESIGN.md enabled: names, lengths, counts against ``limits``, one-of rules, enum values,
-request references and capacity policies. Each function returns *every* violation with its
-field path (``spec.devices[3].attributes[model]``), never raises, and looks at one object only:
-checks across slices of a pool belong to the pool validator, CEL compilation to ``cel``.
+Mirrors k8s.io/kubernetes/pkg/apis/resource/validation for the 1.36 API with the DRA feature
+gates of the local control plane enabled: names, lengths, counts against ``limits``, one-of
+rules, enum values, request references and capacity policies. Each function returns *every*
+violation with its field path (``spec.devices[3].attributes[model]``), never raises, and looks
+at one object only: checks across slices of a pool belong to the pool validator, CEL
+compilation to ``cel``.
 
 Objects are validated as submitted, before the API server's defaulting: an unset
 ``allocationMode`` means ExactCount, an unset ``count`` means one, an unset toleration operator

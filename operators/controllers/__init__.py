@@ -1,1 +1,1 @@
-"""controllers layer of kopf-dra (see DESIGN.md, Layers)."""
+"""controllers layer of kopf-dra (see docs/architecture.md, Layers)."""

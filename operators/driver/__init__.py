@@ -1,1 +1,1 @@
-"""driver layer of kopf-dra (see DESIGN.md, Layers)."""
+"""driver layer of kopf-dra (see docs/architecture.md, Layers)."""

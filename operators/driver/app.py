@@ -24,7 +24,7 @@ from operators.driver.profiles import ProfileError, load_config
 from operators.driver.service import DriverService
 from operators.driver.settings import DriverSettings
 from operators.driver.slices import InvalidPoolError
-from operators.kube.api import ApiError, KubeAPI
+from operators.kube.api import ApiError, ApiTimeouts, KubeAPI
 from operators.kube.client import make_api_client
 from operators.observability import fields, metrics
 from operators.observability.logging import configure
@@ -60,7 +60,9 @@ class Driver:
     async def _refresh(self) -> bool:
         try:
             await self.service.refresh()
-        except (ApiError, InvalidPoolError) as e:
+        except (ApiError, InvalidPoolError, OSError, TimeoutError) as e:
+            # The API server away (a restart, a rollout) is a retry at the next resync, never
+            # an exit: the kubelet side keeps serving prepared devices meanwhile.
             self.refresh_failures += 1
             log.error(
                 "could not publish the pool",
@@ -95,7 +97,8 @@ async def _main(settings: DriverSettings) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     async with await make_api_client(settings.kubeconfig) as api_client:
-        await Driver(settings, KubeAPI(api_client)).run(stop)
+        timeouts = ApiTimeouts(settings.api_connect_timeout, settings.api_timeout)
+        await Driver(settings, KubeAPI(api_client, timeouts)).run(stop)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -9,14 +9,14 @@ consistent.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from collections.abc import Sequence
 from typing import Any
 
 import structlog
 
 from operators.api.core import Node
 from operators.api.resource import API_VERSION, AllocatedDeviceStatus, ResourceClaim
+from operators.api.timestamps import format_time
 from operators.driver import metrics
 from operators.driver.cdi import CDIWriter
 from operators.driver.checkpoint import Checkpoint, PreparedClaim, PreparedDevice
@@ -26,6 +26,7 @@ from operators.driver.profiles import DriverConfig, Inventory, build_inventory, 
 from operators.driver.slices import NodeRef, SlicePublisher
 from operators.kube.api import ApiError, ConflictError, KubeAPI, NotFoundError
 from operators.observability import fields
+from operators.runtime.clock import SYSTEM_CLOCK, Clock
 
 #: Node annotation through which the fabric controller hands attached devices to the node's
 #: driver: a JSON list of {"name", "model", "memory", "uuid"} (see profiles.HotplugDevice).
@@ -33,10 +34,6 @@ HOTPLUG_ANNOTATION = "resource.kopf-dra.io/attached-devices"
 _FIELD_MANAGER_MAX = 128
 
 log = structlog.get_logger(__name__)
-
-
-def rfc3339(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class DriverService:
@@ -52,7 +49,7 @@ class DriverService:
         cdi: CDIWriter,
         checkpoint: Checkpoint,
         pool: str | None = None,
-        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.api = api
         self.driver = driver
@@ -61,7 +58,7 @@ class DriverService:
         self.config = config
         self.cdi = cdi
         self.checkpoint = checkpoint
-        self.now = now
+        self.clock = clock
         self.node: Node | None = None
         self.inventory = Inventory()
         self.publisher: SlicePublisher | None = None
@@ -147,7 +144,7 @@ class DriverService:
             node=self.node,
             pool=self.pool,
             inventory=self.inventory,
-            now=rfc3339(self.now()),
+            now=format_time(self.clock.now()),
         )
         record = preparation.claim
         self.cdi.write(ref.uid, record.cdi_spec)

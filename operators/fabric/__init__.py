@@ -1,1 +1,1 @@
-"""fabric layer of kopf-dra (see DESIGN.md, Layers)."""
+"""fabric layer of kopf-dra (see docs/architecture.md, Layers)."""

@@ -1,1 +1,1 @@
-"""kube layer of kopf-dra (see DESIGN.md, Layers)."""
+"""kube layer of kopf-dra (see docs/architecture.md, Layers)."""

@@ -2,7 +2,7 @@
 
 The binaries are built once per Kubernetes version by ``hack/controlplane/build.sh`` into a
 user-level cache. This module starts them on free loopback ports with generated certificates,
-service-account keys, RBAC, the DRA feature gates DESIGN.md lists, and an admin kubeconfig.
+service-account keys, RBAC, the DRA feature gates kopf-dra implements, and an admin kubeconfig.
 Processes die with their parent when started for tests (PR_SET_PDEATHSIG), and ``stop()`` kills
 the whole process groups, so an interrupted test run leaves nothing behind.
 """
@@ -31,7 +31,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO_ROOT / "hack" / "controlplane" / "build.sh"
 VERSION_FILE = REPO_ROOT / "hack" / "controlplane" / "VERSION"
 
-# Exactly the DRA gates this design implements (DESIGN.md, "The API contract"), alpha ones
+# Exactly the DRA gates this design implements (README, "The local control plane"), alpha ones
 # included; gates of behaviour we do not implement are switched off even where 1.36 defaults
 # them on (DRAExtendedResource). DRAPrioritizedList and DRAAdminAccess are GA and locked on.
 FEATURE_GATES = {

@@ -1,1 +1,1 @@
-"""observability layer of kopf-dra (see DESIGN.md, Layers)."""
+"""observability layer of kopf-dra (see docs/architecture.md, Layers)."""

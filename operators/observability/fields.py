@@ -1,4 +1,5 @@
-"""The one list of structured log field names (CONVENTIONS.md #11)."""
+"""The one list of structured log field names: every component logs the same thing the same way,
+so one query finds a pod, a claim or a device across all of them."""
 
 COMPONENT = "component"
 POD = "pod"  # ns/name
@@ -7,4 +8,3 @@ NODE = "node"
 POOL = "pool"  # driver/pool
 DEVICE = "device"  # driver/pool/device
 REASON = "reason"
-DURATION_MS = "duration_ms"

@@ -1,1 +1,1 @@
-"""scheduling layer of kopf-dra (see DESIGN.md, Layers)."""
+"""scheduling layer of kopf-dra (see docs/architecture.md, Layers)."""

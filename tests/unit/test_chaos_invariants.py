@@ -12,8 +12,8 @@ import pytest
 from e2e.chaos import invariants as inv
 from e2e.chaos.invariants import ProcessState, Snapshot
 from operators.api.core import Pod
+from operators.api.names import POD_CLAIM_NAME_ANNOTATION
 from operators.api.resource import ResourceClaim, ResourceSlice
-from operators.controllers.claim_templates.planning import POD_CLAIM_NAME_ANNOTATION
 from tests.unit.allocator import builders as a
 from tests.unit.scheduling import builders as s
 

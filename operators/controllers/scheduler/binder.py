@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import structlog
 
@@ -20,18 +20,47 @@ from operators.api.keys import ObjectKey
 from operators.api.resource import ResourceClaim
 from operators.api.timestamps import age
 from operators.controllers.scheduler import planning
-from operators.kube.api import ApiError, ConflictError, NotFoundError
+from operators.controllers.scheduler.cache import SchedulerCache
+from operators.controllers.scheduler.settings import SchedulerSettings
+from operators.kube.api import ApiError, ConflictError, KubeAPI, NotFoundError
 from operators.observability import fields, metrics
-from operators.runtime.actions import PostEvent
+from operators.runtime.actions import PostEvent, Write
+from operators.runtime.clock import Clock
 from operators.runtime.errors import NotLeaderError, UnknownOutcomeError
-
-if TYPE_CHECKING:
-    from operators.controllers.scheduler.handlers import Scheduler
+from operators.runtime.queue import WorkQueue
 
 log = structlog.get_logger(__name__)
 
 READ_BACKOFF = (0.2, 5.0)  # first and largest pause between failed reads
 RELEASE_ATTEMPTS = 5  # conflicting writes (someone else changed the claim) before giving up
+
+
+class PodStatesLike(Protocol):
+    bound: set[ObjectKey]
+    nominated: dict[ObjectKey, str]
+
+
+class Scheduler(Protocol):
+    """What a binding task uses of its scheduler (the handlers' ``Scheduler``)."""
+
+    settings: SchedulerSettings
+    clock: Clock
+    cache: SchedulerCache
+    queue: WorkQueue[ObjectKey]
+
+    @property
+    def pods(self) -> PodStatesLike: ...
+
+    @property
+    def api(self) -> KubeAPI: ...
+
+    def fence(self) -> float | None: ...
+
+    async def apply(self, action: Write) -> dict[str, Any] | None: ...
+
+    async def post(self, event: PostEvent) -> bool: ...
+
+    def requeue_unschedulable(self) -> None: ...
 
 
 class ConflictingAllocationError(Exception):

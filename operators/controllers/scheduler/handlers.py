@@ -232,6 +232,10 @@ class Scheduler(Controller[SchedulerSettings]):
         await self._post_filter(pod, claims, result)
         message = unschedulable_message(total, result)
         self.pods.unschedulable.add(key)
+        shown = pod.condition("PodScheduled")
+        said = shown is not None and shown.status == "False" and shown.message == message
+        if said:  # by this replica before a restart, or by the previous leader
+            self.pods.last_message[key] = message
         if self.pods.last_message.get(key) != message:
             self.pods.last_message[key] = message
             log.info("pod unschedulable", **{fields.POD: str(key), fields.REASON: message})

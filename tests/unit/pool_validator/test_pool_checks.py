@@ -1,5 +1,5 @@
 """Every check of the pool validator on a minimal failing pool and a passing one, the
-KEP-4815 examples, and agreement with the allocator (one function, CONVENTIONS.md #9)."""
+KEP-4815 examples, and agreement with the allocator (one function for both)."""
 
 from __future__ import annotations
 

@@ -7,6 +7,8 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from operators.allocator import Allocator, Outcome, Status
 from operators.api.core import Node
@@ -22,7 +24,7 @@ from operators.scheduling.cycle import (
     unschedulable_message,
 )
 from operators.scheduling.nodes import NodeUsage
-from operators.scheduling.score import Score, ScorePolicy
+from operators.scheduling.score import POLICIES, Score, ScorePolicy
 from tests.unit.allocator.builders import (
     CLAIM0,
     CLAIM1,
@@ -781,3 +783,67 @@ def test_best_only_visits_the_nominated_node_first() -> None:
     assert counting.asked == [NODE2]
     assert prefer_nominated(got, NODE2) is not None
     assert prefer_nominated(got, NODE2).node == NODE2  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@settings(max_examples=60, deadline=None)
+@given(
+    layout=st.lists(
+        st.tuples(
+            st.integers(min_value=0, max_value=6),  # cpu already requested on the node
+            st.integers(min_value=0, max_value=2),  # devices of the first-choice driver
+            st.integers(min_value=0, max_value=2),  # devices of the second choice
+            st.booleans(),  # first-choice devices wait for binding conditions
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    cpu=st.integers(min_value=0, max_value=2),
+)
+def test_best_first_chooses_what_a_full_scan_chooses(
+    policy: ScorePolicy, layout: list[tuple[int, int, int, bool]], cpu: int
+) -> None:
+    """Score.upper_bound is never worse than a node's real score, for every policy: the best
+    fit found by best-first search is the one a scan of every node finds."""
+    nodes, slices, usage = [], [], {}
+    for i, (used, first, second, binding) in enumerate(layout):
+        name = f"node-{i}"
+        nodes.append(node(name, allocatable={"cpu": "8", "memory": "8Gi", "pods": "10"}))
+        if used:
+            usage[name] = NodeUsage({"cpu": Decimal(used)}, 1)
+        conditions: tuple[list[str], list[str]] | None = (["attached"], []) if binding else None
+        if first:
+            slices.append(
+                slice_(
+                    f"a-{i}",
+                    name,
+                    f"pool-a-{i}",
+                    DRIVER_A,
+                    *(device(f"gpu-{d}", binding=conditions) for d in range(first)),
+                )
+            )
+        if second:
+            slices.append(slice_many(f"b-{i}", name, f"pool-b-{i}", DRIVER_B, second))
+    c = in_namespace(
+        claim(
+            CLAIM0, prioritized(REQ0, sub_request(SUBREQ0, CLASS_A), sub_request(SUBREQ1, CLASS_B))
+        )
+    )
+    p = pod(containers=[container({"cpu": str(cpu)})] if cpu else ())
+    full = run_cycle(p, [c], nodes, usage, allocator(CLASSES, slices), policy=policy)
+    best = run_cycle(
+        p, [c], nodes, usage, allocator(CLASSES, slices), policy=policy, best_only=True
+    )
+    assert (best.chosen.node if best.chosen else None) == (
+        full.chosen.node if full.chosen else None
+    )
+    if best.chosen is not None and full.chosen is not None:
+        assert best.chosen.score == full.chosen.score
+        for fit in full.fits:
+            bound = Score.upper_bound(
+                next(n for n in nodes if n.metadata.name == fit.node),
+                usage.get(fit.node, NodeUsage()),
+                {"cpu": Decimal(cpu)} if cpu else {},
+                policy,
+            )
+            assert bound <= fit.score
