@@ -10,15 +10,7 @@ Usage, once per scheduling cycle::
 ``allocate`` raises InvalidInputError (and subclasses) only for bad claims or classes.
 """
 
-from operators.allocator.allocator import (
-    Allocator,
-    NodeViewCache,
-    Outcome,
-    Policy,
-    Reason,
-    Stats,
-    Status,
-)
+from operators.allocator.allocator import Allocator, NodeViewCache, Policy
 from operators.allocator.errors import (
     AllocatorError,
     ClassNotFoundError,
@@ -33,6 +25,7 @@ from operators.allocator.errors import (
     TooManyDevicesError,
 )
 from operators.allocator.features import Features
+from operators.allocator.outcome import Outcome, Reason, Stats, Status
 from operators.allocator.pools import Pool, gather_pools, validate_pools
 from operators.allocator.selectors import SelectorEngine
 from operators.allocator.state import AllocatedState

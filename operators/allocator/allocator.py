@@ -13,9 +13,8 @@ Nothing is persisted; the only randomness (shareIDs) comes from the injected ``s
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Literal
 
@@ -30,11 +29,11 @@ from operators.allocator.errors import (
     InvalidPoolError,
     InvalidRequestError,
     InvalidSelectorError,
-    NodeAllocationError,
     TooManyDevicesError,
 )
 from operators.allocator.features import Features
 from operators.allocator.nodes import node_matches
+from operators.allocator.outcome import Outcome, Stats, Status
 from operators.allocator.pools import Pool, gather_pools
 from operators.allocator.selectors import SelectorEngine
 from operators.allocator.state import AllocatedState
@@ -63,60 +62,6 @@ from operators.api.resource import (
 from operators.cel.errors import SelectorError
 
 Policy = Literal["first-fit", "best-fit"]
-
-
-class Status(enum.Enum):
-    SUCCESS = "success"
-    UNSATISFIABLE = "unsatisfiable"
-    ERROR = "error"
-
-
-@dataclass(frozen=True, slots=True)
-class Reason:
-    """Why one request (or claim, or the node) could not be satisfied, short and structured."""
-
-    claim: str
-    request: str | None
-    message: str
-    counts: Mapping[str, int] = field(default_factory=dict)
-
-    def __str__(self) -> str:
-        where = f"claim {self.claim}" + (f", request {self.request}" if self.request else "")
-        return f"{where}: {self.message}"
-
-
-@dataclass(frozen=True, slots=True)
-class Stats:
-    """Search effort of one call (upstream's NumAllocateOneInvocations)."""
-
-    steps: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """The answer for one node: results per claim, or reasons, or a node error.
-
-    Reasons are computed on first access: a scheduler filtering many nodes pays for an
-    explanation only when it reports one.
-    """
-
-    status: Status
-    results: tuple[AllocationResult, ...] = ()
-    error: NodeAllocationError | None = None
-    stats: Stats = Stats()
-    explain: Callable[[], Sequence[Reason]] | None = field(default=None, repr=False, compare=False)
-    _reasons: list[tuple[Reason, ...]] = field(default_factory=list, repr=False, compare=False)
-
-    @property
-    def fits(self) -> bool:
-        return self.status is Status.SUCCESS
-
-    @property
-    def reasons(self) -> tuple[Reason, ...]:
-        """Why it does not fit (empty unless unsatisfiable)."""
-        if not self._reasons:
-            self._reasons.append(tuple(self.explain()) if self.explain is not None else ())
-        return self._reasons[0]
 
 
 class _MaxSizeExceededError(Exception):
@@ -989,12 +934,4 @@ def _merge(src: Sequence[NodeSelectorRequirement], dst: list[NodeSelectorRequire
             dst.append(req.model_copy(deep=True))
 
 
-__all__ = [
-    "Allocator",
-    "InvalidInputError",
-    "Outcome",
-    "Policy",
-    "Reason",
-    "Stats",
-    "Status",
-]
+__all__ = ["Allocator", "InvalidInputError", "NodeViewCache", "Policy"]

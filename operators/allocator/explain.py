@@ -13,8 +13,8 @@ from decimal import Decimal
 from typing import TYPE_CHECKING
 
 from operators.allocator import capacity as cap
-from operators.allocator.allocator import Reason
 from operators.allocator.errors import InvalidInputError
+from operators.allocator.outcome import Reason
 from operators.api.quantity import Quantity
 
 if TYPE_CHECKING:
