@@ -10,18 +10,15 @@ from __future__ import annotations
 
 from collections import Counter
 from decimal import Decimal
-from typing import TYPE_CHECKING
 
 from operators.allocator import capacity as cap
 from operators.allocator.errors import InvalidInputError
 from operators.allocator.outcome import Reason
+from operators.allocator.search import Candidate, RequestSpec, Search
 from operators.api.quantity import Quantity
 
-if TYPE_CHECKING:
-    from operators.allocator.allocator import _Call, _Dev, _Req
 
-
-def _counter_block(call: _Call, dev: _Dev) -> str | None:
+def _counter_block(call: Search, dev: Candidate) -> str | None:
     """Why the pool's counters (after allocated devices) cannot cover this device, if so."""
     if not dev.counters:
         return None
@@ -38,21 +35,21 @@ def _counter_block(call: _Call, dev: _Dev) -> str | None:
     return None
 
 
-def _classify(call: _Call, r: _Req, dev: _Dev) -> tuple[str, str | None]:
+def _classify(call: Search, r: RequestSpec, dev: Candidate) -> tuple[str, str | None]:
     if not call.f.binding_and_status and dev.device.binding_conditions:
         return "need binding conditions", None
     try:
-        if not call._selectors_match(r, dev, r.device_class.spec.selectors, True):
+        if not call.selectors_match(r, dev, r.device_class.spec.selectors, True):
             return f"fail class {r.device_class.metadata.name} selectors", None
-        if not call._selectors_match(r, dev, r.selectors, False):
+        if not call.selectors_match(r, dev, r.selectors, False):
             return "fail request selectors", None
     except InvalidInputError:
         return "selector errors", None
-    if not call._selectable(r, dev):
+    if not call.selectable(r, dev):
         return "not reachable from node", None
     if not r.admin and dev.id in call.a.allocated.devices:
         return "allocated", None
-    if call.f.device_taints and call._taint_blocks(dev, r):
+    if call.f.device_taints and call.taint_blocks(dev, r):
         return "tainted", None
     if not call.f.partitionable_devices and dev.counters:
         return "consume counters (feature off)", None
@@ -70,7 +67,7 @@ def _classify(call: _Call, r: _Req, dev: _Dev) -> tuple[str, str | None]:
     return "usable", None
 
 
-def explain(call: _Call) -> list[Reason]:
+def explain(call: Search) -> list[Reason]:
     """One reason per request that cannot be satisfied alone, else one per claim."""
     node = call.node.metadata.name or ""
     total = len(call.view.devices)
