@@ -9,6 +9,9 @@ backtracking without permutations. Same inputs give the same devices as kube-sch
 Outcomes: ``fits`` with one AllocationResult per claim, ``unsatisfiable`` with reasons, or
 ``error`` (a failure of this node, e.g. invalid pools). Bad input raises InvalidInputError.
 Nothing is persisted; the only randomness (shareIDs) comes from the injected ``share_ids``.
+
+Modules: ``search.py`` (one call's search), ``results.py`` (AllocationResults of a successful
+search), ``explain.py`` (reasons of a failed one), ``outcome.py`` (what ``allocate`` answers).
 """
 
 from __future__ import annotations
@@ -117,6 +120,8 @@ class Allocator:
     # --- per node ------------------------------------------------------------------------
 
     def _view(self, node: Node) -> NodeView:
+        """The node's pools and candidates: gathering and validating pools is the costly part of
+        a warm call, so views are cached by node name and labels (NodeViewCache)."""
         name = node.metadata.name or ""
         key = (name, tuple(sorted(node.metadata.labels.items())))
         view = self._views.get(key)
@@ -141,8 +146,8 @@ class Allocator:
                             device=d,
                             slice=s,
                             pool=pool,
-                            pos=len(devices),
-                            per_device=per_device,
+                            position=len(devices),
+                            per_device_node_selection=per_device,
                             taints=self._taints(dev_id, d),
                             counters=tuple(
                                 (
@@ -156,8 +161,8 @@ class Allocator:
                             ),
                         )
                     )
-        best = sorted(devices, key=_size_key) if self.policy == "best-fit" else devices
-        view = NodeView(pools, devices, best)
+        order = sorted(devices, key=_size_key) if self.policy == "best-fit" else devices
+        view = NodeView(pools, devices, order)
         self._views.put(key, view)
         return view
 
@@ -221,17 +226,16 @@ class Allocator:
                 err = InvalidPoolError(f"invalid resource pools were encountered: {names}")
                 return Outcome(Status.ERROR, error=err, stats=stats)
             return Outcome(Status.UNSATISFIABLE, stats=stats, explain=lambda: explain(search))
-        out = tuple(allocation_result(search, ci) for ci in range(len(claims)))
+        out = tuple(allocation_result(search, i) for i in range(len(claims)))
         return Outcome(Status.SUCCESS, results=out, stats=stats)
 
 
-def _size_key(dev: Candidate) -> tuple[Decimal, Decimal, int]:
+def _size_key(candidate: Candidate) -> tuple[Decimal, Decimal, int]:
     """Best fit: smallest partitions (counters consumed) and capacities first."""
-    used = sum((v for _, cs in dev.counters for _, v in cs), Decimal(0))
-    total = sum(
-        (c.value.value for c in dev.device.capacity.values() if c.value is not None), Decimal(0)
-    )
-    return used, total, dev.pos
+    used = sum((v for _, cs in candidate.counters for _, v in cs), Decimal(0))
+    capacity = candidate.device.capacity
+    total = sum((c.value.value for c in capacity.values() if c.value is not None), Decimal(0))
+    return used, total, candidate.position
 
 
 __all__ = ["Allocator", "InvalidInputError", "NodeViewCache", "Policy"]

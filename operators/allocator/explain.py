@@ -18,13 +18,13 @@ from operators.allocator.search import Candidate, RequestSpec, Search
 from operators.api.quantity import Quantity
 
 
-def _counter_block(call: Search, dev: Candidate) -> str | None:
+def _counter_block(search: Search, candidate: Candidate) -> str | None:
     """Why the pool's counters (after allocated devices) cannot cover this device, if so."""
-    if not dev.counters:
+    if not candidate.counters:
         return None
-    avail = call.a.available_counters(dev.pool)
-    for set_name, counters in dev.counters:
-        left_set = avail.get(set_name, {})
+    available = search.allocator.available_counters(candidate.pool)
+    for set_name, counters in candidate.counters:
+        left_set = available.get(set_name, {})
         for n, need in counters:
             left = left_set.get(n, Decimal(0))
             if need > left:
@@ -35,56 +35,63 @@ def _counter_block(call: Search, dev: Candidate) -> str | None:
     return None
 
 
-def _classify(call: Search, r: RequestSpec, dev: Candidate) -> tuple[str, str | None]:
-    if not call.f.binding_and_status and dev.device.binding_conditions:
+def _classify(search: Search, request: RequestSpec, candidate: Candidate) -> tuple[str, str | None]:
+    """The first reason that keeps the device from the request alone, ignoring the other
+    requests of the call: what a user can act on, in the order the search checks it."""
+    features = search.features
+    allocated = search.allocator.allocated
+    device = candidate.device
+    if not features.binding_and_status and device.binding_conditions:
         return "need binding conditions", None
     try:
-        if not call.selectors_match(r, dev, r.device_class.spec.selectors, True):
-            return f"fail class {r.device_class.metadata.name} selectors", None
-        if not call.selectors_match(r, dev, r.selectors, False):
+        if not search.selectors_match(
+            request, candidate, request.device_class.spec.selectors, from_class=True
+        ):
+            return f"fail class {request.device_class.metadata.name} selectors", None
+        if not search.selectors_match(request, candidate, request.selectors, from_class=False):
             return "fail request selectors", None
     except InvalidInputError:
         return "selector errors", None
-    if not call.selectable(r, dev):
+    if not search.selectable(request, candidate):
         return "not reachable from node", None
-    if not r.admin and dev.id in call.a.allocated.devices:
+    if not request.admin_access and candidate.id in allocated.devices:
         return "allocated", None
-    if call.f.device_taints and call.taint_blocks(dev, r):
+    if features.device_taints and search.taint_blocks(candidate, request):
         return "tainted", None
-    if not call.f.partitionable_devices and dev.counters:
+    if not features.partitionable_devices and candidate.counters:
         return "consume counters (feature off)", None
-    multi = call.f.consumable_capacity and bool(dev.device.allow_multiple_allocations)
-    if not (multi and dev.id in call.a.allocated.capacity):
-        block = _counter_block(call, dev)
+    multi = features.consumable_capacity and bool(device.allow_multiple_allocations)
+    if not (multi and candidate.id in allocated.capacity):
+        block = _counter_block(search, candidate)
         if block is not None:
             return "blocked", block
-    if call.f.consumable_capacity:
+    if features.consumable_capacity:
         fits = cap.request_fits(
-            r.capacity, dev.device.capacity, call.a.allocated.capacity.get(dev.id), None
+            request.capacity, device.capacity, allocated.capacity.get(candidate.id), None
         )
         if not fits:
             return "insufficient capacity", None
     return "usable", None
 
 
-def explain(call: Search) -> list[Reason]:
+def explain(search: Search) -> list[Reason]:
     """One reason per request that cannot be satisfied alone, else one per claim."""
-    node = call.node.metadata.name or ""
-    total = len(call.view.devices)
+    node = search.node.metadata.name or ""
+    total = len(search.view.devices)
     reasons: list[Reason] = []
-    for ci, claim in enumerate(call.claims):
+    for claim_index, claim in enumerate(search.claims):
         claim_reasons: list[Reason] = []
-        for slot in call.slots[ci]:
-            for r in slot.alternatives:
+        for alternatives in search.requests[claim_index]:
+            for request in alternatives.options:
                 tally: Counter[str] = Counter()
                 details: list[str] = []
-                for dev in call.view.devices:
-                    kind, detail = _classify(call, r, dev)
+                for candidate in search.view.devices:
+                    kind, detail = _classify(search, request, candidate)
                     tally[kind] += 1
                     if detail and len(details) < 1:
                         details.append(detail)
                 usable = tally.pop("usable", 0)
-                need = r.num if r.mode != "All" else max(r.num, 1)
+                need = request.num_devices if request.mode != "All" else max(request.num_devices, 1)
                 if usable >= need:
                     continue
                 parts = [f"{total} devices on {node}"]
@@ -97,7 +104,7 @@ def explain(call: Search) -> list[Reason]:
                 counts = dict(tally)
                 counts["usable"] = usable
                 counts["needed"] = need
-                claim_reasons.append(Reason(claim.key, r.full_name, "; ".join(parts), counts))
+                claim_reasons.append(Reason(claim.key, request.full_name, "; ".join(parts), counts))
         if not claim_reasons:
             claim_reasons.append(
                 Reason(

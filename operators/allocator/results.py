@@ -19,64 +19,69 @@ from operators.api.resource import (
     DeviceAllocationConfiguration,
     DeviceAllocationResult,
     DeviceRequestAllocationResult,
+    OpaqueDeviceConfiguration,
 )
 
 
-def allocation_result(search: Search, ci: int) -> AllocationResult:
-    """The AllocationResult of claim ``ci`` from a successful search."""
+def allocation_result(search: Search, claim_index: int) -> AllocationResult:
+    """The AllocationResult of one claim of a successful search."""
     items: list[DeviceRequestAllocationResult] = []
-    for res in search.results[ci]:
-        r, dev = res.req, res.dev
+    for choice in search.choices[claim_index]:
+        request, candidate = choice.request, choice.candidate
+        device = candidate.device
         kwargs: dict[str, object] = {
-            "request": r.full_name,
-            "driver": dev.id.driver,
-            "pool": dev.id.pool,
-            "device": dev.id.device,
+            "request": request.full_name,
+            "driver": candidate.id.driver,
+            "pool": candidate.id.pool,
+            "device": candidate.id.device,
         }
-        if r.admin:
+        if request.admin_access:
             kwargs["admin_access"] = True
-        if r.tolerations:
-            kwargs["tolerations"] = [t.model_copy(deep=True) for t in r.tolerations]
-        if search.f.binding_and_status:
-            if dev.device.binding_conditions:
-                kwargs["binding_conditions"] = list(dev.device.binding_conditions)
-            if dev.device.binding_failure_conditions:
-                kwargs["binding_failure_conditions"] = list(dev.device.binding_failure_conditions)
-        if res.share_id is not None:
-            kwargs["share_id"] = res.share_id
-        if res.consumed:
-            kwargs["consumed_capacity"] = dict(res.consumed)
+        if request.tolerations:
+            kwargs["tolerations"] = [t.model_copy(deep=True) for t in request.tolerations]
+        if search.features.binding_and_status:
+            if device.binding_conditions:
+                kwargs["binding_conditions"] = list(device.binding_conditions)
+            if device.binding_failure_conditions:
+                kwargs["binding_failure_conditions"] = list(device.binding_failure_conditions)
+        if choice.share_id is not None:
+            kwargs["share_id"] = choice.share_id
+        if choice.consumed:
+            kwargs["consumed_capacity"] = dict(choice.consumed)
         items.append(DeviceRequestAllocationResult(**kwargs))
-    configs = _configs(search, ci)
+    configs = _configs(search, claim_index)
     devices = (
         DeviceAllocationResult(results=items, config=configs)
         if configs
         else DeviceAllocationResult(results=items)
     )
-    selector = _node_selector(search, ci)
+    selector = _node_selector(search, claim_index)
     if selector is None:
         return AllocationResult(devices=devices)
     return AllocationResult(devices=devices, node_selector=selector)
 
 
-def _configs(search: Search, ci: int) -> list[DeviceAllocationConfiguration]:
-    claim = search.claims[ci]
+def _configs(search: Search, claim_index: int) -> list[DeviceAllocationConfiguration]:
+    """Class configs first (one entry per class config, listing every request of that class),
+    then the claim's configs for the requests or chosen subrequests they name: drivers apply
+    them in this order, so a claim's config overrides its class's."""
+    claim = search.claims[claim_index]
     out: list[DeviceAllocationConfiguration] = []
     by_class: dict[str, tuple[int, int]] = {}
-    for slot in search.slots[ci]:
-        r = slot.alternatives[slot.selected]
-        class_name = r.device_class.metadata.name or ""
+    for alternatives in search.requests[claim_index]:
+        request = alternatives.chosen
+        class_name = request.device_class.metadata.name or ""
         span = by_class.get(class_name)
         if span is not None:
             for i in range(*span):
-                out[i].requests.append(r.full_name)
+                out[i].requests.append(request.full_name)
             continue
         first = len(out)
-        for cfg in r.device_class.spec.config:
+        for cfg in request.device_class.spec.config:
             out.append(
                 DeviceAllocationConfiguration(
                     source=ALLOCATION_CONFIG_SOURCE_CLASS,
-                    requests=[r.full_name],
+                    requests=[request.full_name],
                     opaque=cfg.opaque.model_copy(deep=True) if cfg.opaque else None,
                 )
             )
@@ -87,30 +92,33 @@ def _configs(search: Search, ci: int) -> list[DeviceAllocationConfiguration]:
         if not names:
             out.append(_claim_config(names, opaque))
             continue
-        for ri, request in enumerate(claim.spec.devices.requests):
-            if request.name in names:
+        for request_index, claim_request in enumerate(claim.spec.devices.requests):
+            if claim_request.name in names:
                 out.append(_claim_config(names, opaque))
                 continue
-            slot = search.slots[ci][ri]
-            if not slot.has_sub:
+            alternatives = search.requests[claim_index][request_index]
+            if not alternatives.first_available:
                 continue
-            chosen = slot.alternatives[slot.selected]
-            if chosen.full_name in names:
+            if alternatives.chosen.full_name in names:
                 out.append(_claim_config(names, opaque))
     return out
 
 
-def _node_selector(search: Search, ci: int) -> NodeSelector | None:
+def _node_selector(search: Search, claim_index: int) -> NodeSelector | None:
+    """Upstream's createNodeSelector: where the claim's devices can be used. A device bound to
+    one node pins the claim to this node; otherwise the slices' (or devices') selectors merge
+    into one term, and no selector means any node."""
     fields: list[NodeSelectorRequirement] = []
     exprs: list[NodeSelectorRequirement] = []
-    for res in search.results[ci]:
-        dev = res.dev
-        spec = dev.slice.spec
-        if dev.per_device:
-            name, selector = dev.device.node_name, dev.device.node_selector
+    for choice in search.choices[claim_index]:
+        candidate = choice.candidate
+        device = candidate.device
+        spec = candidate.slice.spec
+        if candidate.per_device_node_selection:
+            name, selector = device.node_name, device.node_selector
         else:
             name, selector = spec.node_name, spec.node_selector
-        if name is not None or dev.device.binds_to_node:
+        if name is not None or device.binds_to_node:
             term = NodeSelectorTerm(
                 match_fields=[
                     NodeSelectorRequirement(
@@ -125,8 +133,9 @@ def _node_selector(search: Search, ci: int) -> NodeSelector | None:
             continue
         if len(selector.node_selector_terms) > 1:
             raise InvalidNodeSelectorError(
-                f"create NodeSelector for claim {search.claims[ci].metadata.name}: unsupported "
-                f"ResourceSlice.NodeSelector with {len(selector.node_selector_terms)} terms"
+                f"create NodeSelector for claim {search.claims[claim_index].metadata.name}: "
+                "unsupported ResourceSlice.NodeSelector with "
+                f"{len(selector.node_selector_terms)} terms"
             )
         term0 = selector.node_selector_terms[0]
         _merge(term0.match_fields, fields)
@@ -142,8 +151,6 @@ def _node_selector(search: Search, ci: int) -> NodeSelector | None:
 
 
 def _claim_config(requests: list[str], opaque: object) -> DeviceAllocationConfiguration:
-    from operators.api.resource import OpaqueDeviceConfiguration
-
     kwargs: dict[str, object] = {"source": ALLOCATION_CONFIG_SOURCE_CLAIM}
     if requests:
         kwargs["requests"] = list(requests)
@@ -153,6 +160,7 @@ def _claim_config(requests: list[str], opaque: object) -> DeviceAllocationConfig
 
 
 def _merge(src: Sequence[NodeSelectorRequirement], dst: list[NodeSelectorRequirement]) -> None:
+    """Add the requirements not there yet (same key, operator and set of values)."""
     for req in src:
         values = set(req.values)
         if not any(

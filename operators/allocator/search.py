@@ -5,6 +5,11 @@ Upstream (k8s.io/dynamic-resource-allocation/structured, "experimental") keeps t
 from the node's candidates (``NodeView``). It reads the cycle's shared data (classes, allocated
 state, memoised selector matches and counters) through ``Snapshot``, so that this module does not
 import ``allocator.py``; ``explain.py`` and ``results.py`` read a finished search.
+
+Indices follow upstream's ``requestIndices``/``deviceIndices``: a claim, one of its requests, one
+of that request's ``firstAvailable`` subrequests (0 without them), and the n-th device chosen for
+it. ``RequestIndex`` names the first three where they serve as a key; the search steps take them
+as separate arguments, because a tuple built per step costs more than the step's bookkeeping.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from operators.allocator import capacity as cap
 from operators.allocator.constraints import Constraint, DistinctAttribute, MatchAttribute
@@ -40,12 +45,17 @@ from operators.api.resource import (
     Device,
     DeviceClass,
     DeviceSelector,
+    DeviceSubRequest,
     DeviceTaint,
     DeviceToleration,
+    ExactDeviceRequest,
     ResourceClaim,
     ResourceSlice,
 )
 from operators.cel.errors import SelectorError
+
+#: Per counter set consumed by a device: (counter set name, ((counter name, amount), ...)).
+CounterUse = tuple[tuple[str, tuple[tuple[str, Decimal], ...]], ...]
 
 
 class Snapshot(Protocol):
@@ -68,51 +78,63 @@ class Snapshot(Protocol):
     def device_matches(self, expression: str, driver: str, device: Device) -> bool: ...
 
 
+class RequestIndex(NamedTuple):
+    """Where a request sits: upstream's requestIndices (subrequest 0 without firstAvailable)."""
+
+    claim: int
+    request: int
+    subrequest: int
+
+
 class _MaxSizeExceededError(Exception):
     """Internal: a subrequest choice would exceed the per-claim result limit."""
 
 
-def _tolerates(tol: DeviceToleration, taint: DeviceTaint) -> bool:
-    if tol.effect and tol.effect != taint.effect:
+def _tolerates(toleration: DeviceToleration, taint: DeviceTaint) -> bool:
+    if toleration.effect and toleration.effect != taint.effect:
         return False
-    if tol.key and tol.key != taint.key:
+    if toleration.key and toleration.key != taint.key:
         return False
-    if tol.operator in (None, "", "Equal"):
-        return (tol.value or "") == (taint.value or "")
-    return tol.operator == "Exists"
+    if toleration.operator in (None, "", "Equal"):
+        return (toleration.value or "") == (taint.value or "")
+    return toleration.operator == "Exists"
 
 
 @dataclass(slots=True, eq=False)
 class Candidate:
-    """A device with what the search needs precomputed."""
+    """A device of the node with what the search needs precomputed (upstream's deviceWithID)."""
 
     id: DeviceID
     device: Device
     slice: ResourceSlice
     pool: Pool
-    pos: int
-    per_device: bool
+    #: Index in ``NodeView.devices`` (pool, slice, device order): a cheap key and tie-breaker.
+    position: int
+    #: The slice sets perDeviceNodeSelection: the device, not the slice, names its nodes.
+    per_device_node_selection: bool
+    #: The device's own taints, then those of the taint rules that select it.
     taints: tuple[DeviceTaint, ...]
-    counters: tuple[tuple[str, tuple[tuple[str, Decimal], ...]], ...]
+    counters: CounterUse
 
 
 @dataclass(slots=True, eq=False)
 class RequestSpec:
-    """One request without subrequests, or one subrequest."""
+    """One request without subrequests, or one subrequest, validated (upstream's requestData)."""
 
-    claim_index: int
+    index: RequestIndex
     name: str
+    #: The request's name when this is one of its subrequests.
     parent: str | None
     device_class: DeviceClass
     mode: str
     count: int
-    admin: bool
+    admin_access: bool
     selectors: Sequence[DeviceSelector]
     tolerations: Sequence[DeviceToleration]
     capacity: Mapping[str, Quantity] | None
-    key: tuple[int, int, int]
+    #: Mode All: every selectable device of the node, fixed before the search starts.
     all_devices: list[Candidate] | None = None
-    num: int = 0
+    num_devices: int = 0
 
     @property
     def full_name(self) -> str:
@@ -121,312 +143,343 @@ class RequestSpec:
 
 @dataclass(slots=True, eq=False)
 class Alternatives:
-    """A claim's request: its alternatives (one unless firstAvailable) and the chosen one."""
+    """A claim's request: what may satisfy it (one spec unless firstAvailable), and the pick."""
 
-    alternatives: list[RequestSpec]
-    has_sub: bool
+    options: list[RequestSpec]
+    first_available: bool
     selected: int = 0
+
+    @property
+    def chosen(self) -> RequestSpec:
+        return self.options[self.selected]
 
 
 @dataclass(slots=True, eq=False)
 class Choice:
-    req: RequestSpec
-    dev: Candidate
+    """A device tentatively taken for a request (upstream's internalDeviceResult)."""
+
+    request: RequestSpec
+    candidate: Candidate
     share_id: str | None
     consumed: dict[str, Quantity] | None
 
 
 @dataclass(slots=True, eq=False)
 class NodeView:
+    """A node's usable pools and devices, built once and cached across calls (NodeViewCache)."""
+
     pools: list[Pool]
     devices: list[Candidate]
-    best_fit: list[Candidate]
+    #: ``devices`` in the order the search tries them: as they are, or smallest first (best-fit).
+    search_order: list[Candidate]
 
 
 class Search:
     """State of one ``allocate`` call: tentative choices, counters, constraints."""
 
     def __init__(
-        self, alloc: Snapshot, node: Node, claims: list[ResourceClaim], view: NodeView
+        self, allocator: Snapshot, node: Node, claims: list[ResourceClaim], view: NodeView
     ) -> None:
-        self.a = alloc
-        self.f = alloc.features
+        self.allocator = allocator
+        self.features = allocator.features
         self.node = node
         self.claims = claims
         self.view = view
         self.pools = view.pools
-        self.order = view.best_fit
-        self.slots: list[list[Alternatives]] = []
+        self.search_order = view.search_order
+        #: Per claim, per request of the claim: its alternatives.
+        self.requests: list[list[Alternatives]] = []
         self.constraints: list[list[Constraint]] = []
-        self.results: list[list[Choice]] = [[] for _ in claims]
+        #: Per claim, the devices taken so far, in the order they were taken.
+        self.choices: list[list[Choice]] = [[] for _ in claims]
+        #: Devices taken in this call, with the indices of the claims that took them.
         self.allocating: dict[DeviceID, set[int]] = {}
         self.allocating_capacity: dict[DeviceID, dict[str, Decimal]] = {}
-        self.consumed: dict[PoolID, dict[str, dict[str, Decimal]]] = {}
-        self.selectable_cache: dict[tuple[int, tuple[int, int, int]], bool] = {}
+        self.consumed_counters: dict[PoolID, dict[str, dict[str, Decimal]]] = {}
+        #: Keyed by (Candidate.position, RequestIndex).
+        self.selectable_cache: dict[tuple[int, RequestIndex], bool] = {}
         self.steps = 0
+
+    def run(self) -> bool:
+        """Validate the claims, then search; True when every claim got its devices."""
+        self._validate_claims()
+        try:
+            return self._allocate_one(0)
+        except _MaxSizeExceededError:
+            raise TooManyDevicesError("allocation max size exceeded") from None
 
     # --- validation --------------------------------------------------------------------------
 
-    def _prepare(self) -> None:
-        f = self.f
-        for ci, claim in enumerate(self.claims):
-            ck = claim.key
+    def _validate_claims(self) -> None:
+        """Reject bad claims before searching, as upstream does: a bad claim is an input error
+        for every node, not a node that does not fit."""
+        features = self.features
+        for claim_index, claim in enumerate(self.claims):
+            claim_key = claim.key
             min_devices = 0
-            slots: list[Alternatives] = []
-            for ri, request in enumerate(claim.spec.devices.requests):
-                rname = request.name or ""
+            requests: list[Alternatives] = []
+            for request_index, request in enumerate(claim.spec.devices.requests):
+                request_name = request.name or ""
                 if request.first_available:
-                    if not f.prioritized_list:
+                    if not features.prioritized_list:
                         raise FeatureDisabledError(
-                            f"claim {ck}, request {rname}: has subrequests, but the "
+                            f"claim {claim_key}, request {request_name}: has subrequests, but the "
                             "DRAPrioritizedList feature is disabled"
                         )
-                    if not f.consumable_capacity:
+                    if not features.consumable_capacity:
                         for sub in request.first_available:
                             if sub.capacity is not None:
                                 raise FeatureDisabledError(
-                                    f"claim {ck}, subrequest {sub.name}: has capacity requests, "
-                                    "but the DRAConsumableCapacity feature is disabled"
+                                    f"claim {claim_key}, subrequest {sub.name}: has capacity "
+                                    "requests, but the DRAConsumableCapacity feature is disabled"
                                 )
-                    alts = []
-                    for si, sub in enumerate(request.first_available):
-                        r = self._request(
-                            ci,
-                            claim,
-                            sub.name or "",
-                            rname,
-                            sub.device_class_name,
-                            sub.allocation_mode,
-                            sub.count,
-                            None,
-                            sub.selectors,
-                            sub.tolerations,
-                            sub.capacity.requests if sub.capacity is not None else None,
-                            (ci, ri, si),
+                    options = [
+                        self._validate_request(
+                            RequestIndex(claim_index, request_index, subrequest_index),
+                            name=sub.name or "",
+                            parent=request_name,
+                            spec=sub,
+                            admin_access=None,
                         )
-                        alts.append(r)
-                    min_devices += min(r.num for r in alts)
-                    slots.append(Alternatives(alts, True))
+                        for subrequest_index, sub in enumerate(request.first_available)
+                    ]
+                    min_devices += min(option.num_devices for option in options)
+                    requests.append(Alternatives(options, True))
                     continue
-                ex = request.exactly
-                if ex is None:
+                exactly = request.exactly
+                if exactly is None:
                     raise InvalidRequestError(
-                        f"claim {ck}, request {rname}: missing device class name "
+                        f"claim {claim_key}, request {request_name}: missing device class name "
                         "(unsupported request type?)"
                     )
-                if not f.consumable_capacity and ex.capacity is not None:
+                if not features.consumable_capacity and exactly.capacity is not None:
                     raise FeatureDisabledError(
-                        f"claim {ck}, request {rname}: has capacity requests, but the "
-                        "DRAConsumableCapacity feature is disabled"
+                        f"claim {claim_key}, request {request_name}: has capacity requests, but "
+                        "the DRAConsumableCapacity feature is disabled"
                     )
-                r = self._request(
-                    ci,
-                    claim,
-                    rname,
-                    None,
-                    ex.device_class_name,
-                    ex.allocation_mode,
-                    ex.count,
-                    ex.admin_access,
-                    ex.selectors,
-                    ex.tolerations,
-                    ex.capacity.requests if ex.capacity is not None else None,
-                    (ci, ri, 0),
+                spec = self._validate_request(
+                    RequestIndex(claim_index, request_index, 0),
+                    name=request_name,
+                    parent=None,
+                    spec=exactly,
+                    admin_access=exactly.admin_access,
                 )
-                min_devices += r.num
-                slots.append(Alternatives([r], False))
+                min_devices += spec.num_devices
+                requests.append(Alternatives([spec], False))
             if min_devices > AllocationResultsMaxSize:
                 raise TooManyDevicesError(
-                    f"claim {ck}: number of requested devices {min_devices} exceeds the claim "
-                    f"limit of {AllocationResultsMaxSize}"
+                    f"claim {claim_key}: number of requested devices {min_devices} exceeds the "
+                    f"claim limit of {AllocationResultsMaxSize}"
                 )
-            self.slots.append(slots)
-            constraints: list[Constraint] = []
-            for i, c in enumerate(claim.spec.devices.constraints):
-                if c.match_attribute is not None:
-                    constraints.append(
-                        MatchAttribute(set(c.requests), c.match_attribute, f.list_type_attributes)
-                    )
-                elif c.distinct_attribute is not None:
-                    constraints.append(
-                        DistinctAttribute(
-                            set(c.requests), c.distinct_attribute, f.list_type_attributes
-                        )
-                    )
-                else:
-                    raise InvalidRequestError(
-                        f"claim {ck}, constraint #{i}: empty constraint "
-                        "(unsupported constraint type?)"
-                    )
-            self.constraints.append(constraints)
+            self.requests.append(requests)
+            self.constraints.append(self._claim_constraints(claim))
 
-    def _request(
+    def _claim_constraints(self, claim: ResourceClaim) -> list[Constraint]:
+        """The claim's constraints, empty at the start: the search adds and removes devices."""
+        list_types = self.features.list_type_attributes
+        constraints: list[Constraint] = []
+        for i, c in enumerate(claim.spec.devices.constraints):
+            if c.match_attribute is not None:
+                constraints.append(MatchAttribute(set(c.requests), c.match_attribute, list_types))
+            elif c.distinct_attribute is not None:
+                constraints.append(
+                    DistinctAttribute(set(c.requests), c.distinct_attribute, list_types)
+                )
+            else:
+                raise InvalidRequestError(
+                    f"claim {claim.key}, constraint #{i}: empty constraint "
+                    "(unsupported constraint type?)"
+                )
+        return constraints
+
+    def _validate_request(
         self,
-        ci: int,
-        claim: ResourceClaim,
+        index: RequestIndex,
+        *,
         name: str,
         parent: str | None,
-        class_name: str | None,
-        mode: str | None,
-        count: int | None,
-        admin: bool | None,
-        selectors: Sequence[DeviceSelector],
-        tolerations: Sequence[DeviceToleration],
-        capacity: Mapping[str, Quantity] | None,
-        key: tuple[int, int, int],
+        spec: ExactDeviceRequest | DeviceSubRequest,
+        admin_access: bool | None,
     ) -> RequestSpec:
-        ck = claim.key
-        for i, sel in enumerate(selectors):
+        """Upstream's validateDeviceRequest: check one request or subrequest and fix how many
+        devices it needs. Mode All takes its devices here, from complete and valid pools only,
+        because "all" must not change while the search backtracks."""
+        claim_key = self.claims[index.claim].key
+        for i, sel in enumerate(spec.selectors):
             if sel.cel is None or sel.cel.expression is None:
                 raise InvalidSelectorError(
-                    f"claim {ck}, request {name}, selector #{i}: CEL expression empty "
+                    f"claim {claim_key}, request {name}, selector #{i}: CEL expression empty "
                     "(unsupported selector type?)"
                 )
-        if not self.f.admin_access and admin is not None:
+        if not self.features.admin_access and admin_access is not None:
             raise FeatureDisabledError(
-                f"claim {ck}, request {name}: admin access is requested, but the feature is "
-                "disabled"
+                f"claim {claim_key}, request {name}: admin access is requested, but the feature "
+                "is disabled"
             )
+        class_name = spec.device_class_name
         if not class_name:
             raise InvalidRequestError(
-                f"claim {ck}, request {name}: missing device class name (unsupported request type?)"
+                f"claim {claim_key}, request {name}: missing device class name "
+                "(unsupported request type?)"
             )
-        device_class = self.a.classes.get(class_name)
+        device_class = self.allocator.classes.get(class_name)
         if device_class is None:
             raise ClassNotFoundError(
-                f"claim {ck}, request {name}: could not retrieve device class {class_name}: "
-                "not found"
+                f"claim {claim_key}, request {name}: could not retrieve device class "
+                f"{class_name}: not found"
             )
         # The API server defaults these; offline inputs may omit them.
-        mode = mode or ALLOCATION_MODE_EXACT_COUNT
-        r = RequestSpec(
-            claim_index=ci,
+        mode = spec.allocation_mode or ALLOCATION_MODE_EXACT_COUNT
+        request = RequestSpec(
+            index=index,
             name=name,
             parent=parent,
             device_class=device_class,
             mode=mode,
-            count=1 if count is None else count,
-            admin=bool(admin),
-            selectors=selectors,
-            tolerations=tolerations,
-            capacity=capacity,
-            key=key,
+            count=1 if spec.count is None else spec.count,
+            admin_access=bool(admin_access),
+            selectors=spec.selectors,
+            tolerations=spec.tolerations,
+            capacity=spec.capacity.requests if spec.capacity is not None else None,
         )
         if mode == ALLOCATION_MODE_EXACT_COUNT:
-            r.num = r.count
+            request.num_devices = request.count
         elif mode == ALLOCATION_MODE_ALL:
-            r.all_devices = []
+            request.all_devices = []
             for pool in self.pools:
                 if pool.incomplete:
                     raise IncompletePoolError(
-                        f"claim {ck}, request {name}: asks for all devices, but resource pool "
-                        f"{pool.id} is currently being updated"
+                        f"claim {claim_key}, request {name}: asks for all devices, but resource "
+                        f"pool {pool.id} is currently being updated"
                     )
                 if pool.invalid:
                     raise InvalidPoolError(
-                        f"claim {ck}, request {name}: asks for all devices, but resource pool "
-                        f"{pool.id} is currently invalid"
+                        f"claim {claim_key}, request {name}: asks for all devices, but resource "
+                        f"pool {pool.id} is currently invalid"
                     )
-            for dev in self.view.devices:
-                if not self.selectable(r, dev):
+            for candidate in self.view.devices:
+                if not self.selectable(request, candidate):
                     continue
-                if self.f.consumable_capacity and not self._capacity_fits(r, dev):
+                if self.features.consumable_capacity and not self._capacity_fits(
+                    request, candidate
+                ):
                     continue
-                r.all_devices.append(dev)
-            r.num = len(r.all_devices)
+                request.all_devices.append(candidate)
+            request.num_devices = len(request.all_devices)
         else:
-            raise InvalidRequestError(f"claim {ck}, request {name}: unsupported count mode {mode}")
-        return r
+            raise InvalidRequestError(
+                f"claim {claim_key}, request {name}: unsupported count mode {mode}"
+            )
+        return request
 
     # --- checks ------------------------------------------------------------------------------
 
-    def selectable(self, r: RequestSpec, dev: Candidate) -> bool:
-        if not self.f.binding_and_status and dev.device.binding_conditions:
+    def selectable(self, request: RequestSpec, candidate: Candidate) -> bool:
+        """Upstream's isSelectable: what does not change during the search (class and request
+        selectors, the device's own node selection), hence cached per device and request."""
+        if not self.features.binding_and_status and candidate.device.binding_conditions:
             return False
-        key = (dev.pos, r.key)
+        key = (candidate.position, request.index)
         hit = self.selectable_cache.get(key)
         if hit is not None:
             return hit
-        result = self.selectors_match(r, dev, r.device_class.spec.selectors, True)
+        result = self.selectors_match(
+            request, candidate, request.device_class.spec.selectors, from_class=True
+        )
         if result:
-            result = self.selectors_match(r, dev, r.selectors, False)
-        if result and dev.per_device:
-            d = dev.device
+            result = self.selectors_match(request, candidate, request.selectors, from_class=False)
+        if result and candidate.per_device_node_selection:
+            d = candidate.device
             try:
                 result = node_matches(self.node, d.node_name, d.all_nodes, d.node_selector)
             except InvalidNodeSelectorError as e:
-                raise InvalidNodeSelectorError(f"device {dev.id}: {e.message}") from None
+                raise InvalidNodeSelectorError(f"device {candidate.id}: {e.message}") from None
         self.selectable_cache[key] = result
         return result
 
     def selectors_match(
-        self, r: RequestSpec, dev: Candidate, selectors: Sequence[DeviceSelector], from_class: bool
+        self,
+        request: RequestSpec,
+        candidate: Candidate,
+        selectors: Sequence[DeviceSelector],
+        *,
+        from_class: bool,
     ) -> bool:
+        """Upstream's selectorsMatch: a selector that cannot be evaluated is an input error,
+        not a mismatch, so the pod fails instead of waiting for a device that never comes."""
         for i, sel in enumerate(selectors):
             expression = sel.cel.expression if sel.cel is not None else None
             if from_class:
-                where = f"class {r.device_class.metadata.name}: selector #{i}"
+                where = f"class {request.device_class.metadata.name}: selector #{i}"
             else:
-                where = (
-                    f"claim {self.claims[r.claim_index].key}, request {r.full_name}, selector #{i}"
-                )
+                claim_key = self.claims[request.index.claim].key
+                where = f"claim {claim_key}, request {request.full_name}, selector #{i}"
             if expression is None:
                 raise InvalidSelectorError(f"{where}: CEL expression empty")
-            bad = _unsupported_attribute(dev.device, self.f.list_type_attributes)
+            bad = _unsupported_attribute(candidate.device, self.features.list_type_attributes)
             if bad is not None:
                 # Upstream cannot even build the CEL device from such an attribute.
                 raise InvalidSelectorError(
                     f"{where}: CEL runtime error: attribute {bad}: unsupported attribute value"
                 )
             try:
-                if not self.a.device_matches(expression, dev.id.driver, dev.device):
+                if not self.allocator.device_matches(
+                    expression, candidate.id.driver, candidate.device
+                ):
                     return False
             except SelectorError as e:
                 kind = "CEL runtime error" if e.reason != "InvalidSelector" else "CEL compile error"
                 raise InvalidSelectorError(f"{where}: {kind}: {e.message}") from None
         return True
 
-    def _capacity_fits(self, r: RequestSpec, dev: Candidate) -> bool:
+    def _capacity_fits(self, request: RequestSpec, candidate: Candidate) -> bool:
+        """Whether the device's capacity left (allocated and taken in this call) covers the
+        request: consumable capacity is shared, so this changes while the search runs."""
         fits = cap.request_fits(
-            r.capacity,
-            dev.device.capacity,
-            self.a.allocated.capacity.get(dev.id),
-            self.allocating_capacity.get(dev.id),
+            request.capacity,
+            candidate.device.capacity,
+            self.allocator.allocated.capacity.get(candidate.id),
+            self.allocating_capacity.get(candidate.id),
         )
         return bool(fits)
 
-    def _in_use(self, dev_id: DeviceID) -> bool:
-        return dev_id in self.a.allocated.devices or bool(self.allocating.get(dev_id))
+    def _in_use(self, device_id: DeviceID) -> bool:
+        return device_id in self.allocator.allocated.devices or bool(self.allocating.get(device_id))
 
-    def _capacity_in_use(self, dev_id: DeviceID) -> bool:
-        return dev_id in self.a.allocated.capacity or dev_id in self.allocating_capacity
+    def _capacity_in_use(self, device_id: DeviceID) -> bool:
+        return (
+            device_id in self.allocator.allocated.capacity or device_id in self.allocating_capacity
+        )
 
-    def taint_blocks(self, dev: Candidate, r: RequestSpec) -> bool:
-        for taint in dev.taints:
+    def taint_blocks(self, candidate: Candidate, request: RequestSpec) -> bool:
+        """A NoSchedule or NoExecute taint the request does not tolerate keeps the device out."""
+        for taint in candidate.taints:
             if taint.effect in ("NoSchedule", "NoExecute") and not any(
-                _tolerates(t, taint) for t in r.tolerations
+                _tolerates(t, taint) for t in request.tolerations
             ):
                 return True
         return False
 
-    def _take_counters(self, dev: Candidate) -> bool:
-        avail = self.a.available_counters(dev.pool)
-        consumed = self.consumed.setdefault(dev.pool.id, {})
-        for set_name, counters in dev.counters:
+    def _take_counters(self, candidate: Candidate) -> bool:
+        """Upstream's checkAvailableCounters, taking them when they suffice: partitions of one
+        device share its counters, so a device fits only while the pool's counters last."""
+        available = self.allocator.available_counters(candidate.pool)
+        consumed = self.consumed_counters.setdefault(candidate.pool.id, {})
+        for set_name, counters in candidate.counters:
             have = consumed.setdefault(set_name, {})
             for n, v in counters:
                 have[n] = have.get(n, Decimal(0)) + v
-        for set_name, counters_left in avail.items():
+        for set_name, counters_left in available.items():
             used = consumed.get(set_name, {})
             for n, left in counters_left.items():
                 if left < used.get(n, Decimal(0)):
-                    self._release_counters(dev)
+                    self._release_counters(candidate)
                     return False
         return True
 
-    def _release_counters(self, dev: Candidate) -> None:
-        consumed = self.consumed[dev.pool.id]
-        for set_name, counters in dev.counters:
+    def _release_counters(self, candidate: Candidate) -> None:
+        consumed = self.consumed_counters[candidate.pool.id]
+        for set_name, counters in candidate.counters:
             have = consumed[set_name]
             for n, v in counters:
                 have[n] -= v
@@ -434,146 +487,194 @@ class Search:
     # --- search ------------------------------------------------------------------------------
 
     def _allocate_device(
-        self, r: RequestSpec, dev: Candidate, must: bool
+        self, request: RequestSpec, candidate: Candidate, *, must: bool
     ) -> Callable[[], None] | None:
-        """Tentatively take ``dev`` for ``r``; returns the undo, or None when it cannot."""
-        ci = r.claim_index
-        multi = self.f.consumable_capacity and bool(dev.device.allow_multiple_allocations)
-        if not multi and r.admin and ci in self.allocating.get(dev.id, ()):
+        """Upstream's allocateDevice: take the device for the request if what changes during
+        the search allows it (use by other requests, counters, constraints, taints, capacity).
+        Returns the undo for backtracking, or None. ``must`` (mode All, no other device to try)
+        turns a failed constraint into an input error, as upstream does."""
+        claim_index = request.index.claim
+        features = self.features
+        multi = features.consumable_capacity and bool(candidate.device.allow_multiple_allocations)
+        device_id = candidate.id
+        if not multi and request.admin_access and claim_index in self.allocating.get(device_id, ()):
             return None
-        if not r.admin and self._in_use(dev.id):
+        if not request.admin_access and self._in_use(device_id):
             return None
-        if not self.f.partitionable_devices and dev.counters:
+        if not features.partitionable_devices and candidate.counters:
             return None
         counters_taken = False
-        if not (multi and self._capacity_in_use(dev.id)) and dev.counters:
-            if not self._take_counters(dev):
+        if not (multi and self._capacity_in_use(device_id)) and candidate.counters:
+            if not self._take_counters(candidate):
                 return None
             counters_taken = True
-        base, sub = (r.parent, r.name) if r.parent else (r.name, "")
-        constraints = self.constraints[ci]
+        if request.parent:
+            request_name, subrequest_name = request.parent, request.name
+        else:
+            request_name, subrequest_name = request.name, ""
+        constraints = self.constraints[claim_index]
         added = 0
         marked = False
-        cap_inserted = False
-        cap_existed = False
+        capacity_inserted = False
+        capacity_existed = False
         consumed: dict[str, Quantity] = {}
-        results = self.results[ci]
-        before = len(results)
+        choices = self.choices[claim_index]
+        before = len(choices)
 
         def undo() -> None:
-            del results[before:]
-            if cap_inserted:
-                have = self.allocating_capacity.get(dev.id)
+            del choices[before:]
+            if capacity_inserted:
+                have = self.allocating_capacity.get(device_id)
                 if have is not None:
                     for n, q in consumed.items():
                         if n in have:
                             have[n] -= q.value
                     if all(v == 0 for v in have.values()):
-                        del self.allocating_capacity[dev.id]
-                if cap_existed and dev.id not in self.allocating_capacity:
-                    self.allocating_capacity[dev.id] = {}
+                        del self.allocating_capacity[device_id]
+                if capacity_existed and device_id not in self.allocating_capacity:
+                    self.allocating_capacity[device_id] = {}
             if marked:
-                self.allocating[dev.id].discard(ci)
+                self.allocating[device_id].discard(claim_index)
             for c in reversed(constraints[:added]):
-                c.remove(base, sub)
+                c.remove(request_name, subrequest_name)
             if counters_taken:
-                self._release_counters(dev)
+                self._release_counters(candidate)
 
-        if self.f.device_taints and self.taint_blocks(dev, r):
+        if features.device_taints and self.taint_blocks(candidate, request):
             undo()
             return None
         for c in constraints:
-            if not c.add(base, sub, dev.device, dev.id):
+            if not c.add(request_name, subrequest_name, candidate.device, device_id):
                 undo()
                 if must:
                     raise InvalidRequestError(
-                        f"claim {self.claims[ci].key}, request {r.name}: cannot add device "
-                        f"{dev.id} because a claim constraint would not be satisfied"
+                        f"claim {self.claims[claim_index].key}, request {request.name}: cannot "
+                        f"add device {device_id} because a claim constraint would not be "
+                        "satisfied"
                     )
                 return None
             added += 1
         if not multi:
-            self.allocating.setdefault(dev.id, set()).add(ci)
+            self.allocating.setdefault(device_id, set()).add(claim_index)
             marked = True
         share_id: str | None = None
-        if self.f.consumable_capacity:
-            if not self._capacity_fits(r, dev):
+        if features.consumable_capacity:
+            if not self._capacity_fits(request, candidate):
                 undo()
                 return None
             if multi:
-                consumed = cap.consumption(r.capacity, dev.device.capacity)
-                share_id = self.a.share_ids()
-                cap_existed = dev.id in self.allocating_capacity
-                have = self.allocating_capacity.setdefault(dev.id, {})
+                consumed = cap.consumption(request.capacity, candidate.device.capacity)
+                share_id = self.allocator.share_ids()
+                capacity_existed = device_id in self.allocating_capacity
+                have = self.allocating_capacity.setdefault(device_id, {})
                 for n, q in consumed.items():
                     have[n] = have.get(n, Decimal(0)) + q.value
-                cap_inserted = True
-        results.append(Choice(r, dev, share_id, consumed or None))
+                capacity_inserted = True
+        choices.append(Choice(request, candidate, share_id, consumed or None))
         return undo
 
-    def _one(self, ci: int, ri: int, si: int, di: int, in_sub: bool, start: int) -> bool:
+    def _allocate_one(
+        self,
+        claim_index: int,
+        request_index: int = 0,
+        subrequest_index: int = 0,
+        device_index: int = 0,
+        *,
+        in_subrequest: bool = False,
+        order_start: int = 0,
+    ) -> bool:
+        """Upstream's allocateOne: choose the ``device_index``-th device of a request, then
+        recurse to the next device, request and claim; backtrack on failure. True when all
+        claims from here on are satisfied.
+
+        A request with firstAvailable tries its subrequests in order and keeps the first that
+        works (``in_subrequest`` says one is being tried). Mode All takes its fixed devices in
+        order. Otherwise devices are tried in search order from ``order_start``: the devices
+        of one request are chosen in increasing order, so no set of devices is tried twice in
+        another permutation.
+        """
         self.steps += 1
-        if ci >= len(self.claims):
+        if claim_index >= len(self.claims):
             return True
-        slots = self.slots[ci]
-        if ri >= len(slots):
+        requests = self.requests[claim_index]
+        if request_index >= len(requests):
             try:
-                return self._one(ci + 1, 0, 0, 0, False, 0)
+                return self._allocate_one(claim_index + 1)
             except _MaxSizeExceededError:
                 return False
-        slot = slots[ri]
-        if not in_sub and slot.has_sub:
+        alternatives = requests[request_index]
+        if not in_subrequest and alternatives.first_available:
             all_exceeded = True
-            for sub_index in range(len(slot.alternatives)):
+            for option_index in range(len(alternatives.options)):
                 try:
-                    ok = self._one(ci, ri, sub_index, di, True, 0)
+                    ok = self._allocate_one(
+                        claim_index, request_index, option_index, device_index, in_subrequest=True
+                    )
                 except _MaxSizeExceededError:
                     continue
                 all_exceeded = False
                 if ok:
-                    slot.selected = sub_index
+                    alternatives.selected = option_index
                     return True
             if all_exceeded:
                 raise _MaxSizeExceededError
             return False
-        r = slot.alternatives[si]
-        all_mode = r.mode == ALLOCATION_MODE_ALL
-        if all_mode and not r.all_devices:
+        request = alternatives.options[subrequest_index]
+        all_mode = request.mode == ALLOCATION_MODE_ALL
+        if all_mode and not request.all_devices:
             return False
-        if di >= r.num:
-            return self._one(ci, ri + 1, 0, 0, False, 0)
-        if len(self.results[ci]) + r.num - di > AllocationResultsMaxSize:
+        if device_index >= request.num_devices:
+            return self._allocate_one(claim_index, request_index + 1)
+        if (
+            len(self.choices[claim_index]) + request.num_devices - device_index
+            > AllocationResultsMaxSize
+        ):
             raise _MaxSizeExceededError
+        next_device = device_index + 1
         if all_mode:
-            assert r.all_devices is not None
-            undo = self._allocate_device(r, r.all_devices[di], True)
+            assert request.all_devices is not None
+            undo = self._allocate_device(request, request.all_devices[device_index], must=True)
             if undo is None:
                 return False
             try:
-                done = self._one(ci, ri, si, di + 1, in_sub, 0)
+                done = self._allocate_one(
+                    claim_index,
+                    request_index,
+                    subrequest_index,
+                    next_device,
+                    in_subrequest=in_subrequest,
+                )
             except BaseException:
                 undo()
                 raise
             if not done:
                 undo()
             return done
-        order = self.order
-        for idx in range(start, len(order)):
-            dev = order[idx]
-            if r.admin:
-                if ci in self.allocating.get(dev.id, ()):
+        order = self.search_order
+        consumable_capacity = self.features.consumable_capacity
+        for order_position in range(order_start, len(order)):
+            candidate = order[order_position]
+            if request.admin_access:
+                if claim_index in self.allocating.get(candidate.id, ()):
                     continue
-            elif self._in_use(dev.id):
+            elif self._in_use(candidate.id):
                 continue
-            if not self.selectable(r, dev):
+            if not self.selectable(request, candidate):
                 continue
-            if self.f.consumable_capacity and not self._capacity_fits(r, dev):
+            if consumable_capacity and not self._capacity_fits(request, candidate):
                 continue
-            undo = self._allocate_device(r, dev, False)
+            undo = self._allocate_device(request, candidate, must=False)
             if undo is None:
                 continue
             try:
-                done = self._one(ci, ri, si, di + 1, in_sub, idx + 1)
+                done = self._allocate_one(
+                    claim_index,
+                    request_index,
+                    subrequest_index,
+                    next_device,
+                    in_subrequest=in_subrequest,
+                    order_start=order_position + 1,
+                )
             except BaseException:
                 undo()
                 raise
@@ -581,16 +682,6 @@ class Search:
                 return True
             undo()
         return False
-
-    # --- results -----------------------------------------------------------------------------
-
-    def run(self) -> bool:
-        """Validate the claims, then search; True when every claim got its devices."""
-        self._prepare()
-        try:
-            return self._one(0, 0, 0, 0, False, 0)
-        except _MaxSizeExceededError:
-            raise TooManyDevicesError("allocation max size exceeded") from None
 
 
 def _unsupported_attribute(device: Device, list_types: bool) -> str | None:
@@ -612,7 +703,9 @@ __all__ = [
     "Alternatives",
     "Candidate",
     "Choice",
+    "CounterUse",
     "NodeView",
+    "RequestIndex",
     "RequestSpec",
     "Search",
     "Snapshot",
