@@ -6,18 +6,18 @@ from the node's candidates (``NodeView``). It reads the cycle's shared data (cla
 state, memoised selector matches and counters) through ``Snapshot``, so that this module does not
 import ``allocator.py``; ``explain.py`` and ``results.py`` read a finished search.
 
-Indices follow upstream's ``requestIndices``/``deviceIndices``: a claim, one of its requests, one
-of that request's ``firstAvailable`` subrequests (0 without them), and the n-th device chosen for
-it. ``RequestIndex`` names the first three where they serve as a key; the search steps take them
-as separate arguments, because a tuple built per step costs more than the step's bookkeeping.
+``_allocate_one`` takes upstream's ``deviceIndices`` as four int arguments (claim, request of the
+claim, ``firstAvailable`` subrequest or 0, n-th device of the request) and its flags by position
+on the recursive calls: a tuple or keywords per step cost more than the step's own bookkeeping
+(measured on bench/bench_allocator.py), and the variables passed carry the names.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
 from operators.allocator import capacity as cap
 from operators.allocator.constraints import Constraint, DistinctAttribute, MatchAttribute
@@ -78,14 +78,6 @@ class Snapshot(Protocol):
     def device_matches(self, expression: str, driver: str, device: Device) -> bool: ...
 
 
-class RequestIndex(NamedTuple):
-    """Where a request sits: upstream's requestIndices (subrequest 0 without firstAvailable)."""
-
-    claim: int
-    request: int
-    subrequest: int
-
-
 class _MaxSizeExceededError(Exception):
     """Internal: a subrequest choice would exceed the per-claim result limit."""
 
@@ -121,7 +113,7 @@ class Candidate:
 class RequestSpec:
     """One request without subrequests, or one subrequest, validated (upstream's requestData)."""
 
-    index: RequestIndex
+    claim_index: int
     name: str
     #: The request's name when this is one of its subrequests.
     parent: str | None
@@ -135,6 +127,8 @@ class RequestSpec:
     #: Mode All: every selectable device of the node, fixed before the search starts.
     all_devices: list[Candidate] | None = None
     num_devices: int = 0
+    #: Per ``Candidate.position``: whether the request can select the device (see selectable).
+    selectable: dict[int, bool] = field(default_factory=dict)
 
     @property
     def full_name(self) -> str:
@@ -196,8 +190,6 @@ class Search:
         self.allocating: dict[DeviceID, set[int]] = {}
         self.allocating_capacity: dict[DeviceID, dict[str, Decimal]] = {}
         self.consumed_counters: dict[PoolID, dict[str, dict[str, Decimal]]] = {}
-        #: Keyed by (Candidate.position, RequestIndex).
-        self.selectable_cache: dict[tuple[int, RequestIndex], bool] = {}
         self.steps = 0
 
     def run(self) -> bool:
@@ -218,7 +210,7 @@ class Search:
             claim_key = claim.key
             min_devices = 0
             requests: list[Alternatives] = []
-            for request_index, request in enumerate(claim.spec.devices.requests):
+            for request in claim.spec.devices.requests:
                 request_name = request.name or ""
                 if request.first_available:
                     if not features.prioritized_list:
@@ -235,13 +227,13 @@ class Search:
                                 )
                     options = [
                         self._validate_request(
-                            RequestIndex(claim_index, request_index, subrequest_index),
+                            claim_index,
                             name=sub.name or "",
                             parent=request_name,
                             spec=sub,
                             admin_access=None,
                         )
-                        for subrequest_index, sub in enumerate(request.first_available)
+                        for sub in request.first_available
                     ]
                     min_devices += min(option.num_devices for option in options)
                     requests.append(Alternatives(options, True))
@@ -258,7 +250,7 @@ class Search:
                         "the DRAConsumableCapacity feature is disabled"
                     )
                 spec = self._validate_request(
-                    RequestIndex(claim_index, request_index, 0),
+                    claim_index,
                     name=request_name,
                     parent=None,
                     spec=exactly,
@@ -294,7 +286,7 @@ class Search:
 
     def _validate_request(
         self,
-        index: RequestIndex,
+        claim_index: int,
         *,
         name: str,
         parent: str | None,
@@ -304,7 +296,7 @@ class Search:
         """Upstream's validateDeviceRequest: check one request or subrequest and fix how many
         devices it needs. Mode All takes its devices here, from complete and valid pools only,
         because "all" must not change while the search backtracks."""
-        claim_key = self.claims[index.claim].key
+        claim_key = self.claims[claim_index].key
         for i, sel in enumerate(spec.selectors):
             if sel.cel is None or sel.cel.expression is None:
                 raise InvalidSelectorError(
@@ -331,7 +323,7 @@ class Search:
         # The API server defaults these; offline inputs may omit them.
         mode = spec.allocation_mode or ALLOCATION_MODE_EXACT_COUNT
         request = RequestSpec(
-            index=index,
+            claim_index=claim_index,
             name=name,
             parent=parent,
             device_class=device_class,
@@ -379,8 +371,7 @@ class Search:
         selectors, the device's own node selection), hence cached per device and request."""
         if not self.features.binding_and_status and candidate.device.binding_conditions:
             return False
-        key = (candidate.position, request.index)
-        hit = self.selectable_cache.get(key)
+        hit = request.selectable.get(candidate.position)
         if hit is not None:
             return hit
         result = self.selectors_match(
@@ -394,7 +385,7 @@ class Search:
                 result = node_matches(self.node, d.node_name, d.all_nodes, d.node_selector)
             except InvalidNodeSelectorError as e:
                 raise InvalidNodeSelectorError(f"device {candidate.id}: {e.message}") from None
-        self.selectable_cache[key] = result
+        request.selectable[candidate.position] = result
         return result
 
     def selectors_match(
@@ -412,7 +403,7 @@ class Search:
             if from_class:
                 where = f"class {request.device_class.metadata.name}: selector #{i}"
             else:
-                claim_key = self.claims[request.index.claim].key
+                claim_key = self.claims[request.claim_index].key
                 where = f"claim {claim_key}, request {request.full_name}, selector #{i}"
             if expression is None:
                 raise InvalidSelectorError(f"{where}: CEL expression empty")
@@ -493,7 +484,7 @@ class Search:
         the search allows it (use by other requests, counters, constraints, taints, capacity).
         Returns the undo for backtracking, or None. ``must`` (mode All, no other device to try)
         turns a failed constraint into an input error, as upstream does."""
-        claim_index = request.index.claim
+        claim_index = request.claim_index
         features = self.features
         multi = features.consumable_capacity and bool(candidate.device.allow_multiple_allocations)
         device_id = candidate.id
@@ -579,7 +570,6 @@ class Search:
         request_index: int = 0,
         subrequest_index: int = 0,
         device_index: int = 0,
-        *,
         in_subrequest: bool = False,
         order_start: int = 0,
     ) -> bool:
@@ -638,11 +628,7 @@ class Search:
                 return False
             try:
                 done = self._allocate_one(
-                    claim_index,
-                    request_index,
-                    subrequest_index,
-                    next_device,
-                    in_subrequest=in_subrequest,
+                    claim_index, request_index, subrequest_index, next_device, in_subrequest
                 )
             except BaseException:
                 undo()
@@ -672,8 +658,8 @@ class Search:
                     request_index,
                     subrequest_index,
                     next_device,
-                    in_subrequest=in_subrequest,
-                    order_start=order_position + 1,
+                    in_subrequest,
+                    order_position + 1,
                 )
             except BaseException:
                 undo()
@@ -705,7 +691,6 @@ __all__ = [
     "Choice",
     "CounterUse",
     "NodeView",
-    "RequestIndex",
     "RequestSpec",
     "Search",
     "Snapshot",
