@@ -83,6 +83,7 @@ class _MaxSizeExceededError(Exception):
 
 
 def _tolerates(toleration: DeviceToleration, taint: DeviceTaint) -> bool:
+    """Kubernetes' toleration matching: empty effect or key match any; Exists ignores values."""
     if toleration.effect and toleration.effect != taint.effect:
         return False
     if toleration.key and toleration.key != taint.key:
@@ -127,8 +128,8 @@ class RequestSpec:
     #: Mode All: every selectable device of the node, fixed before the search starts.
     all_devices: list[Candidate] | None = None
     num_devices: int = 0
-    #: Per ``Candidate.position``: whether the request can select the device (see selectable).
-    selectable: dict[int, bool] = field(default_factory=dict)
+    #: Per ``Candidate.position``: whether this request can select the device (Search.selectable).
+    selectable_cache: dict[int, bool] = field(default_factory=dict)
 
     @property
     def full_name(self) -> str:
@@ -169,7 +170,8 @@ class NodeView:
 
 
 class Search:
-    """State of one ``allocate`` call: tentative choices, counters, constraints."""
+    """State of one ``allocate`` call (upstream's ``allocator``): the validated requests and the
+    tentative choices with what they hold (devices, capacity, counters, constraints)."""
 
     def __init__(
         self, allocator: Snapshot, node: Node, claims: list[ResourceClaim], view: NodeView
@@ -188,7 +190,10 @@ class Search:
         self.choices: list[list[Choice]] = [[] for _ in claims]
         #: Devices taken in this call, with the indices of the claims that took them.
         self.allocating: dict[DeviceID, set[int]] = {}
+        #: Capacity taken in this call from devices that allow multiple allocations.
         self.allocating_capacity: dict[DeviceID, dict[str, Decimal]] = {}
+        #: Counters taken in this call, per pool and counter set (the allocated ones are in
+        #: Snapshot.available_counters).
         self.consumed_counters: dict[PoolID, dict[str, dict[str, Decimal]]] = {}
         self.steps = 0
 
@@ -371,7 +376,7 @@ class Search:
         selectors, the device's own node selection), hence cached per device and request."""
         if not self.features.binding_and_status and candidate.device.binding_conditions:
             return False
-        hit = request.selectable.get(candidate.position)
+        hit = request.selectable_cache.get(candidate.position)
         if hit is not None:
             return hit
         result = self.selectors_match(
@@ -385,7 +390,7 @@ class Search:
                 result = node_matches(self.node, d.node_name, d.all_nodes, d.node_selector)
             except InvalidNodeSelectorError as e:
                 raise InvalidNodeSelectorError(f"device {candidate.id}: {e.message}") from None
-        request.selectable[candidate.position] = result
+        request.selectable_cache[candidate.position] = result
         return result
 
     def selectors_match(
@@ -435,9 +440,11 @@ class Search:
         return bool(fits)
 
     def _in_use(self, device_id: DeviceID) -> bool:
+        """Allocated already or taken in this call: off limits unless with admin access."""
         return device_id in self.allocator.allocated.devices or bool(self.allocating.get(device_id))
 
     def _capacity_in_use(self, device_id: DeviceID) -> bool:
+        """A shared device already counted: its counters were taken by its first allocation."""
         return (
             device_id in self.allocator.allocated.capacity or device_id in self.allocating_capacity
         )
@@ -469,6 +476,7 @@ class Search:
         return True
 
     def _release_counters(self, candidate: Candidate) -> None:
+        """Backtracking: give back what _take_counters took for this device."""
         consumed = self.consumed_counters[candidate.pool.id]
         for set_name, counters in candidate.counters:
             have = consumed[set_name]
