@@ -405,16 +405,13 @@ class Search:
         not a mismatch, so the pod fails instead of waiting for a device that never comes."""
         for i, sel in enumerate(selectors):
             expression = sel.cel.expression if sel.cel is not None else None
-            if from_class:
-                where = f"class {request.device_class.metadata.name}: selector #{i}"
-            else:
-                claim_key = self.claims[request.claim_index].key
-                where = f"claim {claim_key}, request {request.full_name}, selector #{i}"
             if expression is None:
+                where = self._selector_where(request, i, from_class)
                 raise InvalidSelectorError(f"{where}: CEL expression empty")
             bad = _unsupported_attribute(candidate.device, self.features.list_type_attributes)
             if bad is not None:
                 # Upstream cannot even build the CEL device from such an attribute.
+                where = self._selector_where(request, i, from_class)
                 raise InvalidSelectorError(
                     f"{where}: CEL runtime error: attribute {bad}: unsupported attribute value"
                 )
@@ -425,8 +422,17 @@ class Search:
                     return False
             except SelectorError as e:
                 kind = "CEL runtime error" if e.reason != "InvalidSelector" else "CEL compile error"
+                where = self._selector_where(request, i, from_class)
                 raise InvalidSelectorError(f"{where}: {kind}: {e.message}") from None
         return True
+
+    def _selector_where(self, request: RequestSpec, index: int, from_class: bool) -> str:
+        """Where a failing selector sits, for the error: built only when raising, because
+        selectors_match runs once per device and request."""
+        if from_class:
+            return f"class {request.device_class.metadata.name}: selector #{index}"
+        claim_key = self.claims[request.claim_index].key
+        return f"claim {claim_key}, request {request.full_name}, selector #{index}"
 
     def _capacity_fits(self, request: RequestSpec, candidate: Candidate) -> bool:
         """Whether the device's capacity left (allocated and taken in this call) covers the
