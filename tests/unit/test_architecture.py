@@ -6,6 +6,7 @@ is invisible to it, so this test reads the imports (and clock reads) itself."""
 from __future__ import annotations
 
 import ast
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -100,3 +101,97 @@ def test_the_check_sees_a_clock_read(tmp_path: Path) -> None:
 def test_planning_modules_are_checked() -> None:
     names = {p.parent.name for p in PURE_MODULES if p.name == "planning.py"}
     assert names == {"claim_templates", "fabric", "pool_validator", "reservations", "scheduler"}
+
+
+# --- no import cycles ---------------------------------------------------------------------------
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _dependencies(path: Path, known: set[str]) -> set[str]:
+    """Modules of ours that ``path`` imports (``from pkg import submodule`` is the submodule;
+    imports under ``if TYPE_CHECKING`` count too: a cycle of types is still a cycle)."""
+    name = _module_name(path)
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name in known)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".")
+                if path.name != "__init__.py":
+                    base = base[:-1]
+                base = base[: len(base) - node.level + 1]
+                module = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                module = node.module or ""
+            for alias in node.names:
+                sub = f"{module}.{alias.name}"
+                if sub in known:
+                    found.add(sub)
+                elif module in known:
+                    found.add(module)
+    found.discard(name)
+    return found
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    paths = {_module_name(p): p for p in ROOT.rglob("*.py")}
+    return {name: _dependencies(path, set(paths)) for name, path in paths.items()}
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    assert _cycles(_graph()) == []
+
+
+def test_the_cycle_check_sees_a_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _cycles(graph) == [["a", "b", "c"]]
+
+
+def test_every_module_is_in_the_layers_contract() -> None:
+    """import-linter only checks the layers it is told about: none may be left out."""
+    config = tomllib.loads((ROOT.parent / "pyproject.toml").read_text())
+    contracts = config["tool"]["importlinter"]["contracts"]
+    (layers,) = [c["layers"] for c in contracts if c["type"] == "layers"]
+    named = {m.strip() for layer in layers for m in layer.split("|")}
+    top = {n.split(".")[1] for n in _graph() if n.count(".") >= 1}
+    assert {f"operators.{t}" for t in top} <= named
