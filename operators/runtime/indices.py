@@ -33,7 +33,7 @@ class IndexView:
         return index in self._indices
 
     def add(self, name: str, index: Mapping[Any, Any]) -> None:
-        """An index kept by us (operators.controllers.common.stores), read like kopf's."""
+        """An index kept by us (``runtime.stores``), read like kopf's."""
         self._indices[name] = index
 
     def attach(self, handler_kwargs: Mapping[str, Any]) -> None:

@@ -164,12 +164,13 @@ class Stores:
         self.resync_every = resync_every
         self.on_resync = on_resync
         self._task: asyncio.Task[None] | None = None
+        for store in stores:  # readable (empty) at once; filled by ``start``
+            for name, index in store.indices.items():
+                view.add(name, index)
 
     async def start(self, api: KubeAPI) -> None:
         for store in self.stores:
             await store.prefill(api)
-            for name, index in store.indices.items():
-                self.view.add(name, index)
         self._task = asyncio.create_task(self._resync(api), name="store-resync")
 
     async def _resync(self, api: KubeAPI) -> None:

@@ -182,8 +182,6 @@ class FabricController(Controller[FabricSettings]):
     async def reconcile(self) -> None:
         if not self.active:
             return
-        if not self.indices.ready:
-            raise Requeue(0.5, "caches not filled yet")
         self.reconciles += 1
         devices = await self.manager.devices()
         operations = {o.id: o for o in await self.manager.operations()}

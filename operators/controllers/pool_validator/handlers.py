@@ -310,7 +310,7 @@ class PoolValidatorController(Controller[PoolValidatorSettings]):
 
     async def activate(self) -> None:
         self.queue.start()
-        if self.indices.ready:  # pools seen while another replica led
+        if all(self.indices.has(n) for n in self.kopf_indices):  # seen while not leading
             for index in ("slices_by_pool", "statuses"):
                 for pool in list(self.indices.keys(index)):
                     self.queue.add(pool)
