@@ -17,7 +17,7 @@ KIND_KUBECONFIG := $(CURDIR)/.kind-kubeconfig
 DEMO_ARGS := $(if $(filter command line,$(origin KUBECONFIG)),--kubeconfig $(KUBECONFIG))
 PY_PATHS := operators tests bench e2e hack/config_reference.py
 
-.PHONY: help venv lint fmt test unit integration e2e e2e-kind chaos image docs bench bench-scheduler bench-fabric \
+.PHONY: help venv lint fmt test unit integration e2e e2e-kind chaos image docs bench bench-scheduler bench-tenants bench-fabric \
         control-plane control-plane-up control-plane-down run clean
 
 help:
@@ -35,6 +35,7 @@ help:
 	@echo "make bench             CEL and allocator benchmarks (bench/)"
 	@echo "make bench-scheduler   scheduler throughput on the local control plane (BENCH_ARGS=--workload upstream)"
 	@echo "make bench-fabric      fabric attach-to-bind latency on the local control plane"
+	@echo "make bench-tenants     one tenant's expensive selectors against another's pod; memory"
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -102,6 +103,9 @@ bench: $(STAMP)
 
 bench-scheduler: $(STAMP) control-plane
 	$(PY) bench/bench_scheduler.py $(BENCH_ARGS)
+
+bench-tenants: $(STAMP) control-plane
+	$(PY) -m bench.bench_tenants $(BENCH_ARGS)
 
 bench-fabric: $(STAMP) control-plane
 	$(PY) bench/bench_fabric.py $(BENCH_ARGS)

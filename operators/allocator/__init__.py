@@ -22,6 +22,7 @@ from operators.allocator.errors import (
     InvalidRequestError,
     InvalidSelectorError,
     NodeAllocationError,
+    OutOfTimeError,
     TooManyDevicesError,
 )
 from operators.allocator.features import Features
@@ -45,6 +46,7 @@ __all__ = [
     "InvalidSelectorError",
     "NodeAllocationError",
     "NodeViewCache",
+    "OutOfTimeError",
     "Outcome",
     "Policy",
     "Pool",

@@ -20,7 +20,12 @@ from collections.abc import Callable, Iterable, Sequence
 from decimal import Decimal
 from typing import Literal
 
-from operators.allocator.errors import InvalidInputError, InvalidNodeSelectorError, InvalidPoolError
+from operators.allocator.errors import (
+    InvalidInputError,
+    InvalidNodeSelectorError,
+    InvalidPoolError,
+    OutOfTimeError,
+)
 from operators.allocator.explain import explain
 from operators.allocator.features import Features
 from operators.allocator.outcome import Outcome, Stats, Status
@@ -103,7 +108,11 @@ class Allocator:
         taint_rules: Iterable[DeviceTaintRule] = (),
         policy: Policy = "first-fit",
         view_cache: NodeViewCache | None = None,
+        out_of_time: Callable[[], bool] | None = None,
     ) -> None:
+        """``out_of_time``, when given, is asked before every selector evaluation and now and
+        then during the search; once it says yes, ``allocate`` raises OutOfTimeError. The
+        caller owns the clock (the allocator reads none)."""
         self.features = features
         self.allocated = allocated
         self.classes = {c.metadata.name or "": c for c in classes}
@@ -115,6 +124,7 @@ class Allocator:
         self._views = view_cache if view_cache is not None else NodeViewCache()
         self._views.generation(self.slices, (features, policy, *map(id, self.taint_rules)))
         self._matches: dict[tuple[str, int], bool | SelectorError] = {}
+        self._out_of_time = out_of_time
         self._available: dict[PoolID, dict[str, dict[str, Decimal]]] = {}
 
     # --- per node ------------------------------------------------------------------------
@@ -205,6 +215,7 @@ class Allocator:
         key = (expression, id(device))
         hit = self._matches.get(key)
         if hit is None:
+            self.check_time()
             try:
                 hit = self.selectors.device_matches(expression, driver, device)
             except SelectorError as e:
@@ -213,6 +224,11 @@ class Allocator:
         if isinstance(hit, SelectorError):
             raise hit
         return hit
+
+    def check_time(self) -> None:
+        """Raise OutOfTimeError once the caller's budget is spent."""
+        if self._out_of_time is not None and self._out_of_time():
+            raise OutOfTimeError("timed out trying to allocate devices")
 
     def allocate(self, node: Node, claims: Sequence[ResourceClaim]) -> Outcome:
         """Find devices for all claims on ``node`` (claims must not be allocated yet)."""

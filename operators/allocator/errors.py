@@ -68,3 +68,10 @@ class InvalidPoolError(NodeAllocationError):
 
 class IncompletePoolError(NodeAllocationError):
     reason = "IncompletePool"
+
+
+class OutOfTimeError(AllocatorError):
+    """The attempt's time budget ran out (upstream: DRASchedulerFilterTimeout): the node is
+    not known to fit or not; the caller decides whether to try again."""
+
+    reason = "TimedOut"

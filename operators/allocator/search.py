@@ -77,6 +77,8 @@ class Snapshot(Protocol):
 
     def device_matches(self, expression: str, driver: str, device: Device) -> bool: ...
 
+    def check_time(self) -> None: ...
+
 
 class _MaxSizeExceededError(Exception):
     """Internal: a subrequest choice would exceed the per-claim result limit."""
@@ -598,6 +600,8 @@ class Search:
         another permutation.
         """
         self.steps += 1
+        if not self.steps & 255:  # cheap enough for the innermost step, often enough to stop
+            self.allocator.check_time()
         if claim_index >= len(self.claims):
             return True
         requests = self.requests[claim_index]

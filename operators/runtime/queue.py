@@ -5,11 +5,16 @@ reads the current state and decides. The queue de-duplicates keys, never runs on
 the same time, retries failures with per-key exponential backoff, and lets a reconcile ask to be
 called again later (a requeue with a delay). Nothing is lost: a key added while it is being
 processed is processed again afterwards.
+
+With ``lane_of``, keys wait in lanes (a tenant's namespace, say) served in turn: a lane with a
+thousand keys gets one turn per round like a lane with one, so no tenant's backlog holds
+another's key for long.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import heapq
 import itertools
 from collections.abc import Awaitable, Callable, Hashable
@@ -26,6 +31,55 @@ K = TypeVar("K", bound=Hashable)
 log = structlog.get_logger(__name__)
 
 
+class _Lanes(Generic[K]):
+    """Ready keys by lane; ``pop`` takes the head of the lane whose turn it is."""
+
+    def __init__(self, lane_of: Callable[[K], Hashable]) -> None:
+        self.lane_of = lane_of
+        self._lanes: dict[Hashable, collections.deque[K]] = {}
+        self._turns: collections.deque[Hashable] = collections.deque()
+        self._size = 0
+
+    def __len__(self) -> int:
+        return self._size
+
+    def put(self, key: K) -> None:
+        lane = self.lane_of(key)
+        waiting = self._lanes.get(lane)
+        if waiting is None:
+            waiting = self._lanes[lane] = collections.deque()
+            self._turns.append(lane)
+        waiting.append(key)
+        self._size += 1
+
+    def pop(self) -> K:
+        lane = self._turns.popleft()
+        waiting = self._lanes[lane]
+        key = waiting.popleft()
+        if waiting:
+            self._turns.append(lane)  # its next key waits for every other lane's turn
+        else:
+            del self._lanes[lane]
+        self._size -= 1
+        return key
+
+    def to_the_back(self, key: K) -> None:
+        """``key``'s lane takes its next turn after every lane waiting now."""
+        lane = self.lane_of(key)
+        if lane in self._lanes:
+            self._turns.remove(lane)
+            self._turns.append(lane)
+
+    def others_waiting(self, key: K) -> bool:
+        """Whether keys of a lane other than ``key``'s wait (read from any thread)."""
+        lanes = len(self._lanes)
+        return lanes > 1 or (lanes == 1 and self.lane_of(key) not in self._lanes)
+
+
+def _one_lane(_: Hashable) -> None:
+    return None
+
+
 class WorkQueue(Generic[K]):
     """Keys to reconcile, processed by ``workers`` tasks, at most one task per key."""
 
@@ -38,6 +92,7 @@ class WorkQueue(Generic[K]):
         base_delay: float = 0.2,
         max_delay: float = 60.0,
         clock: Clock = SYSTEM_CLOCK,
+        lane_of: Callable[[K], Hashable] = _one_lane,
     ) -> None:
         self._reconcile = reconcile
         self.name = name
@@ -45,7 +100,8 @@ class WorkQueue(Generic[K]):
         self._base_delay = base_delay
         self._max_delay = max_delay
         self._clock = clock.monotonic
-        self._ready: asyncio.Queue[K] = asyncio.Queue()
+        self._ready: _Lanes[K] = _Lanes(lane_of)
+        self._available = asyncio.Semaphore(0)  # one release per key put in _ready
         self._queued: set[K] = set()  # in _ready, not yet taken
         self._active: set[K] = set()  # being reconciled now
         self._dirty: set[K] = set()  # added while active: run again afterwards
@@ -62,7 +118,8 @@ class WorkQueue(Generic[K]):
             self._dirty.add(key)
         elif key not in self._queued:
             self._queued.add(key)
-            self._ready.put_nowait(key)
+            self._ready.put(key)
+            self._available.release()
 
     def add_after(self, key: K, delay: float) -> None:
         """Reconcile ``key`` after ``delay`` seconds (earlier if someone adds it)."""
@@ -75,6 +132,15 @@ class WorkQueue(Generic[K]):
     def backoff(self, key: K) -> float:
         failures = self._failures.get(key, 0)
         return float(min(self._max_delay, self._base_delay * (2**failures)))
+
+    def others_waiting(self, key: K) -> bool:
+        """Keys of other lanes wait for a worker: a long reconcile of ``key`` may yield."""
+        return self._ready.others_waiting(key)
+
+    def yield_turn(self, key: K) -> None:
+        """``key`` gave way to other lanes: queue it again, its lane behind theirs."""
+        self.add(key)
+        self._ready.to_the_back(key)
 
     def forget(self, key: K) -> None:
         """Reset the backoff of a key after a success."""
@@ -95,7 +161,8 @@ class WorkQueue(Generic[K]):
 
     async def _worker(self) -> None:
         while True:
-            key = await self._ready.get()
+            await self._available.acquire()
+            key = self._ready.pop()
             self._queued.discard(key)
             self._active.add(key)
             try:

@@ -12,7 +12,7 @@ import dataclasses
 from collections import Counter
 from collections.abc import Mapping, MutableSet, Sequence
 
-from operators.allocator import Allocator, InvalidInputError, Outcome, Status
+from operators.allocator import Allocator, InvalidInputError, Outcome, OutOfTimeError, Status
 from operators.allocator.errors import InvalidNodeSelectorError
 from operators.allocator.nodes import selector_matches
 from operators.api.core import Node, Pod
@@ -80,6 +80,8 @@ class CycleResult:
     # Allocated claims whose allocation did not fit a node that passed the other filters
     # (upstream's unavailableClaims): PostFilter may deallocate one of them.
     unavailable: tuple[str, ...] = ()
+    # The allocator's time budget ran out: the nodes not decided say so.
+    timed_out: bool = False
 
     @property
     def chosen(self) -> NodeFit | None:
@@ -162,7 +164,8 @@ def run_cycle(
     )
     if nominated:
         order.sort(key=lambda n: n.metadata.name != nominated)  # stable: nominated first
-    for node in order:
+    timed_out = False
+    for position, node in enumerate(order):
         name = node.metadata.name or ""
         if (
             best_only
@@ -187,6 +190,12 @@ def run_cycle(
                 outcome = allocator.allocate(node, to_allocate)
             except InvalidInputError as e:
                 return CycleResult((), {}, {}, str(e))
+            except OutOfTimeError as e:
+                # Upstream's per-node verdict; nodes not visited yet are not decided either.
+                timed_out = True
+                for undecided in order[position:]:
+                    failures.setdefault(undecided.metadata.name or "", e.message)
+                break
             if outcome.status is Status.ERROR:
                 key = f"node(s) had errors in their resource pools: {outcome.error}"
                 failures[name] = key
@@ -213,15 +222,21 @@ def run_cycle(
             else:
                 unfiltered.append(node)
         skipped = unfiltered
-    if skipped and not fits and not unsatisfiable and allocator is not None:
+    if skipped and not fits and not unsatisfiable and allocator is not None and not timed_out:
         # Every candidate was skipped as known-unsatisfiable: explain with one of them.
-        unsatisfiable.append(
-            (skipped[0].metadata.name or "", allocator.allocate(skipped[0], to_allocate))
-        )
+        try:
+            unsatisfiable.append(
+                (skipped[0].metadata.name or "", allocator.allocate(skipped[0], to_allocate))
+            )
+        except OutOfTimeError:
+            timed_out = True
     first_reason = "cannot allocate all claims"
     for name, outcome in unsatisfiable:
         # Explanations cost a pass over every device: only an unschedulable pod needs them.
-        first = outcome.reasons[0] if not fits and outcome.reasons else None
+        try:
+            first = outcome.reasons[0] if not fits and outcome.reasons else None
+        except OutOfTimeError:
+            timed_out, first = True, None
         where = (
             f"cannot allocate claim {first.claim}"
             + (f", request {first.request}" if first.request else "")
@@ -235,7 +250,9 @@ def run_cycle(
     for node in skipped:
         # Known not to fit the same claims: explained like the node that was computed.
         failures.setdefault(node.metadata.name or "", first_reason)
-    return CycleResult(tuple(fits), failures, details, unavailable=tuple(unavailable))
+    return CycleResult(
+        tuple(fits), failures, details, unavailable=tuple(unavailable), timed_out=timed_out
+    )
 
 
 def _unavailable_claim(claims: Sequence[ResourceClaim], node: Node) -> ResourceClaim | None:

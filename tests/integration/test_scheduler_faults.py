@@ -7,6 +7,7 @@ suite (``make chaos``); here each resulting state is built directly and checked 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from typing import Any
 
@@ -17,6 +18,7 @@ from operators.kube.api import KubeAPI
 from tests.integration.helpers import (
     bound_node,
     claim_body,
+    create_namespace,
     events_with,
     eventually,
     gpu_cluster,
@@ -180,3 +182,75 @@ async def test_two_single_replicas_do_not_both_write(
         for i in range(3):
             await eventually(lambda i=i: bound_node(kube, namespace, f"p{i}"), what=f"p{i}")  # type: ignore[misc]
         assert sum(s.active for s, _ in replicas) == 1
+
+
+def hostile_selector(constant: int) -> str:
+    """Passes the API server's cost estimate, takes long to evaluate per device; a constant of
+    its own defeats every cache (the tenant-abuse case)."""
+    numbers = ", ".join(str(i) for i in range(300))
+    return f"[{numbers}].exists(x, [{numbers}].exists(y, x * y == -{constant}))"
+
+
+async def test_a_tenants_expensive_selectors_do_not_stall_another_tenants_pod(
+    kube: KubeAPI, kubeconfig: Any, namespace: str, driver: str, api: Any
+) -> None:
+    """Allocation runs off the event loop, yields to other namespaces' pods after a slice, and
+    stops at the filter timeout: the plain pod of another tenant is bound first, the scheduler
+    never loses its lease, and every expensive pod gets an answer."""
+    await gpu_cluster(kube, driver, nodes=2, per_node=8)
+    other = await create_namespace(api)
+    lease = unique("tenants")
+    scheduler, registry = start_scheduler(
+        kubeconfig, lease_name=lease, lease_namespace=namespace, filter_timeout=3.0
+    )
+    async with running_operator(registry, "scheduler"):
+        await eventually(lambda: _active(scheduler), what="the scheduler leads")
+        before = (await kube.get("Lease", lease, namespace))["spec"]
+        lost: list[float] = []
+        watcher = asyncio.create_task(_watch_leadership(scheduler, lost))
+        try:
+            for i in range(3):
+                body = claim_body(f"hostile-{i}", namespace, driver)
+                request = body["spec"]["devices"]["requests"][0]["exactly"]
+                request["selectors"] = [{"cel": {"expression": hostile_selector(i + 1)}}]
+                await kube.create(body)
+                await kube.create(claimed_pod(f"hostile-{i}", namespace, f"hostile-{i}"))
+            await kube.create(claim_body("plain", other, driver))
+            await kube.create(claimed_pod("plain", other, "plain"))
+            assert await eventually(lambda: bound_node(kube, other, "plain"), what="plain pod")
+            answered = [await _explained(kube, namespace, f"hostile-{i}") for i in range(3)]
+            assert answered == [None, None, None]  # the plain pod did not wait for them
+            for i in range(3):
+                message = await eventually(
+                    lambda i=i: _explained(kube, namespace, f"hostile-{i}"),  # type: ignore[misc]
+                    within=90,
+                    what=f"hostile-{i} answered",
+                )
+                assert "timed out trying to allocate devices" in message
+        finally:
+            watcher.cancel()
+        assert lost == []
+        after = (await kube.get("Lease", lease, namespace))["spec"]
+        assert after["holderIdentity"] == before["holderIdentity"]
+        assert after["leaseTransitions"] == before["leaseTransitions"]
+
+
+async def _active(scheduler: Any) -> bool:
+    return bool(scheduler.active)
+
+
+async def _watch_leadership(scheduler: Any, lost: list[float]) -> None:
+    """Record every moment the scheduler cannot write (a missed renewal)."""
+    while True:
+        if scheduler.elector is None or not scheduler.elector.holds_lease():
+            lost.append(asyncio.get_running_loop().time())
+        await asyncio.sleep(0.1)
+
+
+async def _explained(kube: KubeAPI, namespace: str, pod: str) -> str | None:
+    body = await kube.get("Pod", pod, namespace)
+    for condition in body.get("status", {}).get("conditions") or []:
+        if condition["type"] == "PodScheduled" and condition["status"] == "False":
+            message: str = condition["message"]
+            return message
+    return None

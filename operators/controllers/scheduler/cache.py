@@ -153,7 +153,12 @@ class SchedulerCache:
     def all_nodes(self) -> list[Node]:
         return self.all_of(self.nodes, "nodes")
 
-    def allocator(self, policy: Policy, share_ids: Callable[[], str]) -> Allocator:
+    def allocator(
+        self,
+        policy: Policy,
+        share_ids: Callable[[], str],
+        out_of_time: Callable[[], bool] | None = None,
+    ) -> Allocator:
         return Allocator(
             self.features,
             self.allocated.state(),
@@ -164,6 +169,7 @@ class SchedulerCache:
             taint_rules=self.all_of(self.taint_rules, "taint_rules"),
             policy=policy,
             view_cache=self.views,
+            out_of_time=out_of_time,
         )
 
     def conflicts(self, key: ObjectKey) -> list[DeviceID]:

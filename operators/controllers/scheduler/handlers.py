@@ -34,7 +34,7 @@ from operators.kube.api import ConflictError, NotFoundError
 from operators.observability import fields, metrics
 from operators.runtime.actions import PostEvent
 from operators.runtime.controller import Controller
-from operators.runtime.errors import Requeue
+from operators.runtime.errors import Requeue, TemporaryError
 from operators.runtime.indices import CLAIMS, CLASSES, SLICES, TAINT_RULES
 from operators.runtime.queue import WorkQueue
 from operators.scheduling.binding import Binding, allocated_node, binding_verdict
@@ -68,12 +68,19 @@ class PodStates:
     nominated: dict[ObjectKey, str] = dataclasses.field(default_factory=dict)
     # claim specs -> nodes where they did not fit since the last time anything was freed
     unsatisfiable: dict[str, set[str]] = dataclasses.field(default_factory=dict)
+    # Allocation time a pod has used in attempts that yielded to other tenants.
+    spent: dict[ObjectKey, float] = dataclasses.field(default_factory=dict)
 
     def forget(self, key: ObjectKey) -> None:
+        self.spent.pop(key, None)
         self.unschedulable.discard(key)
         self.waiting.discard(key)
         self.last_message.pop(key, None)
         self.nominated.pop(key, None)
+
+
+def _namespace(key: ObjectKey) -> str:
+    return key.namespace
 
 
 class Scheduler(Controller[SchedulerSettings]):
@@ -87,8 +94,9 @@ class Scheduler(Controller[SchedulerSettings]):
         self.features = Features.all()
         self.cache = SchedulerCache(settings.scheduler_name, self.features)
         self.indices = self.cache.indices
+        # One lane per namespace: every tenant's pods get their turn (see ``_budget``).
         self.queue: WorkQueue[ObjectKey] = WorkQueue(
-            self.schedule, name="scheduler", workers=1, clock=self.clock
+            self.schedule, name="scheduler", workers=1, clock=self.clock, lane_of=_namespace
         )
         self.repairs: WorkQueue[ObjectKey] = WorkQueue(
             self.repair, name="scheduler-repairs", workers=1, clock=self.clock
@@ -124,8 +132,11 @@ class Scheduler(Controller[SchedulerSettings]):
 
         started = time.perf_counter()
         nodes = self.cache.all_nodes()
+        budget = _Budget(self, key)
         allocator = (
-            self.cache.allocator(self.settings.allocation_policy, lambda: str(uuid.uuid4()))
+            self.cache.allocator(
+                self.settings.allocation_policy, lambda: str(uuid.uuid4()), budget.spent
+            )
             if any(not c.is_allocated for c in claims)
             else None
         )
@@ -135,11 +146,15 @@ class Scheduler(Controller[SchedulerSettings]):
         if len(self.pods.unsatisfiable) > MAX_UNSATISFIABLE_SPECS:
             self.pods.unsatisfiable.clear()
         nominated = self.pods.nominated.get(key) or pod.status.nominated_node_name
-        result = run_cycle(
+        # Off the event loop: watches, lease renewals and other pods' binds go on meanwhile.
+        # The cycle gets snapshots (usage copied, the allocator's state frozen); one cycle at
+        # a time, so the view and selector caches it fills are its own.
+        result = await asyncio.to_thread(
+            run_cycle,
             pod,
             claims,
             nodes,
-            self.cache.usage.usage,
+            dict(self.cache.usage.usage),
             allocator,
             policy=self.settings.score_policy,
             known_unsatisfiable=self.pods.unsatisfiable.setdefault(specs, set()),
@@ -148,6 +163,13 @@ class Scheduler(Controller[SchedulerSettings]):
         )
         metrics.CYCLE_DURATION.observe(time.perf_counter() - started)
         fit = prefer_nominated(result, nominated)
+        if fit is None and result.timed_out and budget.yielded:
+            # It gave way to other tenants: its turn comes again after theirs, and what it
+            # evaluated stays cached.
+            self.pods.spent[key] = budget.total()
+            self.queue.yield_turn(key)
+            return
+        self.pods.spent.pop(key, None)
         if fit is None:
             await self._unschedulable(pod, claims, len(nodes), result)
             return
@@ -244,6 +266,8 @@ class Scheduler(Controller[SchedulerSettings]):
             except NotFoundError:
                 return
             await self.post(planning.failed_scheduling(pod, message))
+        if result.timed_out:
+            raise TemporaryError(f"pod {key}: {message}")  # retried with backoff
         raise Requeue(self.settings.unschedulable_retry, "unschedulable")
 
     async def _post_filter(
@@ -445,3 +469,33 @@ class Scheduler(Controller[SchedulerSettings]):
         kopf.on.event(*CLASSES, registry=registry)(cluster_changed(cache.classes))
         kopf.on.event(*TAINT_RULES, registry=registry)(cluster_changed(cache.taint_rules))
         del pod_changed, claim_changed
+
+
+class _Budget:
+    """The time one allocation attempt may take; asked by the allocator from the cycle's
+    thread.
+
+    Two limits: the pod's whole allocation time (``--filter-timeout``, summed over attempts),
+    and its slice (``--tenant-slice``) once pods of other namespaces are waiting.
+    """
+
+    def __init__(self, scheduler: Scheduler, key: ObjectKey) -> None:
+        self.scheduler = scheduler
+        self.key = key
+        self.clock = scheduler.clock
+        self.before = scheduler.pods.spent.get(key, 0.0)
+        self.started = self.clock.monotonic()
+        self.yielded = False
+
+    def total(self) -> float:
+        return self.before + self.clock.monotonic() - self.started
+
+    def spent(self) -> bool:
+        settings = self.scheduler.settings
+        elapsed = self.clock.monotonic() - self.started
+        if settings.filter_timeout and self.before + elapsed >= settings.filter_timeout:
+            return True
+        if elapsed >= settings.tenant_slice and self.scheduler.queue.others_waiting(self.key):
+            self.yielded = True
+            return True
+        return False

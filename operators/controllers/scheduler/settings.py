@@ -23,6 +23,18 @@ class SchedulerSettings(LeaderElectionSettings):
         description="first-fit gives upstream's devices; best-fit prefers small partitions",
     )
     lease_name: str = Field(default="kopf-dra-scheduler", description="Name of the Lease")
+    filter_timeout: float = Field(
+        default=10.0,
+        ge=0,
+        description="Seconds one pod's device allocation may take in all; past it the pod is "
+        "unschedulable and retried with backoff (kube-scheduler's DRA filter timeout); 0: none",
+    )
+    tenant_slice: float = Field(
+        default=0.5,
+        gt=0,
+        description="Seconds one allocation attempt may run while pods of other namespaces "
+        "wait; it then yields and resumes later, keeping what it evaluated",
+    )
     unschedulable_retry: float = Field(
         default=30.0, description="Seconds before an unschedulable pod is tried again anyway"
     )

@@ -5,7 +5,7 @@ Slices, classes, claims and allocation results come from tests/unit/allocator/bu
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from operators.allocator import AllocatedState, Allocator, Features
@@ -170,6 +170,7 @@ def allocator(
     allocated: Sequence[ResourceClaim] = (),
     features: Features | None = None,
     kind: type[Allocator] = Allocator,
+    out_of_time: Callable[[], bool] | None = None,
 ) -> Allocator:
     features = features or Features.all()
     return kind(
@@ -179,4 +180,5 @@ def allocator(
         slices,
         engine(),
         share_ids=lambda: FIXED_SHARE_ID,
+        out_of_time=out_of_time,
     )

@@ -847,3 +847,42 @@ def test_best_first_chooses_what_a_full_scan_chooses(
                 policy,
             )
             assert bound <= fit.score
+
+
+# --- the time budget (kube-scheduler's DRA filter timeout) ---------------------------------
+
+
+def test_out_of_time_leaves_every_undecided_node_timed_out() -> None:
+    slices = [
+        slice_many(SLICE1, NODE1, POOL1, DRIVER_A, 1),
+        slice_many(SLICE2, NODE2, POOL2, DRIVER_A, 1),
+    ]
+    spent = allocator(CLASSES, slices, out_of_time=lambda: True)
+    got = run_cycle(pod(), [gpu_claim()], [node(NODE1), node(NODE2)], {}, spent)
+    assert got.timed_out
+    assert got.fits == ()
+    assert got.failures == dict.fromkeys([NODE1, NODE2], "timed out trying to allocate devices")
+    assert unschedulable_message(2, got) == (
+        "0/2 nodes are available: 2 timed out trying to allocate devices."
+    )
+
+
+def test_a_fit_found_before_the_budget_ran_out_is_kept() -> None:
+    """A full scan ran out on the second node: the first node's fit still stands."""
+    slices = [
+        slice_many(SLICE1, NODE1, POOL1, DRIVER_A, 1),
+        slice_many(SLICE2, NODE2, POOL2, DRIVER_A, 1),
+    ]
+    evaluations = 0
+
+    def after_the_first_node() -> bool:
+        nonlocal evaluations
+        evaluations += 1
+        return evaluations > 1
+
+    # The class's selector needs one CEL evaluation per device: one per node here.
+    spent = allocator(CLASSES, slices, out_of_time=after_the_first_node)
+    got = run_cycle(pod(), [gpu_claim()], [node(NODE1), node(NODE2)], {}, spent)
+    assert got.timed_out
+    assert [f.node for f in got.fits] == [NODE1]
+    assert got.failures == {NODE2: "timed out trying to allocate devices"}

@@ -1,0 +1,123 @@
+"""The work queue: de-duplication, one task per key, lanes served in turn, retries."""
+
+from __future__ import annotations
+
+import asyncio
+
+from operators.runtime.errors import PermanentError, Requeue
+from operators.runtime.queue import WorkQueue
+
+
+async def run_until(queue: WorkQueue[str], done: asyncio.Event) -> None:
+    queue.start()
+    try:
+        async with asyncio.timeout(10):
+            await done.wait()
+    finally:
+        await queue.stop()
+
+
+async def test_lanes_take_turns_whatever_their_backlog() -> None:
+    seen: list[str] = []
+    done = asyncio.Event()
+
+    async def reconcile(key: str) -> None:
+        seen.append(key)
+        if len(seen) == 6:
+            done.set()
+
+    queue: WorkQueue[str] = WorkQueue(
+        reconcile, name="t", workers=1, lane_of=lambda k: k.split("/")[0]
+    )
+    for i in range(4):
+        queue.add(f"busy/{i}")
+    queue.add("quiet/a")
+    queue.add("other/b")
+    await run_until(queue, done)
+    assert seen == ["busy/0", "quiet/a", "other/b", "busy/1", "busy/2", "busy/3"]
+
+
+async def test_others_waiting_sees_only_other_lanes() -> None:
+    async def reconcile(key: str) -> None:
+        return None
+
+    queue: WorkQueue[str] = WorkQueue(
+        reconcile, name="t", workers=1, lane_of=lambda k: k.split("/")[0]
+    )
+    assert not queue.others_waiting("a/1")
+    queue.add("a/2")
+    assert not queue.others_waiting("a/1")
+    queue.add("b/1")
+    assert queue.others_waiting("a/1")
+    assert queue.others_waiting("b/9")  # a/2 waits
+
+
+async def test_a_key_is_deduplicated_and_run_again_if_added_while_running() -> None:
+    runs: list[str] = []
+    started = asyncio.Event()
+    release = asyncio.Event()
+    done = asyncio.Event()
+
+    async def reconcile(key: str) -> None:
+        runs.append(key)
+        if len(runs) == 1:
+            started.set()
+            await release.wait()
+        else:
+            done.set()
+
+    queue: WorkQueue[str] = WorkQueue(reconcile, name="t", workers=2)
+    queue.add("k")
+    queue.add("k")
+    queue.start()
+    try:
+        async with asyncio.timeout(10):
+            await started.wait()
+            queue.add("k")  # while running: once more afterwards, never concurrently
+            queue.add("k")
+            release.set()
+            await done.wait()
+    finally:
+        await queue.stop()
+    assert runs == ["k", "k"]
+
+
+async def test_requeue_and_permanent_errors() -> None:
+    runs: list[str] = []
+    done = asyncio.Event()
+
+    async def reconcile(key: str) -> None:
+        runs.append(key)
+        if key == "again" and runs.count("again") == 1:
+            raise Requeue(0.01, "poll")
+        if key == "bad":
+            raise PermanentError("never retried")
+        if runs.count("again") == 2:
+            done.set()
+
+    queue: WorkQueue[str] = WorkQueue(reconcile, name="t", workers=1)
+    queue.add("bad")
+    queue.add("again")
+    await run_until(queue, done)
+    assert runs.count("bad") == 1
+    assert queue.backoff("bad") == queue.backoff("never-failed")  # no backoff for permanent
+
+
+async def test_a_key_that_yields_goes_behind_the_lanes_waiting_now() -> None:
+    seen: list[str] = []
+    done = asyncio.Event()
+    queue: WorkQueue[str]
+
+    async def reconcile(key: str) -> None:
+        seen.append(key)
+        if key == "busy/0" and seen.count(key) == 1:
+            queue.add("quiet/a")  # arrives while busy/0 runs, behind busy's next turn
+            queue.yield_turn(key)
+        if len(seen) == 4:
+            done.set()
+
+    queue = WorkQueue(reconcile, name="t", workers=1, lane_of=lambda k: k.split("/")[0])
+    queue.add("busy/0")
+    queue.add("busy/1")
+    await run_until(queue, done)
+    assert seen == ["busy/0", "quiet/a", "busy/1", "busy/0"]
