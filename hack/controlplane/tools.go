@@ -1,8 +1,12 @@
 //go:build tools
 
-// Package controlplane pins the kube-apiserver command so that go mod tidy keeps its dependencies.
+// Package controlplane pins the commands built here so that go mod tidy keeps their dependencies:
+// kube-apiserver for the local control plane, kube-scheduler and kube-controller-manager for
+// the side-by-side benchmark (bench/bench_compare.py).
 package controlplane
 
 import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
 )

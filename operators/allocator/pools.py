@@ -267,6 +267,7 @@ def gather_pools(
 
     plain: list[Pool] = []
     with_conditions: list[Pool] = []
+    every_pool: dict[PoolID, list[ResourceSlice]] | None = None  # all_slices by pool, if needed
     for pid, pool_slices in by_pool.items():
         generation = generation_of(pool_slices[0])
         count = pool_slices[0].spec.pool.resource_slice_count or 0
@@ -274,7 +275,11 @@ def gather_pools(
         if len(pool_slices) == count:
             pool = build_pool(pid, pool_slices, features)
         else:
-            obsolete, same_generation = _same_generation(all_slices, pid, generation)
+            if every_pool is None:  # once per call: linear in the slices, not pools x slices
+                every_pool = {}
+                for s in all_slices:
+                    every_pool.setdefault(s.pool_id, []).append(s)
+            obsolete, same_generation = _same_generation(every_pool.get(pid, []), generation)
             if obsolete:
                 continue
             if len(same_generation) != count:
@@ -288,13 +293,11 @@ def gather_pools(
 
 
 def _same_generation(
-    all_slices: Sequence[ResourceSlice], pid: PoolID, generation: int
+    pool_slices: Sequence[ResourceSlice], generation: int
 ) -> tuple[bool, list[ResourceSlice]]:
-    """(a newer generation exists, the slices of exactly this generation)."""
+    """(a newer generation exists, the slices of exactly this generation) of one pool."""
     same: list[ResourceSlice] = []
-    for s in all_slices:
-        if s.pool_id != pid:
-            continue
+    for s in pool_slices:
         if generation_of(s) > generation:
             return True, []
         if generation_of(s) == generation:
