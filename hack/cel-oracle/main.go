@@ -1,0 +1,116 @@
+// Command cel-oracle answers, for DRA device selectors, what Kubernetes 1.36 answers: whether
+// API validation accepts a new selector, and what the scheduler's DeviceMatches returns for it
+// on each given device. kopf-dra's differential CEL tests compare their own answers with these.
+//
+// Protocol: one JSON request per stdin line, one JSON answer per stdout line, in order.
+// Request: {"expression": string, "driver": string, "devices": [resource.k8s.io/v1 Device]}.
+// Answer: {"compile": null | string, "results": [{"value": bool} | {"error": string,
+// "cost": bool}]}; "compile" is validation's error (then "results" is empty); "cost" marks an
+// evaluation stopped by the runtime cost limit.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apiserver/pkg/cel/environment"
+	"k8s.io/dynamic-resource-allocation/cel"
+)
+
+type request struct {
+	Expression string               `json:"expression"`
+	Driver     string               `json:"driver"`
+	Devices    []resourceapi.Device `json:"devices"`
+}
+
+type result struct {
+	Value *bool  `json:"value,omitempty"`
+	Error string `json:"error,omitempty"`
+	Cost  bool   `json:"cost,omitempty"`
+}
+
+type answer struct {
+	Compile *string  `json:"compile"`
+	Results []result `json:"results"`
+}
+
+// The DRA gates of the local control plane (operators/kube/controlplane.py) that the CEL
+// environment depends on.
+var features = cel.Features{EnableConsumableCapacity: true, EnableListTypeAttributes: true}
+
+func validate(expression string) *string {
+	// What validateCELSelector does for a new or changed selector.
+	if len(expression) > resourceapi.CELSelectorExpressionMaxLength {
+		msg := fmt.Sprintf("too long: may not be more than %d bytes", resourceapi.CELSelectorExpressionMaxLength)
+		return &msg
+	}
+	envType := environment.NewExpressions
+	result := cel.GetCompiler(features).CompileCELExpression(expression, cel.Options{EnvType: &envType})
+	if result.Error != nil {
+		msg := result.Error.Error()
+		return &msg
+	}
+	if result.MaxCost > resourceapi.CELSelectorExpressionMaxCost {
+		msg := "too complex, exceeds cost limit"
+		return &msg
+	}
+	return nil
+}
+
+func evaluate(req request) answer {
+	if msg := validate(req.Expression); msg != nil {
+		return answer{Compile: msg, Results: []result{}}
+	}
+	// What the scheduler's allocator does: the stored-expressions environment, no estimate.
+	program := cel.GetCompiler(features).CompileCELExpression(req.Expression, cel.Options{DisableCostEstimation: true})
+	if program.Error != nil {
+		msg := "scheduler: " + program.Error.Error()
+		return answer{Compile: &msg, Results: []result{}}
+	}
+	results := make([]result, 0, len(req.Devices))
+	for _, d := range req.Devices {
+		matches, _, err := program.DeviceMatches(context.Background(), cel.Device{
+			Driver:                   req.Driver,
+			AllowMultipleAllocations: d.AllowMultipleAllocations,
+			Attributes:               d.Attributes,
+			Capacity:                 d.Capacity,
+		})
+		if err != nil {
+			results = append(results, result{Error: err.Error(), Cost: strings.Contains(err.Error(), "cost limit exceeded")})
+			continue
+		}
+		value := matches
+		results = append(results, result{Value: &value})
+	}
+	return answer{Results: results}
+}
+
+func main() {
+	in := bufio.NewScanner(os.Stdin)
+	in.Buffer(make([]byte, 1<<20), 64<<20)
+	out := bufio.NewWriter(os.Stdout)
+	enc := json.NewEncoder(out)
+	for in.Scan() {
+		var req request
+		if err := json.Unmarshal(in.Bytes(), &req); err != nil {
+			fmt.Fprintf(os.Stderr, "bad request: %v\n", err)
+			os.Exit(2)
+		}
+		if err := enc.Encode(evaluate(req)); err != nil {
+			fmt.Fprintf(os.Stderr, "write: %v\n", err)
+			os.Exit(2)
+		}
+		if err := out.Flush(); err != nil {
+			os.Exit(2)
+		}
+	}
+	if err := in.Err(); err != nil {
+		fmt.Fprintf(os.Stderr, "read: %v\n", err)
+		os.Exit(2)
+	}
+}
