@@ -9,8 +9,11 @@ global). The allocator builds its per-cycle state from it:
                 context="claim ns/a, request gpu, selector #0")          # SelectorEvaluationError
 
 Three caches, all bounded and all pure data: compiled selectors by expression text (LRU), device
-views by (slice UID, slice generation, device name), and results by (expression, device) inside
-the same per-slice entry, so a new slice generation drops both at once.
+views by (slice UID, slice generation, device name), and results by (slice entry, expression,
+device) in one LRU across all slices. Expressions are written by tenants, so a per-slice table
+of results would grow with every unique selector until the slice is republished; the shared
+LRU bounds that while a steady set of selectors keeps hitting. A new slice generation (or
+``forget_slice``) gets a new entry, so stale results are never found and age out.
 """
 
 from __future__ import annotations
@@ -137,8 +140,13 @@ class CacheStats:
 @dataclass(slots=True)
 class _SliceEntry:
     generation: int
+    token: int  # unique per entry: the results LRU keys by it, so a new entry starts empty
     views: dict[str, DeviceView] = field(default_factory=dict)
-    results: dict[tuple[str, str], bool | str] = field(default_factory=dict)
+
+
+# Results kept across all slices: enough for every (selector, device) pair of a large cluster's
+# steady state (e.g. 10 selectors on 10,000 devices), a few tens of MB at most.
+DEFAULT_RESULT_CACHE_SIZE = 131_072
 
 
 class CELEnvironment:
@@ -155,6 +163,7 @@ class CELEnvironment:
         step_limit: int = DEFAULT_STEP_LIMIT,
         compile_cache_size: int = 4096,
         slice_cache_size: int = 16384,
+        result_cache_size: int = DEFAULT_RESULT_CACHE_SIZE,
     ) -> None:
         self.cost_limit = cost_limit
         self.step_limit = step_limit
@@ -162,6 +171,9 @@ class CELEnvironment:
         self._slice_cache_size = slice_cache_size
         self._compiled: OrderedDict[str, CompiledSelector | InvalidSelectorError] = OrderedDict()
         self._slices: OrderedDict[str, _SliceEntry] = OrderedDict()
+        self._result_cache_size = result_cache_size
+        self._results: OrderedDict[tuple[int, str, str], bool | str] = OrderedDict()
+        self._tokens = 0
         self.stats = CacheStats()
 
     # --- compiling ---
@@ -222,8 +234,9 @@ class CELEnvironment:
         if isinstance(selector, str):
             selector = self.compile(selector, context=context)
         entry = self._entry(slice_key)
-        key = (selector.expression, device.name or "")
-        outcome = entry.results.get(key)
+        key = (entry.token, selector.expression, device.name or "")
+        results = self._results
+        outcome = results.get(key)
         if outcome is None:
             view = entry.views.get(device.name or "")
             if view is None:
@@ -232,12 +245,15 @@ class CELEnvironment:
                 entry.views[device.name or ""] = view
             self.stats.evaluations += 1
             outcome = selector._run(view)
-            entry.results[key] = outcome
+            results[key] = outcome
+            if len(results) > self._result_cache_size:
+                results.popitem(last=False)
         else:
             self.stats.result_hits += 1
+            results.move_to_end(key)
         if outcome is True or outcome is False:
             return outcome
-        raise SelectorEvaluationError(with_context(context, outcome), expression=key[0])
+        raise SelectorEvaluationError(with_context(context, outcome), expression=key[1])
 
     def forget_slice(self, uid: str) -> None:
         """Drop what is cached for a deleted slice (a new generation replaces it by itself)."""
@@ -246,11 +262,13 @@ class CELEnvironment:
     def clear(self) -> None:
         self._compiled.clear()
         self._slices.clear()
+        self._results.clear()
 
     def _entry(self, slice_key: SliceKey) -> _SliceEntry:
         entry = self._slices.get(slice_key.uid)
         if entry is None or entry.generation != slice_key.generation:
-            entry = _SliceEntry(slice_key.generation)
+            self._tokens += 1
+            entry = _SliceEntry(slice_key.generation, self._tokens)
             self._slices[slice_key.uid] = entry
             if len(self._slices) > self._slice_cache_size:
                 self._slices.popitem(last=False)

@@ -195,3 +195,15 @@ def test_slice_key_of_models() -> None:
 def test_uncompilable_string_selector_in_matches(env: CELEnvironment) -> None:
     with pytest.raises(InvalidSelectorError, match=r"^claim ns/a, request r, selector #2: "):
         env.matches("(", GPU_KEY, GPU, context="claim ns/a, request r, selector #2")
+
+
+def test_results_are_a_bounded_lru_across_slices() -> None:
+    """Unique tenant selectors cannot grow the result cache past its bound."""
+    env = CELEnvironment(result_cache_size=3)
+    for n in range(10):
+        assert env.matches(f"{n} >= 0", GPU_KEY, GPU)
+    assert len(env._results) == 3
+    assert env.matches("9 >= 0", GPU_KEY, GPU)  # the most recent ones are still there
+    assert env.stats.result_hits == 1
+    assert env.matches("0 >= 0", GPU_KEY, GPU)  # evicted long ago: evaluated again
+    assert env.stats.evaluations == 11
