@@ -18,7 +18,7 @@ DEMO_ARGS := $(if $(filter command line,$(origin KUBECONFIG)),--kubeconfig $(KUB
 PY_PATHS := operators tests bench e2e hack/config_reference.py
 
 .PHONY: help venv lint fmt test unit integration e2e e2e-kind chaos image docs bench bench-scheduler bench-tenants bench-fabric \
-        control-plane control-plane-up control-plane-down run clean
+        control-plane control-plane-up control-plane-down run clean cel-oracle
 
 help:
 	@echo "make run               the whole system on virtual nodes, with a live view (Ctrl-C stops)"
@@ -33,6 +33,7 @@ help:
 	@echo "make control-plane-up  start the local control plane in the background"
 	@echo "make control-plane-down  stop it"
 	@echo "make bench             CEL and allocator benchmarks (bench/)"
+	@echo "make cel-oracle        100,000 random CEL evaluations against Kubernetes' (CEL_ORACLE_ARGS=--examples N)"
 	@echo "make bench-scheduler   scheduler throughput on the local control plane (BENCH_ARGS=--workload upstream)"
 	@echo "make bench-fabric      fabric attach-to-bind latency on the local control plane"
 	@echo "make bench-tenants     one tenant's expensive selectors against another's pod; memory"
@@ -100,6 +101,12 @@ docs: $(STAMP)
 # Pure benchmarks (CEL, allocator); the cluster ones have targets of their own.
 bench: $(STAMP)
 	@for b in bench/bench_cel.py bench/bench_allocator.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+# Random selectors and devices, evaluated by kopf-dra and by Kubernetes' own CEL (hack/cel-oracle,
+# needs Go); prints every distinct disagreement.
+CEL_ORACLE_ARGS ?= --examples 100000
+cel-oracle: $(STAMP)
+	$(PY) -m tests.unit.cel.differential $(CEL_ORACLE_ARGS)
 
 bench-scheduler: $(STAMP) control-plane
 	$(PY) bench/bench_scheduler.py $(BENCH_ARGS)

@@ -38,6 +38,7 @@ from celpy.evaluation import (
 
 from . import library
 from .errors import InvalidSelectorError
+from .values import DomainMap
 
 Tree = lark.Tree[lark.Token]
 
@@ -593,9 +594,12 @@ class Scope:
 
     def __getitem__(self, name: str) -> Any:
         try:
-            return self.variables[name]
+            value = self.variables[name]
         except KeyError:
             raise NameError(name) from None
+        if type(value) is _Lazy:
+            return value.get()
+        return value
 
     def nested_activation(self, vars: dict[str, Any]) -> Scope:
         budget = self.budget
@@ -622,6 +626,10 @@ def _select(container: Any, field: str) -> Any:
 def _has(container: Any, field: str) -> Any:
     if isinstance(container, CELEvalError):
         return container
+    if isinstance(container, DomainMap):
+        # Kubernetes' attribute and capacity maps find every domain (an empty map when
+        # unknown), so has() is true for any domain, while ``in`` tests real membership.
+        return library.TRUE
     if isinstance(container, dict):
         return library.cel_bool(dict.__contains__(container, field))
     return CELEvalError(
@@ -639,16 +647,31 @@ def _result(activation: Scope, fn: Callable[[Scope], Any]) -> Any:
         return CELEvalError(f"undeclared reference to {exc.args[0]!r}", NameError, exc.args)
 
 
-def _bind(activation: Scope, var: str, source: Callable[..., Any], body: Callable[..., Any]) -> Any:
-    """``cel.bind(var, init, body)``: init is evaluated once, eagerly; its error is the result.
+class _Lazy:
+    """A bound variable's value, computed when first read (then kept)."""
 
-    As in cel-go, where bind is a comprehension whose accumulator is initialised with ``init``:
-    an error in ``init`` fails the whole bind even when ``body`` never reads the variable.
+    __slots__ = ("activation", "done", "source", "value")
+
+    def __init__(self, activation: Scope, source: Callable[..., Any]) -> None:
+        self.activation = activation
+        self.source = source
+        self.done = False
+        self.value: Any = None
+
+    def get(self) -> Any:
+        if not self.done:
+            self.value = _result(self.activation, self.source)
+            self.done = True
+        return self.value
+
+
+def _bind(activation: Scope, var: str, source: Callable[..., Any], body: Callable[..., Any]) -> Any:
+    """``cel.bind(var, init, body)``: init is evaluated once, when ``body`` first reads it.
+
+    As in cel-go, where the accumulator of bind's comprehension is initialised lazily: an
+    error in ``init`` is the result only when ``body`` reads the variable.
     """
-    value = _result(activation, source)
-    if isinstance(value, CELEvalError):
-        return value
-    return _result(activation.nested_activation({var: value}), body)
+    return _result(activation.nested_activation({var: _Lazy(activation, source)}), body)
 
 
 def _lazy_or(activation: Scope, left: Callable[..., Any], right: Callable[..., Any]) -> Any:

@@ -145,7 +145,10 @@ class SemverValue:
 def _parse_number(part: str, what: str, text: str) -> int:
     if not _NUMERIC.match(part):
         raise SemverError(f"invalid {what} version {part!r} in {text!r}")
-    return int(part)
+    number = int(part)
+    if number >= 2**64:
+        raise SemverError(f"{what} version {part!r} in {text!r}: value out of range")
+    return number
 
 
 def parse_semver(text: str, *, normalize: bool = False) -> SemverValue:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from celpy import celtypes
@@ -44,22 +45,51 @@ def _q_or_int(value: Any, fn: str) -> Quantity:
     return Quantity.from_decimal(want_int(value, fn))
 
 
-@method("sign", arity=(0,), returns="int")
+@function("sign", arity=(1,), returns="int")
 def quantity_sign(value: Any) -> celtypes.IntType:
+    """``sign(q)``: a global function in Kubernetes' quantity library, not a method."""
     return cel_int(_q(value, "sign").sign())
+
+
+_SPELLING = re.compile(r"([0-9]*)(?:\.([0-9]*))?(.*)")
+_DECIMAL_EXPONENTS = {"": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+_DECIMAL_EXPONENTS |= {"m": -3, "u": -6, "n": -9}
+_BINARY_POWERS = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+
+
+def _fast_int64(q: Quantity) -> bool:
+    """Kubernetes' Quantity.AsInt64: only a quantity parsed into its int64 form converts, i.e.
+    at most 18 significant digits and no digits below the unit (``1000m``, ``1.0`` do not,
+    ``1.5k`` does), and a value inside int64."""
+    if not (q.is_integer() and INT64_MIN <= q.value <= INT64_MAX):
+        return False
+    match = _SPELLING.fullmatch(q.text.strip().lstrip("+-"))
+    if match is None:
+        return False
+    whole, fraction, suffix = match.group(1), match.group(2) or "", match.group(3)
+    if len((whole + fraction).lstrip("0")) > 18:
+        return False
+    if re.fullmatch(r"[eE][+-]?[0-9]+", suffix):
+        exponent = int(suffix[1:])
+    elif suffix in _DECIMAL_EXPONENTS:
+        exponent = _DECIMAL_EXPONENTS[suffix]
+    else:  # a binary suffix
+        power = _BINARY_POWERS.get(suffix)
+        return not fraction and power is not None and int(whole or "0") << power <= INT64_MAX
+    scale = exponent - len(fraction)
+    return scale >= 0 and int((whole + fraction) or "0") * 10**scale <= INT64_MAX
 
 
 @method("isInteger", arity=(0,), returns="bool")
 def quantity_is_integer(value: Any) -> celtypes.BoolType:
-    q = _q(value, "isInteger")
-    return cel_bool(q.is_integer() and INT64_MIN <= q.value <= INT64_MAX)
+    return cel_bool(_fast_int64(_q(value, "isInteger")))
 
 
 @method("asInteger", arity=(0,), returns="int")
 def quantity_as_integer(value: Any) -> celtypes.IntType:
     q = _q(value, "asInteger")
-    if not q.is_integer() or not INT64_MIN <= q.value <= INT64_MAX:
-        raise fail(f"cannot convert value to integer: {q.canonical()}")
+    if not _fast_int64(q):
+        raise fail("cannot convert value to integer")
     return cel_int(int(q.value))
 
 

@@ -8,6 +8,7 @@ declares those overloads in its ip and cidr libraries; one conversion here saves
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -214,6 +215,23 @@ def _negate(a: Any) -> Any:
         return CELEvalError(f"no such overload: -{type_name(a)}", TypeError, ())
 
 
+def _divide(a: Any, b: Any) -> Any:
+    """IEEE division for doubles (x/0.0 is +-Inf, 0/0 and NaN/0 NaN), truncating for ints."""
+    if isinstance(a, float) and isinstance(b, float) and b == 0.0:
+        if a == 0.0 or math.isnan(a):
+            return celtypes.DoubleType(math.nan)
+        negative = (math.copysign(1.0, a) < 0) != (math.copysign(1.0, b) < 0)
+        return celtypes.DoubleType(-math.inf if negative else math.inf)
+    return a / b
+
+
+def _modulo(a: Any, b: Any) -> Any:
+    """``%`` on int64 overflows for MIN % -1, as in cel-go."""
+    if isinstance(a, int) and not isinstance(a, celtypes.UintType) and a == INT64_MIN and b == -1:
+        raise OverflowError("integer overflow")
+    return a % b
+
+
 # Operators, by the labels cel-python's transpiler asks for.
 OPERATORS: dict[str, Function] = {
     "_&&_": logical_and,
@@ -231,10 +249,42 @@ OPERATORS: dict[str, Function] = {
     "_+_": _arith("+", lambda a, b: a + b),
     "_-_": _arith("-", lambda a, b: a - b),
     "_*_": _arith("*", lambda a, b: a * b),
-    "_/_": _arith("/", lambda a, b: a / b),
-    "_%_": _arith("%", lambda a, b: a % b),
+    "_/_": _arith("/", lambda a, b: _divide(a, b)),
+    "_%_": _arith("%", lambda a, b: _modulo(a, b)),
     "-_": _negate,
 }
+
+
+def format_double(value: float) -> str:
+    """A double as cel-go's string() writes it (Go's strconv 'g' with the shortest digits)."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    text = repr(value)
+    mantissa, _, exponent = text.partition("e")
+    if mantissa.endswith(".0"):
+        mantissa = mantissa[:-2]
+    exp = int(exponent) if exponent else None
+    if exp is None:
+        # Python prints without an exponent up to 1e16; Go's 'g' switches at exponent >= 21.
+        digits = mantissa.replace("-", "").replace(".", "").lstrip("0") or "0"
+        int_part = mantissa.replace("-", "").split(".")[0]
+        magnitude = len(int_part) - 1 if int_part != "0" else None
+        if magnitude is not None and magnitude >= 21:
+            return _go_exponent(value, digits, magnitude)
+        return mantissa
+    if -4 <= exp < 21:
+        return f"{value:f}".rstrip("0").rstrip(".") if "." in f"{value:f}" else f"{value:f}"
+    sign = "-" if exp < 0 else "+"
+    return f"{mantissa}e{sign}{abs(exp):02d}"
+
+
+def _go_exponent(value: float, digits: str, magnitude: int) -> str:
+    sign = "-" if value < 0 else ""
+    digits = digits.rstrip("0") or "0"
+    mantissa = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+    return f"{sign}{mantissa}e+{magnitude:02d}"
 
 
 # --- functions ---------------------------------------------------------------------------------
@@ -263,12 +313,21 @@ def string(value: Any) -> celtypes.StringType:
         raise fail(f"no such overload: string({type_name(value)})")
     if is_bool(value):
         return celtypes.StringType("true" if value else "false")
+    if isinstance(value, float):
+        return celtypes.StringType(format_double(float(value)))
+    if isinstance(value, (list, dict)):
+        raise fail(f"no such overload: string({type_name(value)})")
     return celtypes.StringType(value)
+
+
+_DECIMAL = re.compile(r"[+-]?[0-9]+")
 
 
 @function("int", arity=(1,), returns="int")
 def to_int(value: Any) -> celtypes.IntType:
     if isinstance(value, str):
+        if not _DECIMAL.fullmatch(value):
+            raise fail(f"type conversion error from 'string' to 'int': {value!r}")
         return cel_int(int(value, 10))
     if isinstance(value, float):
         if math.isnan(value) or math.isinf(value) or not INT64_MIN <= value <= INT64_MAX:

@@ -92,9 +92,17 @@ def substring(text: Any, start: Any, end: Any = None) -> celtypes.StringType:
     return celtypes.StringType(s[begin:stop])
 
 
+# Unicode White_Space, what Go's strings.TrimSpace removes (Python's strip() also removes
+# the separators \x1c-\x1f, which Go keeps).
+_WHITE_SPACE = (
+    "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
+    "\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+
+
 @method("trim", arity=(0,), returns="string")
 def trim(text: Any) -> celtypes.StringType:
-    return celtypes.StringType(want_string(text, "trim").strip())
+    return celtypes.StringType(want_string(text, "trim").strip(_WHITE_SPACE))
 
 
 @method("join", arity=(0, 1), returns="string")

@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+
 from operators.api.resource import Device
 from operators.cel import CELEnvironment, InvalidSelectorError, SliceKey
 
@@ -55,7 +56,8 @@ class Oracle:
         )
 
     def ask(self, expression: str, devices: list[J]) -> list[str]:
-        assert self._process.stdin is not None and self._process.stdout is not None
+        assert self._process.stdin is not None
+        assert self._process.stdout is not None
         request = {"expression": expression, "driver": DRIVER, "devices": devices}
         self._process.stdin.write(json.dumps(request) + "\n")
         self._process.stdin.flush()

@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (expression templates read best on one line each)
 """Hypothesis generators of device selectors and devices for the differential CEL tests.
 
 Expressions are built by the type they should have (so most of them compile and exercise
@@ -287,7 +288,7 @@ def gen_list(draw: st.DrawFn, depth: int) -> str:
         return f"{gen_string(draw, depth - 1)}.findAll('[a-z]')"
     if c == 13:
         return f"{gen_map(draw, depth - 1)}.map(k, k)"
-    return f"[1, 2, 3].transformList(i, v, v * i)"
+    return "[1, 2, 3].transformList(i, v, v * i)"
 
 
 def gen_map(draw: st.DrawFn, depth: int) -> str:

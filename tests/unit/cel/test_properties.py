@@ -24,7 +24,7 @@ QUANTITY_SELECTORS = {
     "is_greater": ENV.compile(f"{C}.a.isGreaterThan({C}.b)"),
     "sum": ENV.compile(f"{C}.a.add({C}.b) == {C}.sum"),
     "difference": ENV.compile(f"{C}.a.sub({C}.b) == {C}.difference"),
-    "sign": ENV.compile(f'{C}.a.sign() == {C}.a.compareTo(quantity("0"))'),
+    "sign": ENV.compile(f'sign({C}.a) == {C}.a.compareTo(quantity("0"))'),
 }
 
 SUFFIXES = ["", "m", "k", "M", "G", "Ki", "Mi", "Gi", "Ti", "n", "u", "e3", "E-2"]
@@ -78,8 +78,11 @@ def test_quantity_equality_ignores_spelling(text: str) -> None:
     selector = ENV.compile(f'quantity("{text}") == quantity("{canonical}")')
     assert selector.evaluate(build_device_view("d", device("x"))) is True
     as_integer = ENV.compile(f'quantity("{text}").isInteger()')
-    expected = q.is_integer() and -(2**63) <= q.value < 2**63
-    assert as_integer.evaluate(build_device_view("d", device("x"))) is expected
+    # Kubernetes answers from the int64 form a quantity was parsed into: a whole value spelled
+    # with sub-unit digits ("1000m") is not an integer there, so only the implication holds.
+    if as_integer.evaluate(build_device_view("d", device("x"))):
+        assert q.is_integer()
+        assert -(2**63) <= q.value < 2**63
 
 
 VERSION_SELECTOR = ENV.compile(

@@ -1,0 +1,72 @@
+"""kopf-dra's CEL against Kubernetes' (hack/cel-oracle): regression rows, each checked both ways.
+
+Every row is a disagreement the differential runs found (``make cel-oracle``), with upstream's
+answer: the oracle must still give it (so the row stays true to Kubernetes 1.36) and so must
+kopf-dra. Skipped only when no Go toolchain is installed (the oracle cannot be built).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from .differential import NoToolchainError, Oracle, oracle, ours
+from .generators import J
+
+DEVICE: J = {
+    "name": "dev-0",
+    "attributes": {"a": {"int": 1}, "s": {"string": "x y"}, "l": {"ints": [1, 2]}},
+    "capacity": {"mem": {"value": "8Gi"}},
+}
+BAD_VERSION: J = {"name": "dev-1", "attributes": {"v": {"version": "99999999999999999999.0.0"}}}
+
+# (expression, upstream's outcome on DEVICE)
+ROWS: list[tuple[str, str]] = [
+    # Every domain of the attribute map is present (an empty map when unknown).
+    ("has(device.attributes.nope)", "true"),
+    ("'nope' in device.attributes", "false"),
+    # cel.bind binds lazily: an unread error is no error.
+    ("cel.bind(x, 1 / 0, false)", "false"),
+    ("cel.bind(x, 1 / 0, x == 1)", "error"),
+    # Quantity: sign() is a global function; isInteger()/asInteger() read the int64 form.
+    ('sign(quantity("-1")) == -1', "true"),
+    ('quantity("-1").sign() == -1', "compile error"),
+    ('quantity("8Ei").isInteger()', "false"),
+    ('quantity("1000m").isInteger()', "false"),
+    ('quantity("1.0").isInteger()', "false"),
+    ('quantity("9223372036854775807").isInteger()', "false"),
+    ('quantity("1.5k").isInteger()', "true"),
+    ('quantity("9E").isInteger()', "true"),
+    ('quantity("1000m").asInteger() == 1', "error"),
+    # Doubles divide as IEEE 754; int64 MIN % -1 overflows.
+    ("-1.0 / 0.0 < 0.0", "true"),
+    ("0.0 / 0.0 != 0.0 / 0.0", "true"),
+    ("-9223372036854775808 % -1 == 0", "error"),
+    # Conversions: Go's number formatting and parsing.
+    ('string(2.0) == "2"', "true"),
+    ('string(1e21) == "1e+21"', "true"),
+    ('int("+12") == 12', "true"),
+    # trim() keeps the ASCII separators \x1c-\x1f, as Go's TrimSpace does.
+    ("'\\x1c a \\x1d'.trim() == 'a'", "false"),
+    # Versions past uint64 do not parse.
+    ('semver("99999999999999999999.0.0") == semver("1.0.0")', "error"),
+]
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Oracle:
+    try:
+        return oracle()
+    except NoToolchainError as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.mark.parametrize(("expression", "outcome"), ROWS, ids=[r[0][:40] for r in ROWS])
+def test_regression_row(upstream: Oracle, expression: str, outcome: str) -> None:
+    assert upstream.ask(expression, [DEVICE]) == [outcome], "the row no longer holds upstream"
+    assert ours(expression, [DEVICE]) == [outcome]
+
+
+def test_unparseable_version_fails_every_evaluation(upstream: Oracle) -> None:
+    expression = "true"
+    assert upstream.ask(expression, [BAD_VERSION]) == ["error"]
+    assert ours(expression, [BAD_VERSION]) == ["error"]
