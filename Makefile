@@ -17,7 +17,7 @@ KIND_KUBECONFIG := $(CURDIR)/.kind-kubeconfig
 DEMO_ARGS := $(if $(filter command line,$(origin KUBECONFIG)),--kubeconfig $(KUBECONFIG))
 PY_PATHS := operators tests bench e2e hack/config_reference.py
 
-.PHONY: help venv lint fmt test unit integration e2e e2e-kind chaos image docs bench bench-scheduler bench-tenants bench-fabric \
+.PHONY: help venv lint fmt test unit integration e2e e2e-kind chaos image docs bench bench-scheduler bench-compare bench-tenants bench-fabric \
         control-plane control-plane-up control-plane-down run clean cel-oracle
 
 help:
@@ -36,6 +36,7 @@ help:
 	@echo "make cel-oracle        100,000 random CEL evaluations against Kubernetes' (CEL_ORACLE_ARGS=--examples N)"
 	@echo "make bench-scheduler   scheduler throughput on the local control plane (BENCH_ARGS=--workload upstream)"
 	@echo "make bench-fabric      fabric attach-to-bind latency on the local control plane"
+	@echo "make bench-compare     kopf-dra against kube-scheduler + kube-controller-manager, side by side"
 	@echo "make bench-tenants     one tenant's expensive selectors against another's pod; memory"
 
 $(STAMP): pyproject.toml constraints.txt
@@ -110,6 +111,9 @@ cel-oracle: $(STAMP)
 
 bench-scheduler: $(STAMP) control-plane
 	$(PY) bench/bench_scheduler.py $(BENCH_ARGS)
+
+bench-compare: $(STAMP) control-plane
+	$(PY) -m bench.bench_compare $(BENCH_ARGS)
 
 bench-tenants: $(STAMP) control-plane
 	$(PY) -m bench.bench_tenants $(BENCH_ARGS)

@@ -3,6 +3,8 @@
 Workloads:
   default   100 nodes x 8 devices, 1000 pods from a ResourceClaimTemplate
   upstream  500 nodes x 10 devices, 5000 pods (scheduler_perf SchedulingWithResourceClaimTemplate)
+  large     5000 nodes x 8 devices, 5000 pods
+``--churn`` republishes 10% of the slices every second while the pods are placed.
 
 The claim-template controller, the reservation cleanup and the scheduler run as separate
 processes (``kopf-dra run ...``), as in a cluster. Reported: pods/s from the first creation to the
@@ -24,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +34,11 @@ from operators.kube import controlplane
 from operators.kube.api import KubeAPI
 from operators.kube.client import make_api_client
 
-WORKLOADS = {"default": (100, 8, 1000), "upstream": (500, 10, 5000)}
+WORKLOADS = {
+    "default": (100, 8, 1000),
+    "upstream": (500, 10, 5000),
+    "large": (5000, 8, 5000),
+}
 DRIVER = "bench.example.com"
 NAMESPACE = "bench"
 WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE")
@@ -146,7 +153,39 @@ async def setup(kube: KubeAPI, nodes: int, devices: int) -> None:
     await asyncio.gather(*(node(i) for i in range(nodes)))
 
 
-async def run(kubeconfig: Path, workload: str, pids: dict[str, int]) -> dict[str, Any]:
+def churn(nodes: int, share: float = 0.1) -> Callable[[KubeAPI], Coroutine[Any, Any, None]]:
+    """Republish ``share`` of the slices every second (a new pool generation each time), as a
+    driver reporting device health would."""
+
+    async def republish(kube: KubeAPI) -> None:
+        count = max(1, int(nodes * share))
+        turn = 0
+        while True:
+            started = time.monotonic()
+            for i in range(turn, turn + count):
+                name = f"bench-node-{i % nodes:04d}-gpus"
+                body = await kube.get("ResourceSlice", name)
+                body["spec"]["pool"]["generation"] += 1
+                await kube.replace(body)
+            turn += count
+            await asyncio.sleep(max(0.0, 1.0 - (time.monotonic() - started)))
+
+    return republish
+
+
+async def run(
+    kubeconfig: Path,
+    workload: str,
+    pids: dict[str, int],
+    *,
+    scheduler_name: str = "kopf-dra",
+    during: Callable[[KubeAPI], Coroutine[Any, Any, None]] | None = None,
+) -> dict[str, Any]:
+    """Create the workload's pods as fast as possible and time their binding.
+
+    ``during``, when given, runs beside the measured window (slice churn) and is cancelled
+    when the window ends.
+    """
     nodes, devices, pods = WORKLOADS[workload]
     fits = min(pods, nodes * devices)
     async with await make_api_client(kubeconfig) as api_client:
@@ -171,7 +210,7 @@ async def run(kubeconfig: Path, workload: str, pids: dict[str, int]) -> dict[str
                         "kind": "Pod",
                         "metadata": {"name": name, "namespace": NAMESPACE},
                         "spec": {
-                            "schedulerName": "kopf-dra",
+                            "schedulerName": scheduler_name,
                             "containers": [
                                 {
                                     "name": "c",
@@ -200,12 +239,17 @@ async def run(kubeconfig: Path, workload: str, pids: dict[str, int]) -> dict[str
                         return
 
         watcher = asyncio.create_task(watch())
+        background = asyncio.create_task(during(kube)) if during is not None else None
         await asyncio.gather(*(create(i) for i in range(pods)))
         deadline = 60 + pods / 5
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(watcher), deadline)
         elapsed = max(bound.values(), default=time.monotonic()) - start
         watcher.cancel()
+        if background is not None:
+            background.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await background
         after = await writes(kube)
         cpu = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in pids.items()}
     delta = {k: after.get(k, 0) - before.get(k, 0) for k in after}
@@ -233,6 +277,7 @@ async def run(kubeconfig: Path, workload: str, pids: dict[str, int]) -> dict[str
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workload", choices=sorted(WORKLOADS), default="default")
+    parser.add_argument("--churn", action="store_true", help="republish 10%% of slices a second")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, controlplane.running(Path(tmp) / "cp") as cp:
         logs = Path(tmp)
@@ -259,7 +304,10 @@ def main() -> int:
             pids.update(
                 {Path(f"/proc/{p.pid}/comm").read_text().strip(): p.pid for p in cp.processes}
             )
-            result = asyncio.run(run(cp.kubeconfig, args.workload, pids))
+            nodes = WORKLOADS[args.workload][0]
+            result = asyncio.run(
+                run(cp.kubeconfig, args.workload, pids, during=churn(nodes) if args.churn else None)
+            )
         finally:
             for p in procs:
                 p.terminate()

@@ -1,0 +1,208 @@
+"""kopf-dra against kube-scheduler + kube-controller-manager, side by side (``make bench-compare``).
+
+Both systems run the same workloads of ``bench_scheduler`` (pods from a ResourceClaimTemplate),
+each round on a fresh local control plane, alternating system by system, for an odd number of
+rounds:
+
+- kopf-dra: ``claim-templates``, ``reservations`` and ``scheduler`` as separate processes;
+- upstream: kube-scheduler and kube-controller-manager (``--controllers=resourceclaim-controller``)
+  of the pinned release, built like the control plane (``hack/controlplane/build-upstream.sh``),
+  client QPS/burst 5000, the control plane's DRA feature gates, leader election on as both
+  ship it.
+
+Printed per system: pods/s, p50/p99 latency, API writes per pod and CPU-seconds per process
+(kube-apiserver and etcd included), then the ratio of the medians with the spread across rounds.
+Nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from bench.bench_scheduler import WORKLOADS, churn, run
+from operators.kube import controlplane
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILD_UPSTREAM = ROOT / "hack" / "controlplane" / "build-upstream.sh"
+KOPF_DRA = ("claim-templates", "reservations", "scheduler")
+QPS = "5000"
+
+
+def upstream_bin() -> Path:
+    done = subprocess.run(
+        ["bash", str(BUILD_UPSTREAM)], capture_output=True, text=True, check=True, timeout=3600
+    )
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
+def gates() -> str:
+    return ",".join(f"{g}={str(on).lower()}" for g, on in controlplane.FEATURE_GATES.items())
+
+
+def scheduler_config(path: Path, kubeconfig: Path) -> Path:
+    path.write_text(
+        "apiVersion: kubescheduler.config.k8s.io/v1\n"
+        "kind: KubeSchedulerConfiguration\n"
+        "clientConnection:\n"
+        f"  kubeconfig: {kubeconfig}\n"
+        f"  qps: {QPS}\n"
+        f"  burst: {QPS}\n"
+    )
+    return path
+
+
+def upstream_argv(bin_dir: Path, kubeconfig: Path, tmp: Path) -> dict[str, list[str]]:
+    return {
+        "kube-scheduler": [
+            str(bin_dir / "kube-scheduler"),
+            f"--config={scheduler_config(tmp / 'scheduler.yaml', kubeconfig)}",
+            f"--authentication-kubeconfig={kubeconfig}",
+            f"--authorization-kubeconfig={kubeconfig}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={controlplane.free_port()}",
+            f"--feature-gates={gates()}",
+        ],
+        "kube-controller-manager": [
+            str(bin_dir / "kube-controller-manager"),
+            f"--kubeconfig={kubeconfig}",
+            f"--authentication-kubeconfig={kubeconfig}",
+            f"--authorization-kubeconfig={kubeconfig}",
+            "--controllers=resourceclaim-controller",
+            f"--kube-api-qps={QPS}",
+            f"--kube-api-burst={QPS}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={controlplane.free_port()}",
+            f"--feature-gates={gates()}",
+        ],
+    }
+
+
+def kopf_dra_argv(kubeconfig: Path) -> dict[str, list[str]]:
+    return {
+        c: [sys.executable, "-m", "operators.cli", "run", c, "--kubeconfig", str(kubeconfig)]
+        for c in KOPF_DRA
+    }
+
+
+@contextmanager
+def started(
+    argv: dict[str, list[str]], logs: Path, env: dict[str, str]
+) -> Iterator[dict[str, int]]:
+    procs = {
+        name: subprocess.Popen(
+            cmd, stdout=(logs / f"{name}.log").open("w"), stderr=subprocess.STDOUT, env=env
+        )
+        for name, cmd in argv.items()
+    }
+    try:
+        yield {name: p.pid for name, p in procs.items()}
+    finally:
+        for p in procs.values():
+            p.terminate()
+        for p in procs.values():
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def one_round(system: str, workload: str, bin_dir: Path, with_churn: bool) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp, controlplane.running(Path(tmp) / "cp") as cp:
+        logs = Path(tmp)
+        env = {**os.environ, "KUBECONFIG": str(cp.kubeconfig), "KOPF_DRA_LOG_LEVEL": "WARNING"}
+        if system == "kopf-dra":
+            argv, scheduler_name = kopf_dra_argv(cp.kubeconfig), "kopf-dra"
+        else:
+            argv, scheduler_name = upstream_argv(bin_dir, cp.kubeconfig, logs), "default-scheduler"
+        with started(argv, logs, env) as pids:
+            pids.update(
+                {Path(f"/proc/{p.pid}/comm").read_text().strip(): p.pid for p in cp.processes}
+            )
+            nodes = WORKLOADS[workload][0]
+
+            async def measured() -> dict[str, Any]:
+                return await run(
+                    cp.kubeconfig,
+                    workload,
+                    pids,
+                    scheduler_name=scheduler_name,
+                    during=churn(nodes) if with_churn else None,
+                )
+
+            return asyncio.run(measured())
+
+
+def summary(name: str, results: list[dict[str, Any]]) -> dict[str, float]:
+    rates = [r["pods_per_s"] for r in results]
+    cpu: dict[str, list[float]] = {}
+    for r in results:
+        for proc, seconds in r["cpu_seconds"].items():
+            cpu.setdefault(proc, []).append(seconds)
+    med = {proc: statistics.median(v) for proc, v in cpu.items()}
+    print(
+        f"  {name:9s} pods/s median {statistics.median(rates):6.1f} "
+        f"(rounds {', '.join(f'{x:.1f}' for x in rates)}); "
+        f"p50 {statistics.median(r['p50_s'] for r in results):.2f} s, "
+        f"p99 {statistics.median(r['p99_s'] for r in results):.2f} s; "
+        f"writes/pod {statistics.median(r['writes_per_pod'] for r in results):.2f}; "
+        f"unbound {max(r['unbound'] for r in results)}"
+    )
+    print(f"            CPU s (medians): {', '.join(f'{p} {s:.1f}' for p, s in med.items())}")
+    return {"rate": statistics.median(rates), **med}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workload", choices=sorted(WORKLOADS), action="append")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--churn", action="store_true", help="republish 10%% of slices a second")
+    args = parser.parse_args()
+    rounds = args.rounds if args.rounds % 2 else args.rounds + 1
+    bin_dir = upstream_bin()
+    for workload in args.workload or ["default", "upstream"]:
+        results: dict[str, list[dict[str, Any]]] = {"kopf-dra": [], "upstream": []}
+        for i in range(rounds):
+            order = ("kopf-dra", "upstream") if i % 2 == 0 else ("upstream", "kopf-dra")
+            for system in order:
+                results[system].append(one_round(system, workload, bin_dir, args.churn))
+        title = WORKLOADS[workload]
+        print(
+            f"{workload} ({title[0]} nodes x {title[1]} devices, {title[2]} pods"
+            f"{', churn' if args.churn else ''}), {rounds} alternating rounds"
+        )
+        ours = summary("kopf-dra", results["kopf-dra"])
+        theirs = summary("upstream", results["upstream"])
+        ratio = ours["rate"] / theirs["rate"] if theirs["rate"] else float("nan")
+        spread = [
+            a["pods_per_s"] / b["pods_per_s"]
+            for a, b in zip(results["kopf-dra"], results["upstream"], strict=True)
+            if b["pods_per_s"]
+        ]
+        ours_cpu = sum(ours.get(c, 0.0) for c in KOPF_DRA)
+        theirs_cpu = sum(theirs.get(c, 0.0) for c in ("kube-scheduler", "kube-controller-manager"))
+        claims = ours.get("claim-templates", 0.0) + ours.get("reservations", 0.0)
+        kcm = theirs.get("kube-controller-manager", 0.0)
+        print(
+            f"  ratio of medians (kopf-dra / upstream): pods/s {ratio:.2f} "
+            f"(per round {min(spread):.2f}-{max(spread):.2f}); component CPU "
+            f"{ours_cpu:.1f} / {theirs_cpu:.1f} s; kube-apiserver "
+            f"{ours.get('kube-apiserver', 0):.1f} / {theirs.get('kube-apiserver', 0):.1f} s; "
+            f"etcd {ours.get('etcd', 0):.1f} / {theirs.get('etcd', 0):.1f} s; claim "
+            f"controllers / kube-controller-manager CPU {claims:.1f} / {kcm:.1f} s"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
