@@ -13,7 +13,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from e2e.chaos.runner import Outcome, run_scenario
-from e2e.chaos.scenarios import SCENARIOS, Scenario
+from e2e.chaos.scenarios import SCENARIOS as FAULTS
+from e2e.chaos.scenarios import Scenario
+from e2e.chaos.tenants import TENANT_SCENARIOS
+
+SCENARIOS = {**FAULTS, **{s.name: s for s in TENANT_SCENARIOS}}
 
 
 def selected(names: Sequence[str]) -> list[Scenario]:
