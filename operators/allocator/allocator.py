@@ -26,7 +26,7 @@ from operators.allocator.errors import (
     InvalidPoolError,
     OutOfTimeError,
 )
-from operators.allocator.explain import explain
+from operators.allocator.explain import ClaimBreakdown, breakdown, explain
 from operators.allocator.features import Features
 from operators.allocator.outcome import Outcome, Stats, Status
 from operators.allocator.pools import Pool, gather_pools
@@ -229,6 +229,13 @@ class Allocator:
         """Raise OutOfTimeError once the caller's budget is spent."""
         if self._out_of_time is not None and self._out_of_time():
             raise OutOfTimeError("timed out trying to allocate devices")
+
+    def breakdown(self, node: Node, claims: Sequence[ResourceClaim]) -> list[ClaimBreakdown]:
+        """Device by device, why each request of ``claims`` can or cannot use ``node``'s
+        devices (the search itself is not run)."""
+        search = Search(self, node, list(claims), self._view(node))
+        search.validate()
+        return breakdown(search)
 
     def allocate(self, node: Node, claims: Sequence[ResourceClaim]) -> Outcome:
         """Find devices for all claims on ``node`` (claims must not be allocated yet)."""

@@ -8,6 +8,7 @@ Messages are short enough for a pod condition.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from decimal import Decimal
 
@@ -116,3 +117,94 @@ def explain(search: Search) -> list[Reason]:
             )
         reasons.extend(claim_reasons)
     return reasons
+
+
+# --- the device-by-device breakdown (``kopf-dra simulate --explain``) -----------------------
+
+SHOWN_DEVICES = 4  # device names listed per reason
+
+
+@dataclasses.dataclass(frozen=True)
+class RequestBreakdown:
+    """Where one request's candidate devices on a node went, device by device."""
+
+    claim: str
+    request: str
+    needed: int
+    usable: tuple[str, ...]
+    eliminated: tuple[tuple[str, tuple[str, ...]], ...]  # (reason, device names), in order
+
+
+@dataclasses.dataclass(frozen=True)
+class ClaimBreakdown:
+    claim: str
+    requests: tuple[RequestBreakdown, ...]
+    constraints: tuple[str, ...]  # matchAttribute / distinctAttribute, as written
+
+
+def _first_failing(
+    search: Search, request: RequestSpec, candidate: Candidate, from_class: bool
+) -> str | None:
+    """Which selector (class or request, by index and expression) rejects the device."""
+    selectors = request.device_class.spec.selectors if from_class else request.selectors
+    for index, selector in enumerate(selectors):
+        if not search.selectors_match(request, candidate, [selector], from_class=from_class):
+            expression = (selector.cel.expression if selector.cel is not None else "") or ""
+            owner = (
+                f"class {request.device_class.metadata.name} selector #{index}"
+                if from_class
+                else f"request selector #{index}"
+            )
+            return f"{owner} ({_short(expression)})"
+    return None
+
+
+def _short(text: str, limit: int = 60) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def breakdown(search: Search) -> list[ClaimBreakdown]:
+    """Per claim and request: the usable devices and, for every other device of the node, the
+    first check that eliminated it (with the selector that said no)."""
+    out: list[ClaimBreakdown] = []
+    for claim_index, claim in enumerate(search.claims):
+        requests: list[RequestBreakdown] = []
+        for alternatives in search.requests[claim_index]:
+            for request in alternatives.options:
+                usable: list[str] = []
+                eliminated: dict[str, list[str]] = {}
+                for candidate in search.view.devices:
+                    kind, detail = _classify(search, request, candidate)
+                    name = str(candidate.id)
+                    if kind == "usable":
+                        usable.append(name)
+                        continue
+                    try:
+                        if kind.startswith("fail class"):
+                            kind = _first_failing(search, request, candidate, True) or kind
+                        elif kind == "fail request selectors":
+                            kind = _first_failing(search, request, candidate, False) or kind
+                    except InvalidInputError as e:
+                        kind = f"selector error: {e}"
+                    if detail:
+                        kind = f"{kind}: {detail}"
+                    eliminated.setdefault(kind, []).append(name)
+                need = request.num_devices if request.mode != "All" else max(request.num_devices, 1)
+                requests.append(
+                    RequestBreakdown(
+                        claim.key,
+                        request.full_name,
+                        need,
+                        tuple(usable),
+                        tuple((k, tuple(v)) for k, v in eliminated.items()),
+                    )
+                )
+        constraints = tuple(
+            (f"matchAttribute {c.match_attribute}" if c.match_attribute else "")
+            + (f"distinctAttribute {c.distinct_attribute}" if c.distinct_attribute else "")
+            + f" on {', '.join(c.requests) or 'every request'}"
+            for c in claim.spec.devices.constraints
+        )
+        out.append(ClaimBreakdown(claim.key, tuple(requests), constraints))
+    return out

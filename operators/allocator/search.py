@@ -199,6 +199,11 @@ class Search:
         self.consumed_counters: dict[PoolID, dict[str, dict[str, Decimal]]] = {}
         self.steps = 0
 
+    def validate(self) -> None:
+        """Validate the claims and resolve their requests (what ``run`` does first): enough
+        for an explanation without a search."""
+        self._validate_claims()
+
     def run(self) -> bool:
         """Validate the claims, then search; True when every claim got its devices."""
         self._validate_claims()

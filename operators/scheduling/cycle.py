@@ -10,9 +10,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Mapping, MutableSet, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 
-from operators.allocator import Allocator, InvalidInputError, Outcome, OutOfTimeError, Status
+from operators.allocator import (
+    AllocatedState,
+    Allocator,
+    InvalidInputError,
+    Outcome,
+    OutOfTimeError,
+    Status,
+)
 from operators.allocator.errors import InvalidNodeSelectorError
 from operators.allocator.nodes import selector_matches
 from operators.api.core import Node, Pod
@@ -62,6 +69,10 @@ def resolve_claims(
     return found
 
 
+# A node where claims did not fit, and the allocated state that outcome was computed on.
+KnownOutcome = tuple[AllocatedState, Outcome]
+
+
 @dataclasses.dataclass(frozen=True)
 class NodeFit:
     """A feasible node: the allocations it gets for the pod's unallocated claims."""
@@ -82,6 +93,8 @@ class CycleResult:
     unavailable: tuple[str, ...] = ()
     # The allocator's time budget ran out: the nodes not decided say so.
     timed_out: bool = False
+    # node -> its own detailed reason (``explain_all``; ``details`` has one per grouped reason)
+    explanations: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def chosen(self) -> NodeFit | None:
@@ -100,22 +113,28 @@ def run_cycle(
     allocator: Allocator | None,
     *,
     policy: ScorePolicy = "least-allocated",
-    known_unsatisfiable: MutableSet[str] | None = None,
+    known_unsatisfiable: MutableMapping[str, KnownOutcome] | None = None,
     best_only: bool = False,
     nominated: str | None = None,
+    explain_all: bool = False,
 ) -> CycleResult:
     """Filter every node, allocate the pod's unallocated claims on each, score the fits.
 
     ``allocator`` may be None only when no claim needs allocating. ``known_unsatisfiable``
-    holds nodes where claims of the same specs did not fit since nothing was freed: allocations
-    only ever take devices away, so they are skipped (and the set gains the new ones); the
-    caller empties it whenever devices, counters, capacity or nodes may have been freed.
+    holds, by node, the outcome where claims of the same specs did not fit since nothing was
+    freed, with the allocated state it was computed on: allocations only ever take devices
+    away, so such nodes are skipped (and the map gains the new ones); the caller empties it
+    whenever devices, counters, capacity or nodes may have been freed. When the pod ends up
+    unschedulable, a skipped node is explained by its own outcome (recomputed if anything was
+    allocated since), so the message is the one a cycle without skipping gives.
 
     With ``best_only``, nodes are visited in the order of the best score they could reach
     (rank and binding devices 0, their utilisation known before allocating), and the visit
     stops once a fit beats every node not yet visited: the chosen node is the one a full scan
     picks, for a fraction of the allocator calls. ``nominated`` is visited first, and a fit
-    there ends the visit (it is preferred whatever its score).
+    there ends the visit (it is preferred whatever its score). ``explain_all`` explains every
+    node that does not fit even when others do (``simulate``; the scheduler only needs why
+    when nothing fits).
     """
     requests = pod_requests(pod)
     to_allocate = [c for c in claims if not c.is_allocated]
@@ -203,7 +222,7 @@ def run_cycle(
             if outcome.status is Status.UNSATISFIABLE:
                 unsatisfiable.append((name, outcome))
                 if known_unsatisfiable is not None:
-                    known_unsatisfiable.add(name)
+                    known_unsatisfiable[name] = (allocator.allocated, outcome)
                 continue
             results = dict(zip((c.key for c in to_allocate), outcome.results, strict=True))
         score = Score.of(node, node_usage, requests, to_allocate, results, policy)
@@ -213,28 +232,36 @@ def run_cycle(
     fits.sort(key=lambda f: f.score)
     if not fits:
         # Explained as kube-scheduler would: the node filters come before DynamicResources.
-        unfiltered = []
         for node in skipped:
             name = node.metadata.name or ""
             reason = node_reason(node, usage.get(name, NodeUsage()))
             if reason is not None:
                 failures[name] = reason
+                continue
+            assert allocator is not None and known_unsatisfiable is not None
+            basis, outcome = known_unsatisfiable[name]
+            if basis is not allocator.allocated and not timed_out:
+                try:  # devices were taken since: explain it as it is now
+                    outcome = allocator.allocate(node, to_allocate)
+                except OutOfTimeError as e:
+                    timed_out = True
+                    failures[name] = e.message
+                    continue
+                known_unsatisfiable[name] = (allocator.allocated, outcome)
+            if outcome.status is Status.ERROR:
+                failures[name] = f"node(s) had errors in their resource pools: {outcome.error}"
             else:
-                unfiltered.append(node)
-        skipped = unfiltered
-    if skipped and not fits and not unsatisfiable and allocator is not None and not timed_out:
-        # Every candidate was skipped as known-unsatisfiable: explain with one of them.
-        try:
-            unsatisfiable.append(
-                (skipped[0].metadata.name or "", allocator.allocate(skipped[0], to_allocate))
-            )
-        except OutOfTimeError:
-            timed_out = True
-    first_reason = "cannot allocate all claims"
+                unsatisfiable.append((name, outcome))
+    else:
+        for node in skipped:  # a fit exists: no explanation needed
+            failures.setdefault(node.metadata.name or "", "cannot allocate all claims")
+    # One detail per grouped reason: that of the first node by name, whatever the visit order.
+    unsatisfiable.sort(key=lambda item: item[0])
+    explanations: dict[str, str] = {}
     for name, outcome in unsatisfiable:
         # Explanations cost a pass over every device: only an unschedulable pod needs them.
         try:
-            first = outcome.reasons[0] if not fits and outcome.reasons else None
+            first = outcome.reasons[0] if (explain_all or not fits) and outcome.reasons else None
         except OutOfTimeError:
             timed_out, first = True, None
         where = (
@@ -246,12 +273,15 @@ def run_cycle(
         failures.setdefault(name, where)
         if first is not None:
             details.setdefault(where, first.message)
-            first_reason = where if first_reason == "cannot allocate all claims" else first_reason
-    for node in skipped:
-        # Known not to fit the same claims: explained like the node that was computed.
-        failures.setdefault(node.metadata.name or "", first_reason)
+            if explain_all:
+                explanations[name] = first.message
     return CycleResult(
-        tuple(fits), failures, details, unavailable=tuple(unavailable), timed_out=timed_out
+        tuple(fits),
+        failures,
+        details,
+        unavailable=tuple(unavailable),
+        timed_out=timed_out,
+        explanations=explanations,
     )
 
 

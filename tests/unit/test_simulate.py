@@ -12,47 +12,50 @@ import yaml
 
 from operators.simulate import main
 
-SNAPSHOT = """
+READY = "status: {conditions: [{type: Ready, status: 'True'}]}"
+SNAPSHOT = f"""
 apiVersion: v1
 kind: Node
-metadata: {name: node-1, labels: {region: r1}}
+metadata: {{name: node-1, labels: {{region: r1}}}}
+{READY}
 ---
 apiVersion: v1
 kind: Node
-metadata: {name: node-2, labels: {region: r2}}
+metadata: {{name: node-2, labels: {{region: r2}}}}
+{READY}
 ---
 apiVersion: resource.k8s.io/v1
 kind: DeviceClass
-metadata: {name: gpu}
+metadata: {{name: gpu}}
 spec:
   selectors:
-  - cel: {expression: 'device.driver == "gpu.example.com"'}
+  - cel: {{expression: 'device.driver == "gpu.example.com"'}}
 ---
 apiVersion: resource.k8s.io/v1
 kind: ResourceSlice
-metadata: {name: node-2-gpus}
+metadata: {{name: node-2-gpus}}
 spec:
   driver: gpu.example.com
   nodeName: node-2
-  pool: {name: node-2, generation: 1, resourceSliceCount: 1}
+  pool: {{name: node-2, generation: 1, resourceSliceCount: 1}}
   devices:
   - name: gpu-0
-    attributes: {model: {string: a100}}
+    attributes: {{model: {{string: a100}}}}
   - name: gpu-1
-    attributes: {model: {string: h100}}
+    attributes: {{model: {{string: h100}}}}
 ---
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaim
-metadata: {name: one, namespace: default}
+metadata: {{name: one, namespace: default}}
 spec:
   devices:
     requests:
     - name: gpu
-      exactly: {deviceClassName: gpu}
+      exactly: {{deviceClassName: gpu}}
 ---
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaim
-metadata: {name: h100, namespace: default}
+metadata: {{name: h100, namespace: default}}
 spec:
   devices:
     requests:
@@ -60,34 +63,34 @@ spec:
       exactly:
         deviceClassName: gpu
         selectors:
-        - cel: {expression: 'device.attributes["gpu.example.com"].model == "h100"'}
+        - cel: {{expression: 'device.attributes["gpu.example.com"].model == "h100"'}}
 ---
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaim
-metadata: {name: three, namespace: default}
+metadata: {{name: three, namespace: default}}
 spec:
   devices:
     requests:
     - name: gpu
-      exactly: {deviceClassName: gpu, count: 3}
+      exactly: {{deviceClassName: gpu, count: 3}}
 ---
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaimTemplate
-metadata: {name: tmpl, namespace: default}
+metadata: {{name: tmpl, namespace: default}}
 spec:
   spec:
     devices:
       requests:
       - name: gpu
-        exactly: {deviceClassName: gpu}
+        exactly: {{deviceClassName: gpu}}
 ---
 apiVersion: v1
 kind: Pod
-metadata: {name: pod, namespace: default}
+metadata: {{name: pod, namespace: default}}
 spec:
   resourceClaims:
-  - {name: gpu, resourceClaimTemplateName: tmpl}
-  containers: [{name: c, image: busybox}]
+  - {{name: gpu, resourceClaimTemplateName: tmpl}}
+  containers: [{{name: c, image: busybox}}]
 """
 
 
@@ -107,7 +110,7 @@ def run(*argv: str) -> tuple[int, dict[str, Any]]:
 def test_node_success(snapshot: Path) -> None:
     code, result = run("-f", str(snapshot), "--node", "node-2", "--claim", "default/h100")
     assert code == 0
-    assert set(result) == {"outcome", "error", "allocations", "reasons", "nodes"}
+    assert set(result) == {"outcome", "error", "node", "allocations", "reasons", "nodes", "notes"}
     assert result["outcome"] == "success"
     devices = result["allocations"]["default/h100"]["devices"]["results"]
     assert [(d["request"], d["device"]) for d in devices] == [("gpu", "gpu-1")]
@@ -142,7 +145,10 @@ def test_pod_picks_the_feasible_node(snapshot: Path) -> None:
     assert code == 0
     assert result["nodes"]["node-2"]["chosen"] is True
     assert result["nodes"]["node-1"]["outcome"] == "unsatisfiable"
-    assert "default/pod-gpu" in result["allocations"]
+    assert result["node"] == "node-2"
+    (generated,) = result["allocations"]
+    assert generated.startswith("default/pod-gpu-")
+    assert any("generated in memory from template tmpl" in n for n in result["notes"])
 
 
 def test_directory_and_yaml_output(snapshot: Path) -> None:
@@ -159,24 +165,26 @@ def test_table_output(snapshot: Path) -> None:
     out = io.StringIO()
     code = main(["-f", str(snapshot), "--pod", "default/pod", "-o", "table"], out=out)
     assert code == 0
-    assert "node-2  success (chosen)" in out.getvalue()
+    assert "node-2" in out.getvalue()
+    assert "success (chosen)" in out.getvalue()
 
 
 def test_bad_input_names_file_object_and_field(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text(
-        "kind: ResourceSlice\nmetadata: {name: s}\nspec: {driver: d, pool: {generation: x}}\n"
+        "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {name: s}\n"
+        "spec: {driver: d, pool: {generation: x}}\n"
     )
     code, result = run("-f", str(bad), "--node", "n")
     assert code == 2
     assert result["outcome"] == "error"
-    assert "bad.yaml: ResourceSlice s: field spec.pool.generation" in result["error"]
+    assert "bad.yaml: document #0: ResourceSlice s: field spec.pool.generation" in result["error"]
 
 
 def test_unknown_claim_is_an_error(snapshot: Path) -> None:
     code, result = run("-f", str(snapshot), "--node", "node-2", "--claim", "default/nope")
     assert code == 2
-    assert "claim default/nope not found" in result["error"]
+    assert "claim default/nope is not in the input" in result["error"]
 
 
 def test_invalid_pool_is_a_node_error(tmp_path: Path) -> None:
@@ -195,7 +203,248 @@ def test_invalid_pool_is_a_node_error(tmp_path: Path) -> None:
     }
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump_all([*kept, dup]))
+    # The API server refuses such a slice ...
     code, result = run("-f", str(path), "--node", "node-2", "--claim", "default/one")
+    assert code == 2
+    assert (
+        "s.yaml: document #8: ResourceSlice dup: field spec.devices[1]: Duplicate value"
+        in (result["error"])
+    )
+    # ... and a snapshot that has one anyway gets the allocator's node error.
+    code, result = run(
+        "-f", str(path), "--no-validate", "--node", "node-2", "--claim", "default/one"
+    )
     assert code == 2
     assert result["outcome"] == "error"
     assert "duplicate device name gpu-0" in result["error"]
+
+
+# --- validated input ---------------------------------------------------------------------------
+
+CLAIM_WITH = """
+apiVersion: {api_version}
+kind: {kind}
+metadata: {{name: c, namespace: default}}
+spec:
+  devices:
+    requests:
+    - name: gpu
+      {request}
+"""
+
+
+@pytest.mark.parametrize(
+    ("document", "problem"),
+    [
+        pytest.param(
+            CLAIM_WITH.format(
+                api_version="resource.k8s.io/v1",
+                kind="ResourceClaim",
+                request="exactly: {deviceClasName: gpu}",
+            ),
+            "ResourceClaim default/c: field spec.devices.requests[0].exactly.deviceClasName: "
+            "unknown field",
+            id="unknown-field",
+        ),
+        pytest.param(
+            CLAIM_WITH.format(
+                api_version="resource.k8s.io/v1",
+                kind="ResourceClaim",
+                request="exactly: {deviceClassName: gpu, allocationMod: All}",
+            ),
+            "field spec.devices.requests[0].exactly.allocationMod: unknown field",
+            id="unknown-field-allocation-mode",
+        ),
+        pytest.param(
+            CLAIM_WITH.format(
+                api_version="resource.k8s.io/v1alpha2",
+                kind="ResourceClaim",
+                request="exactly: {deviceClassName: gpu}",
+            ),
+            "field apiVersion: 'resource.k8s.io/v1alpha2' is not served for ResourceClaim",
+            id="api-version",
+        ),
+        pytest.param(
+            CLAIM_WITH.format(
+                api_version="resource.k8s.io/v1",
+                kind="ResourceClaims",
+                request="exactly: {deviceClassName: gpu}",
+            ),
+            "kind 'ResourceClaims' is not a kind (did you mean ResourceClaim?)",
+            id="kind-typo",
+        ),
+        pytest.param(
+            CLAIM_WITH.format(
+                api_version="resource.k8s.io/v1",
+                kind="ResourceClaim",
+                request="exactly: {deviceClassName: gpu}\n"
+                "      firstAvailable: [{name: a, deviceClassName: gpu}]",
+            ),
+            "field spec.devices.requests[0]",
+            id="exactly-and-first-available",
+        ),
+        pytest.param(
+            CLAIM_WITH.format(
+                api_version="resource.k8s.io/v1",
+                kind="ResourceClaim",
+                request="firstAvailable:\n"
+                "      - {name: a, deviceClassName: gpu}\n"
+                "      - {name: b, deviceClassName: gpu, selectors: [{cel: {expression: 'x +'}}]}",
+            ),
+            "field spec.devices.requests[0].firstAvailable[1].selectors[0].cel.expression: "
+            "Invalid value: compilation failed",
+            id="cel-in-an-alternative-never-reached",
+        ),
+        pytest.param(
+            "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {name: s}\n"
+            "spec: {driver: gpu.example.com, nodeName: node-2, pool: {name: p, generation: 1, "
+            "resourceSliceCount: 1}, sharedCounters: [{name: c, counters: {m: {value: '1'}}}], "
+            "devices: [{name: d}]}\n",
+            "ResourceSlice s: field spec",
+            id="shared-counters-and-devices",
+        ),
+    ],
+)
+def test_input_the_api_server_would_refuse_is_refused(
+    snapshot: Path, tmp_path: Path, document: str, problem: str
+) -> None:
+    extra = tmp_path / "extra.yaml"
+    extra.write_text(document)
+    code, result = run("-f", str(snapshot), "-f", str(extra), "--node", "node-2")
+    assert code == 2
+    assert result["outcome"] == "error"
+    assert f"{extra}: document #0: " in result["error"]
+    assert problem in result["error"]
+
+
+def test_other_kinds_are_skipped(snapshot: Path, tmp_path: Path) -> None:
+    extra = tmp_path / "svc.yaml"
+    extra.write_text("apiVersion: v1\nkind: Service\nmetadata: {name: s, namespace: default}\n")
+    code, _ = run("-f", str(snapshot), "-f", str(extra), "--node", "node-1")
+    assert code == 0
+
+
+# --- answers -------------------------------------------------------------------------------------
+
+
+def test_each_allocation_is_carried_once(snapshot: Path) -> None:
+    for fmt in ("json", "yaml"):
+        out = io.StringIO()
+        assert main(["-f", str(snapshot), "--pod", "default/pod", "-o", fmt], out=out) == 0
+        text = out.getvalue()
+        assert text.count('"device": "gpu-0"' if fmt == "json" else "device: gpu-0") == 1
+
+
+def test_the_table_keeps_the_reasons_of_nodes_that_failed(snapshot: Path) -> None:
+    out = io.StringIO()
+    assert main(["-f", str(snapshot), "--pod", "default/pod", "-o", "table"], out=out) == 0
+    (line,) = [ln for ln in out.getvalue().splitlines() if ln.strip().startswith("node-1")]
+    assert "cannot allocate claim" in line
+
+
+def test_a_gated_pod_is_answered_as_if_released(snapshot: Path, tmp_path: Path) -> None:
+    gated = tmp_path / "gated.yaml"
+    gated.write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: gated, namespace: default}\n"
+        "spec:\n  schedulingGates: [{name: example.com/quota}]\n"
+        "  resourceClaims: [{name: gpu, resourceClaimName: one}]\n"
+        "  containers: [{name: c, image: busybox}]\n"
+    )
+    code, result = run("-f", str(snapshot), "-f", str(gated), "--pod", "default/gated")
+    assert code == 0
+    assert result["node"] == "node-2"
+    assert any("scheduling gates (example.com/quota) ignored" in n for n in result["notes"])
+
+
+def test_a_stranded_claim_is_released_as_the_scheduler_would(
+    snapshot: Path, tmp_path: Path
+) -> None:
+    """Allocated on node-1, where the pod can no longer go (cordoned): upstream's PostFilter
+    deallocates it, and the pod lands where the devices are."""
+    docs = list(yaml.safe_load_all(SNAPSHOT))
+    for d in docs:
+        if d["kind"] == "Node" and d["metadata"]["name"] == "node-1":
+            d["spec"] = {"unschedulable": True}
+        if d["kind"] == "ResourceClaim" and d["metadata"]["name"] == "one":
+            d["status"] = {
+                "allocation": {
+                    "devices": {
+                        "results": [
+                            {
+                                "request": "gpu",
+                                "driver": "gpu.example.com",
+                                "pool": "node-1",
+                                "device": "gpu-0",
+                            }
+                        ]
+                    },
+                    "nodeSelector": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchFields": [
+                                    {"key": "metadata.name", "operator": "In", "values": ["node-1"]}
+                                ]
+                            }
+                        ]
+                    },
+                },
+                "reservedFor": [{"resource": "pods", "name": "stuck", "uid": "stuck-uid"}],
+            }
+    docs.append(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "stuck", "namespace": "default", "uid": "stuck-uid"},
+            "spec": {
+                "resourceClaims": [{"name": "gpu", "resourceClaimName": "one"}],
+                "containers": [{"name": "c", "image": "busybox"}],
+            },
+        }
+    )
+    path = tmp_path / "stranded.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    code, result = run("-f", str(path), "--pod", "default/stuck")
+    assert code == 0
+    assert result["node"] == "node-2"
+    assert any(
+        "claim default/one is allocated where no node can use it" in n for n in result["notes"]
+    )
+
+
+def test_explain_names_the_selector_that_eliminated_devices(snapshot: Path) -> None:
+    out = io.StringIO()
+    code = main(
+        [
+            "-f",
+            str(snapshot),
+            "--node",
+            "node-2",
+            "--claim",
+            "default/h100",
+            "--explain",
+            "-o",
+            "table",
+        ],
+        out=out,
+    )
+    assert code == 0
+    text = out.getvalue()
+    assert "EXPLAIN  node-2: claim default/h100" in text
+    assert "request gpu: 1 usable of 1 needed (gpu.example.com/node-2/gpu-1)" in text
+    assert 'request selector #0 (device.attributes["gpu.example.com"].model == "h100")' in text
+    assert "gpu.example.com/node-2/gpu-0" in text
+
+
+def test_save_writes_what_was_read(snapshot: Path, tmp_path: Path) -> None:
+    saved = tmp_path / "saved.yaml"
+    assert main(["-f", str(snapshot), "--save", str(saved)], out=io.StringIO()) == 0
+    code, result = run("-f", str(saved), "--pod", "default/pod")
+    assert (code, result["node"]) == (0, "node-2")
+
+
+def test_every_option_has_help() -> None:
+    from operators.simulate import build_parser
+
+    parser = build_parser()
+    assert all(a.help for a in parser._actions)
+    assert "examples:" in parser.format_help()

@@ -41,6 +41,7 @@ from operators.scheduling.binding import Binding, allocated_node, binding_verdic
 from operators.scheduling.cycle import (
     ClaimsNotReady,
     CycleResult,
+    KnownOutcome,
     prefer_nominated,
     resolve_claims,
     run_cycle,
@@ -67,7 +68,7 @@ class PodStates:
     # in pod.status.nominatedNodeName, because the retry runs before the cache shows it.
     nominated: dict[ObjectKey, str] = dataclasses.field(default_factory=dict)
     # claim specs -> nodes where they did not fit since the last time anything was freed
-    unsatisfiable: dict[str, set[str]] = dataclasses.field(default_factory=dict)
+    unsatisfiable: dict[str, dict[str, KnownOutcome]] = dataclasses.field(default_factory=dict)
     # Allocation time a pod has used in attempts that yielded to other tenants.
     spent: dict[ObjectKey, float] = dataclasses.field(default_factory=dict)
 
@@ -157,7 +158,7 @@ class Scheduler(Controller[SchedulerSettings]):
             dict(self.cache.usage.usage),
             allocator,
             policy=self.settings.score_policy,
-            known_unsatisfiable=self.pods.unsatisfiable.setdefault(specs, set()),
+            known_unsatisfiable=self.pods.unsatisfiable.setdefault(specs, {}),
             best_only=True,
             nominated=nominated,
         )

@@ -17,6 +17,7 @@ from operators.api.resource import ResourceClaim
 from operators.scheduling.cycle import (
     ClaimsNotReady,
     CycleResult,
+    KnownOutcome,
     NodeFit,
     prefer_nominated,
     resolve_claims,
@@ -30,6 +31,7 @@ from tests.unit.allocator.builders import (
     CLAIM1,
     CLASS_A,
     CLASS_B,
+    DEVICE0,
     DEVICE1,
     DRIVER_A,
     DRIVER_B,
@@ -688,6 +690,7 @@ class CountingAllocator:
 
     def __init__(self, inner: Allocator) -> None:
         self.inner = inner
+        self.allocated = inner.allocated
         self.asked: list[str] = []
 
     def allocate(self, node: Node, claims: Sequence[ResourceClaim]) -> Outcome:
@@ -702,11 +705,11 @@ def test_known_unsatisfiable_nodes_are_skipped_and_learned() -> None:
     ]
     claims = [gpu_claim(CLAIM0, count=2)]
     counting = CountingAllocator(allocator(CLASSES, slices))
-    known: set[str] = set()
+    known: dict[str, KnownOutcome] = {}
     nodes = [node(NODE1), node(NODE2)]
     first = run_cycle(pod(), claims, nodes, {}, counting, known_unsatisfiable=known)  # type: ignore[arg-type]
     assert [f.node for f in first.fits] == [NODE2]
-    assert known == {NODE1}
+    assert set(known) == {NODE1}
     counting.asked.clear()
     second = run_cycle(pod(), claims, nodes, {}, counting, known_unsatisfiable=known)  # type: ignore[arg-type]
     assert counting.asked == [NODE2]
@@ -717,10 +720,20 @@ def test_known_unsatisfiable_nodes_are_skipped_and_learned() -> None:
 def test_all_nodes_known_unsatisfiable_still_get_an_explanation() -> None:
     slices = [slice_many(SLICE1, NODE1, POOL1, DRIVER_A, 1)]
     claims = [gpu_claim(CLAIM0, count=2)]
-    known = {NODE1}
+    known: dict[str, KnownOutcome] = {}
+    the_allocator = allocator(CLASSES, slices)
+    run_cycle(pod(), claims, [node(NODE1)], {}, the_allocator, known_unsatisfiable=known)
+    assert set(known) == {NODE1}
+    counting = CountingAllocator(the_allocator)
     got = run_cycle(
-        pod(), claims, [node(NODE1)], {}, allocator(CLASSES, slices), known_unsatisfiable=known
+        pod(),
+        claims,
+        [node(NODE1)],
+        {},
+        counting,  # type: ignore[arg-type]
+        known_unsatisfiable=known,
     )
+    assert counting.asked == []  # nothing was allocated since: its own outcome explains it
     assert got.fits == ()
     reason = got.failures[NODE1]
     assert reason.startswith(f"cannot allocate claim {KEY0}")
@@ -736,13 +749,19 @@ def test_known_unsatisfiable_nodes_are_explained_by_their_node_filters_first() -
         slice_many(SLICE2, NODE2, POOL2, DRIVER_A, 1),
     ]
     claims = [gpu_claim(CLAIM0, count=2)]
+    known: dict[str, KnownOutcome] = {}
+    the_allocator = allocator(CLASSES, slices)
+    run_cycle(
+        pod(), claims, [node(NODE1), node(NODE2)], {}, the_allocator, known_unsatisfiable=known
+    )
+    assert set(known) == {NODE1, NODE2}
     got = run_cycle(
         pod(),
         claims,
         [node(NODE1, ready="False"), node(NODE2)],
         {},
-        allocator(CLASSES, slices),
-        known_unsatisfiable={NODE1, NODE2},
+        the_allocator,
+        known_unsatisfiable=known,
     )
     assert got.fits == ()
     assert got.failures[NODE1] == "node(s) were not ready"
@@ -886,3 +905,23 @@ def test_a_fit_found_before_the_budget_ran_out_is_kept() -> None:
     assert got.timed_out
     assert [f.node for f in got.fits] == [NODE1]
     assert got.failures == {NODE2: "timed out trying to allocate devices"}
+
+
+def test_a_skipped_node_is_explained_as_it_is_now() -> None:
+    """Devices taken since a node was found too small: its explanation says so (the message
+    equals the one of a cycle that skips nothing, which is what simulate gives)."""
+    slices = [slice_many(SLICE1, NODE1, POOL1, DRIVER_A, 2)]
+    claims = [gpu_claim(CLAIM0, count=3)]
+    known: dict[str, KnownOutcome] = {}
+    run_cycle(
+        pod(), claims, [node(NODE1)], {}, allocator(CLASSES, slices), known_unsatisfiable=known
+    )
+    taken = gpu_claim(
+        CLAIM1,
+        allocation=allocation(local_node_selector(NODE1), result(REQ0, DRIVER_A, POOL1, DEVICE0)),
+    )
+    now = allocator(CLASSES, slices, allocated=[taken])
+    skipping = run_cycle(pod(), claims, [node(NODE1)], {}, now, known_unsatisfiable=known)
+    scanning = run_cycle(pod(), claims, [node(NODE1)], {}, now)
+    assert unschedulable_message(1, skipping) == unschedulable_message(1, scanning)
+    assert "1 allocated" in unschedulable_message(1, skipping)

@@ -1,0 +1,197 @@
+"""``kopf-dra simulate``: the scheduler's answer for a pod, before anything is applied.
+
+"Where would this pod go, and if nowhere, why?" from snapshot files, a live cluster, or a live
+cluster with files on top ("what if I add this pod"). The answer comes from the scheduler's own
+cycle (``engine``); input is validated as the API server would (``validate``). Exit codes: 0 the
+pod (or claims) fit, 1 they do not (or wait), 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+import yaml
+
+from operators.api.keys import ObjectKey
+from operators.kube.api import ApiError, KubeAPI, NotFoundError
+from operators.kube.client import make_api_client
+from operators.simulate import engine, output
+from operators.simulate.snapshot import KINDS, Document, InputError, Source, documents_from
+from operators.simulate.validate import build
+
+EXIT_SUCCESS, EXIT_UNSATISFIABLE, EXIT_ERROR = 0, 1, 2
+
+EXAMPLES = """examples:
+  # where would this pod go? (a snapshot taken with kubectl)
+  kubectl get nodes,pods,resourceslices,deviceclasses,resourceclaims,resourceclaimtemplates \\
+      -A -o yaml > snap.yaml
+  kopf-dra simulate -f snap.yaml --pod team-a/trainer -o table
+
+  # what if I add this pod to the cluster I am connected to?
+  kopf-dra simulate --from-cluster -f new-pod.yaml --pod team-a/new-trainer --explain -o table
+
+  # do these claims fit on this node together?
+  kopf-dra simulate -f snap.yaml --node gpu-3 --claim team-a/gpu --claim team-a/nic
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="kopf-dra simulate",
+        description="The scheduler's answer for a pod (or claims on a node), from snapshot "
+        "files, a live cluster, or both; nothing is written to the cluster.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "-f",
+        "--filename",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="YAML/JSON file or directory of objects (List objects too); later files replace "
+        "earlier objects of the same kind and name, and files replace cluster objects",
+    )
+    p.add_argument(
+        "--from-cluster",
+        action="store_true",
+        help="start from the cluster of $KUBECONFIG (or in-cluster, or ~/.kube/config)",
+    )
+    p.add_argument("--kubeconfig", metavar="PATH", help="start from the cluster of this kubeconfig")
+    p.add_argument(
+        "--save", metavar="PATH", help="write the snapshot (cluster and files) to PATH as YAML"
+    )
+    p.add_argument(
+        "--no-validate",
+        action="store_true",
+        help="skip the API server's checks (apiVersion, unknown fields, limits, CEL) for "
+        "deliberately partial snapshots; objects must still parse",
+    )
+    target = p.add_mutually_exclusive_group()
+    target.add_argument("--pod", metavar="NS/NAME", help="the pod to place, as the scheduler would")
+    target.add_argument(
+        "--node", metavar="NAME", help="allocate the --claim claims together on this node"
+    )
+    p.add_argument(
+        "--claim", action="append", default=[], metavar="NS/NAME", help="a claim for --node"
+    )
+    p.add_argument(
+        "--score-policy",
+        choices=["least-allocated", "most-allocated"],
+        default="least-allocated",
+        help="as the scheduler's flag: spread (least) or pack (most) pods over nodes",
+    )
+    p.add_argument(
+        "--allocation-policy",
+        choices=["first-fit", "best-fit"],
+        default="first-fit",
+        help="as the scheduler's flag: first-fit gives upstream's devices",
+    )
+    p.add_argument(
+        "--binding-timeout",
+        type=float,
+        default=600.0,
+        help="as the scheduler's flag: seconds until unmet binding conditions give up",
+    )
+    p.add_argument(
+        "--explain",
+        action="store_true",
+        help="per request, which classes, selectors and checks eliminated which devices",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        choices=["json", "yaml", "table"],
+        default="json",
+        help="json and yaml keep one contract (outcome, error, node, allocations, reasons, "
+        "nodes, notes); table is for people",
+    )
+    return p
+
+
+async def cluster_documents(kubeconfig: str | None) -> list[Document]:
+    docs: list[Document] = []
+    async with await make_api_client(kubeconfig) as client:
+        api = KubeAPI(client)
+        for kind in KINDS.values():
+            try:
+                listing = await api.list(kind.name)
+            except NotFoundError:  # not served (DeviceTaintRule where the gate is off)
+                continue
+            except ApiError as e:
+                raise InputError(f"cluster: listing {kind.name}: {e}") from None
+            for item in listing.get("items") or []:
+                item.setdefault("apiVersion", listing.get("apiVersion"))
+                item.setdefault("kind", kind.name)
+                (item.get("metadata") or {}).pop("managedFields", None)
+                docs.append(Document(Source("cluster"), item))
+    return docs
+
+
+def _key(text: str, what: str) -> ObjectKey:
+    namespace, _, name = text.rpartition("/")
+    if not namespace or not name:
+        raise InputError(f"{what} {text!r}: expected NAMESPACE/NAME")
+    return ObjectKey(namespace, name)
+
+
+def run(args: argparse.Namespace, now: datetime.datetime) -> engine.Answer | None:
+    documents: list[Document] = []
+    if args.from_cluster or args.kubeconfig:
+        documents += asyncio.run(cluster_documents(args.kubeconfig))
+    files = list(documents_from(args.filename))
+    if not documents and not files:
+        raise InputError("nothing to read: give -f files, --from-cluster or --kubeconfig")
+    # The cluster's objects passed its API server already; files are checked as it would.
+    snapshot, problems = build(documents, strict=False)
+    overlay, more = build(files, strict=not args.no_validate)
+    problems += more
+    if problems:
+        raise InputError("\n".join(problems))
+    for (kind, _), body in overlay.bodies.items():
+        snapshot.add(kind, body)
+    if args.save:
+        Path(args.save).write_text(yaml.safe_dump(snapshot.as_list(), sort_keys=False))
+    options = engine.Options(
+        score_policy=args.score_policy,
+        allocation_policy=args.allocation_policy,
+        binding_timeout=args.binding_timeout,
+        explain=args.explain,
+    )
+    if args.pod is not None:
+        if args.claim:
+            raise InputError("--claim works with --node; --pod finds the pod's claims")
+        return engine.pod_answer(snapshot, _key(args.pod, "--pod"), options, now)
+    if args.node is not None:
+        claims = [_key(c, "--claim") for c in args.claim]
+        return engine.node_answer(snapshot, args.node, claims, options)
+    if args.save:
+        return None
+    raise InputError("say what to simulate: --pod NS/NAME, or --node NAME with --claim")
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    """Entry point of ``kopf-dra simulate``; returns the exit code."""
+    out = out if out is not None else sys.stdout
+    args = build_parser().parse_args(list(argv) if argv is not None else None)
+    try:
+        answer = run(args, datetime.datetime.now(datetime.UTC))
+    except InputError as e:
+        print(f"kopf-dra simulate: {e}", file=sys.stderr)
+        if args.output == "json":
+            out.write(json.dumps(output.as_json(engine.Answer("error", error=str(e)))) + "\n")
+        return EXIT_ERROR
+    if answer is None:
+        print(f"snapshot saved to {args.save}", file=sys.stderr)
+        return EXIT_SUCCESS
+    output.write(answer, args.output, out)
+    return {"success": EXIT_SUCCESS, "unsatisfiable": EXIT_UNSATISFIABLE}.get(
+        answer.outcome, EXIT_UNSATISFIABLE if answer.outcome == "waiting" else EXIT_ERROR
+    )

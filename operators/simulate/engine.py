@@ -1,0 +1,293 @@
+"""The scheduler's answer for one pod, from a snapshot: its own code, not a copy of it.
+
+``pod_answer`` does what ``Scheduler.schedule`` does, with nothing written: the pod's claims
+through ``resolve_claims`` (a claim not yet generated from its template is generated in memory,
+as the claim-template controller would), the binding conditions of claims already allocated
+for it, node usage from the bound pods, the allocator over every allocated claim,
+``run_cycle`` with the same policies, the nominated node preferred, and upstream's PostFilter
+(a claim no node can use, held by nobody else, is deallocated and the pod tried again). A pod
+held by scheduling gates is answered as if they were lifted. ``node_answer`` answers the
+narrower question "do these claims fit on this node together".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from collections.abc import Sequence
+from typing import Literal
+
+from operators.allocator import (
+    AllocatedState,
+    Allocator,
+    Features,
+    InvalidInputError,
+    Outcome,
+    Status,
+)
+from operators.allocator.allocator import Policy
+from operators.allocator.explain import ClaimBreakdown
+from operators.allocator.selectors import CelSelectorEngine
+from operators.api.claim_status import edited_status
+from operators.api.core import Node, Pod
+from operators.api.keys import ObjectKey
+from operators.api.names import TERMINAL_PHASES
+from operators.api.resource import AllocationResult, ResourceClaim
+from operators.api.timestamps import age
+from operators.cel import CELEnvironment
+from operators.controllers.claim_templates.planning import claim_from_template
+from operators.controllers.scheduler import planning
+from operators.scheduling.binding import Binding, binding_verdict
+from operators.scheduling.cycle import (
+    ClaimsNotReady,
+    CycleResult,
+    prefer_nominated,
+    resolve_claims,
+    run_cycle,
+    unschedulable_message,
+)
+from operators.scheduling.nodes import UsageTracker, pod_requests
+from operators.scheduling.score import Score, ScorePolicy
+from operators.simulate.snapshot import InputError, Snapshot
+
+Verdict = Literal["success", "unsatisfiable", "waiting", "error"]
+SIMULATED_SHARE_ID = "00000000-0000-0000-0000-000000000000"
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """The scheduler's flags that change its answer (``kopf-dra run scheduler``'s names)."""
+
+    score_policy: ScorePolicy = "least-allocated"
+    allocation_policy: Policy = "first-fit"
+    binding_timeout: float = 600.0
+    explain: bool = False
+
+
+@dataclasses.dataclass
+class NodeAnswer:
+    outcome: Verdict
+    reason: str | None = None
+    score: Score | None = None
+    allocations: dict[str, AllocationResult] = dataclasses.field(default_factory=dict)
+    chosen: bool = False
+    explanation: list[ClaimBreakdown] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class Answer:
+    outcome: Verdict
+    error: str | None = None
+    node: str | None = None
+    allocations: dict[str, AllocationResult] = dataclasses.field(default_factory=dict)
+    reasons: list[str] = dataclasses.field(default_factory=list)
+    nodes: dict[str, NodeAnswer] = dataclasses.field(default_factory=dict)
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+
+def _allocator(snapshot: Snapshot, options: Options, leave_out: set[str]) -> Allocator:
+    features = Features.all()
+    allocated = [c for c in snapshot.claims.values() if c.is_allocated and c.key not in leave_out]
+    return Allocator(
+        features,
+        AllocatedState.from_claims(allocated, features),
+        list(snapshot.classes.values()),
+        list(snapshot.slices.values()),
+        CelSelectorEngine(CELEnvironment()),
+        share_ids=lambda: SIMULATED_SHARE_ID,
+        taint_rules=list(snapshot.taint_rules.values()),
+        policy=options.allocation_policy,
+    )
+
+
+def _usage(snapshot: Snapshot, leave_out: ObjectKey) -> UsageTracker:
+    """What bound pods request per node, as the scheduler's cache counts it."""
+    usage = UsageTracker()
+    for key, pod in snapshot.pods.items():
+        if key == leave_out or not pod.spec.node_name or pod.status.phase in TERMINAL_PHASES:
+            continue
+        usage.observe(key, (pod.spec.node_name, pod_requests(pod)))
+    return usage
+
+
+def _generated(
+    snapshot: Snapshot, pod: Pod, notes: list[str]
+) -> tuple[Pod, dict[str, ResourceClaim]]:
+    """The pod (with its claim statuses) and its namespace's claims, with a claim generated in
+    memory for every template entry the claim-template controller has not served yet."""
+    namespace = pod.metadata.namespace or ""
+    claims = snapshot.claim_in(namespace)
+    body = pod.dump()
+    statuses = list((body.get("status") or {}).get("resourceClaimStatuses") or [])
+    if not pod.metadata.uid:
+        body["metadata"]["uid"] = f"simulated-{namespace}-{pod.metadata.name}"
+    for entry in pod.spec.resource_claims:
+        known, _ = pod.claim_status(entry)
+        if known or not entry.resource_claim_template_name:
+            continue
+        template = snapshot.templates.get(ObjectKey(namespace, entry.resource_claim_template_name))
+        if template is None:
+            raise InputError(
+                f"pod {pod.key}: ResourceClaimTemplate {namespace}/"
+                f"{entry.resource_claim_template_name} of entry {entry.name} is not in the input"
+            )
+        generated = claim_from_template(Pod.load(body), entry.name or "", template)
+        name = f"{generated['metadata'].pop('generateName')}simulated"
+        generated["metadata"]["name"] = name
+        claims[name] = ResourceClaim.load(generated)
+        statuses.append({"name": entry.name, "resourceClaimName": name})
+        notes.append(
+            f"claim {namespace}/{name} generated in memory from template "
+            f"{entry.resource_claim_template_name} (entry {entry.name})"
+        )
+    body.setdefault("status", {})["resourceClaimStatuses"] = statuses
+    return Pod.load(body), claims
+
+
+def pod_answer(
+    snapshot: Snapshot, key: ObjectKey, options: Options, now: datetime.datetime
+) -> Answer:
+    pod = snapshot.pods.get(key)
+    if pod is None:
+        raise InputError(f"pod {key} is not in the input")
+    if pod.spec.node_name:
+        raise InputError(f"pod {key} is already bound to node {pod.spec.node_name}")
+    notes: list[str] = []
+    if pod.spec.scheduling_gates:
+        gates = ", ".join(g.name or "" for g in pod.spec.scheduling_gates)
+        notes.append(f"scheduling gates ({gates}) ignored: the answer is for when they are lifted")
+    pod, namespace_claims = _generated(snapshot, pod, notes)
+    resolved = resolve_claims(pod, namespace_claims)
+    if isinstance(resolved, ClaimsNotReady):
+        return Answer("waiting", error=resolved.reason, notes=notes)
+    claims = list(resolved)
+    uid = pod.metadata.uid or ""
+    released: set[str] = set()
+    for i, claim in enumerate(claims):
+        if not (claim.is_allocated and claim.is_reserved_for(uid)):
+            continue
+        allocation = claim.status.allocation
+        verdict = binding_verdict(
+            claim,
+            age(allocation.allocation_timestamp if allocation else None, now),
+            options.binding_timeout,
+        )
+        if verdict.state is Binding.PENDING:
+            return Answer("waiting", error=verdict.message, notes=notes)
+        if verdict.state in (Binding.FAILED, Binding.TIMED_OUT):
+            claims[i] = _deallocated(claim)
+            released.add(claim.key)
+            notes.append(f"{verdict.message}: the scheduler deallocates it and tries again")
+    nodes = sorted(snapshot.nodes.values(), key=lambda n: n.metadata.name or "")
+    usage = _usage(snapshot, key).usage
+    nominated = pod.status.nominated_node_name
+    for _ in range(len(claims) + 1):
+        allocator = (
+            _allocator(snapshot, options, released)
+            if any(not c.is_allocated for c in claims)
+            else None
+        )
+        result = run_cycle(
+            pod,
+            claims,
+            nodes,
+            usage,
+            allocator,
+            policy=options.score_policy,
+            nominated=nominated,
+            explain_all=True,
+        )
+        fit = prefer_nominated(result, nominated)
+        stranded = (
+            None if fit is not None else planning.stranded_claim(pod, claims, result.unavailable)
+        )
+        if stranded is None:
+            break
+        claims = [_deallocated(c) if c is stranded else c for c in claims]
+        released.add(stranded.key)
+        notes.append(
+            f"claim {stranded.key} is allocated where no node can use it: the scheduler "
+            "deallocates it (PostFilter) and tries again"
+        )
+    answer = _answer(result, fit.node if fit is not None else None, claims, nodes, notes)
+    if options.explain and allocator is not None:
+        unallocated = [c for c in claims if not c.is_allocated]
+        for name, node_answer in answer.nodes.items():
+            if node_answer.outcome == "unsatisfiable" or node_answer.chosen:
+                node_answer.explanation = allocator.breakdown(snapshot.nodes[name], unallocated)
+    return answer
+
+
+def _deallocated(claim: ResourceClaim) -> ResourceClaim:
+    """The claim as the scheduler's deallocation leaves it (the same status edit)."""
+    return ResourceClaim.load(
+        edited_status(claim, unreserve=claim.reserved_for_uids(), deallocate=True)
+    )
+
+
+def _answer(
+    result: CycleResult,
+    chosen: str | None,
+    claims: Sequence[ResourceClaim],
+    nodes: Sequence[Node],
+    notes: list[str],
+) -> Answer:
+    answers: dict[str, NodeAnswer] = {}
+    for fit in result.fits:
+        answers[fit.node] = NodeAnswer(
+            "success", score=fit.score, allocations=dict(fit.results), chosen=fit.node == chosen
+        )
+    for name, reason in result.failures.items():
+        detail = result.explanations.get(name) or result.details.get(reason)
+        outcome: Verdict = (
+            "error" if "errors in their resource pools" in reason else "unsatisfiable"
+        )
+        answers[name] = NodeAnswer(outcome, reason=f"{reason}: {detail}" if detail else reason)
+    if result.pod_error is not None:
+        return Answer("error", error=result.pod_error, notes=notes)
+    if chosen is None:
+        return Answer(
+            "unsatisfiable",
+            reasons=[unschedulable_message(len(nodes), result)],
+            nodes=answers,
+            notes=notes,
+        )
+    allocations = {c.key: c.status.allocation for c in claims if c.status.allocation}
+    allocations.update(answers[chosen].allocations)
+    answers[chosen].allocations = {}  # carried once, at the top
+    return Answer("success", node=chosen, allocations=allocations, nodes=answers, notes=notes)
+
+
+def node_answer(
+    snapshot: Snapshot, node_name: str, claim_keys: Sequence[ObjectKey], options: Options
+) -> Answer:
+    """Do these claims fit on this node together (no pod, no node filters)?"""
+    node = snapshot.nodes.get(node_name)
+    if node is None:
+        raise InputError(f"node {node_name} is not in the input")
+    claims = []
+    for key in claim_keys:
+        claim = snapshot.claims.get(key)
+        if claim is None:
+            raise InputError(f"claim {key} is not in the input")
+        claims.append(claim)
+    pending = [c for c in claims if not c.is_allocated]
+    allocator = _allocator(snapshot, options, {c.key for c in claims})
+    try:
+        outcome: Outcome = allocator.allocate(node, pending)
+    except InvalidInputError as e:  # the claims themselves are wrong
+        return Answer("error", error=str(e))
+    answer = NodeAnswer("success")
+    if outcome.status is Status.ERROR:
+        return Answer("error", error=str(outcome.error), nodes={node_name: NodeAnswer("error")})
+    if outcome.status is Status.UNSATISFIABLE:
+        reasons = [str(r) for r in outcome.reasons]
+        answer = NodeAnswer("unsatisfiable", reason="; ".join(reasons))
+        if options.explain:
+            answer.explanation = allocator.breakdown(node, pending)
+        return Answer("unsatisfiable", reasons=reasons, nodes={node_name: answer})
+    allocations = dict(zip((c.key for c in pending), outcome.results, strict=True))
+    answer.chosen = True
+    if options.explain:
+        answer.explanation = allocator.breakdown(node, pending)
+    return Answer("success", node=node_name, allocations=allocations, nodes={node_name: answer})

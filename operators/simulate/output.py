@@ -1,0 +1,125 @@
+"""What ``simulate`` prints: one JSON/YAML contract, and a table people read.
+
+The JSON keys are stable: ``outcome`` (success, unsatisfiable, waiting, error), ``error``,
+``node`` (the chosen one), ``allocations`` (claim -> AllocationResult, each carried once: the
+chosen node's entry does not repeat them), ``reasons`` (the scheduler's own unschedulable
+message), ``nodes`` (per node: outcome, reason, score and its parts, and the allocations of
+feasible nodes not chosen), ``notes`` (what the answer assumed).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any, TextIO
+
+import yaml
+
+from operators.allocator.explain import ClaimBreakdown
+from operators.api.resource import AllocationResult
+from operators.simulate.engine import Answer, NodeAnswer
+
+SHOWN = 4  # device names listed per explanation line
+
+
+def as_json(answer: Answer) -> dict[str, Any]:
+    return {
+        "outcome": answer.outcome,
+        "error": answer.error,
+        "node": answer.node,
+        "allocations": {k: v.dump() for k, v in sorted(answer.allocations.items())},
+        "reasons": answer.reasons,
+        "nodes": {name: _node_json(n) for name, n in sorted(answer.nodes.items())},
+        "notes": answer.notes,
+    }
+
+
+def _node_json(node: NodeAnswer) -> dict[str, Any]:
+    out: dict[str, Any] = {"outcome": node.outcome, "reason": node.reason, "chosen": node.chosen}
+    if node.score is not None:
+        out["score"] = {
+            "rank": node.score.rank,
+            "bindingDevices": node.score.binding_devices,
+            "utilisation": float(node.score.utilisation),
+        }
+    if node.allocations:
+        out["allocations"] = {k: v.dump() for k, v in sorted(node.allocations.items())}
+    if node.explanation:
+        out["explanation"] = [_claim_json(c) for c in node.explanation]
+    return out
+
+
+def _claim_json(claim: ClaimBreakdown) -> dict[str, Any]:
+    return {
+        "claim": claim.claim,
+        "constraints": list(claim.constraints),
+        "requests": [
+            {
+                "request": r.request,
+                "needed": r.needed,
+                "usable": list(r.usable),
+                "eliminated": [{"reason": k, "devices": list(v)} for k, v in r.eliminated],
+            }
+            for r in claim.requests
+        ],
+    }
+
+
+def write(answer: Answer, fmt: str, out: TextIO) -> None:
+    if fmt == "json":
+        out.write(json.dumps(as_json(answer), indent=2) + "\n")
+    elif fmt == "yaml":
+        out.write(yaml.safe_dump(as_json(answer), sort_keys=False))
+    else:
+        out.write(table(answer))
+
+
+def _devices(allocation: AllocationResult) -> list[str]:
+    return [f"{r.driver}/{r.pool}/{r.device}" for r in allocation.devices.results]
+
+
+def _listed(names: Iterable[str]) -> str:
+    names = list(names)
+    shown = ", ".join(names[:SHOWN])
+    return shown + (f" (+{len(names) - SHOWN} more)" if len(names) > SHOWN else "")
+
+
+def table(answer: Answer) -> str:
+    lines = [f"OUTCOME  {answer.outcome}" + (f" on {answer.node}" if answer.node else "")]
+    if answer.error:
+        lines.append(f"ERROR    {answer.error}")
+    for key, allocation in sorted(answer.allocations.items()):
+        lines.append(f"CLAIM    {key}  {_listed(_devices(allocation))}")
+    for reason in answer.reasons:
+        lines.append(f"REASON   {reason}")
+    if answer.nodes:
+        lines.append("")
+        lines.append(
+            f"  {'NODE':28} {'OUTCOME':22} {'SCORE rank/binding/util':24} DEVICES OR REASON"
+        )
+        for name, node in sorted(answer.nodes.items()):
+            outcome = node.outcome + (" (chosen)" if node.chosen else "")
+            score = (
+                f"{node.score.rank}/{node.score.binding_devices}/{float(node.score.utilisation):.2f}"
+                if node.score is not None
+                else "-"
+            )
+            shown = answer.allocations if node.chosen else node.allocations
+            what = node.reason or _listed(d for a in shown.values() for d in _devices(a))
+            lines.append(f"  {name:28} {outcome:22} {score:24} {what}")
+    for name, node in sorted(answer.nodes.items()):
+        for claim in node.explanation:
+            lines.append("")
+            lines.append(f"EXPLAIN  {name}: claim {claim.claim}")
+            for constraint in claim.constraints:
+                lines.append(f"  constraint {constraint}")
+            for r in claim.requests:
+                lines.append(
+                    f"  request {r.request}: {len(r.usable)} usable of {r.needed} needed"
+                    + (f" ({_listed(r.usable)})" if r.usable else "")
+                )
+                for reason, devices in r.eliminated:
+                    lines.append(f"    {len(devices):4} {reason}: {_listed(devices)}")
+    for note in answer.notes:
+        lines.append(f"NOTE     {note}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,297 @@
+"""``simulate`` predicts what the scheduler does: the same node, the same devices, the same
+reasons, on random cluster states on the real API server.
+
+Each seeded state gets nodes (some cordoned, not ready, tainted or busy), slices of a driver of
+its own, device classes, claims already allocated to bound pods, and a pod with one or two
+claims (selectors, counts, alternatives, a matchAttribute constraint) and a cpu request. Once
+the running scheduler's cache has caught up with the state, a snapshot is taken (cluster-wide,
+as ``simulate --kubeconfig`` takes it), the pod is created, and the scheduler's placement (or
+its ``PodScheduled=False`` message) is compared with ``simulate``'s answer from the snapshot.
+
+``KOPF_DRA_SIMULATE_STATES`` sets the number of states (the full run is 200:
+``make simulate-differential``); ``make test`` runs a fixed subset.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import random
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from operators.api.keys import ObjectKey
+from operators.controllers.scheduler.handlers import Scheduler
+from operators.kube.api import KubeAPI
+from operators.simulate import cluster_documents, engine
+from operators.simulate.validate import build
+from tests.integration.helpers import (
+    create_node,
+    device_class_body,
+    eventually,
+    pod_body,
+    running_operator,
+    slice_body,
+    start_scheduler,
+    unique,
+)
+
+pytestmark = pytest.mark.integration
+
+STATES = int(os.environ.get("KOPF_DRA_SIMULATE_STATES", "12"))
+
+
+def device(name: str, rng: random.Random) -> dict[str, Any]:
+    return {
+        "name": name,
+        "attributes": {
+            "model": {"string": rng.choice(["a", "b"])},
+            "numa": {"int": rng.randint(0, 1)},
+        },
+    }
+
+
+def request(name: str, rng: random.Random, model_class: str, plain_class: str) -> dict[str, Any]:
+    shape = rng.randint(0, 3)
+    if shape == 0:
+        return {
+            "name": name,
+            "exactly": {"deviceClassName": plain_class, "count": rng.randint(1, 2)},
+        }
+    if shape == 1:
+        return {"name": name, "exactly": {"deviceClassName": model_class}}
+    if shape == 2:
+        return {
+            "name": name,
+            "exactly": {
+                "deviceClassName": plain_class,
+                "selectors": [
+                    {
+                        "cel": {
+                            "expression": f'device.attributes["{{d}}"].numa == {rng.randint(0, 1)}'
+                        }
+                    }
+                ],
+            },
+        }
+    return {
+        "name": name,
+        "firstAvailable": [
+            {"name": "pair", "deviceClassName": model_class, "count": 2},
+            {"name": "one", "deviceClassName": plain_class},
+        ],
+    }
+
+
+async def build_state(
+    kube: KubeAPI, namespace: str, seed: int
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Create a random state; returns the pod to create and its claims (not created yet)."""
+    rng = random.Random(seed)
+    driver = f"{unique('sim')}.example.com"
+    plain = driver
+    model_class = f"{driver}-model-a"
+    await kube.create(device_class_body(plain, driver))
+    await kube.create(
+        device_class_body(model_class, driver, f'device.attributes["{driver}"].model == "a"')
+    )
+    nodes = [unique("sim-node") for _ in range(rng.randint(1, 4))]
+    for node in nodes:
+        fault = rng.choice(["none", "none", "none", "cordoned", "not-ready", "tainted"])
+        await create_node(
+            kube,
+            node,
+            cpu=str(rng.choice([2, 4, 8])),
+            ready=fault != "not-ready",
+            taints=[{"key": "example.com/t", "effect": "NoSchedule"}]
+            if fault == "tainted"
+            else None,
+        )
+        if fault == "cordoned":
+            body = await kube.get("Node", node)
+            body["spec"]["unschedulable"] = True
+            await kube.replace(body)
+        devices = [device(f"gpu-{i}", rng) for i in range(rng.randint(0, 4))]
+        if devices:
+            await kube.create(slice_body(unique("sim-slice"), driver, node, devices))
+        for b in range(rng.randint(0, 2)):  # busy nodes: bound pods with cpu and devices
+            held = [d["name"] for d in devices if rng.random() < 0.3][:1]
+            claims = []
+            if held:
+                claim = _claim(f"held-{node}-{b}", namespace, [request("gpu", rng, plain, plain)])
+                created = await kube.create(claim)
+                claims = [{"name": "gpu", "resourceClaimName": claim["metadata"]["name"]}]
+            pod = pod_body(f"busy-{node}-{b}", namespace, *claims)
+            pod["spec"]["nodeName"] = node
+            pod["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1"}}
+            pod = await kube.create(pod)
+            if held:
+                created["status"] = {
+                    "allocation": {
+                        "devices": {
+                            "results": [
+                                {
+                                    "request": "gpu",
+                                    "driver": driver,
+                                    "pool": node,
+                                    "device": held[0],
+                                }
+                            ]
+                        },
+                        "nodeSelector": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchFields": [
+                                        {"key": "metadata.name", "operator": "In", "values": [node]}
+                                    ]
+                                }
+                            ]
+                        },
+                    },
+                    "reservedFor": [
+                        {
+                            "resource": "pods",
+                            "name": pod["metadata"]["name"],
+                            "uid": pod["metadata"]["uid"],
+                        }
+                    ],
+                }
+                await kube.replace_status(created)
+    claims = []
+    for c in range(rng.randint(1, 2)):
+        requests = [request(f"r{i}", rng, model_class, plain) for i in range(rng.randint(1, 2))]
+        for r in requests:
+            for selector in (r.get("exactly") or {}).get("selectors") or []:
+                selector["cel"]["expression"] = selector["cel"]["expression"].replace("{d}", driver)
+        claim = _claim(f"c{c}", namespace, requests)
+        if len(requests) == 2 and rng.random() < 0.5:
+            claim["spec"]["devices"]["constraints"] = [
+                {"requests": ["r0", "r1"], "matchAttribute": f"{driver}/numa"}
+            ]
+        claims.append(claim)
+    pod = pod_body(
+        "subject",
+        namespace,
+        *(
+            {"name": f"c{i}", "resourceClaimName": c["metadata"]["name"]}
+            for i, c in enumerate(claims)
+        ),
+    )
+    pod["spec"]["containers"][0]["resources"] = {"requests": {"cpu": str(rng.randint(0, 3))}}
+    return pod, claims
+
+
+def _claim(name: str, namespace: str, requests: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"devices": {"requests": requests}},
+    }
+
+
+def caught_up(scheduler: Scheduler, documents: list[Any]) -> bool:
+    """The scheduler's caches show every object of the snapshot at its version (or later)."""
+    indices = scheduler.cache.indices
+    wanted = {"Node": "nodes", "ResourceSlice": "slices", "DeviceClass": "classes"}
+    for doc in documents:
+        meta = doc.body.get("metadata") or {}
+        version = int(meta.get("resourceVersion") or 0)
+        if doc.kind in wanted:
+            seen = (
+                indices.one(wanted[doc.kind], meta["name"])
+                if indices.has(wanted[doc.kind])
+                else None
+            )
+        elif doc.kind == "ResourceClaim":
+            seen = scheduler.cache.claims.indices["claims"].last(ObjectKey.of(doc.body))
+        else:
+            continue
+        if seen is None or int(seen["metadata"].get("resourceVersion") or 0) < version:
+            return False
+    return True
+
+
+def placement(pod: dict[str, Any], claims: list[dict[str, Any]]) -> dict[str, Any]:
+    devices = {
+        c["metadata"]["name"]: sorted(
+            (r["request"], r["pool"], r["device"])
+            for r in ((c.get("status") or {}).get("allocation") or {})
+            .get("devices", {})
+            .get("results", [])
+        )
+        for c in claims
+    }
+    return {"node": pod["spec"].get("nodeName"), "devices": devices}
+
+
+@pytest.fixture(scope="module")
+async def scheduler(kubeconfig: Any) -> AsyncIterator[Scheduler]:
+    """One scheduler for every state; no retries of unschedulable pods (the first answer is
+    the one compared)."""
+    scheduler, registry = start_scheduler(kubeconfig, unschedulable_retry=600.0)
+    async with running_operator(registry, "scheduler"):
+        yield scheduler
+
+
+@pytest.mark.parametrize("seed", range(STATES))
+async def test_simulate_predicts_the_scheduler(
+    kube: KubeAPI, kubeconfig: Any, namespace: str, scheduler: Scheduler, seed: int
+) -> None:
+    if True:
+        pod, claims = await build_state(kube, namespace, seed)
+        for claim in claims:
+            await kube.create(claim)
+        documents = await cluster_documents(str(kubeconfig))
+        await eventually(lambda: _true(caught_up(scheduler, documents)), what="cache caught up")
+        snapshot, problems = build(documents, strict=False)
+        assert problems == []
+        created = await kube.create(pod)
+        snapshot.add("Pod", created)  # the same pod, as the API server stored it
+        predicted = engine.pod_answer(
+            snapshot,
+            ObjectKey(namespace, "subject"),
+            engine.Options(),
+            datetime.datetime.now(datetime.UTC),
+        )
+
+        async def decided() -> dict[str, Any] | None:
+            now = await kube.get("Pod", "subject", namespace)
+            if now["spec"].get("nodeName"):
+                return now
+            for condition in now.get("status", {}).get("conditions") or []:
+                if condition["type"] == "PodScheduled" and condition["status"] == "False":
+                    return now
+            return None
+
+        actual = await eventually(decided, within=60, what="the scheduler's answer")
+        if actual["spec"].get("nodeName"):
+            fresh = [
+                await kube.get("ResourceClaim", c["metadata"]["name"], namespace) for c in claims
+            ]
+            assert predicted.outcome == "success", (seed, predicted.reasons, predicted.notes)
+            expected = {
+                "node": predicted.node,
+                "devices": {
+                    ObjectKey.parse(k).name: sorted(
+                        (r.request or "", r.pool or "", r.device or "") for r in a.devices.results
+                    )
+                    for k, a in predicted.allocations.items()
+                },
+            }
+            assert placement(actual, fresh) == expected, seed
+        else:
+            (condition,) = [
+                c for c in actual["status"]["conditions"] if c["type"] == "PodScheduled"
+            ]
+            assert predicted.outcome in ("unsatisfiable", "error"), (seed, predicted.node)
+            assert (
+                predicted.reasons == [condition["message"]]
+                or predicted.error == condition["message"]
+            ), seed
+
+
+async def _true(value: bool) -> bool:
+    return value
