@@ -238,7 +238,8 @@ def run_cycle(
             if reason is not None:
                 failures[name] = reason
                 continue
-            assert allocator is not None and known_unsatisfiable is not None
+            assert allocator is not None
+            assert known_unsatisfiable is not None
             basis, outcome = known_unsatisfiable[name]
             if basis is not allocator.allocated and not timed_out:
                 try:  # devices were taken since: explain it as it is now
