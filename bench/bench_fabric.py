@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import os
 import random
+import secrets
 import shutil
 import statistics
 import sys
@@ -43,6 +44,7 @@ from operators.controllers.scheduler import app as scheduler_app
 from operators.controllers.scheduler.settings import SchedulerSettings
 from operators.driver.app import Driver
 from operators.driver.settings import DriverSettings
+from operators.fabric.auth import StaticTokens
 from operators.fabric.service import FabricService
 from operators.fabric.simulator import FabricSimulator, parse_config
 from operators.kube import controlplane
@@ -161,9 +163,11 @@ async def run(args: argparse.Namespace, kubeconfig: Path) -> dict[str, list[floa
         ),
         clock=time.time,
     )
-    service = FabricService(sim)
+    token = secrets.token_hex(32)
+    service = FabricService(sim, StaticTokens({"default": token}))
     url = await service.start()
     work = Path(tempfile.mkdtemp(prefix="fb-"))
+    (work / "token").write_text(token)
     stop_drivers = asyncio.Event()
     async with await make_api_client(kubeconfig) as api_client:
         kube = KubeAPI(api_client)
@@ -189,6 +193,7 @@ async def run(args: argparse.Namespace, kubeconfig: Path) -> dict[str, list[floa
         fabric = FabricSettings(
             kubeconfig=k,
             manager_url=url,
+            manager_token_file=str(work / "token"),
             driver_name=DRIVER,
             fabric_name=FABRIC,
             after_attach=args.after_attach,

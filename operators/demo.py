@@ -22,6 +22,7 @@ import dataclasses
 import datetime
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -328,17 +329,27 @@ async def start_system(
 
 
 def start_fabric(supervisor: Supervisor, workdir: Path) -> None:
-    """The simulated fabric manager and the fabric controller."""
+    """The simulated fabric manager and the fabric controller, with a token made for this run
+    (the manager's directory holds it as cluster ``default``, the controller its own copy)."""
     config = workdir / "fabric.yaml"
     config.write_text(yaml.safe_dump(FABRIC_INVENTORY))
+    tokens = workdir / "fabric-tokens"
+    tokens.mkdir(mode=0o700)
+    token = secrets.token_hex(32)
+    token_file = workdir / "fabric-token"
+    for path in (tokens / "default", token_file):
+        path.touch(mode=0o600)
+        path.write_text(token)
     port = controlplane.free_port()
     supervisor.start(
         "fabric-manager-sim", "run", "fabric-manager-sim",
         "--fabric-config", str(config), "--host", "127.0.0.1", "--port", str(port),
+        "--tokens-dir", str(tokens),
     )  # fmt: skip
     supervisor.start(
         "fabric", "run", "fabric",
         "--manager-url", f"http://127.0.0.1:{port}",
+        "--manager-token-file", str(token_file),
         "--publish-seconds", "2", "--poll-seconds", "0.5",
     )  # fmt: skip
 

@@ -1,7 +1,8 @@
 """The simulated fabric manager process: ``kopf-dra run fabric-manager-sim``.
 
-One process per fabric; several clusters (fabric controllers with different ``--cluster-id``)
-may share it. State survives restarts through ``--state-file``.
+One process per fabric; several clusters may share it, each with a bearer token of its own
+(``--tokens-dir``, required: the manager answers no one without a credential). State survives
+restarts through ``--state-file`` (a snapshot and a journal beside it).
 """
 
 from __future__ import annotations
@@ -16,8 +17,16 @@ import time
 import structlog
 from pydantic import Field
 
+from operators.fabric.auth import TokenDirectory, TokenError
+from operators.fabric.journal import JournalError
 from operators.fabric.service import FabricService
-from operators.fabric.simulator import ConfigError, FabricSimulator, load_config
+from operators.fabric.simulator import (
+    KEEP_FINISHED,
+    MAX_RUNNING,
+    ConfigError,
+    FabricSimulator,
+    load_config,
+)
 from operators.observability import metrics
 from operators.observability.logging import configure
 from operators.settings import Settings, SettingsError
@@ -31,7 +40,27 @@ class FabricSimSettings(Settings):
         default=None, description="Inventory and timings (YAML); default: one A100"
     )
     state_file: str | None = Field(
-        default=None, description="Where the state is persisted (default: memory only)"
+        default=None,
+        description="Where the state is persisted (a snapshot, and a journal beside it at "
+        "<state-file>.journal); default: memory only",
+    )
+    tokens_dir: str | None = Field(
+        default=None,
+        description="Required. Directory of bearer tokens, one file per cluster: the file name is "
+        "the cluster id, its content the token (a Secret's mount); re-read when it changes",
+    )
+    enable_faults: bool = Field(
+        default=False,
+        description="Serve POST /v1/faults (fail attaches on purpose: tests only); off: 403",
+    )
+    keep_finished: int = Field(
+        default=KEEP_FINISHED,
+        ge=0,
+        description="Finished operations kept per cluster (idempotent retries, audits); the "
+        "earliest finished are forgotten first",
+    )
+    max_running: int = Field(
+        default=MAX_RUNNING, ge=1, description="Running operations per cluster; more get 429"
     )
     host: str = Field(default="0.0.0.0", description="Address to listen on")
     port: int = Field(default=8470, description="Port to listen on")
@@ -50,18 +79,28 @@ def build_simulator(settings: FabricSimSettings) -> FabricSimulator:
     if settings.detach_seconds is not None:
         config = config.model_copy(update={"detach_seconds": settings.detach_seconds})
     return FabricSimulator(
-        config, settings.state_file, clock=time.time, rng=random.Random(config.seed)
+        config,
+        settings.state_file,
+        clock=time.time,
+        rng=random.Random(config.seed),
+        keep_finished=settings.keep_finished,
+        max_running=settings.max_running,
     )
 
 
-async def _main(settings: FabricSimSettings) -> None:
+async def _main(settings: FabricSimSettings, sim: FabricSimulator, tokens: TokenDirectory) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    service = FabricService(build_simulator(settings))
+    service = FabricService(sim, tokens, faults=settings.enable_faults)
     url = await service.start(settings.host, settings.port)
-    log.info("fabric manager simulator serving", url=url, devices=len(service.sim.devices))
+    log.info(
+        "fabric manager simulator serving",
+        url=url,
+        devices=len(service.sim.devices),
+        faults=settings.enable_faults,
+    )
     try:
         await stop.wait()
     finally:
@@ -75,11 +114,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         settings = FabricSimSettings.load(args)
-        load_config(settings.fabric_config)  # fail fast with the offending keys
-    except (SettingsError, ConfigError) as e:
+        if not settings.tokens_dir:
+            raise SettingsError(
+                "FabricSimSettings: --tokens-dir / KOPF_DRA_TOKENS_DIR is required (the manager "
+                "serves no one without a credential)"
+            )
+        tokens = TokenDirectory(settings.tokens_dir)
+        sim = build_simulator(settings)  # a bad config or state file: the offending keys
+    except (SettingsError, ConfigError, TokenError, JournalError) as e:
         print(f"kopf-dra run {COMPONENT}: {e}", file=sys.stderr)
         return 2
     configure(COMPONENT, level=settings.log_level, json_output=settings.log_json)
     metrics.serve(settings.metrics_port)
-    asyncio.run(_main(settings))
+    asyncio.run(_main(settings, sim, tokens))
     return 0

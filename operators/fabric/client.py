@@ -1,40 +1,52 @@
 """A FabricManager over HTTP/JSON (the API of ``service.py``).
 
 Transport trouble and 5xx become ``FabricUnavailableError`` (retry later); 4xx answers become
-``FabricError`` with the manager's reason, so callers can tell "taken" from "try again".
+``FabricError`` with the manager's reason, so callers can tell "taken" from "try again". Every
+request carries the cluster's bearer token; the manager knows the cluster from it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import aiohttp
 
+from operators.fabric.auth import TokenError
 from operators.fabric.model import (
     ATTACH,
     DETACH,
     FabricDevice,
     FabricError,
+    FabricSnapshot,
     FabricUnavailableError,
     FaultRequest,
     Operation,
     OperationRequest,
 )
 
+#: The token, or where to get it from (``auth.TokenFile``: re-read when rotated).
+Token = str | Callable[[], str] | None
+
 
 class HTTPFabricManager:
-    """Client of one fabric manager as one cluster; ``close`` releases its session."""
+    """Client of one fabric manager as one cluster (the one ``token`` belongs to); ``close``
+    releases its session."""
 
-    def __init__(self, base_url: str, cluster: str, *, timeout: float = 10.0) -> None:
+    def __init__(self, base_url: str, token: Token, *, timeout: float = 10.0) -> None:
         self.base_url = base_url.rstrip("/")
-        self._cluster = cluster
+        self._token = token
         self._timeout = timeout
         self._session: aiohttp.ClientSession | None = None
 
-    @property
-    def cluster(self) -> str:
-        return self._cluster
+    def _headers(self) -> dict[str, str]:
+        if self._token is None:
+            return {}
+        try:
+            token = self._token if isinstance(self._token, str) else self._token()
+        except TokenError as e:
+            raise FabricError(401, "NoCredential", str(e)) from None
+        return {"Authorization": f"Bearer {token}"}
 
     def _session_or_new(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -57,12 +69,14 @@ class HTTPFabricManager:
         not_found_ok: bool = False,
     ) -> Any:
         url = f"{self.base_url}{path}"
+        headers = self._headers()
         try:
             async with self._session_or_new().request(
                 method,
                 url,
                 json=body,
                 params=dict(query or {}),
+                headers=headers,
                 timeout=aiohttp.ClientTimeout(total=limit or self._timeout),
             ) as response:
                 if response.status >= 500:
@@ -82,12 +96,15 @@ class HTTPFabricManager:
         except (aiohttp.ClientError, TimeoutError, ValueError) as e:
             raise FabricUnavailableError(f"{method} {url}: {type(e).__name__}: {e}") from None
 
+    async def snapshot(self) -> FabricSnapshot:
+        return FabricSnapshot.model_validate(await self._call("GET", "/v1/snapshot"))
+
     async def devices(self) -> list[FabricDevice]:
         data = await self._call("GET", "/v1/devices")
         return [FabricDevice.model_validate(d) for d in data.get("items", [])]
 
     async def operations(self) -> list[Operation]:
-        data = await self._call("GET", "/v1/operations", query={"cluster": self._cluster})
+        data = await self._call("GET", "/v1/operations")
         return [Operation.model_validate(o) for o in data.get("items", [])]
 
     async def operation(self, op_id: str, *, wait: float = 0.0) -> Operation | None:
@@ -116,7 +133,6 @@ class HTTPFabricManager:
                 kind=ATTACH,
                 device=device,
                 node=node,
-                cluster=self._cluster,
                 labels=dict(labels or {}),
             )
         )
@@ -129,7 +145,6 @@ class HTTPFabricManager:
                 id=op_id,
                 kind=DETACH,
                 device=device,
-                cluster=self._cluster,
                 labels=dict(labels or {}),
             )
         )

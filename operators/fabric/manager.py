@@ -2,8 +2,9 @@
 
 Operations are asynchronous and idempotent by id: ``attach``/``detach`` return the operation
 (new, or the existing one with that id), and the caller polls ``operation`` until it is done.
-Every call is scoped to one cluster identity: the manager is shared by several clusters, and
-a device held by another one is simply not ours.
+Every call is scoped to one cluster identity, the one the client's credential names: the
+manager is shared by several clusters, and a device held by another one is simply not ours
+(nor can we see whose it is).
 """
 
 from __future__ import annotations
@@ -11,17 +12,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
-from operators.fabric.model import FabricDevice, Operation
+from operators.fabric.model import FabricDevice, FabricSnapshot, Operation
 
 
 class FabricManager(Protocol):
-    @property
-    def cluster(self) -> str:
-        """This client's cluster identity."""
+    async def snapshot(self) -> FabricSnapshot:
+        """Our cluster id, the inventory and our operations, all at one revision: what a
+        decision comparing an operation with its device must be made from."""
         ...
 
     async def devices(self) -> list[FabricDevice]:
-        """The whole inventory, with the state and holder of every device."""
+        """The whole inventory: every device's state; holder and node only of ours."""
         ...
 
     async def operations(self) -> list[Operation]:

@@ -22,12 +22,14 @@ from typing import Any
 
 import pytest
 import yaml
+from prometheus_client import REGISTRY
 
 from operators.controllers.fabric import app as fabric_app
 from operators.controllers.fabric.handlers import FIELD_MANAGER
 from operators.controllers.fabric.settings import FabricSettings
 from operators.driver.app import Driver
 from operators.driver.settings import DriverSettings
+from operators.fabric.auth import StaticTokens
 from operators.fabric.client import HTTPFabricManager
 from operators.fabric.model import FabricDevice, FaultRequest, Operation
 from operators.fabric.service import FabricService
@@ -54,12 +56,23 @@ FAILED = "fabric.kopf-dra.io/attach-failed"
 HOTPLUG = "resource.kopf-dra.io/attached-devices"
 
 
+TOKENS = {
+    "default": "default-cluster-token-0123456789",
+    "tests": "the-tests-own-token-0123456789",
+    "other-cluster": "other-cluster-token-0123456789",
+}
+
+
 class Fabric:
-    """A simulated fabric manager on loopback, restartable from its state file."""
+    """A simulated fabric manager on loopback, restartable from its state file. The controller
+    is cluster ``default`` (its token in ``token_file``), the test injects faults as ``tests``,
+    and another cluster races it as ``other-cluster``."""
 
     def __init__(self, config: dict[str, Any], state_file: Path) -> None:
         self.config = parse_config(config)
         self.state_file = state_file
+        self.token_file = state_file.with_suffix(".token")
+        self.token_file.write_text(TOKENS["default"])
         self.service: FabricService | None = None
         self.url = ""
         self.client: HTTPFabricManager | None = None
@@ -67,10 +80,10 @@ class Fabric:
 
     async def start(self) -> None:
         sim = FabricSimulator(self.config, self.state_file, clock=time.time, rng=random.Random(0))
-        self.service = FabricService(sim)
+        self.service = FabricService(sim, StaticTokens(TOKENS), faults=True)
         self.url = await self.service.start()
-        self.client = HTTPFabricManager(self.url, "observer")
-        self.other = HTTPFabricManager(self.url, "other-cluster")
+        self.client = HTTPFabricManager(self.url, TOKENS["tests"])
+        self.other = HTTPFabricManager(self.url, TOKENS["other-cluster"])
 
     async def stop(self) -> None:
         for c in (self.client, self.other):
@@ -81,8 +94,9 @@ class Fabric:
             self.service = None
 
     async def devices(self) -> dict[str, FabricDevice]:
-        assert self.client is not None
-        return {d.id: d for d in await self.client.devices()}
+        """Every device with its holder (the manager's own view: no cluster sees others')."""
+        assert self.service is not None
+        return {d.id: d.model_copy() for d in self.service.sim.devices.values()}
 
     async def operations(self, cluster: str = "default") -> list[Operation]:
         assert self.service is not None
@@ -121,11 +135,12 @@ def fabric_name() -> str:
 
 
 def controller_settings(
-    kubeconfig: Any, driver: str, fabric_name: str, url: str, **overrides: Any
+    kubeconfig: Any, driver: str, fabric_name: str, fabric: Fabric, **overrides: Any
 ) -> FabricSettings:
     values: dict[str, Any] = {
         "kubeconfig": str(kubeconfig),
-        "manager_url": url,
+        "manager_url": fabric.url,
+        "manager_token_file": str(fabric.token_file),
         "driver_name": driver,
         "fabric_name": fabric_name,
         "publish_seconds": 1.0,
@@ -202,7 +217,7 @@ async def test_pod_gets_a_fabric_gpu_attached_and_bound_then_detached_when_delet
     fabric = await fabric_factory(count=2)
     nodes = await wired_nodes(kube, fabric_name, 2)
     await kube.create(device_class_body(driver, driver))
-    settings = controller_settings(kubeconfig, driver, fabric_name, fabric.url)
+    settings = controller_settings(kubeconfig, driver, fabric_name, fabric)
     async with fabric_controller(settings), scheduler_running(kubeconfig):
         assert await eventually(lambda: published(kube, driver), what="fabric pool") == {
             "a100-0",
@@ -286,7 +301,7 @@ async def test_attach_failure_fails_the_binding_and_the_pod_is_rescheduled(
         )
     await wired_nodes(kube, fabric_name, 2)
     await kube.create(device_class_body(driver, driver))
-    settings = controller_settings(kubeconfig, driver, fabric_name, fabric.url)
+    settings = controller_settings(kubeconfig, driver, fabric_name, fabric)
     async with fabric_controller(settings), scheduler_running(kubeconfig):
         await eventually(lambda: published(kube, driver), what="fabric pool")
         await start_pod(kube, namespace, driver)
@@ -319,7 +334,7 @@ async def test_device_taken_by_another_cluster_is_explained_then_bound_when_rele
     assert fabric.other is not None
     nodes = await wired_nodes(kube, fabric_name, 1)
     await kube.create(device_class_body(driver, driver))
-    settings = controller_settings(kubeconfig, driver, fabric_name, fabric.url)
+    settings = controller_settings(kubeconfig, driver, fabric_name, fabric)
     async with scheduler_running(kubeconfig):
         async with fabric_controller(settings):
             await eventually(lambda: published(kube, driver), what="fabric pool")
@@ -355,7 +370,8 @@ async def test_device_taken_by_another_cluster_is_explained_then_bound_when_rele
             )
             taken = await events_with(kube, namespace, "FabricDeviceTaken")
             assert taken
-            assert "other-cluster" in taken[0]["message"]
+            assert "held by another cluster" in taken[0]["message"]
+            assert "other-cluster" not in taken[0]["message"]  # not ours to know
             assert await bound_node(kube, namespace, "worker") is None
             # They let it go: it is published again and our pod gets it.
             await fabric.other.detach("other-release", device)
@@ -383,7 +399,7 @@ async def test_binding_timeout_detaches_the_late_device(
     fabric = await fabric_factory(count=1, attach=3.0, detach=0.1)
     await wired_nodes(kube, fabric_name, 1)
     await kube.create(device_class_body(driver, driver))
-    settings = controller_settings(kubeconfig, driver, fabric_name, fabric.url)
+    settings = controller_settings(kubeconfig, driver, fabric_name, fabric)
     async with fabric_controller(settings), scheduler_running(kubeconfig, binding_timeout=1.5):
         await eventually(lambda: published(kube, driver), what="fabric pool")
         await start_pod(kube, namespace, driver)
@@ -440,7 +456,7 @@ async def test_after_attach_reschedule_binds_the_pod_to_the_node_local_device(
     stop = asyncio.Event()
     driver_task = asyncio.create_task(node_driver.run(stop))
     settings = controller_settings(
-        kubeconfig, driver, fabric_name, fabric.url, after_attach="reschedule"
+        kubeconfig, driver, fabric_name, fabric, after_attach="reschedule"
     )
     try:
         async with fabric_controller(settings), scheduler_running(kubeconfig):
@@ -487,7 +503,7 @@ async def test_controller_and_manager_restarted_mid_attach_attach_once_and_bind(
     nodes = await wired_nodes(kube, fabric_name, 2)
     await kube.create(device_class_body(driver, driver))
     async with scheduler_running(kubeconfig):
-        settings = controller_settings(kubeconfig, driver, fabric_name, fabric.url)
+        settings = controller_settings(kubeconfig, driver, fabric_name, fabric)
         async with fabric_controller(settings):
             await eventually(lambda: published(kube, driver), what="fabric pool")
             await start_pod(kube, namespace, driver)
@@ -503,7 +519,7 @@ async def test_controller_and_manager_restarted_mid_attach_attach_once_and_bind(
         await fabric.stop()
         await fabric.start()
         assert (await fabric.devices())[device].state in ("attaching", "attached")
-        settings = controller_settings(kubeconfig, driver, fabric_name, fabric.url)
+        settings = controller_settings(kubeconfig, driver, fabric_name, fabric)
         async with fabric_controller(settings):
             node = await eventually(
                 lambda: bound_node(kube, namespace, "worker"), within=30, what="pod bound"
@@ -514,6 +530,39 @@ async def test_controller_and_manager_restarted_mid_attach_attach_once_and_bind(
         assert [(d.id, d.node, d.attach_count) for d in attached] == [(device, node, 1)]
         ops = await fabric.operations()
         assert [(o.kind, o.device, o.state) for o in ops] == [("attach", device, "succeeded")]
+
+
+async def test_a_refused_credential_stops_the_controller_until_the_token_is_rotated(
+    kube: KubeAPI,
+    kubeconfig: Any,
+    driver: str,
+    fabric_name: str,
+    fabric_factory: Callable[..., Any],
+    controllers: None,
+) -> None:
+    fabric = await fabric_factory(count=1)
+    fabric.token_file.write_text("a-token-the-manager-does-not-know")
+    await wired_nodes(kube, fabric_name, 1)
+
+    def refusals() -> float:
+        sample = REGISTRY.get_sample_value(
+            "kopf_dra_fabric_manager_errors_total", {"reason": "Unauthorized"}
+        )
+        return sample or 0.0
+
+    before = refusals()
+    settings = controller_settings(kubeconfig, driver, fabric_name, fabric)
+    async with fabric_controller(settings):
+
+        async def counted() -> bool:
+            return refusals() > before
+
+        await eventually(counted, what="the manager's 401 counted")
+        assert await fabric_slice(kube, driver) is None  # it learned nothing from the manager
+        fabric.token_file.write_text(TOKENS["default"])  # the Secret, rotated
+        assert await eventually(
+            lambda: published(kube, driver), within=30, what="published with the new token"
+        ) == {"a100-0"}
 
 
 # --- the manifests --------------------------------------------------------------------------
@@ -628,7 +677,7 @@ async def test_the_manifests_rbac_is_all_the_controller_needs(
         fabric_kubeconfig,
         driver,
         fabric_name,
-        fabric.url,
+        fabric,
         after_attach="reschedule",
         handover_timeout=0.5,
         leader_elect=True,

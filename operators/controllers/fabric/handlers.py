@@ -3,7 +3,9 @@
 Two keys in the queue: ``reconcile`` (the whole fabric: attach, report, hand over, detach) and
 ``publish`` (the free-device pools). Any claim, fabric node or node-pool event enqueues the
 reconcile; manager-side changes are seen by long-polling running operations and by the periodic
-tick. Decisions are ``planning.plan``; this module only reads inputs and applies the plan.
+tick. Decisions are ``planning.plan``, from one snapshot of the manager per reconcile (never a
+newer-than-seen revision followed by an older one); this module only reads inputs and applies
+the plan.
 
 Caches lag behind our own writes: a claim or Node we just wrote is read from the write's
 answer until the watch shows a newer version, so a reconcile never repeats a write (or, worse,
@@ -27,9 +29,16 @@ from operators.api.resource import API_VERSION, ResourceClaim, ResourceSlice
 from operators.api.timestamps import epoch
 from operators.controllers.fabric import metrics, planning
 from operators.controllers.fabric.settings import FabricSettings
+from operators.fabric.auth import TokenFile
 from operators.fabric.client import HTTPFabricManager
 from operators.fabric.manager import FabricManager
-from operators.fabric.model import ATTACHED, ATTACHING, FabricError, FabricUnavailableError
+from operators.fabric.model import (
+    ATTACHED,
+    ATTACHING,
+    FabricError,
+    FabricSnapshot,
+    FabricUnavailableError,
+)
 from operators.kube.api import ConflictError, InvalidError, NotFoundError
 from operators.observability import fields
 from operators.runtime.actions import Create, Delete, Patch, PostEvent, Replace
@@ -86,7 +95,6 @@ def settings_config(settings: FabricSettings) -> planning.FabricConfig:
     return planning.FabricConfig(
         driver=settings.driver_name,
         domain=settings.condition_domain,
-        cluster=settings.cluster_id,
         after_attach=settings.after_attach,
         binding_timeout=settings.binding_timeout,
         handover_timeout=settings.handover_timeout,
@@ -125,6 +133,7 @@ class FabricController(Controller[FabricSettings]):
         self._seen_local: dict[tuple[str, str], float] = {}
         self._waiters: dict[str, asyncio.Task[None]] = {}
         self._ticker: asyncio.Task[None] | None = None
+        self._seen: tuple[str, int] | None = None  # (epoch, revision) of the newest snapshot
         self.reconciles = 0
 
     @property
@@ -146,6 +155,17 @@ class FabricController(Controller[FabricSettings]):
         except FabricUnavailableError as e:
             metrics.MANAGER_ERRORS.labels(reason="Unavailable").inc()
             log.warning("fabric manager unavailable", error=str(e))
+            raise
+        except FabricError as e:
+            if e.status != 401:
+                raise
+            # Retried with backoff: a Secret mounted late or being rotated heals by itself.
+            metrics.MANAGER_ERRORS.labels(reason="Unauthorized").inc()
+            log.error(
+                "the fabric manager refused our credential (see --manager-token-file)",
+                reason=e.reason,
+                error=e.message,
+            )
             raise
 
     # --- inputs --------------------------------------------------------------------------------
@@ -179,18 +199,30 @@ class FabricController(Controller[FabricSettings]):
 
     # --- the reconcile -------------------------------------------------------------------------
 
+    async def _snapshot(self) -> FabricSnapshot:
+        """One consistent view of the manager, never older than one planned from before (a
+        restarted manager with the same state continues its revisions; one that lost its state
+        starts a new epoch)."""
+        fabric = await self.manager.snapshot()
+        seen = self._seen
+        if seen is not None and seen[0] == fabric.epoch and fabric.revision < seen[1]:
+            raise Requeue(
+                self.settings.poll_seconds,
+                f"fabric manager answered revision {fabric.revision}, older than {seen[1]}",
+            )
+        self._seen = (fabric.epoch, fabric.revision)
+        return fabric
+
     async def reconcile(self) -> None:
         if not self.active:
             return
         self.reconciles += 1
-        devices = await self.manager.devices()
-        operations = {o.id: o for o in await self.manager.operations()}
+        fabric = await self._snapshot()
         now = self._epoch()
         plan = planning.plan(
             self.config,
             self._claims(),
-            devices,
-            operations,
+            fabric,
             self._annotations(),
             self._node_local(now),
             now,
@@ -198,8 +230,8 @@ class FabricController(Controller[FabricSettings]):
         metrics.ATTACHED_DEVICES.set(
             sum(
                 1
-                for d in devices
-                if d.cluster == self.config.cluster and d.state in (ATTACHING, ATTACHED)
+                for d in fabric.devices
+                if d.cluster == fabric.cluster and d.state in (ATTACHING, ATTACHED)
             )
         )
         fabric_changed = await self._attach(plan)
@@ -211,7 +243,7 @@ class FabricController(Controller[FabricSettings]):
             self.queue.add(PUBLISH)
         if plan.attach or plan.detach:
             self.queue.add(RECONCILE)  # pick up operations that failed or finished at once
-        self._watch_running(operations)
+        self._watch_running(fabric)
         if plan.waiting:
             delay = self.settings.poll_seconds
             if plan.hand_over:  # a handover waits out its grace, not a whole poll
@@ -420,10 +452,10 @@ class FabricController(Controller[FabricSettings]):
 
         self._waiters[op_id] = asyncio.create_task(wait(), name=f"fabric-wait-{op_id}")
 
-    def _watch_running(self, operations: dict[str, Any]) -> None:
-        for op_id, op in operations.items():
+    def _watch_running(self, fabric: FabricSnapshot) -> None:
+        for op in fabric.operations:
             if not op.done:
-                self._spawn_waiter(op_id)
+                self._spawn_waiter(op.id)
 
     # --- the free-device pools -----------------------------------------------------------------
 
@@ -485,7 +517,10 @@ class FabricController(Controller[FabricSettings]):
     async def prepare(self) -> None:
         await self.stores.start(self.api)
         if self._manager is None:
-            self._manager = HTTPFabricManager(self.settings.manager_url, self.settings.cluster_id)
+            token_file = self.settings.manager_token_file
+            self._manager = HTTPFabricManager(
+                self.settings.manager_url, TokenFile(token_file) if token_file else None
+            )
 
     async def activate(self) -> None:
         self.queue.start()

@@ -1,12 +1,14 @@
 """What the fabric controller does, decided from state alone (pure: no I/O, no clock).
 
 One reconcile looks at the whole fabric at once: the claims whose allocations hold fabric
-devices, the manager's devices and our operations, the devices handed over to nodes (the Node
-annotation the node's driver reads) and the node-local pools. It returns what to attach, what
-to detach, which binding (failure) conditions to report, and which annotation entries to add or
-drop. Level-triggered: the same inputs give the same plan, so a restarted controller resumes
-where the last one stopped, and operation ids are derived from the allocation so a retry (or a
-restart) finds the operation it started before instead of starting another.
+devices, one snapshot of the manager (its devices and our operations at one revision, so an
+operation's result is never compared with a device list read before it finished), the devices
+handed over to nodes (the Node annotation the node's driver reads) and the node-local pools.
+It returns what to attach, what to detach, which binding (failure) conditions to report, and
+which annotation entries to add or drop. Level-triggered: the same inputs give the same plan,
+so a restarted controller resumes where the last one stopped, and operation ids are derived
+from the allocation so a retry (or a restart) finds the operation it started before instead of
+starting another.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from operators.fabric.model import (
     RUNNING,
     SUCCEEDED,
     FabricDevice,
+    FabricSnapshot,
     Operation,
     model_slug,
 )
@@ -66,7 +69,6 @@ DEVICE_LOST_REASON = "DeviceLost"
 class FabricConfig:
     driver: str
     domain: str
-    cluster: str
     after_attach: Literal["bind", "reschedule"] = "bind"
     binding_timeout: float = 600.0
     handover_timeout: float = 60.0
@@ -343,19 +345,21 @@ def handed_over(annotation: str | None, inventory: Mapping[str, FabricDevice]) -
 def plan(
     config: FabricConfig,
     claims: Iterable[ResourceClaim],
-    devices: Iterable[FabricDevice],
-    operations: Mapping[str, Operation],
+    fabric: FabricSnapshot,
     annotations: Mapping[str, str | None],
     node_local: Mapping[tuple[str, str], float],
     now: float,
 ) -> Plan:
     """The whole fabric's next steps.
 
+    ``fabric``: one snapshot of the manager (``fabric.cluster`` is who we are there);
     ``annotations``: node name -> its hot-plug annotation (nodes wired to the fabric);
     ``node_local``: (node, device name) published in node pools of our driver -> when we first
     saw it there; ``now``: the wall clock (allocation timestamps are wall-clock times).
     """
-    inventory = {d.id: d for d in devices}
+    cluster = fabric.cluster
+    inventory = {d.id: d for d in fabric.devices}
+    operations = {o.id: o for o in fabric.operations}
     result = Plan()
     desired: dict[str, str] = {}  # device -> node it must stay attached to
     keep: set[tuple[str, str]] = set()  # (node, device) handed over to the node's pool
@@ -373,10 +377,12 @@ def plan(
             if wanted.node:
                 desired[device.id] = wanted.node
             continue  # settled: bound (or binding)
-        _plan_pending(config, wanted, device, operations, node_local, now, result, desired, keep)
+        _plan_pending(
+            config, cluster, wanted, device, operations, node_local, now, result, desired, keep
+        )
 
     for device in inventory.values():
-        if device.cluster != config.cluster or device.state == FREE:
+        if device.cluster != cluster or device.state == FREE:
             continue
         node = device.node or ""
         needed = desired.get(device.id) == node or (node, device.id) in keep
@@ -392,9 +398,7 @@ def plan(
     # or another cluster holds them now).
     for node, annotation in annotations.items():
         stale = {
-            d
-            for d in handed_over(annotation, inventory)
-            if not inventory[d].held_by(config.cluster, node)
+            d for d in handed_over(annotation, inventory) if not inventory[d].held_by(cluster, node)
         }
         if stale:
             result.take_back[node] = stale
@@ -403,6 +407,7 @@ def plan(
 
 def _plan_pending(
     config: FabricConfig,
+    cluster: str,
     wanted: Wanted,
     device: FabricDevice,
     operations: Mapping[str, Operation],
@@ -426,13 +431,13 @@ def _plan_pending(
     allocation = claim.status.allocation
     allocated_at = epoch(allocation.allocation_timestamp if allocation else None)
     op = operations.get(wanted.op_id)
-    if op is None and device.state == ATTACHED and device.held_by(config.cluster, node):
+    if op is None and device.state == ATTACHED and device.held_by(cluster, node):
         # Attached there already (an earlier allocation of ours, its operation forgotten).
         op = Operation(
             id=wanted.op_id,
             kind="attach",
             device=device.id,
-            cluster=config.cluster,
+            cluster=cluster,
             node=node,
             state=SUCCEEDED,
             created=now,
@@ -470,7 +475,7 @@ def _plan_pending(
     if op.state == FAILED:
         fail(op.reason or "AttachFailed", f"{where}: {op.message or op.reason}")
         return
-    if not device.held_by(config.cluster, node) or device.state != ATTACHED:
+    if not device.held_by(cluster, node) or device.state != ATTACHED:
         fail(DEVICE_LOST_REASON, f"{where}: attached to node {node}, but not any more")
         return
     if config.after_attach == "bind":

@@ -13,8 +13,10 @@ class FabricSettings(LeaderElectionSettings):
     manager_url: str = Field(
         default="http://fabric-manager-sim.kopf-dra.svc:8470", description="Fabric manager URL"
     )
-    cluster_id: str = Field(
-        default="default", description="This cluster's identity at the (shared) fabric manager"
+    manager_token_file: str | None = Field(
+        default=None,
+        description="File with this cluster's bearer token for the fabric manager (a Secret's "
+        "key; re-read when it changes); the token says which cluster we are there",
     )
     driver_name: str = Field(
         default="example.kopf-dra.io",

@@ -10,7 +10,7 @@ import pytest
 from operators.api.resource import ResourceClaim, ResourceSlice
 from operators.api.timestamps import format_epoch
 from operators.controllers.fabric import planning
-from operators.fabric.model import FabricDevice, Operation
+from operators.fabric.model import FabricDevice, FabricSnapshot, Operation
 
 DRIVER = "gpu.example.com"
 ATTACHED = "fabric.kopf-dra.io/attached"
@@ -20,7 +20,6 @@ STAMP = format_epoch(NOW - 5)
 BIND = planning.FabricConfig(
     driver=DRIVER,
     domain="fabric.kopf-dra.io",
-    cluster="c1",
     binding_timeout=60,
     handover_timeout=30,
 )
@@ -134,8 +133,7 @@ def run(
     return planning.plan(
         config,
         claims,
-        devices,
-        {o.id: o for o in ops},
+        FabricSnapshot(cluster="c1", devices=devices, operations=list(ops)),
         annotations or {"n1": None, "n2": None},
         node_local or {},
         now,
@@ -214,8 +212,11 @@ def test_device_of_a_failed_binding_is_detached_but_not_before_it_is_attached() 
 
 
 def test_devices_of_other_clusters_are_never_detached() -> None:
-    p = run([], [device(state="attached", node="x", cluster="c2")])
-    assert not p.detach
+    theirs = device(state="attached", node="x", cluster="c2")
+    assert not run([], [theirs]).detach
+    # As the manager shows them to us: held, by nobody we may know.
+    assert not run([], [theirs.seen_by("c1")]).detach
+    assert not planning.free_pools([theirs.seen_by("c1")], BIND)["fabric-a100"]
 
 
 def test_binding_timeout_fails_and_then_the_late_device_is_given_back() -> None:
@@ -240,6 +241,8 @@ def test_attached_device_lost_since_is_a_failure() -> None:
     c = claim()
     p = run([c], [device()], [op_for(c, "succeeded")])
     assert reports(p) == [(FAILED, True, "DeviceLost")]
+    elsewhere = run([c], [device(state="attached", node="n2")], [op_for(c, "succeeded")])
+    assert reports(elsewhere) == [(FAILED, True, "DeviceLost")]
 
 
 def test_reschedule_hands_over_then_fails_once_the_node_pool_publishes_it() -> None:
