@@ -20,21 +20,23 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import kopf
 import pytest
 import yaml
 from prometheus_client import REGISTRY
 
 from operators.controllers.fabric import app as fabric_app
-from operators.controllers.fabric.handlers import FIELD_MANAGER
+from operators.controllers.fabric.handlers import FIELD_MANAGER, FabricController
 from operators.controllers.fabric.settings import FabricSettings
 from operators.driver.app import Driver
 from operators.driver.settings import DriverSettings
-from operators.fabric.auth import StaticTokens
+from operators.fabric.auth import StaticTokens, TokenFile
 from operators.fabric.client import HTTPFabricManager
-from operators.fabric.model import FabricDevice, FaultRequest, Operation
+from operators.fabric.model import FabricDevice, FabricSnapshot, FaultRequest, Operation
 from operators.fabric.service import FabricService
 from operators.fabric.simulator import FabricSimulator, parse_config
 from operators.kube.api import KubeAPI, Resource, register_resource, resource_of
+from operators.runtime.app import register_login
 from tests.integration.helpers import (
     bound_node,
     claim_of,
@@ -530,6 +532,75 @@ async def test_controller_and_manager_restarted_mid_attach_attach_once_and_bind(
         assert [(d.id, d.node, d.attach_count) for d in attached] == [(device, node, 1)]
         ops = await fabric.operations()
         assert [(o.kind, o.device, o.state) for o in ops] == [("attach", device, "succeeded")]
+
+
+class LaggingDevices(HTTPFabricManager):
+    """A manager whose snapshots pair the device list of the previous read with the operations
+    of this one: how the controller saw the fabric when it read devices and operations in two
+    calls, and an operation finished in between."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.previous: list[FabricDevice] | None = None
+        self.stale_served = 0
+
+    async def snapshot(self) -> FabricSnapshot:
+        current = await super().snapshot()
+        devices = current.devices if self.previous is None else self.previous
+        self.previous = current.devices
+        by_id = {d.id: d for d in devices}
+        for op in current.operations:
+            device = by_id.get(op.device)
+            if op.state == "succeeded" and device is not None and device.state == "attaching":
+                self.stale_served += 1
+        return current.model_copy(update={"devices": devices})
+
+
+class LaggingViewController(FabricController):
+    async def prepare(self) -> None:
+        self._manager = LaggingDevices(
+            self.settings.manager_url, TokenFile(self.settings.manager_token_file or "")
+        )
+        await super().prepare()
+
+
+async def test_an_attach_that_finished_after_the_device_list_was_read_is_not_lost(
+    kube: KubeAPI,
+    kubeconfig: Any,
+    namespace: str,
+    driver: str,
+    fabric_name: str,
+    fabric_factory: Callable[..., Any],
+    controllers: None,
+) -> None:
+    """The demo's spurious DeviceLost: the attach succeeded, the device list read a moment
+    before still said attaching. The controller waits for a view that agrees: the pod binds to
+    the device it attached, and nothing is attached twice."""
+    fabric = await fabric_factory(count=2, attach=0.5)
+    nodes = await wired_nodes(kube, fabric_name, 2)
+    await kube.create(device_class_body(driver, driver))
+    settings = controller_settings(kubeconfig, driver, fabric_name, fabric)
+    controller = LaggingViewController(settings)
+    registry = kopf.OperatorRegistry()
+    register_login(registry, settings.kubeconfig)
+    controller.register(registry)
+    async with running_operator(registry, "fabric"), scheduler_running(kubeconfig):
+        await eventually(lambda: published(kube, driver), what="fabric pool")
+        await start_pod(kube, namespace, driver)
+        node = await eventually(lambda: bound_node(kube, namespace, "worker"), what="pod bound")
+        assert node in nodes
+        manager = controller.manager
+        assert isinstance(manager, LaggingDevices)
+        assert manager.stale_served >= 1  # the interleaving did happen
+        claim = await claim_of(kube, namespace, "worker")
+        device = claim["status"]["allocation"]["devices"]["results"][0]["device"]
+        assert device_conditions(claim, device)[ATTACHED]["reason"] == "Attached"
+        assert FAILED not in device_conditions(claim, device)
+        await events_with(kube, namespace, "FabricDeviceAttached")
+        reasons = {e["reason"] for e in (await kube.list("Event", namespace))["items"]}
+        assert "FabricDeviceLost" not in reasons
+        attaches = [o for o in await fabric.operations() if o.kind == "attach"]
+        assert [(o.device, o.state) for o in attaches] == [(device, "succeeded")]
 
 
 async def test_a_refused_credential_stops_the_controller_until_the_token_is_rotated(

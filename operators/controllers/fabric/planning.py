@@ -471,6 +471,13 @@ def _plan_pending(
         desired[device.id] = node
         result.waiting = True
         return
+    if op.state == SUCCEEDED and device.state == ATTACHING and device.held_by(cluster, node):
+        # The attach succeeded, yet the device still reads as attaching to that very node: a
+        # device list older than the operation's result (one snapshot never shows this, a
+        # manager that answers from two lists might). Look again rather than call it lost.
+        desired[device.id] = node
+        result.waiting = True
+        return
     result.finished.append(op)
     if op.state == FAILED:
         fail(op.reason or "AttachFailed", f"{where}: {op.message or op.reason}")

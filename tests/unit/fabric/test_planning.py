@@ -245,6 +245,20 @@ def test_attached_device_lost_since_is_a_failure() -> None:
     assert reports(elsewhere) == [(FAILED, True, "DeviceLost")]
 
 
+def test_succeeded_attach_beside_a_device_list_read_before_it_finished_waits() -> None:
+    """The demo's DeviceLost: the device list said attaching (read first), the operation said
+    succeeded (read a moment later). Nothing was lost: wait for a view that agrees."""
+    c = claim()
+    stale = run([c], [device(state="attaching", node="n1")], [op_for(c, "succeeded")])
+    assert not stale.reports
+    assert not stale.attach
+    assert not stale.detach
+    assert not stale.finished
+    assert stale.waiting
+    agreed = run([c], [device(state="attached", node="n1")], [op_for(c, "succeeded")])
+    assert reports(agreed) == [(ATTACHED, True, "Attached")]
+
+
 def test_reschedule_hands_over_then_fails_once_the_node_pool_publishes_it() -> None:
     c = claim()
     attached = device(state="attached", node="n1")
