@@ -91,6 +91,10 @@ e2e-kind: $(STAMP) image
 	$(KIND) get kubeconfig --name $(KIND_CLUSTER) > $(KIND_KUBECONFIG)
 	$(KIND) load docker-image $(IMAGE) --name $(KIND_CLUSTER)
 	kubectl --kubeconfig $(KIND_KUBECONFIG) apply --server-side -k manifests/
+	@# The fabric manager's tokens (manifests/fabric/README.md): made once per cluster, kept.
+	kubectl --kubeconfig $(KIND_KUBECONFIG) -n kopf-dra get secret kopf-dra-fabric-tokens \
+	  >/dev/null 2>&1 || kubectl --kubeconfig $(KIND_KUBECONFIG) -n kopf-dra create secret \
+	  generic kopf-dra-fabric-tokens --from-literal=default=$$(openssl rand -hex 32)
 	kubectl --kubeconfig $(KIND_KUBECONFIG) -n kopf-dra rollout status deployment --timeout=180s
 	kubectl --kubeconfig $(KIND_KUBECONFIG) -n kopf-dra rollout status daemonset --timeout=180s
 	KOPF_DRA_USE_EXISTING_CLUSTER=1 KOPF_DRA_E2E_IN_CLUSTER=1 KUBECONFIG=$(KIND_KUBECONFIG) \

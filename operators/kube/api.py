@@ -69,6 +69,7 @@ RESOURCES: Final[dict[str, Resource]] = {
         # What the deployment manifests hold (operators/kube/manifests.py applies them).
         Resource("v1", "services", True, "Service"),
         Resource("v1", "secrets", True, "Secret"),
+        Resource("networking.k8s.io/v1", "networkpolicies", True, "NetworkPolicy"),
         Resource("rbac.authorization.k8s.io/v1", "clusterroles", False, "ClusterRole"),
         Resource(
             "rbac.authorization.k8s.io/v1", "clusterrolebindings", False, "ClusterRoleBinding"

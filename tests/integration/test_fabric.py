@@ -672,6 +672,7 @@ async def test_every_manifest_is_accepted_by_a_server_side_dry_run(
         "ClusterRoleBinding",
         "ConfigMap",
         "ConfigMap",
+        "NetworkPolicy",
         "Role",
         "RoleBinding",
         "Service",

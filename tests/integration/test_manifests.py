@@ -127,6 +127,76 @@ def _config_map(objects: list[dict[str, Any]], name: str) -> dict[str, Any]:
     return _of(objects, "ConfigMap")[name]
 
 
+def _workload(objects: list[dict[str, Any]], component: str) -> dict[str, Any]:
+    (found,) = [w for w in _of(objects, "Deployment").values() if _component(w) == component]
+    return found
+
+
+def _secret_mounts(pod: dict[str, Any], container: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Mount path -> the secret volume mounted there."""
+    volumes = {v["name"]: v for v in pod.get("volumes") or [] if "secret" in v}
+    return {
+        m["mountPath"]: volumes[m["name"]]["secret"]
+        for m in container.get("volumeMounts") or []
+        if m["name"] in volumes
+    }
+
+
+def test_the_fabric_manager_and_controller_share_one_token_secret(
+    objects: list[dict[str, Any]],
+) -> None:
+    manager = _workload(objects, "fabric-manager-sim")["spec"]["template"]["spec"]
+    (manager_container,) = manager["containers"]
+    args = dict(a.split("=", 1) for a in manager_container["args"] if a.startswith("--"))
+    assert "--enable-faults" not in args
+    manager_secrets = _secret_mounts(manager, manager_container)
+    tokens_secret = manager_secrets[args["--tokens-dir"]]
+    assert "items" not in tokens_secret  # every cluster's key
+
+    controller = _workload(objects, "fabric")["spec"]["template"]["spec"]
+    (container,) = controller["containers"]
+    env = dict(_config_map(objects, "kopf-dra-fabric")["data"])
+    token_file = Path(env["KOPF_DRA_MANAGER_TOKEN_FILE"])
+    controller_secret = _secret_mounts(controller, container)[str(token_file.parent)]
+    assert controller_secret["secretName"] == tokens_secret["secretName"]
+    # Its own key only, as the file the setting names.
+    assert [i["path"] for i in controller_secret["items"]] == [token_file.name]
+    for pod, secret in ((manager, tokens_secret), (controller, controller_secret)):
+        assert secret["defaultMode"] & 0o007 == 0  # not world-readable
+        assert pod["securityContext"]["fsGroup"] == 65532  # the non-root uid's group reads it
+
+
+def test_only_the_fabric_controller_may_reach_the_managers_api(
+    objects: list[dict[str, Any]],
+) -> None:
+    manager = _workload(objects, "fabric-manager-sim")
+    controller = _workload(objects, "fabric")
+    (policy,) = [
+        p
+        for p in _of(objects, "NetworkPolicy").values()
+        if p["spec"]["podSelector"]["matchLabels"].items()
+        <= manager["spec"]["template"]["metadata"]["labels"].items()
+    ]
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    api_port = next(
+        p["containerPort"]
+        for p in manager["spec"]["template"]["spec"]["containers"][0]["ports"]
+        if p["name"] == "http"
+    )
+    rules = [r for r in policy["spec"]["ingress"] if api_port in {p["port"] for p in r["ports"]}]
+    (rule,) = rules
+    (peer,) = rule["from"]
+    assert set(peer) == {"podSelector"}  # pods of this namespace, no namespace or IP block
+    selector = peer["podSelector"]["matchLabels"]
+    assert selector.items() <= controller["spec"]["template"]["metadata"]["labels"].items()
+    for other in list(_of(objects, "Deployment").values()) + list(
+        _of(objects, "DaemonSet").values()
+    ):
+        if other is not controller:
+            labels = other["spec"]["template"]["metadata"]["labels"]
+            assert not selector.items() <= labels.items(), other["metadata"]["name"]
+
+
 def test_metrics_services_select_pods_with_a_metrics_port(objects: list[dict[str, Any]]) -> None:
     workloads = list(_of(objects, "Deployment").values()) + list(_of(objects, "DaemonSet").values())
     for service in _of(objects, "Service").values():
