@@ -35,7 +35,8 @@ from operators.fabric.client import HTTPFabricManager
 from operators.fabric.model import FabricDevice, FabricSnapshot, FaultRequest, Operation
 from operators.fabric.service import FabricService
 from operators.fabric.simulator import FabricSimulator, parse_config
-from operators.kube.api import KubeAPI, Resource, register_resource, resource_of
+from operators.kube.api import ApiError, KubeAPI, Resource, register_resource, resource_of
+from operators.kube.client import make_api_client
 from operators.runtime.app import register_login
 from tests.integration.helpers import (
     bound_node,
@@ -677,6 +678,10 @@ async def test_every_manifest_is_accepted_by_a_server_side_dry_run(
         "RoleBinding",
         "Service",
         "ServiceAccount",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+        "ValidatingAdmissionPolicyBinding",
     ]
     sim_config = next(
         d for d in _manifests() if d["kind"] == "ConfigMap" and "fabric.yaml" in d["data"]
@@ -684,12 +689,76 @@ async def test_every_manifest_is_accepted_by_a_server_side_dry_run(
     assert parse_config(yaml.safe_load(sim_config["data"]["fabric.yaml"])).devices
 
 
+def _policies_for(namespace: str, driver: str) -> list[dict[str, Any]]:
+    """The manifests' admission policies for this test's ServiceAccount and driver name (names
+    suffixed with the namespace)."""
+    policies = []
+    for doc in _manifests():
+        if not doc["kind"].startswith("ValidatingAdmissionPolicy"):
+            continue
+        doc["metadata"]["name"] += f"-{namespace}"
+        if doc["kind"] == "ValidatingAdmissionPolicyBinding":
+            doc["spec"]["policyName"] += f"-{namespace}"
+        else:
+            for condition in doc["spec"]["matchConditions"]:
+                condition["expression"] = condition["expression"].replace(
+                    "system:serviceaccount:kopf-dra:", f"system:serviceaccount:{namespace}:"
+                )
+            for variable in doc["spec"].get("variables") or []:
+                variable["expression"] = variable["expression"].replace(
+                    "'example.kopf-dra.io'", f"'{driver}'"
+                )
+        policies.append(doc)
+    return policies
+
+
+async def _policies_in_force(kube: KubeAPI, as_sa: KubeAPI, driver: str) -> None:
+    """Wait until the API server enforces both policies for the ServiceAccount (they load
+    lazily): a node label change and a node-local slice, dry-run, are refused."""
+    probe = await create_node(kube, unique("probe"))
+    name = probe["metadata"]["name"]
+    node_local = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{name}-slice"},
+        "spec": {
+            "driver": driver,
+            "nodeName": name,
+            "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+        },
+    }
+
+    async def refused() -> bool:
+        messages = []
+        for attempt in (
+            as_sa.call(
+                "PATCH",
+                f"/api/v1/nodes/{name}",
+                body={"metadata": {"labels": {"x": "y"}}},
+                content_type="application/merge-patch+json",
+                query={"dryRun": "All"},
+            ),
+            as_sa.create(node_local, dry_run=True),
+        ):
+            try:
+                await attempt
+            except ApiError as e:
+                messages.append(e.message)
+        return len([m for m in messages if "ValidatingAdmissionPolicy" in m]) == 2
+
+    try:
+        await eventually(refused, what="the fabric admission policies in force")
+    finally:
+        await kube.delete("Node", name)
+
+
 @pytest.fixture
 async def fabric_kubeconfig(
     kube: KubeAPI, kubeconfig: Any, namespace: str, driver: str, tmp_path: Path
 ) -> AsyncIterator[Path]:
-    """A kubeconfig as the manifests' ServiceAccount with exactly the manifests' RBAC (for this
-    test's driver name; cluster-scoped names suffixed with the namespace)."""
+    """A kubeconfig as the manifests' ServiceAccount with exactly the manifests' RBAC and
+    admission policies, in force (for this test's driver name; cluster-scoped names suffixed
+    with the namespace)."""
     docs = {d["kind"]: copy.deepcopy(d) for d in _manifests() if "rbac" in d["apiVersion"]}
     docs["ServiceAccount"] = next(d for d in _manifests() if d["kind"] == "ServiceAccount")
     for doc in docs.values():
@@ -707,6 +776,8 @@ async def fabric_kubeconfig(
     created = []
     for kind in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"):
         created.append(await kube.create(docs[kind]))
+    for policy in _policies_for(namespace, driver):
+        created.append(await kube.create(policy))
     minted = await kube.post_subresource(
         "ServiceAccount",
         "kopf-dra-fabric",
@@ -723,10 +794,12 @@ async def fabric_kubeconfig(
     path = tmp_path / "fabric.kubeconfig"
     await asyncio.to_thread(path.write_text, json.dumps(config))
     try:
+        async with await make_api_client(path) as as_sa:
+            await _policies_in_force(kube, KubeAPI(as_sa), driver)
         yield path
     finally:
         for doc in reversed(created):
-            if doc["kind"] in ("ClusterRole", "ClusterRoleBinding"):
+            if not resource_of(doc["kind"]).namespaced:
                 await kube.delete(doc["kind"], doc["metadata"]["name"])
 
 
@@ -741,7 +814,8 @@ async def test_the_manifests_rbac_is_all_the_controller_needs(
     controllers: None,
 ) -> None:
     """Publish, attach, report the condition (resourceclaims/driver, arbitrary-node:patch),
-    hand over (node patch), post Events, hold the Lease: all as the ServiceAccount."""
+    hand over (node patch, within its admission policy), post Events, hold the Lease: all as
+    the ServiceAccount."""
     fabric = await fabric_factory(count=1)
     [node] = await wired_nodes(kube, fabric_name, 1)
     await kube.create(device_class_body(driver, driver))

@@ -2,7 +2,8 @@
 does its whole job; what it must not do is refused by the API server.
 
 The driver's identity (own node's slices only, device status only through node-bound verbs) is
-proven in tests/integration/driver/test_manifests_on_server.py with a pod-bound token.
+proven in tests/integration/driver/test_manifests_on_server.py with a pod-bound token; the
+fabric controller doing its whole job with its manifests in tests/integration/test_fabric.py.
 """
 
 from __future__ import annotations
@@ -24,12 +25,13 @@ from operators.controllers.reservations.settings import ReservationSettings
 from operators.controllers.scheduler import app as scheduler_app
 from operators.controllers.scheduler.settings import SchedulerSettings
 from operators.kube import manifests
-from operators.kube.api import ApiError, KubeAPI, NotFoundError
+from operators.kube.api import PATCH_TYPES, ApiError, KubeAPI, NotFoundError, resource_of
 from tests.integration.helpers import (
     ALLOCATION,
     bound_node,
     claim_body,
     claim_of,
+    create_node,
     devices_of,
     eventually,
     gpu_cluster,
@@ -245,3 +247,142 @@ async def test_the_pool_validator_writes_only_its_own_kind(as_account: Any, name
     with pytest.raises(ApiError) as denied:
         await validator.delete("ResourceSlice", "any-slice")
     assert denied.value.status == 403
+
+
+# --- the fabric controller: nodes and slices, confined by its admission policies --------------
+
+HANDOFF = "resource.kopf-dra.io/attached-devices"
+
+
+@pytest.fixture(scope="module")
+async def fabric_policies(api: client.ApiClient) -> list[dict[str, Any]]:
+    """manifests/fabric/admission-policy.yaml, applied for real (it names kopf-dra's own
+    ServiceAccount, as the tokens of ``as_account`` do)."""
+    objects = manifests.load_documents(ROOT / "manifests" / "fabric" / "admission-policy.yaml")
+    return await manifests.apply(KubeAPI(api), objects)
+
+
+async def _dry_run_patch(api: KubeAPI, kind: str, name: str, patch: dict[str, Any]) -> None:
+    await api.call(
+        "PATCH",
+        resource_of(kind).path(None, name),
+        body=patch,
+        content_type=PATCH_TYPES["merge"],
+        query={"dryRun": "All"},
+    )
+
+
+async def _refusal(api: KubeAPI, kind: str, name: str, patch: dict[str, Any]) -> ApiError:
+    try:
+        await _dry_run_patch(api, kind, name, patch)
+    except ApiError as e:
+        return e
+    raise AssertionError(f"{kind} {name}: {patch} was allowed")
+
+
+async def test_the_fabric_controller_may_change_only_the_hot_plug_annotation_of_a_node(
+    as_account: Any, kube: KubeAPI, fabric_policies: list[dict[str, Any]]
+) -> None:
+    name = unique("fabric-node")
+    taint = {"key": "dedicated", "value": "fabric", "effect": "NoSchedule"}
+    await create_node(kube, name, {"resource.kopf-dra.io/fabric": "fabric1"}, taints=[taint])
+    await kube.patch("Node", name, {"metadata": {"annotations": {"team": "infra"}}})
+    fabric: KubeAPI = await as_account("kopf-dra-fabric")
+    try:
+        # The policy takes effect once the API server has loaded it: poll with a dry run.
+        async def labels_refused() -> ApiError | None:
+            try:
+                await _dry_run_patch(fabric, "Node", name, {"metadata": {"labels": {"x": "y"}}})
+            except ApiError as e:
+                return e if "may not change the labels" in e.message else None
+            return None
+
+        denied = await eventually(labels_refused, what="the node policy in force")
+        assert denied.status == 403
+        assert f"labels of Node {name}" in denied.message
+        for patch, said in (
+            ({"spec": {"taints": None}}, "may not change the spec"),
+            ({"spec": {"unschedulable": True}}, "may not change the spec"),
+            ({"metadata": {"labels": {"resource.kopf-dra.io/fabric": None}}}, "labels"),
+            ({"metadata": {"annotations": {"team": None}}}, f"no annotation of Node {name}"),
+            ({"metadata": {"annotations": {"new": "x"}}}, f"no annotation of Node {name}"),
+            ({"metadata": {"finalizers": ["x.io/hold"]}}, "finalizers"),
+        ):
+            refused = await _refusal(fabric, "Node", name, patch)
+            assert (refused.status, said in refused.message) == (403, True), (patch, refused)
+        with pytest.raises(ApiError) as delete:
+            await fabric.delete("Node", name)
+        assert delete.value.status == 403
+
+        # What it is there for: the hand-off annotation, added and removed.
+        entry = '[{"name":"a100-0","model":"A100"}]'
+        await fabric.patch("Node", name, {"metadata": {"annotations": {HANDOFF: entry}}})
+        await fabric.patch("Node", name, {"metadata": {"annotations": {HANDOFF: None}}})
+        stored = await kube.get("Node", name)
+        assert stored["metadata"]["labels"]["resource.kopf-dra.io/fabric"] == "fabric1"
+        assert stored["spec"]["taints"] == [taint]
+        assert stored["metadata"]["annotations"] == {"team": "infra"}
+    finally:
+        await kube.delete("Node", name)
+
+
+def _slice(
+    name: str, *, node: str | None = None, driver: str = "example.kopf-dra.io", ours: bool = True
+) -> dict[str, Any]:
+    """A fabric pool as the controller publishes it (``ours``), or someone else's slice."""
+    where: dict[str, Any] = {"nodeName": node} if node else {"allNodes": True}
+    labels = {"app.kubernetes.io/managed-by": "kopf-dra-fabric"} if ours else {}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "driver": driver,
+            "pool": {"name": node or "fabric-a100", "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": "a100-0"}],
+            **where,
+        },
+    }
+
+
+async def test_the_fabric_controller_writes_only_its_own_fabric_pools(
+    as_account: Any, kube: KubeAPI, fabric_policies: list[dict[str, Any]]
+) -> None:
+    fabric: KubeAPI = await as_account("kopf-dra-fabric")
+    node_local = _slice(unique("node-slice"), node="some-node")
+
+    async def node_slice_refused() -> ApiError | None:
+        try:
+            await fabric.create(node_local, dry_run=True)
+        except ApiError as e:
+            return e if "its own fabric pools" in e.message else None
+        return None
+
+    denied = await eventually(node_slice_refused, what="the slice policy in force")
+    assert denied.status == 403
+    for body in (
+        _slice(unique("unlabelled"), ours=False),
+        _slice(unique("other-driver"), driver="gpu.vendor.example.com"),
+    ):
+        with pytest.raises(ApiError) as refused:
+            await fabric.create(body, dry_run=True)
+        assert refused.value.status == 403
+        assert "its own fabric pools" in refused.value.message
+    # A node driver's slice can be neither replaced nor deleted by it.
+    theirs = await kube.create(_slice(unique("theirs"), node="some-node", ours=False))
+    try:
+        with pytest.raises(ApiError) as delete:
+            await fabric.delete("ResourceSlice", theirs["metadata"]["name"])
+        assert delete.value.status == 403
+        assert "its own fabric pools" in delete.value.message
+        taken_over = dict(theirs, spec={**theirs["spec"], "devices": []})
+        taken_over["metadata"]["labels"] = {"app.kubernetes.io/managed-by": "kopf-dra-fabric"}
+        with pytest.raises(ApiError) as replace:
+            await fabric.replace(taken_over)
+        assert replace.value.status == 403
+        stored = await kube.get("ResourceSlice", theirs["metadata"]["name"])
+        assert stored["spec"]["devices"] == [{"name": "a100-0"}]
+    finally:
+        await kube.delete("ResourceSlice", theirs["metadata"]["name"])
+    created = await fabric.create(_slice(unique("fabric-pool")), dry_run=True)
+    assert created["spec"]["driver"] == "example.kopf-dra.io"
