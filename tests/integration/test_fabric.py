@@ -48,6 +48,7 @@ from tests.integration.helpers import (
     pod_body,
     pod_condition,
     running_operator,
+    slice_body,
     start_scheduler,
     template_body,
     unique,
@@ -665,6 +666,8 @@ async def test_every_manifest_is_accepted_by_a_server_side_dry_run(
     for doc in _manifests():
         if resource_of(doc["kind"]).namespaced:
             doc["metadata"]["namespace"] = namespace
+        else:  # test_rbac.py may have installed the real ones in this session
+            doc["metadata"]["name"] += f"-{namespace}"
         created = await kube.create(doc, dry_run=True)
         assert created["metadata"]["name"] == doc["metadata"]["name"]
         kinds.append(doc["kind"])
@@ -717,16 +720,7 @@ async def _policies_in_force(kube: KubeAPI, as_sa: KubeAPI, driver: str) -> None
     lazily): a node label change and a node-local slice, dry-run, are refused."""
     probe = await create_node(kube, unique("probe"))
     name = probe["metadata"]["name"]
-    node_local = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": f"{name}-slice"},
-        "spec": {
-            "driver": driver,
-            "nodeName": name,
-            "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
-        },
-    }
+    node_local = slice_body(f"{name}-slice", driver, name, [])
 
     async def refused() -> bool:
         messages = []

@@ -37,6 +37,7 @@ from tests.integration.helpers import (
     gpu_cluster,
     pod_body,
     running_operator,
+    slice_body,
     template_body,
     unique,
 )
@@ -330,19 +331,11 @@ def _slice(
     name: str, *, node: str | None = None, driver: str = "example.kopf-dra.io", ours: bool = True
 ) -> dict[str, Any]:
     """A fabric pool as the controller publishes it (``ours``), or someone else's slice."""
-    where: dict[str, Any] = {"nodeName": node} if node else {"allNodes": True}
-    labels = {"app.kubernetes.io/managed-by": "kopf-dra-fabric"} if ours else {}
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": name, "labels": labels},
-        "spec": {
-            "driver": driver,
-            "pool": {"name": node or "fabric-a100", "generation": 1, "resourceSliceCount": 1},
-            "devices": [{"name": "a100-0"}],
-            **where,
-        },
-    }
+    where: dict[str, Any] = {} if node else {"allNodes": True}
+    body = slice_body(name, driver, node or "fabric-a100", [{"name": "a100-0"}], **where)
+    if ours:
+        body["metadata"]["labels"] = {"app.kubernetes.io/managed-by": "kopf-dra-fabric"}
+    return body
 
 
 async def test_the_fabric_controller_writes_only_its_own_fabric_pools(
