@@ -185,6 +185,7 @@ async def run(args: argparse.Namespace, kubeconfig: Path) -> dict[str, list[floa
                         kubelet_dir=str(work / node / "k"),
                         cdi_dir=str(work / node / "c"),
                         resync_seconds=args.driver_resync,
+                        allow_arbitrary_node_status=True,  # the admin kubeconfig
                     ),
                     kube,
                 )

@@ -3,7 +3,8 @@
 Not a kopf operator: it owns no custom objects and watches nothing cluster-wide. It publishes
 its node's pool, serves the kubelet plugin sockets, and every ``--resync-seconds`` re-reads its
 Node (hot-plugged devices) and repairs its slices. Everything it needs at start is local or one
-GET away, so a restart resumes where it stopped.
+GET away, so a restart resumes where it stopped. Before anything else it checks that its
+identity cannot write other nodes' claims (``identity.py``), and refuses to start if it can.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import structlog
 from operators.aio import wait_at_most
 from operators.driver.cdi import CDIWriter
 from operators.driver.checkpoint import Checkpoint
+from operators.driver.identity import IdentityError, status_rights
 from operators.driver.plugin import PluginServer
 from operators.driver.profiles import ProfileError, load_config
 from operators.driver.service import DriverService
@@ -56,6 +58,30 @@ class Driver:
         self.plugin = PluginServer(settings.driver_name, settings.kubelet_dir, self.service)
         self.started = asyncio.Event()
         self.refresh_failures = 0
+        self.identity_checked = False
+
+    async def _check_identity(self) -> bool:
+        """True once checked; raises IdentityError when the identity may write any node's
+        claims and that was not allowed."""
+        try:
+            rights = await status_rights(self.service.api, self.settings.driver_name)
+        except (ApiError, OSError, TimeoutError) as e:
+            log.error(
+                "could not check what this identity may write; retrying",
+                **{fields.NODE: self.settings.node_name, fields.REASON: type(e).__name__},
+                error=str(e),
+            )
+            return False
+        context = {fields.NODE: self.settings.node_name}
+        if (problem := rights.problem()) is not None:
+            if not self.settings.allow_arbitrary_node_status:
+                log.error("refusing to start: " + problem, **context)
+                raise IdentityError(problem)
+            log.warning("started anyway (--allow-arbitrary-node-status): " + problem, **context)
+        if (warning := rights.warning()) is not None:
+            log.warning(warning, **context)
+        self.identity_checked = True
+        return True
 
     async def _refresh(self) -> bool:
         try:
@@ -74,6 +100,9 @@ class Driver:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Publish, serve the kubelet, resync until ``stop`` is set; then close the sockets."""
+        while not self.identity_checked and not stop.is_set():
+            if not await self._check_identity():
+                await wait_at_most(stop.wait(), self.settings.resync_seconds)
         # The plugin must not answer before it knows its Node: wait for the first read.
         while self.service.node is None and not stop.is_set():
             if not await self._refresh() and self.service.node is None:
@@ -116,5 +145,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     configure(COMPONENT, level=settings.log_level, json_output=settings.log_json)
     metrics.serve(settings.metrics_port)
-    asyncio.run(_main(settings))
+    try:
+        asyncio.run(_main(settings))
+    except IdentityError as e:
+        print(f"kopf-dra run driver: {e}", file=sys.stderr)
+        return 2
     return 0

@@ -33,3 +33,9 @@ class DriverSettings(Settings):
         gt=0,
         description="How often to re-read the Node (hot-plugged devices) and repair the slices",
     )
+    allow_arbitrary_node_status: bool = Field(
+        default=False,
+        description="Start even when this identity may write the device status of claims on any "
+        "node (resourceclaims/driver arbitrary-node:patch/update): development with an admin "
+        "kubeconfig only; a node's driver needs only the associated-node: verbs",
+    )

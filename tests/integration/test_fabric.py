@@ -454,6 +454,7 @@ async def test_after_attach_reschedule_binds_the_pod_to_the_node_local_device(
             kubelet_dir=str(short / "kubelet"),
             cdi_dir=str(short / "cdi"),
             resync_seconds=0.3,
+            allow_arbitrary_node_status=True,  # the test's admin kubeconfig
         ),
         kube,
     )

@@ -9,9 +9,11 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from kubernetes_asyncio import client
 
 from operators.driver.app import Driver
+from operators.driver.identity import IdentityError
 from operators.driver.kubelet import FakeKubelet
 from operators.driver.service import HOTPLUG_ANNOTATION
 from operators.driver.settings import DriverSettings
@@ -46,6 +48,7 @@ async def test_driver_runs_publishes_serves_and_follows_hot_plug(
         kubelet_dir=str(short_dir / "kubelet"),
         cdi_dir=str(short_dir / "cdi"),
         resync_seconds=0.2,
+        allow_arbitrary_node_status=True,  # the test's admin identity may write any claim
     )
     driver = Driver(settings, kube)
     stop = asyncio.Event()
@@ -81,6 +84,7 @@ async def test_driver_waits_for_its_node(kube: KubeAPI, short_dir: Path, kubecon
         kubelet_dir=str(short_dir / "kubelet"),
         cdi_dir=str(short_dir / "cdi"),
         resync_seconds=0.2,
+        allow_arbitrary_node_status=True,  # the test's admin identity may write any claim
     )
     driver = Driver(settings, kube)
     stop = asyncio.Event()
@@ -103,3 +107,25 @@ async def test_driver_waits_for_its_node(kube: KubeAPI, short_dir: Path, kubecon
         for item in listed["items"]:
             await kube.delete("ResourceSlice", item["metadata"]["name"])
         await kube.delete("Node", name)
+
+
+async def test_driver_refuses_an_identity_that_may_write_any_nodes_claims(
+    kube: KubeAPI, node: dict[str, Any], short_dir: Path
+) -> None:
+    """The test's admin identity holds resourceclaims/driver arbitrary-node:*: a node's driver
+    with it could rewrite every node's device status. It says so and does not start."""
+    settings = DriverSettings(
+        node_name=node["metadata"]["name"],
+        kubelet_dir=str(short_dir / "kubelet"),
+        cdi_dir=str(short_dir / "cdi"),
+        resync_seconds=0.2,
+    )
+    driver = Driver(settings, kube)
+    with pytest.raises(IdentityError) as refused:
+        await asyncio.wait_for(driver.run(asyncio.Event()), timeout=20)
+    message = str(refused.value)
+    assert "arbitrary-node:patch" in message
+    assert "--allow-arbitrary-node-status" in message
+    assert not driver.started.is_set()
+    assert not driver.plugin.registration_socket.exists()
+    assert await _device_names(kube, node["metadata"]["name"]) == set()

@@ -14,11 +14,14 @@ import pytest
 import yaml
 from kubernetes_asyncio import client
 
+from operators.driver.app import Driver
 from operators.driver.cdi import CDIWriter
 from operators.driver.checkpoint import Checkpoint
+from operators.driver.identity import status_rights
 from operators.driver.plugin import ClaimRef
 from operators.driver.profiles import build_inventory, default_config
 from operators.driver.service import DriverService
+from operators.driver.settings import DriverSettings
 from operators.driver.slices import NodeRef, SlicePublisher
 from operators.kube.api import ApiError, KubeAPI, Resource, register_resource, resource_of
 from tests.integration.driver.conftest import DRIVER, allocate, claim_body, result
@@ -231,3 +234,25 @@ async def test_driver_pod_identity_writes_only_its_own_node(
         for item in listed["items"]:
             await kube.delete("ResourceSlice", item["metadata"]["name"])
         await kube.delete("Node", other)
+
+
+async def test_driver_pod_identity_passes_the_startup_check_on_its_own(
+    driver_identity: KubeAPI, kube: KubeAPI, node: dict[str, Any], short_dir: Path
+) -> None:
+    """The manifests' identity holds the associated-node: verbs only: the driver starts without
+    --allow-arbitrary-node-status. The admin identity does not (test_app.py)."""
+    rights = await status_rights(driver_identity, DRIVER)
+    assert rights.arbitrary_node == ()
+    assert rights.associated_node == ("associated-node:patch", "associated-node:update")
+    assert rights.problem() is None
+    assert rights.warning() is None
+    settings = DriverSettings(
+        node_name=node["metadata"]["name"],
+        driver_name=DRIVER,
+        kubelet_dir=str(short_dir / "kubelet"),
+        cdi_dir=str(short_dir / "cdi"),
+    )
+    assert settings.allow_arbitrary_node_status is False
+    assert await Driver(settings, driver_identity)._check_identity() is True
+    admin = await status_rights(kube, DRIVER)
+    assert admin.problem() is not None
