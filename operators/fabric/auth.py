@@ -105,7 +105,10 @@ class TokenDirectory:
             raise TokenError(f"{self.directory}: {e.strerror or e}") from None
 
     def _stat(self) -> tuple[tuple[str, int, int], ...]:
-        stats = [(e.name, e.stat()) for e in self._entries()]
+        try:  # kubelet swaps a Secret's files under us: one may vanish between list and stat
+            stats = [(e.name, e.stat()) for e in self._entries()]
+        except OSError as e:
+            raise TokenError(f"{self.directory}: {e}") from None
         return tuple((name, st.st_mtime_ns, st.st_size) for name, st in stats)
 
     def _read(self) -> dict[str, str]:
@@ -118,15 +121,17 @@ class TokenDirectory:
         return tokens
 
     def refresh(self) -> None:
+        """Re-read the tokens if a file changed; each change is tried (and logged) once."""
         try:
             signature = self._stat()
             if signature == self._signature:
                 return
+            self._signature = signature
             index = _index(self._read(), str(self.directory))
         except TokenError as e:
             log.error("token directory not re-read; the previous tokens stay", error=str(e))
             return
-        self._signature, self._index = signature, index
+        self._index = index
         log.info("token directory re-read", clusters=sorted(index.values()))
 
     def cluster_of(self, token: str) -> str | None:

@@ -47,11 +47,14 @@ def test_a_rotated_secret_is_picked_up_without_a_restart(tmp_path: Path) -> None
     assert tokens.cluster_of("n" * 40) == "new"
 
 
-def test_a_bad_rotation_keeps_the_tokens_read_before(tmp_path: Path) -> None:
+def test_a_bad_rotation_keeps_the_tokens_read_before_until_it_is_fixed(tmp_path: Path) -> None:
     (tmp_path / "default").write_text(A)
     tokens = TokenDirectory(tmp_path)
     (tmp_path / "short").write_text("tiny")
     assert tokens.cluster_of(A) == "default"
+    assert tokens.cluster_of("tiny") is None
+    (tmp_path / "short").write_text(B)
+    assert tokens.cluster_of(B) == "short"
 
 
 @pytest.mark.parametrize(
