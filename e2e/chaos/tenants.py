@@ -170,11 +170,13 @@ async def unique_selectors(ctx: Context) -> None:
 
 
 async def huge_configs(ctx: Context) -> None:
-    """The largest opaque parameters the API accepts (10 KiB each)."""
+    """The largest opaque parameters the API accepts (10 KiB each), on claims that never fit
+    (so that tenant B's pod has devices left: a full cluster would say nothing about
+    fairness)."""
     blob = "x" * 10_000
 
     def body(i: int) -> list[dict[str, Any]]:
-        c = claim(f"h-{i}", HOSTILE)
+        c = claim(f"h-{i}", HOSTILE, count=1000)
         c["spec"]["devices"]["config"] = [
             {"opaque": {"driver": "example.kopf-dra.io", "parameters": {"blob": blob}}}
         ]
