@@ -7,7 +7,8 @@ about again for every node, request and scheduling attempt within one cycle.
 
 from __future__ import annotations
 
-from typing import Protocol
+import weakref
+from typing import Final, Protocol
 
 from operators.api.resource import Device
 from operators.cel import CELEnvironment, DeviceView, SelectorError, build_device_view
@@ -23,34 +24,60 @@ class SelectorEngine(Protocol):
     def device_matches(self, expression: str, driver: str, device: Device) -> bool: ...
 
 
+# Results kept at most (all devices and expressions together): tenants write expressions, so
+# a cache keyed by them must be bounded (about 200 bytes an entry).
+RESULT_LIMIT: Final = 262_144
+
+
 class CelSelectorEngine:
     """SelectorEngine on operators.cel: compiled selectors cached by the environment.
 
     The CEL ``device`` value depends only on the driver and the device, so views and results
-    are kept per device object (kept alive here, so ids stay unique) and survive scheduling
-    cycles as long as the informer hands out the same slice objects. ``forget()`` drops it all.
+    are kept per device object and survive scheduling cycles as long as the informer hands out
+    the same slice objects. A device object that is no longer used (its slice was replaced)
+    takes its entry with it; the results of all devices together are bounded by
+    ``result_limit`` (past it, every result is dropped and computed again when asked).
     """
 
-    def __init__(self, env: CELEnvironment | None = None) -> None:
+    def __init__(self, env: CELEnvironment | None = None, result_limit: int = RESULT_LIMIT) -> None:
         self.env = env if env is not None else CELEnvironment()
-        self._views: dict[int, tuple[Device, DeviceView, dict[str, bool | SelectorError]]] = {}
+        self.result_limit = result_limit
+        self._views: dict[int, tuple[DeviceView, dict[str, bool | SelectorError]]] = {}
+        self._results = 0
 
     def device_matches(self, expression: str, driver: str, device: Device) -> bool:
-        hit = self._views.get(id(device))
-        if hit is None or hit[0] is not device:
-            hit = (device, build_device_view(driver, device), {})
-            self._views[id(device)] = hit
-        result = hit[2].get(expression)
+        key = id(device)
+        hit = self._views.get(key)
+        if hit is None:
+            hit = (build_device_view(driver, device), {})
+            self._views[key] = hit
+            # The id is unique while the device lives; the entry goes when it does.
+            weakref.finalize(device, self._views.pop, key, None)
+        result = hit[1].get(expression)
         if result is None:
             try:
-                result = self.env.compile(expression).evaluate(hit[1])
+                result = self.env.compile(expression).evaluate(hit[0])
             except SelectorError as e:
                 result = e
-            hit[2][expression] = result
+            self._remember(hit[1], expression, result)
         if isinstance(result, SelectorError):
             raise result
         return result
 
+    def _remember(
+        self,
+        results: dict[str, bool | SelectorError],
+        expression: str,
+        result: bool | SelectorError,
+    ) -> None:
+        if self._results >= self.result_limit:
+            for _, kept in list(self._views.values()):  # one C-level copy: finalizers may run
+                kept.clear()
+            self._results = 0
+        results[expression] = result
+        self._results += 1
+
     def forget(self) -> None:
         """Drop cached views and results (e.g. when slices were replaced)."""
         self._views.clear()
+        self._results = 0

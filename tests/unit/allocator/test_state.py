@@ -111,3 +111,26 @@ def test_state_object_is_reused_until_something_changes() -> None:
     tracker.track("a", None)
     assert tracker.state() is not first
     assert not tracker.state().is_allocated(DeviceID("drv", "p", "d0"))
+
+
+def test_the_selector_engine_is_bounded_and_forgets_devices_gone() -> None:
+    """Tenants write the expressions: the results kept are bounded, and a device replaced
+    (its slice republished) takes its cached view with it."""
+    import gc
+
+    from operators.allocator.selectors import CelSelectorEngine
+    from operators.api.resource import Device
+
+    engine = CelSelectorEngine(result_limit=3)
+    device = Device.load({"name": "gpu-0"})
+    for i in range(3):
+        assert engine.device_matches(f"{i} == {i}", "d.example.com", device)
+    assert engine._results == 3
+    assert not engine.device_matches("1 == 2", "d.example.com", device)
+    assert engine._results == 1  # past the bound: dropped, then the new result kept
+    other = Device.load({"name": "gpu-1"})
+    engine.device_matches("true", "d.example.com", other)
+    assert len(engine._views) == 2
+    del other
+    gc.collect()
+    assert len(engine._views) == 1
