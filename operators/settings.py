@@ -15,7 +15,14 @@ import typing
 from collections.abc import Mapping
 from typing import Any, Self, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 ENV_PREFIX = "KOPF_DRA_"
 
@@ -44,6 +51,16 @@ def _is_list(annotation: Any) -> bool:
     return get_origin(annotation) in (list, tuple)
 
 
+def bind_address(value: str) -> tuple[str, int] | None:
+    """``host:port`` or ``:port`` (every interface) as (host, port); empty or ``0`` is off."""
+    if value in ("", "0"):
+        return None
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"{value!r} is not host:port or :port")
+    return (host.strip("[]") or "0.0.0.0"), int(port)
+
+
 class Settings(BaseModel):
     """Common settings of every component."""
 
@@ -56,13 +73,38 @@ class Settings(BaseModel):
     log_json: bool | None = Field(
         default=None, description="JSON logs (default: when stderr is not a terminal)"
     )
-    metrics_port: int = Field(default=0, description="Port of /metrics (0: off)")
+    metrics_bind_address: str = Field(
+        default="",
+        description="host:port (or :port, every interface) of /metrics, /healthz and /readyz; "
+        "empty: off",
+    )
+    metrics_secure: bool = Field(
+        default=False,
+        description="HTTPS, and /metrics only for bearer tokens the API server authenticates and "
+        "authorizes (get on the path), as kube-scheduler serves it",
+    )
+    metrics_cert_dir: str | None = Field(
+        default=None,
+        description="Directory with tls.crt and tls.key for --metrics-secure (default: a "
+        "self-signed certificate made at start, needs openssl)",
+    )
+    stuck_reconcile_after: float = Field(
+        default=300.0,
+        gt=0,
+        description="Seconds one reconcile may run before /healthz fails (a wedged worker)",
+    )
     api_timeout: float = Field(
         default=30.0, gt=0, description="Seconds any API request may take (watches excepted)"
     )
     api_connect_timeout: float = Field(
         default=5.0, gt=0, description="Seconds to connect to the API server"
     )
+
+    @field_validator("metrics_bind_address")
+    @classmethod
+    def _bind_address(cls, value: str) -> str:
+        bind_address(value)
+        return value
 
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:

@@ -13,6 +13,8 @@ from typing import Final
 DELETE_PROTECTION_FINALIZER: Final = "resource.kubernetes.io/delete-protection"
 # On template-generated claims: the pod's spec.resourceClaims[].name the claim was made for.
 POD_CLAIM_NAME_ANNOTATION: Final = "resource.kubernetes.io/pod-claim-name"
+#: On claims kube-scheduler makes for extended resources backed by DRA.
+EXTENDED_RESOURCE_CLAIM_ANNOTATION: Final = "resource.kubernetes.io/extended-resource-claim"
 # A namespace label that permits adminAccess requests in it.
 ADMIN_ACCESS_NAMESPACE_LABEL: Final = "resource.kubernetes.io/admin-access"
 # Pod phases after which a pod never runs again and releases its claims.

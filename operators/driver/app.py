@@ -18,6 +18,7 @@ from pathlib import Path
 import structlog
 
 from operators.aio import wait_at_most
+from operators.driver import metrics
 from operators.driver.cdi import CDIWriter
 from operators.driver.checkpoint import Checkpoint
 from operators.driver.identity import IdentityError, status_rights
@@ -28,8 +29,9 @@ from operators.driver.settings import DriverSettings
 from operators.driver.slices import InvalidPoolError
 from operators.kube.api import ApiError, ApiTimeouts, KubeAPI
 from operators.kube.client import make_api_client
-from operators.observability import fields, metrics
+from operators.observability import fields
 from operators.observability.logging import configure
+from operators.runtime.serving import Endpoints, Server
 from operators.settings import SettingsError
 
 COMPONENT = "driver"
@@ -57,6 +59,9 @@ class Driver:
         )
         self.plugin = PluginServer(settings.driver_name, settings.kubelet_dir, self.service)
         self.started = asyncio.Event()
+        self.server = Server(
+            settings, Endpoints([metrics.REGISTRY], readiness={"plugin": self.not_serving})
+        )
         self.refresh_failures = 0
         self.identity_checked = False
 
@@ -98,8 +103,20 @@ class Driver:
             return False
         return True
 
+    def not_serving(self) -> str | None:
+        """Readiness: the kubelet may call the plugin (identity checked, Node read)."""
+        return None if self.started.is_set() else "the kubelet plugin is not serving yet"
+
     async def run(self, stop: asyncio.Event) -> None:
-        """Publish, serve the kubelet, resync until ``stop`` is set; then close the sockets."""
+        """Serve probes and metrics; publish, serve the kubelet, resync until ``stop`` is set;
+        then close the sockets."""
+        await self.server.start()
+        try:
+            await self._run(stop)
+        finally:
+            await self.server.stop()
+
+    async def _run(self, stop: asyncio.Event) -> None:
         while not self.identity_checked and not stop.is_set():
             if not await self._check_identity():
                 await wait_at_most(stop.wait(), self.settings.resync_seconds)
@@ -144,10 +161,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"kopf-dra run driver: {e}", file=sys.stderr)
         return 2
     configure(COMPONENT, level=settings.log_level, json_output=settings.log_json)
-    metrics.serve(settings.metrics_port)
     try:
         asyncio.run(_main(settings))
-    except IdentityError as e:
+    except (IdentityError, SettingsError) as e:
         print(f"kopf-dra run driver: {e}", file=sys.stderr)
         return 2
     return 0

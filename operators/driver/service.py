@@ -9,6 +9,7 @@ consistent.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -99,6 +100,7 @@ class DriverService:
         results: dict[str, PrepareResult] = {}
         async with self._lock:
             for ref in claims:
+                started = time.perf_counter()
                 try:
                     devices = await self._prepare_one(ref)
                 except PrepareError as e:
@@ -120,6 +122,11 @@ class DriverService:
                 else:
                     metrics.PREPARES.labels(result="Prepared").inc()
                     results[ref.uid] = PrepareResult(devices=devices)
+                finally:
+                    done = ref.uid in results and not results[ref.uid].error
+                    failed = "false" if done else "true"
+                    duration = time.perf_counter() - started
+                    metrics.OPERATION_DURATION.labels("prepare", failed).observe(duration)
             metrics.PREPARED_CLAIMS.set(len(self.checkpoint.claims()))
         return results
 
@@ -157,6 +164,7 @@ class DriverService:
         errors: dict[str, str] = {}
         async with self._lock:
             for ref in claims:
+                started = time.perf_counter()
                 record = self.checkpoint.get(ref.uid)
                 self.cdi.remove(ref.uid)
                 if record is not None:
@@ -165,6 +173,8 @@ class DriverService:
                     log.info("unprepared", **{fields.CLAIM: ref.key})
                 metrics.UNPREPARES.labels(result="Unprepared").inc()
                 errors[ref.uid] = ""
+                duration = time.perf_counter() - started
+                metrics.OPERATION_DURATION.labels("unprepare", "false").observe(duration)
             metrics.PREPARED_CLAIMS.set(len(self.checkpoint.claims()))
         return errors
 

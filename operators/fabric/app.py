@@ -27,7 +27,6 @@ from operators.fabric.simulator import (
     FabricSimulator,
     load_config,
 )
-from operators.observability import metrics
 from operators.observability.logging import configure
 from operators.settings import Settings, SettingsError
 
@@ -119,12 +118,16 @@ def run(args: argparse.Namespace) -> int:
                 "FabricSimSettings: --tokens-dir / KOPF_DRA_TOKENS_DIR is required (the manager "
                 "serves no one without a credential)"
             )
+        if settings.metrics_bind_address:
+            raise SettingsError(
+                "FabricSimSettings: --metrics-bind-address: the simulator has no metrics; its "
+                "/healthz and /readyz are on --port"
+            )
         tokens = TokenDirectory(settings.tokens_dir)
         sim = build_simulator(settings)  # a bad config or state file: the offending keys
     except (SettingsError, ConfigError, TokenError, JournalError) as e:
         print(f"kopf-dra run {COMPONENT}: {e}", file=sys.stderr)
         return 2
     configure(COMPONENT, level=settings.log_level, json_output=settings.log_json)
-    metrics.serve(settings.metrics_port)
     asyncio.run(_main(settings, sim, tokens))
     return 0

@@ -1,7 +1,8 @@
 """The simulated fabric manager as an HTTP/JSON service (aiohttp), like a real composable
 system's REST endpoint.
 
-    GET  /healthz                         (no credential: probes)
+    GET  /healthz, /readyz                (no credential: probes; 500 once operations no
+                                           longer finish)
     GET  /v1/snapshot                     {"cluster", "epoch", "revision", "devices", "operations"}
     GET  /v1/devices                      {"items": [device...]}
     GET  /v1/devices/{id}                 device
@@ -141,6 +142,11 @@ class FabricService:
     # --- handlers ----------------------------------------------------------------------------
 
     async def healthz(self, _: web.Request) -> web.Response:
+        """The loop answers, and the timer that finishes operations still runs."""
+        timer = self._timer
+        if timer is not None and timer.done():
+            log.error("operations no longer finish: the timer has ended", task=repr(timer))
+            return web.json_response({"status": "failed", "check": "timer"}, status=500)
         return web.json_response({"status": "ok"})
 
     async def snapshot(self, request: web.Request) -> web.Response:
@@ -260,6 +266,7 @@ class FabricService:
         app = web.Application(middlewares=[self.authenticate], client_max_size=MAX_BODY_BYTES)
         app[SIM_KEY] = self.sim
         app.router.add_get("/healthz", self.healthz)
+        app.router.add_get("/readyz", self.healthz)
         app.router.add_get("/v1/snapshot", self.snapshot)
         app.router.add_get("/v1/devices", self.list_devices)
         app.router.add_get("/v1/devices/{id}", self.get_device)

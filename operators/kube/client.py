@@ -8,6 +8,9 @@ from pathlib import Path
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.config.config_exception import ConfigException
 
+from operators.kube.api import ApiTimeouts, KubeAPI
+from operators.settings import Settings
+
 
 class ClientConfigError(RuntimeError):
     """No usable cluster configuration was found."""
@@ -58,6 +61,12 @@ async def make_api_client(kubeconfig: str | Path | None = None) -> client.ApiCli
     session = api_client.rest_client.pool_manager
     session._trust_env = proxy_from_env()  # no public setter; read back as ``trust_env``
     return api_client
+
+
+async def make_api(settings: Settings) -> KubeAPI:
+    """API access with the settings' timeouts; the caller closes ``api.api_client``."""
+    api_client = await make_api_client(settings.kubeconfig)
+    return KubeAPI(api_client, ApiTimeouts(settings.api_connect_timeout, settings.api_timeout))
 
 
 def connection_fields(configuration: client.Configuration) -> dict[str, object]:

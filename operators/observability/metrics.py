@@ -1,64 +1,73 @@
-"""Prometheus metrics of every component, on ``/metrics`` when ``--metrics-port`` is set.
+"""Prometheus plumbing shared by every component: one registry per component, no ``_created``.
 
-Names of the resourceclaim controller follow KEP-4381 so dashboards built for
-kube-controller-manager keep working.
+Each component's metrics live in its own module with a registry of its own (a process serves
+only its component's metrics and the runtime's), so a scrape of the claim-template controller
+never shows the scheduler's histograms. ``_created`` series are off: Kubernetes components do
+not export them, and dashboards built for them would double-count.
 """
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge, Histogram, start_http_server
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
-RESOURCE_CLAIMS = Gauge("resourceclaim_controller_resource_claims", "Number of ResourceClaims")
-ALLOCATED_RESOURCE_CLAIMS = Gauge(
-    "resourceclaim_controller_allocated_resource_claims", "Number of allocated ResourceClaims"
-)
-CLAIMS_CREATED = Counter(
-    "kopf_dra_claims_created_total", "ResourceClaims created from ResourceClaimTemplates"
-)
-RESERVATIONS_REMOVED = Counter(
-    "kopf_dra_reservations_removed_total", "status.reservedFor entries removed", ["reason"]
-)
-DEALLOCATIONS = Counter(
-    "kopf_dra_deallocations_total", "Allocations cleared by the reservation cleanup"
-)
-CLAIMS_DELETED = Counter(
-    "kopf_dra_generated_claims_deleted_total", "Generated claims deleted after their pod"
-)
+from prometheus_client import CollectorRegistry, disable_created_metrics
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from operators.api.names import EXTENDED_RESOURCE_CLAIM_ANNOTATION, POD_CLAIM_NAME_ANNOTATION
+
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 
-def serve(port: int) -> None:
-    """Expose /metrics on ``port`` (0 means off)."""
-    if port:
-        start_http_server(port)
+def registry() -> CollectorRegistry:
+    """A component's registry (collectors describe themselves: names checked at once)."""
+    return CollectorRegistry(auto_describe=True)
 
 
-SCHEDULING_ATTEMPTS = Counter(
-    "kopf_dra_scheduler_schedule_attempts_total",
-    "Scheduling cycles by result (scheduled, unschedulable, error, waiting)",
-    ["result"],
-)
-SCHEDULING_LATENCY = Histogram(
-    "kopf_dra_scheduler_pod_scheduling_duration_seconds",
-    "From pod creation to binding",
-    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 600),
-)
-CYCLE_DURATION = Histogram(
-    "kopf_dra_scheduler_cycle_duration_seconds",
-    "One scheduling cycle: filter, allocate and score every node",
-    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
-)
-ALLOCATOR_DURATION = Histogram(
-    "kopf_dra_scheduler_allocator_duration_seconds",
-    "Allocator calls of one cycle, all nodes together",
-    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1),
-)
-QUEUE_DEPTH = Gauge("kopf_dra_scheduler_queue_depth", "Pods queued or being scheduled")
-WAITING_BINDING_CONDITIONS = Gauge(
-    "kopf_dra_scheduler_pods_waiting_binding_conditions",
-    "Pods whose devices wait for binding conditions",
-)
-DOUBLE_ALLOCATIONS = Counter(
-    "kopf_dra_scheduler_double_allocations_total",
-    "Devices found in two allocations by the scheduler, by whether one was deallocated",
-    ["repaired"],
-)
+#: Label values and value of each sample.
+Samples = Callable[[], Iterable[tuple[Sequence[str], float]]]
+
+
+class GaugeFunction(Collector):
+    """A labelled gauge computed at each scrape from what its controller holds, so it is never
+    stale and never counts a series the controller has forgotten. The controller sets
+    ``samples`` when it starts."""
+
+    def __init__(
+        self, name: str, documentation: str, labels: Sequence[str], registry: CollectorRegistry
+    ) -> None:
+        self.name, self.documentation, self.labels = name, documentation, list(labels)
+        self.samples: Samples = lambda: ()
+        registry.register(self)
+
+    def collect(self) -> Iterator[Any]:
+        family = GaugeMetricFamily(self.name, self.documentation, labels=self.labels)
+        for values, value in self.samples():
+            family.add_metric(list(values), value)
+        yield family
+
+    def describe(self) -> Iterator[Any]:
+        yield GaugeMetricFamily(self.name, self.documentation, labels=self.labels)
+
+
+def admin_access_label(claim: Mapping[str, Any]) -> str:
+    """kube-controller-manager's ``admin_access`` label: some exact request asks for it
+    (subrequests of firstAvailable never count)."""
+    requests = (((claim.get("spec") or {}).get("devices") or {}).get("requests")) or []
+    exact = (r.get("exactly") or {} for r in requests)
+    return "true" if any(e.get("adminAccess") for e in exact) else "false"
+
+
+def claim_labels(claim: Mapping[str, Any]) -> tuple[str, str, str]:
+    """``allocated``, ``admin_access`` and ``source`` of resourceclaim_controller_resource_claims:
+    the source is extended_resource, resource_claim_template, or empty (made by a user)."""
+    annotations = (claim.get("metadata") or {}).get("annotations") or {}
+    if annotations.get(EXTENDED_RESOURCE_CLAIM_ANNOTATION) == "true":
+        source = "extended_resource"
+    elif annotations.get(POD_CLAIM_NAME_ANNOTATION):
+        source = "resource_claim_template"
+    else:
+        source = ""
+    allocated = "true" if (claim.get("status") or {}).get("allocation") else "false"
+    return allocated, admin_access_label(claim), source

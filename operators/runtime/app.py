@@ -18,7 +18,6 @@ from typing import Any, Generic, Protocol, TypeVar
 import kopf
 
 from operators.kube.client import connection_fields, make_configuration
-from operators.observability import metrics
 from operators.observability.logging import configure
 from operators.settings import Settings
 
@@ -106,7 +105,6 @@ def main_for(
 ) -> int:
     """The blocking entry point behind ``kopf-dra run <component>``."""
     configure(component, level=settings.log_level, json_output=settings.log_json)
-    metrics.serve(settings.metrics_port)
     asyncio.run(
         run_operator(registry=build_registry(settings), component=component, settings=settings)
     )
@@ -128,14 +126,18 @@ class OperatorApp(Generic[S]):
     settings_class: type[S]
     controller: Callable[[S], Registering]
 
-    def build_registry(self, settings: Settings) -> kopf.OperatorRegistry:
+    def build(self, settings: Settings) -> tuple[kopf.OperatorRegistry, Registering]:
         """The operator's own registry (never kopf's global one: several operators may run in
-        one process, as in the integration tests), with a fresh controller behind it."""
+        one process, as in the integration tests), and the fresh controller behind it."""
         assert isinstance(settings, self.settings_class)
         registry = kopf.OperatorRegistry()
         register_login(registry, settings.kubeconfig)
-        self.controller(settings).register(registry)
-        return registry
+        controller = self.controller(settings)
+        controller.register(registry)
+        return registry, controller
+
+    def build_registry(self, settings: Settings) -> kopf.OperatorRegistry:
+        return self.build(settings)[0]
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         self.settings_class.add_arguments(parser)

@@ -23,9 +23,10 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 import kopf
 import structlog
+from prometheus_client import CollectorRegistry
 
-from operators.kube.api import ApiTimeouts, KubeAPI
-from operators.kube.client import make_api_client
+from operators.kube.api import KubeAPI
+from operators.kube.client import make_api
 from operators.runtime.actions import PostEvent, Write
 from operators.runtime.apply import Applier
 from operators.runtime.clock import SYSTEM_CLOCK, Clock
@@ -33,7 +34,10 @@ from operators.runtime.errors import NotLeaderError, Requeue
 from operators.runtime.events import EventRecorder
 from operators.runtime.indices import IndexView
 from operators.runtime.leader import LeaderElector, LeaseConfig, default_identity
-from operators.settings import LeaderElectionSettings, Settings
+from operators.runtime.metrics import REGISTRY as RUNTIME_METRICS
+from operators.runtime.queue import WorkQueue
+from operators.runtime.serving import Endpoints, Server
+from operators.settings import LeaderElectionSettings, Settings, SettingsError
 
 log = structlog.get_logger(__name__)
 
@@ -47,12 +51,6 @@ class Deps:
     api: KubeAPI
     events: EventRecorder
     applier: Applier
-
-
-async def make_api(settings: Settings) -> KubeAPI:
-    """API access with the settings' timeouts; the caller closes ``api.api_client``."""
-    client = await make_api_client(settings.kubeconfig)
-    return KubeAPI(client, ApiTimeouts(settings.api_connect_timeout, settings.api_timeout))
 
 
 def lease_config(settings: LeaderElectionSettings) -> LeaseConfig:
@@ -73,6 +71,8 @@ class Controller(Generic[S]):
     component: ClassVar[str]
     #: kopf indices a reconcile reads: it waits (a requeue) until kopf has handed them over.
     kopf_indices: ClassVar[tuple[str, ...]] = ()
+    #: The component's own metrics, served beside the runtime's (work queues, leadership).
+    metrics_registry: ClassVar[CollectorRegistry | None] = None
 
     def __init__(self, settings: S, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.settings = settings
@@ -84,6 +84,7 @@ class Controller(Generic[S]):
         self._started = False
         self._stopped = False
         self._lifecycle = asyncio.Lock()
+        self.server = Server(settings, self.endpoints())
 
     # --- what subclasses provide ----------------------------------------------------------
 
@@ -111,6 +112,34 @@ class Controller(Generic[S]):
         missing = [name for name in self.kopf_indices if not self.indices.has(name)]
         if missing:
             raise Requeue(0.5, f"kopf's indices {', '.join(missing)} are not listed yet")
+
+    # --- health ---------------------------------------------------------------------------
+
+    def endpoints(self) -> Endpoints:
+        registries = [r for r in (self.metrics_registry, RUNTIME_METRICS) if r is not None]
+        return Endpoints(
+            registries,
+            liveness={"reconcile": self._stuck_reconcile, "leaderElection": self._election},
+            readiness={"started": self._not_started},
+        )
+
+    def queues(self) -> list[WorkQueue[Any]]:
+        return [value for value in vars(self).values() if isinstance(value, WorkQueue)]
+
+    def _stuck_reconcile(self) -> str | None:
+        """A reconcile that has run for too long: a wedged worker, which a restart clears."""
+        limit = self.settings.stuck_reconcile_after
+        for queue in self.queues():
+            longest = queue.longest_running()
+            if longest is not None and longest[1] > limit:
+                return f"{queue.name}: {longest[0]} has been reconciled for {longest[1]:.0f}s"
+        return None
+
+    def _election(self) -> str | None:
+        return self.elector.problem() if self.elector is not None else None
+
+    def _not_started(self) -> str | None:
+        return None if self._started else "stores not filled yet (or a CRD not served)"
 
     # --- dependencies ---------------------------------------------------------------------
 
@@ -161,6 +190,10 @@ class Controller(Generic[S]):
         async with self._lifecycle:
             if self._started or self._stopped:
                 return
+            try:
+                await self.server.start()  # first: probes answer while prepare waits
+            except SettingsError as e:
+                raise kopf.PermanentError(str(e)) from None
             api = await make_api(self.settings)
             events = EventRecorder(api, self.component, clock=self.clock)
             self._deps = Deps(api, events, Applier(api, events, self.fence))
@@ -207,6 +240,7 @@ class Controller(Generic[S]):
             except Exception as e:
                 log.error(f"{self.component} stop failed", error=repr(e))
             await self._close()
+            await self.server.stop()
 
     async def _close(self) -> None:
         if self._deps is not None:

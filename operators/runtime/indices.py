@@ -73,18 +73,20 @@ class SupersededVersions:
 
     After a write, the cache may still show the old version for a moment; acting on it would
     repeat the write and earn a 409. A cache entry still at a superseded version is skipped:
-    the watch event of our own write enqueues the object again.
+    the watch event of our own write enqueues the object again. Several writes in a row (a
+    status write, then a delete) supersede every version between them; a version not among
+    them is a newer one, which clears the key.
     """
 
     def __init__(self) -> None:
-        self._versions: dict[Hashable, str] = {}
+        self._versions: dict[Hashable, set[str]] = {}
 
     def is_stale(self, key: Hashable, resource_version: str | None) -> bool:
-        if resource_version is not None and self._versions.get(key) == resource_version:
+        if resource_version is not None and resource_version in self._versions.get(key, ()):
             return True
         self._versions.pop(key, None)
         return False
 
     def wrote(self, key: Hashable, previous_version: str | None) -> None:
         if previous_version:
-            self._versions[key] = previous_version
+            self._versions.setdefault(key, set()).add(previous_version)

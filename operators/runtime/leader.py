@@ -27,12 +27,13 @@ import dataclasses
 import os
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Final
 
 import structlog
 
 from operators.api.timestamps import format_micro_time
 from operators.kube.api import ApiError, ConflictError, KubeAPI, NotFoundError
+from operators.runtime import metrics
 from operators.runtime.clock import Clock
 from operators.runtime.errors import NotLeaderError
 
@@ -76,6 +77,9 @@ def _record(spec: dict[str, Any]) -> tuple[Any, ...]:
         spec.get("leaseTransitions"),
         spec.get("leaseDurationSeconds"),
     )
+
+
+TOLERATED_EXPIRY: Final = 20.0
 
 
 class LeaderElector:
@@ -129,6 +133,18 @@ class LeaderElector:
             )
         assert self._renewed_at is not None
         return self._renewed_at + self.config.lease_duration - self.clock.monotonic()
+
+    def problem(self) -> str | None:
+        """Liveness, as kube's leader-election health check: the election has stopped (a
+        callback raised), or this replica still leads on a lease expired 20 s ago."""
+        if self._task is not None and self._task.done() and not self._task.cancelled():
+            error = self._task.exception()
+            return f"the election for {self.lease} has ended: {error!r}"
+        if self.is_leader and self._renewed_at is not None:
+            expired = self.clock.monotonic() - self._renewed_at - self.config.lease_duration
+            if expired > TOLERATED_EXPIRY:
+                return f"still leading on the lease {self.lease}, expired {expired:.0f}s ago"
+        return None
 
     # --- one round -----------------------------------------------------------------------
 
@@ -266,11 +282,13 @@ class LeaderElector:
 
     def _set_leader(self, leader: bool) -> None:
         self.is_leader = leader
+        metrics.LEADER.labels(self.config.name).set(1 if leader else 0)
         if self.on_change is not None:
             self.on_change(leader)
 
     def start(self) -> None:
         if self._task is None:
+            metrics.LEADER.labels(self.config.name).set(0)
             self._task = asyncio.create_task(self._loop(), name="leader-election")
 
     async def stop(self, release: bool = True) -> None:

@@ -23,6 +23,7 @@ from typing import Generic, TypeVar
 import structlog
 
 from operators.aio import wait_at_most
+from operators.runtime import metrics
 from operators.runtime.clock import SYSTEM_CLOCK, Clock
 from operators.runtime.errors import Requeue, is_expected, retry_delay
 
@@ -110,7 +111,14 @@ class WorkQueue(Generic[K]):
         self._counter = itertools.count()
         self._wakeup = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        self._added_at: dict[K, float] = {}  # when a waiting key was put in _ready
+        self._started_at: dict[K, float] = {}  # when an active key's reconcile began
         self.processed = 0
+        self._depth = metrics.QUEUE_DEPTH.labels(name)
+        self._adds = metrics.QUEUE_ADDS.labels(name)
+        self._retries = metrics.QUEUE_RETRIES.labels(name)
+        self._wait = metrics.QUEUE_WAIT.labels(name)
+        self._work = metrics.QUEUE_WORK.labels(name)
 
     def add(self, key: K) -> None:
         """Reconcile ``key`` soon; a no-op when it is already waiting."""
@@ -119,7 +127,10 @@ class WorkQueue(Generic[K]):
         elif key not in self._queued:
             self._queued.add(key)
             self._ready.put(key)
+            self._added_at[key] = self._clock()
             self._available.release()
+            self._adds.inc()
+            self._depth.set(len(self._ready))
 
     def add_after(self, key: K, delay: float) -> None:
         """Reconcile ``key`` after ``delay`` seconds (earlier if someone adds it)."""
@@ -132,6 +143,17 @@ class WorkQueue(Generic[K]):
     def backoff(self, key: K) -> float:
         failures = self._failures.get(key, 0)
         return float(min(self._max_delay, self._base_delay * (2**failures)))
+
+    def longest_running(self) -> tuple[K, float] | None:
+        """The key whose reconcile has run longest, and for how many seconds (liveness)."""
+        if not self._started_at:
+            return None
+        key = min(self._started_at, key=self._started_at.__getitem__)
+        return key, self._clock() - self._started_at[key]
+
+    def waiting(self) -> tuple[int, int]:
+        """Keys waiting for a worker, and keys waiting for their retry time."""
+        return len(self._queued), len(self._delayed)
 
     def others_waiting(self, key: K) -> bool:
         """Keys of other lanes wait for a worker: a long reconcile of ``key`` may yield."""
@@ -165,6 +187,10 @@ class WorkQueue(Generic[K]):
             key = self._ready.pop()
             self._queued.discard(key)
             self._active.add(key)
+            started = self._clock()
+            self._started_at[key] = started
+            self._wait.observe(started - self._added_at.pop(key, started))
+            self._depth.set(len(self._ready))
             try:
                 await self._reconcile(key)
             except asyncio.CancelledError:
@@ -187,11 +213,13 @@ class WorkQueue(Generic[K]):
                     exc_info=not is_expected(e),
                 )
                 if delay is not None:
+                    self._retries.inc()
                     self.add_after(key, delay)
             else:
                 self.forget(key)
             finally:
                 self.processed += 1
+                self._work.observe(self._clock() - self._started_at.pop(key, started))
                 self._active.discard(key)
                 if key in self._dirty:
                     self._dirty.discard(key)

@@ -18,11 +18,13 @@ import structlog
 from operators.api.core import Pod
 from operators.api.keys import ObjectKey, controller_pod
 from operators.api.resource import ResourceClaim, ResourceClaimTemplate
-from operators.controllers.claim_templates import planning
+from operators.controllers.claim_templates import metrics, planning
 from operators.controllers.claim_templates.settings import ClaimTemplateSettings
-from operators.kube.api import ConflictError, NotFoundError
-from operators.observability import fields, metrics
+from operators.kube.api import ApiError, ConflictError, NotFoundError
+from operators.observability import fields
+from operators.observability.metrics import admin_access_label
 from operators.runtime.controller import Controller
+from operators.runtime.errors import UnknownOutcomeError
 from operators.runtime.indices import CLAIMS, TEMPLATES, SupersededVersions
 from operators.runtime.queue import WorkQueue
 from operators.runtime.stores import LocalStore, Stores, by_key
@@ -39,6 +41,7 @@ def _has_template_claims(body: Mapping[str, Any], **_: Any) -> bool:
 
 class ClaimTemplateController(Controller[ClaimTemplateSettings]):
     component = COMPONENT
+    metrics_registry = metrics.REGISTRY
     kopf_indices = ("templates",)
 
     def __init__(self, settings: ClaimTemplateSettings, **kwargs: Any) -> None:
@@ -163,11 +166,16 @@ class ClaimTemplateController(Controller[ClaimTemplateSettings]):
                     },
                 )
                 return None
-        created = await self.apply(planning.creation(action))
+        admin_access = admin_access_label(action.claim)
+        try:
+            created = await self.apply(planning.creation(action))
+        except (ApiError, OSError, TimeoutError, UnknownOutcomeError):
+            metrics.CREATES.labels("failure", admin_access).inc()
+            raise
         assert created is not None
+        metrics.CREATES.labels("success", admin_access).inc()
         name = created["metadata"]["name"]
         self._created.setdefault((namespace, pod.metadata.uid or ""), {})[name] = created
-        metrics.CLAIMS_CREATED.inc()
         log.info(
             "created claim", **{fields.POD: pod.metadata.key, fields.CLAIM: f"{namespace}/{name}"}
         )

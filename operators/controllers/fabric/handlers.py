@@ -106,6 +106,7 @@ def settings_config(settings: FabricSettings) -> planning.FabricConfig:
 
 class FabricController(Controller[FabricSettings]):
     component = COMPONENT
+    metrics_registry = metrics.REGISTRY
     kopf_indices = ("fabric_nodes", "node_slices")
 
     def __init__(

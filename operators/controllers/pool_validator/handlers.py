@@ -95,6 +95,7 @@ class Verdict:
 
 class PoolValidatorController(Controller[PoolValidatorSettings]):
     component = COMPONENT
+    metrics_registry = metrics.REGISTRY
     kopf_indices = ("slices_by_pool", "claims_by_pool", "statuses")
 
     def __init__(

@@ -7,6 +7,7 @@ the same check), and dropping its reservation would hand its devices to someone 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,10 +16,11 @@ import structlog
 
 from operators.api.keys import ObjectKey, controller_pod
 from operators.api.resource import ResourceClaim
-from operators.controllers.reservations import planning
+from operators.controllers.reservations import metrics, planning
 from operators.controllers.reservations.settings import ReservationSettings
 from operators.kube.api import NotFoundError
-from operators.observability import fields, metrics
+from operators.observability import fields
+from operators.observability.metrics import claim_labels
 from operators.runtime.controller import Controller
 from operators.runtime.indices import CLAIMS, SupersededVersions
 from operators.runtime.queue import WorkQueue
@@ -31,6 +33,7 @@ COMPONENT = "reservations"
 
 class ReservationController(Controller[ReservationSettings]):
     component = COMPONENT
+    metrics_registry = metrics.REGISTRY
 
     def __init__(self, settings: ReservationSettings, **kwargs: Any) -> None:
         super().__init__(settings, **kwargs)
@@ -88,20 +91,23 @@ class ReservationController(Controller[ReservationSettings]):
         self._superseded.wrote(key, claim.metadata.resource_version)
         if plan.remove_finalizer:
             await self.apply(planning.finalizer_removal(claim, resource_version))
+            self._superseded.wrote(key, resource_version)
             log.info("delete-protection finalizer removed", **context)
         if plan.delete:
             await self.apply(planning.deletion(claim))
+            # The status write's version shows no deletion yet: deleting again from it would
+            # be a no-op write, and a second count.
+            self._superseded.wrote(key, resource_version)
             metrics.CLAIMS_DELETED.inc()
             log.info("generated claim deleted after its pod", **context)
 
-    def _count_claims(self) -> tuple[int, int]:
-        total = allocated = 0
+    def _claim_counts(self) -> list[tuple[tuple[str, str, str], float]]:
+        counts: Counter[tuple[str, str, str]] = Counter()
         for key in self.indices.keys("claims") if self.indices.has("claims") else ():
             body = self.indices.one("claims", key)
             if body is not None:
-                total += 1
-                allocated += bool((body.get("status") or {}).get("allocation"))
-        return total, allocated
+                counts[claim_labels(body)] += 1
+        return list(counts.items())
 
     def _requeue_all(self) -> None:
         """Every claim again: after a resync, or when this replica starts leading."""
@@ -112,8 +118,7 @@ class ReservationController(Controller[ReservationSettings]):
 
     async def prepare(self) -> None:
         await self.stores.start(self.api)
-        metrics.RESOURCE_CLAIMS.set_function(lambda: self._count_claims()[0])
-        metrics.ALLOCATED_RESOURCE_CLAIMS.set_function(lambda: self._count_claims()[1])
+        metrics.CLAIMS.samples = self._claim_counts
 
     async def activate(self) -> None:
         self.queue.start()

@@ -19,11 +19,11 @@ from operators.api.core import Pod
 from operators.api.keys import ObjectKey
 from operators.api.resource import ResourceClaim
 from operators.api.timestamps import age
-from operators.controllers.scheduler import planning
+from operators.controllers.scheduler import metrics, planning
 from operators.controllers.scheduler.cache import SchedulerCache
 from operators.controllers.scheduler.settings import SchedulerSettings
 from operators.kube.api import ApiError, ConflictError, KubeAPI, NotFoundError
-from operators.observability import fields, metrics
+from operators.observability import fields
 from operators.runtime.actions import PostEvent, Write
 from operators.runtime.clock import Clock
 from operators.runtime.errors import NotLeaderError, UnknownOutcomeError
@@ -61,6 +61,8 @@ class Scheduler(Protocol):
     async def post(self, event: PostEvent) -> bool: ...
 
     def requeue_unschedulable(self) -> None: ...
+
+    def attempt_ended(self, key: ObjectKey, result: str) -> None: ...
 
 
 class ConflictingAllocationError(Exception):
@@ -104,7 +106,6 @@ class Binder:
                 # Wait (without blocking other pods) until the devices are attached. Claim
                 # events that came while this task ran were skipped (the pod was in the
                 # binder): a cycle right after it looks at the conditions as they are.
-                metrics.SCHEDULING_ATTEMPTS.labels(result="waiting").inc()
                 s.queue.add(key)
                 s.queue.add_after(key, s.settings.binding_timeout + 0.5)
                 return
@@ -120,7 +121,7 @@ class Binder:
             UnknownOutcomeError,
             ConflictingAllocationError,
         ) as e:
-            metrics.SCHEDULING_ATTEMPTS.labels(result="error").inc()
+            s.attempt_ended(key, "error")
             log.warning(
                 "binding cycle failed; deciding from the pod and claims as they are",
                 **{fields.POD: str(key), fields.NODE: node},
@@ -165,7 +166,7 @@ class Binder:
         key = planning.pod_key(pod)
         s.pods.bound.add(key)
         s.pods.nominated.pop(key, None)
-        metrics.SCHEDULING_ATTEMPTS.labels(result="scheduled").inc()
+        s.attempt_ended(key, "scheduled")
         waited = age(pod.metadata.creation_timestamp, s.clock.now())
         if waited is not None:
             metrics.SCHEDULING_LATENCY.observe(max(waited, 0.0))

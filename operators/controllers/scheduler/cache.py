@@ -120,6 +120,16 @@ class SchedulerCache:
     def pending_keys(self) -> list[ObjectKey]:
         return list(self.indices.keys("pending"))
 
+    def gated(self) -> int:
+        """Pending pods held by scheduling gates (a scrape's count: a pass over the index)."""
+        if not self.indices.has("pending"):
+            return 0
+        return sum(
+            1
+            for key in self.indices.keys("pending")
+            if ((self.indices.one("pending", key) or {}).get("spec") or {}).get("schedulingGates")
+        )
+
     def claim(self, key: ObjectKey) -> ResourceClaim | None:
         """In flight (our write, not yet seen), else as cached."""
         in_flight = self.ledger.get(key)
@@ -158,8 +168,9 @@ class SchedulerCache:
         policy: Policy,
         share_ids: Callable[[], str],
         out_of_time: Callable[[], bool] | None = None,
+        kind: type[Allocator] = Allocator,
     ) -> Allocator:
-        return Allocator(
+        return kind(
             self.features,
             self.allocated.state(),
             self.all_of(self.classes, "classes"),

@@ -15,23 +15,26 @@ import dataclasses
 import json
 import time
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import kopf
 import structlog
 
 from operators.allocator import Features
-from operators.api.core import Pod
+from operators.allocator.allocator import Allocator
+from operators.allocator.outcome import Outcome
+from operators.api.core import Node, Pod
 from operators.api.keys import ObjectKey
 from operators.api.names import TERMINAL_PHASES
 from operators.api.resource import ResourceClaim
 from operators.api.timestamps import age
-from operators.controllers.scheduler import planning
+from operators.controllers.scheduler import metrics, planning
 from operators.controllers.scheduler.binder import Binder
 from operators.controllers.scheduler.cache import ModelCache, SchedulerCache
 from operators.controllers.scheduler.settings import SchedulerSettings
 from operators.kube.api import ConflictError, NotFoundError
-from operators.observability import fields, metrics
+from operators.observability import fields
 from operators.runtime.actions import PostEvent
 from operators.runtime.controller import Controller
 from operators.runtime.errors import Requeue, TemporaryError
@@ -71,9 +74,14 @@ class PodStates:
     unsatisfiable: dict[str, dict[str, KnownOutcome]] = dataclasses.field(default_factory=dict)
     # Allocation time a pod has used in attempts that yielded to other tenants.
     spent: dict[ObjectKey, float] = dataclasses.field(default_factory=dict)
+    # Scheduling attempts so far, and when the last one began (scheduler_pod_scheduling_*).
+    attempts: dict[ObjectKey, int] = dataclasses.field(default_factory=dict)
+    attempt_started: dict[ObjectKey, float] = dataclasses.field(default_factory=dict)
 
     def forget(self, key: ObjectKey) -> None:
         self.spent.pop(key, None)
+        self.attempts.pop(key, None)
+        self.attempt_started.pop(key, None)
         self.unschedulable.discard(key)
         self.waiting.discard(key)
         self.last_message.pop(key, None)
@@ -88,6 +96,7 @@ class Scheduler(Controller[SchedulerSettings]):
     """One scheduler replica."""
 
     component = COMPONENT
+    metrics_registry = metrics.REGISTRY
     kopf_indices = ("nodes", "slices", "classes", "taint_rules")
 
     def __init__(self, settings: SchedulerSettings, **kwargs: Any) -> None:
@@ -105,11 +114,11 @@ class Scheduler(Controller[SchedulerSettings]):
         self.binder = Binder(self)
         self.pods = PodStates()
         self._flush: asyncio.Task[None] | None = None
+        metrics.PENDING_PODS.samples = self.pending_pods
 
     # --- the scheduling cycle ----------------------------------------------------------------
 
     async def schedule(self, key: ObjectKey) -> None:
-        metrics.QUEUE_DEPTH.set(len(self.queue))
         self.require_indices()
         if not self.active or key in self.binder or key in self.pods.bound:
             return
@@ -132,11 +141,17 @@ class Scheduler(Controller[SchedulerSettings]):
             return
 
         started = time.perf_counter()
+        if key not in self.pods.spent:  # not the continuation of an attempt that yielded
+            self.pods.attempts[key] = self.pods.attempts.get(key, 0) + 1
+            self.pods.attempt_started[key] = started
         nodes = self.cache.all_nodes()
         budget = _Budget(self, key)
         allocator = (
             self.cache.allocator(
-                self.settings.allocation_policy, lambda: str(uuid.uuid4()), budget.spent
+                self.settings.allocation_policy,
+                lambda: str(uuid.uuid4()),
+                budget.spent,
+                kind=TimedAllocator,
             )
             if any(not c.is_allocated for c in claims)
             else None
@@ -162,7 +177,8 @@ class Scheduler(Controller[SchedulerSettings]):
             best_only=True,
             nominated=nominated,
         )
-        metrics.CYCLE_DURATION.observe(time.perf_counter() - started)
+        if isinstance(allocator, TimedAllocator):
+            metrics.ALLOCATOR_DURATION.observe(allocator.seconds)
         fit = prefer_nominated(result, nominated)
         if fit is None and result.timed_out and budget.yielded:
             # It gave way to other tenants: its turn comes again after theirs, and what it
@@ -204,7 +220,6 @@ class Scheduler(Controller[SchedulerSettings]):
             if verdict.state is Binding.PENDING:
                 self.pods.waiting.add(key)
                 metrics.WAITING_BINDING_CONDITIONS.set(len(self.pods.waiting))
-                metrics.SCHEDULING_ATTEMPTS.labels(result="waiting").inc()
                 if verdict.remaining is not None:
                     self.queue.add_after(key, verdict.remaining + 0.5)
                 return True
@@ -251,7 +266,7 @@ class Scheduler(Controller[SchedulerSettings]):
         self, pod: Pod, claims: list[ResourceClaim], total: int, result: CycleResult
     ) -> None:
         key = planning.pod_key(pod)
-        metrics.SCHEDULING_ATTEMPTS.labels(result="unschedulable").inc()
+        self.attempt_ended(key, "unschedulable")
         await self._post_filter(pod, claims, result)
         message = unschedulable_message(total, result)
         self.pods.unschedulable.add(key)
@@ -290,6 +305,30 @@ class Scheduler(Controller[SchedulerSettings]):
             "deallocated a claim no node can use (PostFilter)",
             **{fields.POD: pod.key, fields.CLAIM: stranded.key},
         )
+
+    def attempt_ended(self, key: ObjectKey, result: str) -> None:
+        """kube-scheduler's attempt metrics: ``result`` is scheduled, unschedulable or error;
+        the duration runs from the attempt's start to its result (the bind, for scheduled)."""
+        profile = self.settings.scheduler_name
+        metrics.SCHEDULE_ATTEMPTS.labels(result, profile).inc()
+        started = self.pods.attempt_started.get(key)
+        if started is not None:
+            duration = time.perf_counter() - started
+            metrics.ATTEMPT_DURATION.labels(result, profile).observe(duration)
+        if result == "scheduled":
+            metrics.POD_ATTEMPTS.observe(self.pods.attempts.pop(key, 1))
+            self.pods.attempt_started.pop(key, None)
+
+    def pending_pods(self) -> list[tuple[tuple[str, ...], float]]:
+        """scheduler_pending_pods by queue, at scrape time: waiting for a worker (active),
+        for a retry (backoff), for a change (unschedulable), for their gates (gated)."""
+        ready, delayed = self.queue.waiting()
+        return [
+            (("active",), ready),
+            (("backoff",), delayed),
+            (("unschedulable",), len(self.pods.unschedulable)),
+            (("gated",), self.cache.gated()),
+        ]
 
     def requeue_unschedulable(self) -> None:
         """Something that may make room changed: try the unschedulable pods again soon.
@@ -470,6 +509,19 @@ class Scheduler(Controller[SchedulerSettings]):
         kopf.on.event(*CLASSES, registry=registry)(cluster_changed(cache.classes))
         kopf.on.event(*TAINT_RULES, registry=registry)(cluster_changed(cache.taint_rules))
         del pod_changed, claim_changed
+
+
+class TimedAllocator(Allocator):
+    """The allocator, summing the time its calls take (the pure one reads no clock)."""
+
+    seconds = 0.0
+
+    def allocate(self, node: Node, claims: Sequence[ResourceClaim]) -> Outcome:
+        started = time.perf_counter()
+        try:
+            return super().allocate(node, claims)
+        finally:
+            self.seconds += time.perf_counter() - started
 
 
 class _Budget:

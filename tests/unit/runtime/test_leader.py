@@ -202,3 +202,26 @@ async def test_a_single_replica_still_needs_the_lease_and_says_why_it_waits(
 def test_timings_must_leave_the_leader_time_to_stop() -> None:
     with pytest.raises(ValueError, match="renew deadline"):
         LeaseConfig("l", "ns", "i", lease_duration=10, renew_deadline=10, retry_period=2)
+
+
+async def test_liveness_fails_when_the_election_ends_or_a_leader_outlives_its_lease() -> None:
+    """kube's leader-election health check, plus a failed start hook: both need a restart."""
+    clock, store = FakeClock(), LeaseStore()
+
+    async def broken() -> None:
+        raise RuntimeError("activate failed")
+
+    one = elector(store, clock)
+    one.on_started = broken
+    assert one.problem() is None
+    one.start()
+    with pytest.raises(RuntimeError):
+        await one._task  # type: ignore[misc]
+    assert one.problem() == "the election for ns/lease has ended: RuntimeError('activate failed')"
+
+    two = elector(LeaseStore(), clock, "two")
+    await lead(two)
+    clock.advance(15 + 20)
+    assert two.problem() is None  # expired, but within the tolerated 20 s
+    clock.advance(1)
+    assert two.problem() == "still leading on the lease ns/lease, expired 21s ago"
