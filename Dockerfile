@@ -22,6 +22,9 @@ LABEL org.opencontainers.image.title="kopf-dra" \
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
+# openssl: the self-signed certificate of --metrics-secure (and of the webhook, for local runs).
+RUN apt-get update && apt-get install -y --no-install-recommends openssl \
+    && rm -rf /var/lib/apt/lists/*
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
     pip install --no-cache-dir --no-index --find-links /wheels kopf-dra
 # Non-root by default (the controllers need no privileges); the driver DaemonSet overrides the

@@ -18,12 +18,30 @@ from operators.controllers.claim_templates import app as templates_app
 from operators.controllers.claim_templates.settings import ClaimTemplateSettings
 from operators.controllers.reservations import app as reservations_app
 from operators.controllers.reservations.settings import ReservationSettings
-from operators.kube import controlplane
+from operators.kube import controlplane, manifests
 from operators.kube.api import KubeAPI
 from operators.kube.client import make_api_client
 from tests.integration.helpers import create_namespace, running_operator, unique
 
 pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+IDENTITY_KINDS = {
+    "Namespace",
+    "ServiceAccount",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "Role",
+    "RoleBinding",
+    "CustomResourceDefinition",
+}
+
+
+@pytest.fixture(scope="session")
+async def rbac_applied(api: client.ApiClient) -> list[dict[str, Any]]:
+    """The identities of the kustomize base, applied for real (server-side apply)."""
+    objects = [o for o in manifests.render(ROOT / "manifests") if o["kind"] in IDENTITY_KINDS]
+    return await manifests.apply(KubeAPI(api), objects)
 
 
 @pytest.fixture(scope="session")

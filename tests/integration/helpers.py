@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import threading
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
+import aiohttp
 import kopf
 from kubernetes_asyncio import client
+from prometheus_client.parser import text_string_to_metric_families
 
 from operators.controllers.scheduler.handlers import Scheduler
 from operators.controllers.scheduler.settings import SchedulerSettings
@@ -324,3 +328,73 @@ async def gpu_cluster(
         await kube.create(slice_body(unique("slice"), driver, name, gpus(per_node, **attrs)))
     await kube.create(device_class_body(driver, driver))
     return names
+
+
+async def mint_token(api: client.ApiClient, account: str, namespace: str = "kopf-dra") -> str:
+    """A fresh token of the ServiceAccount ``namespace/account`` (TokenRequest, one hour)."""
+    minted = await KubeAPI(api).post_subresource(
+        "ServiceAccount",
+        account,
+        namespace,
+        "token",
+        {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 3600},
+        },
+    )
+    token: str = minted["status"]["token"]
+    return token
+
+
+async def token_kubeconfig(
+    api: client.ApiClient, account: str, directory: Path, namespace: str = "kopf-dra"
+) -> Path:
+    """A kubeconfig that authenticates as ``namespace/account`` with a freshly minted token."""
+    token = await mint_token(api, account, namespace)
+    cluster: dict[str, Any] = {"server": api.configuration.host}
+    if api.configuration.ssl_ca_cert:
+        cluster["certificate-authority"] = api.configuration.ssl_ca_cert
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": cluster}],
+        "users": [{"name": account, "user": {"token": token}}],
+        "contexts": [{"name": account, "context": {"cluster": "c", "user": account}}],
+        "current-context": account,
+    }
+    path = directory / f"{account}.kubeconfig"
+    path.write_text(json.dumps(config))
+    return path
+
+
+# --- metrics and health -----------------------------------------------------------------------
+
+
+async def scrape(
+    port: int, path: str = "/metrics", *, token: str | None = None, secure: bool = False
+) -> tuple[int, str]:
+    """GET a component's endpoint as a scraper would (a self-signed certificate: unverified)."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    scheme = "https" if secure else "http"
+    async with (
+        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session,
+        session.get(
+            f"{scheme}://127.0.0.1:{port}{path}", headers=headers, ssl=not secure
+        ) as response,
+    ):
+        return response.status, await response.text()
+
+
+def metric_names(exposition: str) -> set[str]:
+    """The metric names of a scrape, as its ``# TYPE`` lines declare them."""
+    return {line.split()[2] for line in exposition.splitlines() if line.startswith("# TYPE ")}
+
+
+def sample(exposition: str, metric: str, **labels: str) -> float | None:
+    """The value of the sample ``metric`` whose labels include ``labels``."""
+    for family in text_string_to_metric_families(exposition):
+        for s in family.samples:
+            if s.name == metric and all(s.labels.get(k) == v for k, v in labels.items()):
+                return float(s.value)
+    return None

@@ -23,10 +23,10 @@ from typing import Any
 import kopf
 import pytest
 import yaml
-from prometheus_client import REGISTRY
 
 from operators.controllers.fabric import app as fabric_app
 from operators.controllers.fabric.handlers import FIELD_MANAGER, FabricController
+from operators.controllers.fabric.metrics import REGISTRY
 from operators.controllers.fabric.settings import FabricSettings
 from operators.driver.app import Driver
 from operators.driver.settings import DriverSettings
@@ -45,14 +45,18 @@ from tests.integration.helpers import (
     device_class_body,
     events_with,
     eventually,
+    metric_names,
     pod_body,
     pod_condition,
     running_operator,
+    sample,
+    scrape,
     slice_body,
     start_scheduler,
     template_body,
     unique,
 )
+from tests.integration.test_metrics import FABRIC as FABRIC_METRICS
 
 NODE_LABEL = "resource.kopf-dra.io/fabric"
 ATTACHED = "fabric.kopf-dra.io/attached"
@@ -155,9 +159,11 @@ def controller_settings(
 
 
 @contextlib.asynccontextmanager
-async def fabric_controller(settings: FabricSettings) -> AsyncIterator[None]:
-    async with running_operator(fabric_app.APP.build_registry(settings), "fabric"):
-        yield
+async def fabric_controller(settings: FabricSettings) -> AsyncIterator[Any]:
+    """The running controller (its ``server.port`` serves metrics when asked for)."""
+    registry, controller = fabric_app.APP.build(settings)
+    async with running_operator(registry, "fabric"):
+        yield controller
 
 
 @contextlib.asynccontextmanager
@@ -221,8 +227,10 @@ async def test_pod_gets_a_fabric_gpu_attached_and_bound_then_detached_when_delet
     fabric = await fabric_factory(count=2)
     nodes = await wired_nodes(kube, fabric_name, 2)
     await kube.create(device_class_body(driver, driver))
-    settings = controller_settings(kubeconfig, driver, fabric_name, fabric)
-    async with fabric_controller(settings), scheduler_running(kubeconfig):
+    settings = controller_settings(
+        kubeconfig, driver, fabric_name, fabric, metrics_bind_address="127.0.0.1:0"
+    )
+    async with fabric_controller(settings) as controller, scheduler_running(kubeconfig):
         assert await eventually(lambda: published(kube, driver), what="fabric pool") == {
             "a100-0",
             "a100-1",
@@ -266,6 +274,10 @@ async def test_pod_gets_a_fabric_gpu_attached_and_bound_then_detached_when_delet
         assert after["spec"]["pool"]["generation"] > spec["pool"]["generation"]
         assert await events_with(kube, namespace, "FabricDeviceAttached")
         print(f"\nattach-to-bind: pod created -> bound in {latency:.2f}s (attach 0.3s)")
+        status, text = await scrape(controller.server.port)
+        assert status == 200
+        assert metric_names(text) == FABRIC_METRICS
+        assert sample(text, "kopf_dra_fabric_attach_results_total", result="Attached")
 
         await delete_pod(kube, namespace, "worker")
 

@@ -92,7 +92,8 @@ def test_every_workload_runs_as_its_own_bound_service_account(
     roles = set(_of(objects, "ClusterRole")) | set(_of(objects, "Role"))
     for kind in ("ClusterRoleBinding", "RoleBinding"):
         for binding in _of(objects, kind).values():
-            assert binding["roleRef"]["name"] in roles
+            role = binding["roleRef"]["name"]
+            assert role in roles or role == "system:auth-delegator", role
     seen = set()
     for kind in ("Deployment", "DaemonSet"):
         for workload in _of(objects, kind).values():
@@ -174,7 +175,8 @@ def test_only_the_fabric_controller_may_reach_the_managers_api(
     (policy,) = [
         p
         for p in _of(objects, "NetworkPolicy").values()
-        if p["spec"]["podSelector"]["matchLabels"].items()
+        if "matchLabels" in p["spec"]["podSelector"]
+        and p["spec"]["podSelector"]["matchLabels"].items()
         <= manager["spec"]["template"]["metadata"]["labels"].items()
     ]
     assert policy["spec"]["policyTypes"] == ["Ingress"]
@@ -214,6 +216,65 @@ def test_metrics_services_select_pods_with_a_metrics_port(objects: list[dict[str
             assert any(p["name"] == "metrics" for p in ports)
             (port,) = service["spec"]["ports"]
             assert {p["containerPort"] for p in ports if p["name"] == "metrics"} == {port["port"]}
+
+
+def _selects(policy: dict[str, Any], labels: dict[str, str]) -> bool:
+    """Whether a NetworkPolicy's podSelector (matchLabels, ``In`` expressions) selects labels."""
+    selector = policy["spec"]["podSelector"]
+    if not (selector.get("matchLabels", {}).items() <= labels.items()):
+        return False
+    return all(
+        e["operator"] == "In" and labels.get(e["key"]) in e["values"]
+        for e in selector.get("matchExpressions", [])
+    )
+
+
+def test_metrics_are_secure_probed_and_reachable_only_by_labelled_scrapers(
+    objects: list[dict[str, Any]],
+) -> None:
+    """Every component but the simulator: HTTPS metrics with delegated auth (its account bound
+    to system:auth-delegator), both probes on the metrics port, and ingress to that port only
+    from namespaces labelled kopf-dra.io/metrics-scraper=true."""
+    delegators = {
+        s["name"]
+        for b in _of(objects, "ClusterRoleBinding").values()
+        if b["roleRef"]["name"] == "system:auth-delegator"
+        for s in b["subjects"]
+    }
+    reader = _of(objects, "ClusterRole")["kopf-dra-metrics-reader"]
+    assert reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    policies = list(_of(objects, "NetworkPolicy").values())
+    workloads = list(_of(objects, "Deployment").values()) + list(_of(objects, "DaemonSet").values())
+    checked = set()
+    for workload in workloads:
+        component = _component(workload)
+        pod = workload["spec"]["template"]["spec"]
+        container = pod["containers"][0]
+        if component == "fabric-manager-sim":
+            assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+            continue
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert env[env_name("metrics_secure")] == "true", component
+        assert env[env_name("metrics_bind_address")].startswith(":"), component
+        assert container["livenessProbe"]["httpGet"] == {
+            "path": "/healthz",
+            "port": "metrics",
+            "scheme": "HTTPS",
+        }, component
+        assert container["readinessProbe"]["httpGet"]["path"] == "/readyz", component
+        assert pod["serviceAccountName"] in delegators, component
+        labels = workload["spec"]["template"]["metadata"]["labels"]
+        selecting = [p for p in policies if _selects(p, labels)]
+        assert selecting, f"{component}: no NetworkPolicy"
+        rules = [r for p in selecting for r in p["spec"]["ingress"]]
+        to_metrics = [r for r in rules if {"protocol": "TCP", "port": "metrics"} in r["ports"]]
+        assert to_metrics, component
+        for rule in to_metrics:
+            assert rule["from"] == [
+                {"namespaceSelector": {"matchLabels": {"kopf-dra.io/metrics-scraper": "true"}}}
+            ], component
+        checked.add(component)
+    assert checked == {c for c in COMPONENTS if c != "fabric-manager-sim"}
 
 
 def test_the_renderer_refuses_what_it_cannot_reproduce(tmp_path: Path) -> None:

@@ -39,58 +39,12 @@ from tests.integration.helpers import (
     running_operator,
     slice_body,
     template_body,
+    token_kubeconfig,
     unique,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMESPACE = "kopf-dra"
-IDENTITY_KINDS = {
-    "Namespace",
-    "ServiceAccount",
-    "ClusterRole",
-    "ClusterRoleBinding",
-    "Role",
-    "RoleBinding",
-    "CustomResourceDefinition",
-}
-
-
-@pytest.fixture(scope="module")
-async def rbac_applied(api: client.ApiClient) -> list[dict[str, Any]]:
-    """The identities of the kustomize base, applied for real (server-side apply)."""
-    objects = [o for o in manifests.render(ROOT / "manifests") if o["kind"] in IDENTITY_KINDS]
-    return await manifests.apply(KubeAPI(api), objects)
-
-
-async def token_kubeconfig(
-    api: client.ApiClient, account: str, directory: Path, namespace: str = NAMESPACE
-) -> Path:
-    """A kubeconfig that authenticates as ``namespace/account`` with a freshly minted token."""
-    minted = await KubeAPI(api).post_subresource(
-        "ServiceAccount",
-        account,
-        namespace,
-        "token",
-        {
-            "apiVersion": "authentication.k8s.io/v1",
-            "kind": "TokenRequest",
-            "spec": {"expirationSeconds": 3600},
-        },
-    )
-    cluster: dict[str, Any] = {"server": api.configuration.host}
-    if api.configuration.ssl_ca_cert:
-        cluster["certificate-authority"] = api.configuration.ssl_ca_cert
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "c", "cluster": cluster}],
-        "users": [{"name": account, "user": {"token": minted["status"]["token"]}}],
-        "contexts": [{"name": account, "context": {"cluster": "c", "user": account}}],
-        "current-context": account,
-    }
-    path = directory / f"{account}.kubeconfig"
-    path.write_text(json.dumps(config))
-    return path
 
 
 @pytest.fixture

@@ -19,6 +19,8 @@ from operators.driver.service import HOTPLUG_ANNOTATION
 from operators.driver.settings import DriverSettings
 from operators.kube.api import KubeAPI
 from tests.integration.driver.conftest import DRIVER
+from tests.integration.helpers import metric_names, sample, scrape
+from tests.integration.test_metrics import DRIVER as DRIVER_METRICS
 
 
 async def eventually(check: Callable[[], Awaitable[bool]], within: float = 20.0) -> None:
@@ -49,6 +51,7 @@ async def test_driver_runs_publishes_serves_and_follows_hot_plug(
         cdi_dir=str(short_dir / "cdi"),
         resync_seconds=0.2,
         allow_arbitrary_node_status=True,  # the test's admin identity may write any claim
+        metrics_bind_address="127.0.0.1:0",
     )
     driver = Driver(settings, kube)
     stop = asyncio.Event()
@@ -56,6 +59,12 @@ async def test_driver_runs_publishes_serves_and_follows_hot_plug(
     try:
         await asyncio.wait_for(driver.started.wait(), timeout=20)
         assert await _device_names(kube, name) == {"gpu-0", "gpu-1"}
+        assert driver.server.port
+        status, text = await scrape(driver.server.port)
+        assert status == 200
+        assert metric_names(text) == DRIVER_METRICS
+        assert sample(text, "kopf_dra_driver_published_devices") == 2
+        assert await scrape(driver.server.port, "/readyz") == (200, "ok")
         async with FakeKubelet() as kubelet:
             info, _ = await kubelet.register(driver.plugin.registration_socket)
         assert info.name == DRIVER
