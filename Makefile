@@ -12,6 +12,9 @@ KIND_CLUSTER ?= kopf-dra
 KIND_NODE_IMAGE ?= kindest/node:$(shell cat hack/controlplane/VERSION)
 IMAGE ?= kopf-dra:latest
 KIND_KUBECONFIG := $(CURDIR)/.kind-kubeconfig
+# The local control plane's DRA feature gates as a --feature-gates value (kind's are the same).
+CONTROL_PLANE_GATES := $(PY) -c 'from operators.api.features import format_feature_gates as f; \
+  from operators.kube.controlplane import FEATURE_GATES as g; print(f(g))'
 # `make run KUBECONFIG=...` (on the command line) runs against that cluster; a KUBECONFIG merely
 # exported in the shell does not redirect `make run` away from the local control plane.
 DEMO_ARGS := $(if $(filter command line,$(origin KUBECONFIG)),--kubeconfig $(KUBECONFIG))
@@ -95,9 +98,13 @@ e2e-kind: $(STAMP) image
 	kubectl --kubeconfig $(KIND_KUBECONFIG) -n kopf-dra get secret kopf-dra-fabric-tokens \
 	  >/dev/null 2>&1 || kubectl --kubeconfig $(KIND_KUBECONFIG) -n kopf-dra create secret \
 	  generic kopf-dra-fabric-tokens --from-literal=default=$$(openssl rand -hex 32)
+	@# Every component gets the cluster's gates (e2e/kind/cluster.yaml = the control plane's).
+	kubectl --kubeconfig $(KIND_KUBECONFIG) -n kopf-dra set env deployment,daemonset --all \
+	  KOPF_DRA_FEATURE_GATES=$$($(CONTROL_PLANE_GATES))
 	kubectl --kubeconfig $(KIND_KUBECONFIG) -n kopf-dra rollout status deployment --timeout=180s
 	kubectl --kubeconfig $(KIND_KUBECONFIG) -n kopf-dra rollout status daemonset --timeout=180s
 	KOPF_DRA_USE_EXISTING_CLUSTER=1 KOPF_DRA_E2E_IN_CLUSTER=1 KUBECONFIG=$(KIND_KUBECONFIG) \
+	  KOPF_DRA_FEATURE_GATES=$$($(CONTROL_PLANE_GATES)) \
 	  $(VENV)/bin/pytest -q e2e
 
 docs: $(STAMP)

@@ -23,17 +23,19 @@ import pytest
 from kubernetes_asyncio import client
 
 from operators import demo
+from operators.api.features import parse_feature_gates
 from operators.kube import controlplane
 from operators.kube.api import KubeAPI, NotFoundError, resource_of
 from operators.kube.client import make_api_client
 
 T = TypeVar("T")
 IN_CLUSTER = os.environ.get("KOPF_DRA_E2E_IN_CLUSTER") == "1"
+EXISTING = os.environ.get("KOPF_DRA_USE_EXISTING_CLUSTER") == "1"
 
 
 @pytest.fixture(scope="session")
 def kubeconfig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    if os.environ.get("KOPF_DRA_USE_EXISTING_CLUSTER") == "1":
+    if EXISTING:
         existing = os.environ.get("KUBECONFIG")
         if not existing:
             pytest.exit("KOPF_DRA_USE_EXISTING_CLUSTER=1 needs KUBECONFIG", returncode=2)
@@ -68,6 +70,10 @@ async def system(
         kubeconfig,
         nodes=demo.E2E_NODES,
         log_dir=tmp_path_factory.mktemp("logs"),
+        # An existing cluster's gates come from KOPF_DRA_FEATURE_GATES, as for any component.
+        feature_gates=parse_feature_gates(os.environ.get("KOPF_DRA_FEATURE_GATES", ""))
+        if EXISTING
+        else controlplane.FEATURE_GATES,
     )
     try:
         yield started

@@ -23,7 +23,7 @@ def _default(value: object) -> str:
         return "-"
     if isinstance(value, bool):
         return str(value).lower()
-    if isinstance(value, list):
+    if isinstance(value, list | dict):
         return ",".join(str(v) for v in value) or "-"
     return str(value) if str(value) else '""'
 
@@ -36,7 +36,8 @@ def _rows(cls: type[Settings], skip: set[str]) -> list[str]:
             continue
         description = (info.description or "").replace("|", "\\|")
         rows.append(
-            f"| `{flag_name(name)}` | `{env_name(name)}` | `{_default(info.default)}` | "
+            f"| `{flag_name(name)}` | `{env_name(name)}` | "
+            f"`{_default(info.get_default(call_default_factory=True))}` | "
             f"{description} |"
         )
     return rows

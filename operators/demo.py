@@ -37,6 +37,7 @@ import yaml
 
 from operators.aio import wait_at_most
 from operators.api.core import Pod
+from operators.api.features import FeatureGateError, format_feature_gates, parse_feature_gates
 from operators.api.quantity import Quantity
 from operators.kube import controlplane, manifests
 from operators.kube.api import ApiError, ConflictError, KubeAPI, NotFoundError
@@ -269,8 +270,10 @@ async def start_system(
     log_dir: Path,
     operators: bool = True,
     fabric: bool = True,
+    feature_gates: Mapping[str, bool] | None = None,
 ) -> System:
-    """Install the base, create ``nodes`` with a driver each, start the operators."""
+    """Install the base, create ``nodes`` with a driver each, start the operators with
+    ``feature_gates`` (the cluster's DRA gates; None: Kubernetes' defaults)."""
     await install_base(api)
     workdir = Path(tempfile.mkdtemp(prefix="kd-"))  # short: unix socket paths live below
     env = {
@@ -284,6 +287,8 @@ async def start_system(
     # Settings come from flags here; a user's KOPF_DRA_* must not change the demo.
     for key in [k for k in env if k.startswith("KOPF_DRA_") and k != "KOPF_DRA_LOG_JSON"]:
         del env[key]
+    if feature_gates is not None:
+        env["KOPF_DRA_FEATURE_GATES"] = format_feature_gates(feature_gates)
     supervisor = Supervisor(log_dir, env)
     system = System(supervisor, tuple(nodes), workdir, fabric)
     try:
@@ -625,12 +630,27 @@ def shared_capacity(snap: Snapshot) -> dict[str, tuple[str, set[str]]]:
 # --- the command ---------------------------------------------------------------------------
 
 
+def _feature_gates(value: str) -> dict[str, bool]:
+    try:
+        return parse_feature_gates(value)
+    except FeatureGateError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--kubeconfig",
         default=None,
         help="run the operators against this cluster (default: start the local control plane); "
         "its nodes need the example driver (kubectl apply -k manifests/driver)",
+    )
+    parser.add_argument(
+        "--feature-gates",
+        type=_feature_gates,
+        default={},
+        metavar="Name=true,...",
+        help="with --kubeconfig: the cluster's DRA feature gates, for every component (default: "
+        "Kubernetes' defaults; the local control plane's own otherwise)",
     )
     parser.add_argument(
         "--virtual-nodes",
@@ -693,6 +713,8 @@ async def _demo(args: argparse.Namespace, stop: asyncio.Event, out: Any) -> int:
     state_dir = Path(args.state_dir) if args.state_dir else controlplane.cache_root() / "demo"
     virtual = args.virtual_nodes if args.virtual_nodes is not None else not args.kubeconfig
     print("kopf-dra demo: starting (logs in %s)" % (state_dir / "logs"), file=out, flush=True)
+    # The local control plane's gates, or the ones given for the user's cluster.
+    gates = args.feature_gates if args.kubeconfig else controlplane.FEATURE_GATES
     with control_plane_or(args.kubeconfig, state_dir) as (kubeconfig, where):
         async with await make_api_client(kubeconfig) as api_client:
             api = KubeAPI(api_client)
@@ -701,6 +723,7 @@ async def _demo(args: argparse.Namespace, stop: asyncio.Event, out: Any) -> int:
                 kubeconfig,
                 nodes=DEMO_NODES if virtual else (),
                 log_dir=state_dir / "logs",
+                feature_gates=gates,
             )
             try:
                 if args.pid_file:

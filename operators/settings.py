@@ -24,6 +24,8 @@ from pydantic import (
     model_validator,
 )
 
+from operators.api.features import GATES, KUBERNETES_RELEASE, parse_feature_gates, resolve
+
 ENV_PREFIX = "KOPF_DRA_"
 
 
@@ -93,6 +95,11 @@ class Settings(BaseModel):
         gt=0,
         description="Seconds one reconcile may run before /healthz fails (a wedged worker)",
     )
+    feature_gates: dict[str, bool] = Field(
+        default_factory=dict,
+        description=f"Kubernetes' DRA feature gates, Name=true|false,... (defaults of Kubernetes "
+        f"{KUBERNETES_RELEASE}): the cluster's own, as its kube-scheduler has them",
+    )
     api_timeout: float = Field(
         default=30.0, gt=0, description="Seconds any API request may take (watches excepted)"
     )
@@ -105,6 +112,19 @@ class Settings(BaseModel):
     def _bind_address(cls, value: str) -> str:
         bind_address(value)
         return value
+
+    @field_validator("feature_gates", mode="before")
+    @classmethod
+    def _feature_gates(cls, value: Any) -> dict[str, bool]:
+        return parse_feature_gates(value)
+
+    def gates(self) -> dict[str, bool]:
+        """Every DRA gate's value: the flag's, else Kubernetes' default."""
+        return resolve(self.feature_gates)
+
+    def gate(self, name: str) -> bool:
+        assert name in GATES, name
+        return self.gates()[name]
 
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
@@ -143,7 +163,8 @@ class Settings(BaseModel):
             return cls.model_validate(values)
         except ValidationError as e:
             problems = "; ".join(
-                f"{flag_name(str(err['loc'][0]))} / {env_name(str(err['loc'][0]))}: {err['msg']}"
+                f"{flag_name(str(err['loc'][0]))} / {env_name(str(err['loc'][0]))}: "
+                + str(err["msg"]).removeprefix("Value error, ")
                 if err["loc"]
                 else err["msg"]
                 for err in e.errors()

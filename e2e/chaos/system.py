@@ -242,6 +242,7 @@ async def _running_system(
                 log_dir=workdir / "logs",
                 operators=False,
                 fabric=False,
+                feature_gates=controlplane.FEATURE_GATES,
             )
             chaos = ChaosSystem(cp, api, system, out)
             observing = asyncio.create_task(chaos.observer.run(), name="chaos-observer")

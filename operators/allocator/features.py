@@ -6,7 +6,10 @@ same inputs fail (or be skipped) the way kube-scheduler would with that gate off
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+
+from operators.api.features import parse_feature_gates, resolve
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +45,12 @@ class Features:
         )
 
     @classmethod
-    def from_gates(cls, gates: dict[str, bool]) -> Features:
+    def release(cls, overrides: Mapping[str, bool] | None = None) -> Features:
+        """Kubernetes' defaults (operators.api.features) with ``overrides`` (checked) applied."""
+        return cls.from_gates(resolve(parse_feature_gates(overrides or {})))
+
+    @classmethod
+    def from_gates(cls, gates: Mapping[str, bool]) -> Features:
         """From a ``{"DRAPrioritizedList": True, ...}`` map; unknown names are ignored."""
         names = {
             "DRAPrioritizedList": "prioritized_list",

@@ -33,7 +33,8 @@ VERSION_FILE = REPO_ROOT / "hack" / "controlplane" / "VERSION"
 
 # Exactly the DRA gates this design implements (README, "The local control plane"), alpha ones
 # included; gates of behaviour we do not implement are switched off even where 1.36 defaults
-# them on (DRAExtendedResource). DRAPrioritizedList and DRAAdminAccess are GA and locked on.
+# them on (DRAExtendedResource). DRAPrioritizedList and DRAAdminAccess are GA (the latter locked
+# on). Components started on it get the same gates (``--feature-gates``).
 FEATURE_GATES = {
     "DRAPartitionableDevices": True,
     "DRAConsumableCapacity": True,

@@ -19,6 +19,7 @@ from typing import TextIO
 
 import yaml
 
+from operators.api.features import KUBERNETES_RELEASE, FeatureGateError, parse_feature_gates
 from operators.api.keys import ObjectKey
 from operators.kube.api import ApiError, KubeAPI, NotFoundError
 from operators.kube.client import make_api_client
@@ -40,6 +41,13 @@ EXAMPLES = """examples:
   # do these claims fit on this node together?
   kopf-dra simulate -f snap.yaml --node gpu-3 --claim team-a/gpu --claim team-a/nic
 """
+
+
+def _feature_gates(value: str) -> dict[str, bool]:
+    try:
+        return parse_feature_gates(value)
+    except FeatureGateError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -99,6 +107,14 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=600.0,
         help="as the scheduler's flag: seconds until unmet binding conditions give up",
+    )
+    p.add_argument(
+        "--feature-gates",
+        type=_feature_gates,
+        default={},
+        metavar="Name=true,...",
+        help="as the scheduler's flag: Kubernetes' DRA feature gates (default: Kubernetes "
+        f"{KUBERNETES_RELEASE}'s)",
     )
     p.add_argument(
         "--explain",
@@ -164,6 +180,7 @@ def run(args: argparse.Namespace, now: datetime.datetime) -> engine.Answer | Non
         allocation_policy=args.allocation_policy,
         binding_timeout=args.binding_timeout,
         explain=args.explain,
+        feature_gates=args.feature_gates,
     )
     if args.pod is not None:
         if args.claim:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from operators.allocator import (
@@ -30,6 +30,7 @@ from operators.allocator.explain import ClaimBreakdown
 from operators.allocator.selectors import CelSelectorEngine
 from operators.api.claim_status import edited_status
 from operators.api.core import Node, Pod
+from operators.api.features import resolve
 from operators.api.keys import ObjectKey
 from operators.api.names import TERMINAL_PHASES
 from operators.api.resource import AllocationResult, ResourceClaim
@@ -62,6 +63,8 @@ class Options:
     allocation_policy: Policy = "first-fit"
     binding_timeout: float = 600.0
     explain: bool = False
+    #: --feature-gates as given (checked); the rest are Kubernetes' defaults.
+    feature_gates: Mapping[str, bool] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -86,7 +89,8 @@ class Answer:
 
 
 def _allocator(snapshot: Snapshot, options: Options, leave_out: set[str]) -> Allocator:
-    features = Features.all()
+    gates = resolve(options.feature_gates)
+    features = Features.from_gates(gates)
     allocated = [c for c in snapshot.claims.values() if c.is_allocated and c.key not in leave_out]
     return Allocator(
         features,
@@ -95,7 +99,8 @@ def _allocator(snapshot: Snapshot, options: Options, leave_out: set[str]) -> All
         list(snapshot.slices.values()),
         CelSelectorEngine(CELEnvironment()),
         share_ids=lambda: SIMULATED_SHARE_ID,
-        taint_rules=list(snapshot.taint_rules.values()),
+        # As the scheduler: without DRADeviceTaintRules it watches none.
+        taint_rules=list(snapshot.taint_rules.values()) if gates["DRADeviceTaintRules"] else [],
         policy=options.allocation_policy,
     )
 

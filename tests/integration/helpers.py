@@ -19,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from operators.controllers.scheduler.handlers import Scheduler
 from operators.controllers.scheduler.settings import SchedulerSettings
 from operators.kube.api import KubeAPI
+from operators.kube.controlplane import FEATURE_GATES
 from operators.runtime.app import register_login, run_operator
 
 T = TypeVar("T")
@@ -278,6 +279,7 @@ def start_scheduler(
     and a Lease left behind by another test would make this one wait for it to expire.
     """
     overrides.setdefault("lease_name", unique("scheduler"))
+    overrides.setdefault("feature_gates", FEATURE_GATES)  # the control plane's, as in a cluster
     settings = SchedulerSettings(kubeconfig=str(kubeconfig), **overrides)
     registry = kopf.OperatorRegistry()
     register_login(registry, settings.kubeconfig)

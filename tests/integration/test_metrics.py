@@ -26,6 +26,7 @@ from operators.controllers.scheduler.metrics import REGISTRY as SCHEDULER_REGIST
 from operators.controllers.scheduler.settings import SchedulerSettings
 from operators.kube import manifests
 from operators.kube.api import KubeAPI, NotFoundError
+from operators.kube.controlplane import FEATURE_GATES
 from operators.runtime.controller import Controller
 from tests.integration.helpers import (
     bound_node,
@@ -120,7 +121,10 @@ async def test_each_component_serves_its_own_metrics_under_upstream_names(
     await kube.create(template_body("gpu", namespace, driver))
     config = str(kubeconfig)
     scheduler_settings = SchedulerSettings(
-        kubeconfig=config, lease_name=unique("scheduler"), metrics_bind_address=LOCAL
+        kubeconfig=config,
+        feature_gates=FEATURE_GATES,
+        lease_name=unique("scheduler"),
+        metrics_bind_address=LOCAL,
     )
     scheduler_registry, scheduler = scheduler_app.APP.build(scheduler_settings)
     templates_registry, templates = templates_app.APP.build(
@@ -135,7 +139,10 @@ async def test_each_component_serves_its_own_metrics_under_upstream_names(
     )
     validator_registry, validator = validator_app.APP.build(
         PoolValidatorSettings(
-            kubeconfig=config, lease_name=unique("validator"), metrics_bind_address=LOCAL
+            kubeconfig=config,
+            feature_gates=FEATURE_GATES,
+            lease_name=unique("validator"),
+            metrics_bind_address=LOCAL,
         )
     )
     # Registries are per component but per process too: earlier tests counted into them.
@@ -308,6 +315,7 @@ async def test_secure_metrics_answer_only_tokens_allowed_to_get_them(
             kubeconfig=str(await token_kubeconfig(api, "kopf-dra-scheduler", tmp_path)),
             lease_namespace="kopf-dra",
             lease_name=unique("secure-scheduler"),
+            feature_gates=FEATURE_GATES,
             metrics_bind_address=LOCAL,
             metrics_secure=True,
         )

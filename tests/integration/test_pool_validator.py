@@ -44,7 +44,7 @@ from operators.kube.api import (
     register_resource,
     resource_of,
 )
-from operators.kube.controlplane import free_port
+from operators.kube.controlplane import FEATURE_GATES, free_port
 from operators.kube.manifests import render
 from operators.runtime.app import register_login
 from tests.integration.helpers import eventually, running_operator, unique
@@ -106,6 +106,7 @@ async def validator(
     """The validator running in a thread of its own, exposed to look at its queue and verdicts."""
     settings = PoolValidatorSettings(
         kubeconfig=str(kubeconfig),
+        feature_gates=FEATURE_GATES,
         incomplete_grace_period=grace,
         lease_namespace=lease_namespace,
         lease_name=unique("pool-validator"),
@@ -617,6 +618,7 @@ async def test_the_webhook_refuses_slices_that_break_their_pool_and_fails_open(
     name = f"kopf-dra-test-{uuid.uuid4().hex[:8]}.kopf-dra.io"
     settings = PoolValidatorSettings(
         kubeconfig=str(kubeconfig),
+        feature_gates=FEATURE_GATES,
         webhook=True,
         webhook_port=free_port(),
         webhook_configuration=name,

@@ -26,6 +26,7 @@ from operators.controllers.scheduler import app as scheduler_app
 from operators.controllers.scheduler.settings import SchedulerSettings
 from operators.kube import manifests
 from operators.kube.api import PATCH_TYPES, ApiError, KubeAPI, NotFoundError, resource_of
+from operators.kube.controlplane import FEATURE_GATES
 from tests.integration.helpers import (
     ALLOCATION,
     bound_node,
@@ -87,6 +88,7 @@ async def test_components_do_their_job_with_their_own_identities(
     await kube.create(template_body("gpu", namespace, driver))
     scheduler = SchedulerSettings(
         kubeconfig=configs["scheduler"],
+        feature_gates=FEATURE_GATES,
         leader_elect=True,
         lease_namespace=NAMESPACE,
         lease_name=unique("rbac-scheduler"),
@@ -110,7 +112,9 @@ async def test_components_do_their_job_with_their_own_identities(
         running_operator(
             validator_app.APP.build_registry(
                 PoolValidatorSettings(
-                    kubeconfig=configs["pool-validator"], lease_namespace=NAMESPACE
+                    kubeconfig=configs["pool-validator"],
+                    lease_namespace=NAMESPACE,
+                    feature_gates=FEATURE_GATES,
                 )
             ),
             "pool-validator",

@@ -240,57 +240,51 @@ async def scheduler(kubeconfig: Any) -> AsyncIterator[Scheduler]:
 async def test_simulate_predicts_the_scheduler(
     kube: KubeAPI, kubeconfig: Any, namespace: str, scheduler: Scheduler, seed: int
 ) -> None:
-    if True:
-        pod, claims = await build_state(kube, namespace, seed)
-        for claim in claims:
-            await kube.create(claim)
-        documents = await cluster_documents(str(kubeconfig))
-        await eventually(lambda: _true(caught_up(scheduler, documents)), what="cache caught up")
-        snapshot, problems = build(documents, strict=False)
-        assert problems == []
-        created = await kube.create(pod)
-        snapshot.add("Pod", created)  # the same pod, as the API server stored it
-        predicted = engine.pod_answer(
-            snapshot,
-            ObjectKey(namespace, "subject"),
-            engine.Options(),
-            datetime.datetime.now(datetime.UTC),
-        )
+    pod, claims = await build_state(kube, namespace, seed)
+    for claim in claims:
+        await kube.create(claim)
+    documents = await cluster_documents(str(kubeconfig))
+    await eventually(lambda: _true(caught_up(scheduler, documents)), what="cache caught up")
+    snapshot, problems = build(documents, strict=False)
+    assert problems == []
+    created = await kube.create(pod)
+    snapshot.add("Pod", created)  # the same pod, as the API server stored it
+    predicted = engine.pod_answer(
+        snapshot,
+        ObjectKey(namespace, "subject"),
+        engine.Options(feature_gates=scheduler.settings.feature_gates),
+        datetime.datetime.now(datetime.UTC),
+    )
 
-        async def decided() -> dict[str, Any] | None:
-            now = await kube.get("Pod", "subject", namespace)
-            if now["spec"].get("nodeName"):
+    async def decided() -> dict[str, Any] | None:
+        now = await kube.get("Pod", "subject", namespace)
+        if now["spec"].get("nodeName"):
+            return now
+        for condition in now.get("status", {}).get("conditions") or []:
+            if condition["type"] == "PodScheduled" and condition["status"] == "False":
                 return now
-            for condition in now.get("status", {}).get("conditions") or []:
-                if condition["type"] == "PodScheduled" and condition["status"] == "False":
-                    return now
-            return None
+        return None
 
-        actual = await eventually(decided, within=60, what="the scheduler's answer")
-        if actual["spec"].get("nodeName"):
-            fresh = [
-                await kube.get("ResourceClaim", c["metadata"]["name"], namespace) for c in claims
-            ]
-            assert predicted.outcome == "success", (seed, predicted.reasons, predicted.notes)
-            expected = {
-                "node": predicted.node,
-                "devices": {
-                    ObjectKey.parse(k).name: sorted(
-                        (r.request or "", r.pool or "", r.device or "") for r in a.devices.results
-                    )
-                    for k, a in predicted.allocations.items()
-                },
-            }
-            assert placement(actual, fresh) == expected, seed
-        else:
-            (condition,) = [
-                c for c in actual["status"]["conditions"] if c["type"] == "PodScheduled"
-            ]
-            assert predicted.outcome in ("unsatisfiable", "error"), (seed, predicted.node)
-            assert (
-                predicted.reasons == [condition["message"]]
-                or predicted.error == condition["message"]
-            ), seed
+    actual = await eventually(decided, within=60, what="the scheduler's answer")
+    if actual["spec"].get("nodeName"):
+        fresh = [await kube.get("ResourceClaim", c["metadata"]["name"], namespace) for c in claims]
+        assert predicted.outcome == "success", (seed, predicted.reasons, predicted.notes)
+        expected = {
+            "node": predicted.node,
+            "devices": {
+                ObjectKey.parse(k).name: sorted(
+                    (r.request or "", r.pool or "", r.device or "") for r in a.devices.results
+                )
+                for k, a in predicted.allocations.items()
+            },
+        }
+        assert placement(actual, fresh) == expected, seed
+    else:
+        (condition,) = [c for c in actual["status"]["conditions"] if c["type"] == "PodScheduled"]
+        assert predicted.outcome in ("unsatisfiable", "error"), (seed, predicted.node)
+        assert (
+            predicted.reasons == [condition["message"]] or predicted.error == condition["message"]
+        ), seed
 
 
 async def _true(value: bool) -> bool:

@@ -101,9 +101,18 @@ class Scheduler(Controller[SchedulerSettings]):
 
     def __init__(self, settings: SchedulerSettings, **kwargs: Any) -> None:
         super().__init__(settings, **kwargs)
-        self.features = Features.all()
+        self.features = Features.from_gates(settings.gates())
         self.cache = SchedulerCache(settings.scheduler_name, self.features)
         self.indices = self.cache.indices
+        # kube-scheduler watches DeviceTaintRules only with DRADeviceTaintRules on: off, there
+        # are none (the API server may not even serve them).
+        self.taint_rules = settings.gate("DRADeviceTaintRules")
+        if not self.taint_rules:
+            self.indices.add("taint_rules", {})
+        #: kube-scheduler's filter timeout, as DRASchedulerFilterTimeout has it (off: none).
+        self.filter_timeout = (
+            settings.filter_timeout if settings.gate("DRASchedulerFilterTimeout") else 0.0
+        )
         # One lane per namespace: every tenant's pods get their turn (see ``_budget``).
         self.queue: WorkQueue[ObjectKey] = WorkQueue(
             self.schedule, name="scheduler", workers=1, clock=self.clock, lane_of=_namespace
@@ -459,7 +468,8 @@ class Scheduler(Controller[SchedulerSettings]):
         kopf.index("nodes", id="nodes", registry=registry)(index)
         kopf.index(*SLICES, id="slices", registry=registry)(index)
         kopf.index(*CLASSES, id="classes", registry=registry)(index)
-        kopf.index(*TAINT_RULES, id="taint_rules", registry=registry)(index)
+        if self.taint_rules:
+            kopf.index(*TAINT_RULES, id="taint_rules", registry=registry)(index)
 
         @kopf.on.event("pods", registry=registry)
         async def pod_changed(**kw: Any) -> None:
@@ -507,7 +517,8 @@ class Scheduler(Controller[SchedulerSettings]):
         kopf.on.event("nodes", registry=registry)(cluster_changed(cache.nodes))
         kopf.on.event(*SLICES, registry=registry)(cluster_changed(cache.slices))
         kopf.on.event(*CLASSES, registry=registry)(cluster_changed(cache.classes))
-        kopf.on.event(*TAINT_RULES, registry=registry)(cluster_changed(cache.taint_rules))
+        if self.taint_rules:
+            kopf.on.event(*TAINT_RULES, registry=registry)(cluster_changed(cache.taint_rules))
         del pod_changed, claim_changed
 
 
@@ -546,7 +557,8 @@ class _Budget:
     def spent(self) -> bool:
         settings = self.scheduler.settings
         elapsed = self.clock.monotonic() - self.started
-        if settings.filter_timeout and self.before + elapsed >= settings.filter_timeout:
+        timeout = self.scheduler.filter_timeout
+        if timeout and self.before + elapsed >= timeout:
             return True
         if elapsed >= settings.tenant_slice and self.scheduler.queue.others_waiting(self.key):
             self.yielded = True

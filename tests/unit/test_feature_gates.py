@@ -1,0 +1,226 @@
+"""--feature-gates: Kubernetes' names, component-base's rules, the defaults of the pinned release,
+and what each gate changes when it is off (the allocator's gate-off behaviour itself is proven
+by the upstream table, whose cases name the features they run with)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from typing import Any
+
+import pytest
+
+from operators.allocator import AllocatedState, Allocator, Features
+from operators.allocator.errors import FeatureDisabledError
+from operators.allocator.selectors import CelSelectorEngine
+from operators.api.features import (
+    GATES,
+    FeatureGateError,
+    format_feature_gates,
+    parse_feature_gates,
+    resolve,
+)
+from operators.cel import CELEnvironment
+from operators.controllers.scheduler.handlers import Scheduler
+from operators.controllers.scheduler.settings import SchedulerSettings
+from operators.kube.controlplane import FEATURE_GATES
+from operators.settings import SettingsError
+from operators.simulate import build_parser
+from tests.unit.allocator import builders as b
+
+# The defaults of Kubernetes 1.36 (pkg/features/kube_features.go of v1.36.3), written out so
+# that a change to the table is a visible change here too.
+DEFAULTS_1_36 = {
+    "DynamicResourceAllocation": True,
+    "DRAAdminAccess": True,
+    "DRAConsumableCapacity": True,
+    "DRADeviceBindingConditions": True,
+    "DRADeviceTaintRules": False,
+    "DRADeviceTaints": True,
+    "DRAExtendedResource": True,
+    "DRAListTypeAttributes": False,
+    "DRANodeAllocatableResources": False,
+    "DRAPartitionableDevices": True,
+    "DRAPrioritizedList": True,
+    "DRAResourceClaimDeviceStatus": True,
+    "DRAResourceClaimGranularStatusAuthorization": True,
+    "DRAResourcePoolStatus": False,
+    "DRASchedulerFilterTimeout": True,
+    "DRAWorkloadResourceClaims": False,
+}
+
+
+def test_defaults_are_those_of_kubernetes_1_36() -> None:
+    assert resolve({}) == DEFAULTS_1_36
+    assert Features.release() == Features.from_gates(DEFAULTS_1_36)
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [
+        ("DRANope=true", "unrecognized feature gate: DRANope"),
+        ("DRAPrioritizedList", "missing bool value for DRAPrioritizedList"),
+        ("DRAPrioritizedList=maybe", "invalid value of DRAPrioritizedList=maybe"),
+        (
+            "DRAAdminAccess=false",
+            "cannot set feature gate DRAAdminAccess to false, feature is locked to true",
+        ),
+        (
+            "DynamicResourceAllocation=false",
+            "cannot set feature gate DynamicResourceAllocation to false",
+        ),
+        (
+            "DRAResourceClaimDeviceStatus=false",
+            "DRADeviceBindingConditions is enabled, but depends on features that are disabled: "
+            "[DRAResourceClaimDeviceStatus]",
+        ),
+        (
+            "DRADeviceTaints=false,DRADeviceTaintRules=true",
+            "DRADeviceTaintRules is enabled, but depends on features that are disabled: "
+            "[DRADeviceTaints]",
+        ),
+    ],
+)
+def test_values_kube_scheduler_refuses_are_refused(value: str, error: str) -> None:
+    with pytest.raises(FeatureGateError, match=error.replace("[", r"\[").replace("]", r"\]")):
+        parse_feature_gates(value)
+
+
+def test_go_booleans_all_alpha_and_all_beta() -> None:
+    assert parse_feature_gates("DRAListTypeAttributes=T, DRAPrioritizedList=0") == {
+        "DRAListTypeAttributes": True,
+        "DRAPrioritizedList": False,
+    }
+    gates = resolve(parse_feature_gates("AllAlpha=true,DRAResourcePoolStatus=false"))
+    assert gates["DRAListTypeAttributes"]
+    assert gates["DRAWorkloadResourceClaims"]
+    assert not gates["DRAResourcePoolStatus"]  # named explicitly
+    assert gates["DRAPrioritizedList"]  # GA: not touched by AllAlpha
+    gates = resolve(parse_feature_gates("AllBeta=false,DRAResourceClaimDeviceStatus=true"))
+    assert not gates["DRAPartitionableDevices"]
+    assert not gates["DRADeviceBindingConditions"]
+    assert gates["DRAAdminAccess"]  # locked
+
+
+def test_the_local_control_planes_gates_round_trip() -> None:
+    assert parse_feature_gates(format_feature_gates(FEATURE_GATES)) == FEATURE_GATES
+
+
+def test_a_bad_flag_or_environment_value_is_a_settings_error_naming_both() -> None:
+    parser = argparse.ArgumentParser()
+    SchedulerSettings.add_arguments(parser)
+    with pytest.raises(
+        SettingsError,
+        match="--feature-gates / KOPF_DRA_FEATURE_GATES: unrecognized feature gate: DRAFoo",
+    ):
+        SchedulerSettings.load(parser.parse_args(["--feature-gates", "DRAFoo=true"]), {})
+    settings = SchedulerSettings.load(
+        parser.parse_args([]), {"KOPF_DRA_FEATURE_GATES": "DRAListTypeAttributes=true"}
+    )
+    assert settings.gate("DRAListTypeAttributes")
+    assert settings.gate("DRAPrioritizedList")  # the default where not named
+
+
+def test_simulate_takes_the_schedulers_flag() -> None:
+    args = build_parser().parse_args(["--feature-gates", "DRAPrioritizedList=false"])
+    assert args.feature_gates == {"DRAPrioritizedList": False}
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(["--feature-gates", "DRAFoo=true"])
+    assert exited.value.code == 2
+
+
+# --- what each gate changes -----------------------------------------------------------------
+
+# Gate -> the allocator's field it switches (None: not an allocator gate).
+ALLOCATOR_FIELDS: dict[str, str | None] = {
+    "DynamicResourceAllocation": None,
+    "DRAAdminAccess": "admin_access",
+    "DRAConsumableCapacity": "consumable_capacity",
+    "DRADeviceBindingConditions": "device_binding_conditions",
+    "DRADeviceTaintRules": None,
+    "DRADeviceTaints": "device_taints",
+    "DRAExtendedResource": None,
+    "DRAListTypeAttributes": "list_type_attributes",
+    "DRANodeAllocatableResources": None,
+    "DRAPartitionableDevices": "partitionable_devices",
+    "DRAPrioritizedList": "prioritized_list",
+    "DRAResourceClaimDeviceStatus": "resource_claim_device_status",
+    "DRAResourceClaimGranularStatusAuthorization": None,
+    "DRAResourcePoolStatus": None,
+    "DRASchedulerFilterTimeout": None,
+    "DRAWorkloadResourceClaims": None,
+}
+# Gates the scheduler itself honours, outside the allocator.
+SCHEDULER_GATES = {"DRADeviceTaintRules", "DRASchedulerFilterTimeout"}
+
+
+def flipped(name: str) -> dict[str, bool]:
+    """Every gate on, then ``name`` off (with what depends on it)."""
+    gates = dict.fromkeys(GATES, True)
+    gates[name] = False
+    for other, gate in GATES.items():
+        if name in gate.depends_on:
+            gates[other] = False
+    return gates
+
+
+def test_every_gate_is_in_the_table() -> None:
+    assert set(ALLOCATOR_FIELDS) == set(GATES)
+    implemented = {n for n, g in GATES.items() if g.implemented}
+    assert {n for n, f in ALLOCATOR_FIELDS.items() if f} | SCHEDULER_GATES | {
+        "DynamicResourceAllocation"
+    } == implemented
+
+
+@pytest.mark.parametrize("name", sorted(n for n, f in ALLOCATOR_FIELDS.items() if f))
+def test_an_allocator_gate_switches_its_field_and_no_other(name: str) -> None:
+    on = dataclasses.asdict(Features.from_gates(dict.fromkeys(GATES, True)))
+    off = dataclasses.asdict(Features.from_gates(flipped(name)))
+    dependants = {ALLOCATOR_FIELDS[n] for n, g in GATES.items() if name in g.depends_on}
+    assert {k for k in on if on[k] != off[k]} == {ALLOCATOR_FIELDS[name]} | (dependants - {None})
+
+
+def _scheduler(**gates: bool) -> Scheduler:
+    return Scheduler(
+        SchedulerSettings(
+            feature_gates={**dict.fromkeys(("DRAListTypeAttributes",), True), **gates},
+            filter_timeout=7,
+        )
+    )
+
+
+def test_scheduler_gates_device_taint_rules_and_filter_timeout() -> None:
+    on = _scheduler(DRADeviceTaintRules=True, DRASchedulerFilterTimeout=True)
+    off = _scheduler(DRADeviceTaintRules=False, DRASchedulerFilterTimeout=False)
+    assert (on.taint_rules, on.filter_timeout) == (True, 7)
+    # Off, kube-scheduler watches no DeviceTaintRule and has no filter timeout.
+    assert (off.taint_rules, off.filter_timeout) == (False, 0.0)
+    assert off.indices.has("taint_rules")
+    assert not list(off.indices.keys("taint_rules"))
+
+
+def _allocate(features: Features, claim: Any) -> Any:
+    klass = b.device_class(b.CLASS_A, b.DRIVER_A)
+    slices = [b.slice_one(b.SLICE1, b.NODE1, b.POOL1, b.DRIVER_A)]
+    allocator = Allocator(
+        features,
+        AllocatedState.from_claims([], features),
+        [klass],
+        slices,
+        CelSelectorEngine(CELEnvironment()),
+        share_ids=lambda: b.FIXED_SHARE_ID,
+    )
+    return allocator.allocate(b.node(b.NODE1, b.REGION1), [claim])
+
+
+def test_a_claim_with_alternatives_fails_as_upstream_says_with_prioritized_list_off() -> None:
+    claim = b.claim(
+        b.CLAIM0,
+        b.prioritized(b.REQ0, b.sub_request(b.SUBREQ0, b.CLASS_A)),
+    )
+    assert _allocate(Features.release(), claim).fits
+    with pytest.raises(
+        FeatureDisabledError,
+        match="request req-0: has subrequests, but the DRAPrioritizedList feature is disabled",
+    ):
+        _allocate(Features.release({"DRAPrioritizedList": False}), claim)
