@@ -10,6 +10,7 @@ from pathlib import Path
 
 from operators import __version__
 from operators.components import COMPONENTS
+from operators.settings import SettingsError
 
 
 def _control_plane(args: argparse.Namespace) -> int:
@@ -37,7 +38,25 @@ def _run(args: argparse.Namespace, rest: list[str]) -> int:
     app = COMPONENTS[args.component].runnable()
     parser = argparse.ArgumentParser(prog=f"kopf-dra run {args.component}")
     app.add_arguments(parser)
-    return app.run(parser.parse_args(rest))
+    parsed = parser.parse_args(rest)
+    try:
+        return app.run(parsed)
+    except SettingsError as e:  # a usage error, like argparse's own: one line, exit 2
+        print(f"kopf-dra run {args.component}: {e}", file=sys.stderr)
+        return 2
+
+
+def _run_help(*, asked: bool) -> int:
+    """``kopf-dra run --help``: the components, each with what it does."""
+    width = max(len(name) for name in COMPONENTS)
+    lines = [
+        "usage: kopf-dra run COMPONENT [flags]   (kopf-dra run COMPONENT --help: its flags)",
+        "",
+        "components:",
+        *(f"  {c.name:<{width}}  {c.summary}" for c in COMPONENTS.values()),
+    ]
+    print("\n".join(lines), file=sys.stdout if asked else sys.stderr)
+    return 0 if asked else 2
 
 
 def _simulate(rest: list[str]) -> int:
@@ -73,7 +92,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from operators import demo
 
         return demo.main(argv[1:])
-    if argv[:1] == ["run"] and len(argv) >= 2:
+    if argv[:1] == ["run"] and (len(argv) == 1 or argv[1] in ("-h", "--help")):
+        return _run_help(asked=len(argv) > 1)
+    if argv[:1] == ["run"]:
         args = parser.parse_args(argv[:2])
         return _run(args, argv[2:])
     args = parser.parse_args(argv)

@@ -32,6 +32,7 @@ class Component:
     app: str  # "module:attribute" of a Runnable ("module" alone: the module is one)
     settings: str  # "module:Class" of its settings (flags, environment, the docs' reference)
     controller: bool = True  # a kopf operator built on operators.runtime
+    summary: str = ""  # one line for ``kopf-dra run --help``
 
     def runnable(self) -> Runnable:
         found: Runnable = _attribute(self.app)  # type: ignore[assignment]
@@ -47,27 +48,54 @@ class Component:
         return self.app.partition(":")[0]
 
 
-def _controller(name: str, settings_class: str) -> Component:
+def _controller(name: str, settings_class: str, summary: str) -> Component:
     package = f"operators.controllers.{name.replace('-', '_')}"
-    return Component(name, f"{package}.app:APP", f"{package}.settings:{settings_class}")
+    return Component(
+        name, f"{package}.app:APP", f"{package}.settings:{settings_class}", summary=summary
+    )
 
 
 COMPONENTS: Final[dict[str, Component]] = {
     c.name: c
     for c in (
-        _controller("claim-templates", "ClaimTemplateSettings"),
-        _controller("reservations", "ReservationSettings"),
-        _controller("pool-validator", "PoolValidatorSettings"),
-        _controller("scheduler", "SchedulerSettings"),
-        _controller("fabric", "FabricSettings"),
+        _controller(
+            "claim-templates",
+            "ClaimTemplateSettings",
+            "a pod's ResourceClaims from its ResourceClaimTemplates (KEP-4381)",
+        ),
+        _controller(
+            "reservations",
+            "ReservationSettings",
+            "removes reservations of finished pods, deallocates, deletes generated claims",
+        ),
+        _controller(
+            "pool-validator",
+            "PoolValidatorSettings",
+            "checks pools and shared counters; ResourcePoolStatus and the slice webhook",
+        ),
+        _controller(
+            "scheduler",
+            "SchedulerSettings",
+            "allocates claims with the structured-parameters allocator and binds pods",
+        ),
+        _controller(
+            "fabric",
+            "FabricSettings",
+            "attaches composable fabric devices and sets their binding conditions",
+        ),
         Component(
-            "driver", "operators.driver.app", "operators.driver.settings:DriverSettings", False
+            "driver",
+            "operators.driver.app",
+            "operators.driver.settings:DriverSettings",
+            False,
+            "the example DRA driver on one node: slices, kubelet plugin, CDI",
         ),
         Component(
             "fabric-manager-sim",
             "operators.fabric.app",
             "operators.fabric.app:FabricSimSettings",
             False,
+            "a simulated fabric manager for the fabric controller (demo and tests)",
         ),
     )
 }

@@ -526,6 +526,15 @@ def _table(rows: Sequence[Sequence[str]], indent: str = "  ") -> list[str]:
     ]
 
 
+UNLIMITED_WIDTH: Final = 1_000_000
+
+
+def output_width(out: Any) -> int:
+    """The terminal's; a file or pipe gets whole lines (a log keeps every reason)."""
+    tty = hasattr(out, "isatty") and out.isatty()
+    return shutil.get_terminal_size().columns if tty else UNLIMITED_WIDTH
+
+
 def render_view(snap: Snapshot, *, header: str = "", width: int = 120) -> str:
     """One frame of the live view (pure: the same snapshot gives the same text)."""
     claims = {_key(c): c for c in snap.claims}
@@ -750,6 +759,10 @@ async def _view(
     loop = asyncio.get_running_loop()
     started = loop.time()
     tty = hasattr(out, "isatty") and out.isatty()
+
+    def width() -> int:
+        return output_width(out)
+
     while True:
         system.supervisor.check()
         snap = await snapshot(api)
@@ -762,11 +775,10 @@ async def _view(
         elapsed = loop.time() - started
         if args.once:
             if settled or elapsed > args.timeout:
-                width = shutil.get_terminal_size().columns
-                print(render_view(snap, header=header, width=width), file=out, flush=True)
+                print(render_view(snap, header=header, width=width()), file=out, flush=True)
                 return 0 if any(p["spec"].get("nodeName") for p in snap.pods) else 1
         else:
-            frame = render_view(snap, header=header, width=shutil.get_terminal_size().columns)
+            frame = render_view(snap, header=header, width=width())
             print(("\x1b[H\x1b[2J" if tty else "\n") + frame, end="", file=out, flush=True)
             if args.duration and elapsed >= args.duration:
                 return 0

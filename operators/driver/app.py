@@ -28,7 +28,7 @@ from operators.driver.service import DriverService
 from operators.driver.settings import DriverSettings
 from operators.driver.slices import InvalidPoolError
 from operators.kube.api import ApiError, ApiTimeouts, KubeAPI
-from operators.kube.client import make_api_client
+from operators.kube.client import ClientConfigError, make_api_client
 from operators.observability import fields
 from operators.observability.logging import configure
 from operators.runtime.serving import Endpoints, Server
@@ -163,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
     configure(COMPONENT, level=settings.log_level, json_output=settings.log_json)
     try:
         asyncio.run(_main(settings))
-    except (IdentityError, SettingsError) as e:
+    except (IdentityError, SettingsError, ClientConfigError) as e:
         print(f"kopf-dra run driver: {e}", file=sys.stderr)
         return 2
     return 0

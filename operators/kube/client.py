@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import yaml
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.config.config_exception import ConfigException
 
@@ -26,7 +27,7 @@ async def make_configuration(kubeconfig: str | Path | None = None) -> client.Con
     path = str(kubeconfig) if kubeconfig else os.environ.get("KUBECONFIG")
     if path:
         first = path.split(os.pathsep)[0]
-        await config.load_kube_config(config_file=first, client_configuration=configuration)
+        await _load_kubeconfig(first, configuration)
         return configuration
     try:
         config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
@@ -35,11 +36,28 @@ async def make_configuration(kubeconfig: str | Path | None = None) -> client.Con
         pass
     default = Path.home() / ".kube" / "config"
     if default.exists():
-        await config.load_kube_config(config_file=str(default), client_configuration=configuration)
+        await _load_kubeconfig(str(default), configuration)
         return configuration
     raise ClientConfigError(
         "no cluster configuration: pass --kubeconfig, set KUBECONFIG, or run in a pod"
     )
+
+
+def _check_readable(path: str) -> None:
+    if not os.path.isfile(path):
+        raise ClientConfigError(f"kubeconfig {path}: no such file")
+    if not os.access(path, os.R_OK):
+        raise ClientConfigError(f"kubeconfig {path}: not readable")
+
+
+async def _load_kubeconfig(path: str, configuration: client.Configuration) -> None:
+    """Load ``path`` or say what is wrong with it, naming it: retrying cannot fix a file."""
+    _check_readable(path)
+    try:
+        await config.load_kube_config(config_file=path, client_configuration=configuration)
+    except (ConfigException, yaml.YAMLError, ValueError, TypeError, KeyError, AttributeError) as e:
+        reason = " ".join(str(e).split())  # YAML errors span lines
+        raise ClientConfigError(f"kubeconfig {path}: {reason}") from None
 
 
 PROXY_VARIABLES = ("https_proxy", "http_proxy", "all_proxy", "no_proxy")

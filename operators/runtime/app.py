@@ -11,13 +11,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import sys
 import threading
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, Protocol, TypeVar
 
 import kopf
 
-from operators.kube.client import connection_fields, make_configuration
+from operators.kube.client import ClientConfigError, connection_fields, make_configuration
 from operators.observability.logging import configure
 from operators.settings import Settings
 
@@ -104,6 +105,11 @@ def main_for(
     settings: Settings,
 ) -> int:
     """The blocking entry point behind ``kopf-dra run <component>``."""
+    try:  # kopf would retry a login that no retry can fix
+        asyncio.run(make_configuration(settings.kubeconfig))
+    except ClientConfigError as e:
+        print(f"kopf-dra run {component}: {e}", file=sys.stderr)
+        return 2
     configure(component, level=settings.log_level, json_output=settings.log_json)
     asyncio.run(
         run_operator(registry=build_registry(settings), component=component, settings=settings)

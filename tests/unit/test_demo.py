@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import io
 from typing import Any
 
 import pytest
@@ -149,3 +150,13 @@ def test_examples_are_selected_by_name_and_fabric_ones_need_the_fabric() -> None
 def test_pools_are_reported_once_every_pool_with_slices_has_a_status() -> None:
     assert demo.pools_reported(SNAPSHOT)
     assert not demo.pools_reported(dataclasses.replace(SNAPSHOT, pool_statuses=[]))
+
+
+def test_output_that_is_not_a_terminal_keeps_whole_reasons() -> None:
+    """``demo --once > file`` (CI logs, bug reports) must not cut a pod's reason at 80 columns."""
+    long_reason = "0/2 nodes are available: " + "cannot allocate all claims; " * 10
+    pod = _pod("long", "ns", None, "x", long_reason)
+    snapshot = dataclasses.replace(SNAPSHOT, pods=[pod])
+    width = demo.output_width(io.StringIO())
+    assert f"  ns/long: {long_reason}" in demo.render_view(snapshot, width=width)
+    assert long_reason not in demo.render_view(snapshot, width=80)

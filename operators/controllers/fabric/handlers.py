@@ -43,7 +43,7 @@ from operators.kube.api import ConflictError, InvalidError, NotFoundError
 from operators.observability import fields
 from operators.runtime.actions import Create, Delete, Patch, PostEvent, Replace
 from operators.runtime.controller import Controller
-from operators.runtime.errors import Requeue
+from operators.runtime.errors import Requeue, TemporaryError
 from operators.runtime.indices import CLAIMS, SLICES
 from operators.runtime.queue import WorkQueue
 from operators.runtime.stores import LocalStore, Stores
@@ -154,9 +154,9 @@ class FabricController(Controller[FabricSettings]):
             else:
                 await self.reconcile()
         except FabricUnavailableError as e:
+            # A peer gone away (a restart, the demo's shutdown): retried, no traceback.
             metrics.MANAGER_ERRORS.labels(reason="Unavailable").inc()
-            log.warning("fabric manager unavailable", error=str(e))
-            raise
+            raise TemporaryError(f"fabric manager unavailable: {e}") from None
         except FabricError as e:
             if e.status != 401:
                 raise
@@ -167,7 +167,7 @@ class FabricController(Controller[FabricSettings]):
                 reason=e.reason,
                 error=e.message,
             )
-            raise
+            raise TemporaryError(f"fabric manager: {e.reason}: {e.message}") from None
 
     # --- inputs --------------------------------------------------------------------------------
 
@@ -463,8 +463,8 @@ class FabricController(Controller[FabricSettings]):
     async def publish(self) -> None:
         if not self.active:
             return
-        api = self.api
         devices = await self.manager.devices()
+        api = self.api
         for device in devices:
             if (problem := planning.publishable(device)) is not None:
                 log.warning("fabric device not published", reason=problem)

@@ -10,6 +10,7 @@ finished its initial list, so the first verdict already sees the whole pool.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import contextlib
 import dataclasses
@@ -58,6 +59,7 @@ from operators.runtime.indices import CLAIMS, SLICES
 from operators.runtime.queue import WorkQueue
 
 log = structlog.get_logger(__name__)
+SERVED_POLL = 0.5  # seconds between checks that a just-installed CRD is served
 
 COMPONENT: Final = "pool-validator"
 STATUSES: Final = (GROUP, VERSION, PLURAL)
@@ -300,14 +302,24 @@ class PoolValidatorController(Controller[PoolValidatorSettings]):
     # --- kopf side ------------------------------------------------------------------------
 
     async def prepare(self) -> None:
-        try:
-            await self.api.list(KIND)
-        except NotFoundError:
-            raise kopf.PermanentError(
-                f"the {KIND} CRD is not installed: kubectl apply -f crds/resourcepoolstatuses.yaml"
-            ) from None
-        except ApiError as e:  # e.g. 429 while a just-installed CRD's storage starts
-            raise kopf.TemporaryError(f"{KIND} not served yet: {e}", delay=1) from None
+        waiting = False
+        while True:
+            try:
+                await self.api.list(KIND)
+                return
+            except NotFoundError:
+                raise kopf.PermanentError(
+                    f"the {KIND} CRD is not installed: "
+                    "kubectl apply -f crds/resourcepoolstatuses.yaml"
+                ) from None
+            except ApiError as e:
+                if e.status != 429 and e.status < 500:
+                    raise
+                # A just-installed CRD's storage starting (429): an expected wait, said once.
+                if not waiting:
+                    log.info(f"waiting for {KIND} to be served", reason=str(e))
+                    waiting = True
+                await asyncio.sleep(SERVED_POLL)
 
     async def activate(self) -> None:
         self.queue.start()
