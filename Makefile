@@ -20,7 +20,7 @@ CONTROL_PLANE_GATES := $(PY) -c 'from operators.api.features import format_featu
 DEMO_ARGS := $(if $(filter command line,$(origin KUBECONFIG)),--kubeconfig $(KUBECONFIG))
 PY_PATHS := operators tests bench e2e hack/config_reference.py
 
-.PHONY: help venv lint fmt test unit integration e2e e2e-kind chaos image docs bench bench-scheduler bench-compare bench-tenants bench-fabric \
+.PHONY: help venv lint fmt test unit integration e2e e2e-kind chaos image docs bench bench-scheduler bench-compare bench-tenants bench-fabric simulate-differential \
         control-plane control-plane-up control-plane-down run clean cel-oracle
 
 help:
@@ -36,6 +36,7 @@ help:
 	@echo "make control-plane-up  start the local control plane in the background"
 	@echo "make control-plane-down  stop it"
 	@echo "make bench             CEL and allocator benchmarks (bench/)"
+	@echo "make simulate-differential  simulate against the running scheduler on 200 random states"
 	@echo "make cel-oracle        100,000 random CEL evaluations against Kubernetes' (CEL_ORACLE_ARGS=--examples N)"
 	@echo "make bench-scheduler   scheduler throughput on the local control plane (BENCH_ARGS=--workload upstream)"
 	@echo "make bench-fabric      fabric attach-to-bind latency on the local control plane"
@@ -119,6 +120,10 @@ bench: $(STAMP)
 CEL_ORACLE_ARGS ?= --examples 100000
 cel-oracle: $(STAMP)
 	$(PY) -m tests.unit.cel.differential $(CEL_ORACLE_ARGS)
+
+# simulate's answers against the running scheduler's on 200 random cluster states (make test: 12).
+simulate-differential: $(STAMP) control-plane
+	KOPF_DRA_SIMULATE_STATES=200 $(VENV)/bin/pytest -q tests/integration/test_simulate_differential.py
 
 bench-scheduler: $(STAMP) control-plane
 	$(PY) bench/bench_scheduler.py $(BENCH_ARGS)
