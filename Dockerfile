@@ -10,8 +10,12 @@ ARG PYTHON_VERSION=3.11
 
 FROM python:${PYTHON_VERSION}-slim AS build
 WORKDIR /src
-COPY pyproject.toml README.md constraints.txt ./
+COPY pyproject.toml setup.py MANIFEST.in README.md constraints.txt ./
 COPY operators ./operators
+# Carried in the wheel as operators/_share (kopf-dra demo and control-plane up need them).
+COPY manifests ./manifests
+COPY crds ./crds
+COPY hack/controlplane ./hack/controlplane
 # The wheel of kopf-dra and of every pinned dependency (constraints.txt), nothing else.
 RUN pip wheel --no-cache-dir --constraint constraints.txt --wheel-dir /wheels .
 

@@ -42,8 +42,9 @@ from operators.api.quantity import Quantity
 from operators.kube import controlplane, manifests
 from operators.kube.api import ApiError, ConflictError, KubeAPI, NotFoundError
 from operators.kube.client import make_api_client
+from operators.kube.files import CHECKOUT, project_root
 
-REPO_ROOT: Final = Path(__file__).resolve().parents[1]
+REPO_ROOT: Final = project_root()
 MANIFESTS: Final = REPO_ROOT / "manifests"
 EXAMPLES: Final = MANIFESTS / "examples"
 CRDS: Final = REPO_ROOT / "crds"
@@ -283,7 +284,8 @@ async def start_system(
         "PYTHONUNBUFFERED": "1",
     }
     env.pop("PYTHONPATH", None)
-    env["PYTHONPATH"] = str(REPO_ROOT)
+    if REPO_ROOT == CHECKOUT:  # a wheel's components need no path
+        env["PYTHONPATH"] = str(REPO_ROOT)
     # Settings come from flags here; a user's KOPF_DRA_* must not change the demo.
     for key in [k for k in env if k.startswith("KOPF_DRA_") and k != "KOPF_DRA_LOG_JSON"]:
         del env[key]

@@ -26,10 +26,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from operators.kube import certs
+from operators.kube.files import project_root
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-BUILD_SCRIPT = REPO_ROOT / "hack" / "controlplane" / "build.sh"
-VERSION_FILE = REPO_ROOT / "hack" / "controlplane" / "VERSION"
+BUILD_SCRIPT = project_root() / "hack" / "controlplane" / "build.sh"
+VERSION_FILE = project_root() / "hack" / "controlplane" / "VERSION"
 
 # Exactly the DRA gates this design implements (README, "The local control plane"), alpha ones
 # included; gates of behaviour we do not implement are switched off even where 1.36 defaults
@@ -80,7 +80,7 @@ def kubernetes_version() -> str:
 def ensure_binaries() -> Path:
     """Build the binaries unless cached; returns the bin directory."""
     if not BUILD_SCRIPT.exists():
-        raise ControlPlaneError(f"{BUILD_SCRIPT} is missing: run from a kopf-dra checkout")
+        raise ControlPlaneError(f"{BUILD_SCRIPT} is missing: reinstall kopf-dra")
     proc = subprocess.run(["bash", str(BUILD_SCRIPT)], capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise ControlPlaneError(f"building the control plane failed:\n{proc.stderr[-4000:]}")

@@ -26,7 +26,10 @@ from operators import __version__
 from operators.components import COMPONENTS
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = ("pyproject.toml", "README.md", "operators")
+SOURCES = (
+    "pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "operators",
+    "manifests", "crds", "hack/controlplane",
+)  # fmt: skip
 
 
 def _run(*argv: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -53,6 +56,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     src.mkdir()
     for name in SOURCES:
         source = ROOT / name
+        (src / name).parent.mkdir(parents=True, exist_ok=True)
         if source.is_dir():
             shutil.copytree(
                 source, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
@@ -89,6 +93,13 @@ def test_the_wheel_holds_the_package_and_its_typing_marker(wheel: Path) -> None:
     assert set(COMPONENTS)
     assert all(f"{c.module.replace('.', '/')}.py" in names for c in COMPONENTS.values())
     assert not any(n.startswith(("tests/", "e2e/", "bench/")) for n in names)
+    # What `kopf-dra demo` and `control-plane up` need outside the Python package.
+    share = "operators/_share/"
+    assert f"{share}hack/controlplane/build.sh" in names
+    assert f"{share}hack/controlplane/go.mod" in names
+    assert f"{share}crds/resourcepoolstatuses.yaml" in names
+    assert f"{share}manifests/kustomization.yaml" in names
+    assert f"{share}manifests/examples/mig-partitions/kustomization.yaml" in names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "kopf-dra = operators.cli:main" in archive.read(entry_points).decode()
 
@@ -119,6 +130,26 @@ for line in metadata.requires("kopf-dra") or []:
     if not req.specifier.contains(version, prereleases=True):
         print(req.name, version, "does not satisfy", req.specifier)
 """
+
+
+def test_the_demo_runs_from_the_wheel(installed: Path, tmp_path: Path) -> None:
+    """`pip install kopf-dra; kopf-dra demo`: the local control plane (built from the wheel's
+    copy of hack/controlplane, here already in the cache), the components, an example."""
+    proc = subprocess.run(
+        [
+            str(installed / "kopf-dra"), "demo", "--once", "--examples", "mig-partitions",
+            "--state-dir", str(tmp_path / "demo"), "--timeout", "90",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")},
+        check=False,
+        timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "PODS" in proc.stdout
+    assert "run from a kopf-dra checkout" not in proc.stdout + proc.stderr
 
 
 @pytest.mark.parametrize("component", sorted(COMPONENTS))

@@ -1,0 +1,20 @@
+"""Where the project's non-Python files are: ``manifests/``, ``crds/`` and
+``hack/controlplane/`` of a checkout, or the copy a wheel carries in ``operators/_share/``
+(setup.py puts it there), so that ``kopf-dra demo`` and ``control-plane up`` work from
+``pip install kopf-dra`` as from a clone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Final
+
+PACKAGE: Final = Path(__file__).resolve().parents[1]
+CHECKOUT: Final = PACKAGE.parent
+SHARED: Final = ("manifests", "crds", "hack/controlplane")
+
+
+def project_root() -> Path:
+    """The checkout when run from one, else the installed package's copy."""
+    if (CHECKOUT / "hack" / "controlplane" / "build.sh").is_file():
+        return CHECKOUT
+    return PACKAGE / "_share"
