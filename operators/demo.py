@@ -37,7 +37,7 @@ import yaml
 
 from operators.aio import wait_at_most
 from operators.api.core import Pod
-from operators.api.features import FeatureGateError, format_feature_gates, parse_feature_gates
+from operators.api.features import feature_gates_argument, format_feature_gates
 from operators.api.quantity import Quantity
 from operators.kube import controlplane, manifests
 from operators.kube.api import ApiError, ConflictError, KubeAPI, NotFoundError
@@ -641,13 +641,6 @@ def shared_capacity(snap: Snapshot) -> dict[str, tuple[str, set[str]]]:
 # --- the command ---------------------------------------------------------------------------
 
 
-def _feature_gates(value: str) -> dict[str, bool]:
-    try:
-        return parse_feature_gates(value)
-    except FeatureGateError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--kubeconfig",
@@ -657,7 +650,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--feature-gates",
-        type=_feature_gates,
+        type=feature_gates_argument,
         default={},
         metavar="Name=true,...",
         help="with --kubeconfig: the cluster's DRA feature gates, for every component (default: "

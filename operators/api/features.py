@@ -11,6 +11,7 @@ that stage that is not named explicitly.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Final, Literal
@@ -101,6 +102,14 @@ def parse_feature_gates(value: str | Mapping[str, bool] | Iterable[str]) -> dict
             )
         )
     return overrides
+
+
+def feature_gates_argument(value: str) -> dict[str, bool]:
+    """``type=`` of an argparse ``--feature-gates``: a refusal is a usage error (exit 2)."""
+    try:
+        return parse_feature_gates(value)
+    except FeatureGateError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _bool(name: str, raw: str) -> bool:

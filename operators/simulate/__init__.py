@@ -19,7 +19,7 @@ from typing import TextIO
 
 import yaml
 
-from operators.api.features import KUBERNETES_RELEASE, FeatureGateError, parse_feature_gates
+from operators.api.features import KUBERNETES_RELEASE, feature_gates_argument
 from operators.api.keys import ObjectKey
 from operators.kube.api import ApiError, KubeAPI, NotFoundError
 from operators.kube.client import make_api_client
@@ -41,13 +41,6 @@ EXAMPLES = """examples:
   # do these claims fit on this node together?
   kopf-dra simulate -f snap.yaml --node gpu-3 --claim team-a/gpu --claim team-a/nic
 """
-
-
-def _feature_gates(value: str) -> dict[str, bool]:
-    try:
-        return parse_feature_gates(value)
-    except FeatureGateError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -110,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--feature-gates",
-        type=_feature_gates,
+        type=feature_gates_argument,
         default={},
         metavar="Name=true,...",
         help="as the scheduler's flag: Kubernetes' DRA feature gates (default: Kubernetes "
