@@ -107,6 +107,7 @@ class WorkQueue(Generic[K]):
         self._active: set[K] = set()  # being reconciled now
         self._dirty: set[K] = set()  # added while active: run again afterwards
         self._failures: dict[K, int] = {}
+        self._yielded: set[K] = set()  # keys whose attempt gave way, to be resumed
         self._delayed: list[tuple[float, int, K]] = []
         self._counter = itertools.count()
         self._wakeup = asyncio.Event()
@@ -160,9 +161,12 @@ class WorkQueue(Generic[K]):
         return self._ready.others_waiting(key)
 
     def yield_turn(self, key: K) -> None:
-        """``key`` gave way to other lanes: queue it again, its lane behind theirs."""
+        """``key`` gave way to other lanes: queue it again, its lane behind theirs. Its
+        attempt is not over, so it keeps its backoff: a key that always yields and then fails
+        must not be retried at the base delay forever."""
         self.add(key)
         self._ready.to_the_back(key)
+        self._yielded.add(key)
 
     def forget(self, key: K) -> None:
         """Reset the backoff of a key after a success."""
@@ -216,7 +220,10 @@ class WorkQueue(Generic[K]):
                     self._retries.inc()
                     self.add_after(key, delay)
             else:
-                self.forget(key)
+                if key in self._yielded:
+                    self._yielded.discard(key)
+                else:
+                    self.forget(key)
             finally:
                 self.processed += 1
                 self._work.observe(self._clock() - self._started_at.pop(key, started))

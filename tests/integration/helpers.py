@@ -21,6 +21,7 @@ from operators.controllers.scheduler.settings import SchedulerSettings
 from operators.kube.api import KubeAPI
 from operators.kube.controlplane import FEATURE_GATES
 from operators.runtime.app import register_login, run_operator
+from operators.runtime.clock import SYSTEM_CLOCK, Clock
 
 T = TypeVar("T")
 
@@ -36,6 +37,28 @@ async def eventually(
             return last
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError(f"timed out after {within}s waiting for {what}; last: {last!r}")
+        await asyncio.sleep(0.1)
+
+
+async def while_progressing(
+    probe: Callable[[], Awaitable[tuple[int, T | None]]],
+    *,
+    stall: float = 30.0,
+    what: str = "condition",
+) -> T:
+    """Poll ``probe`` (progress so far, result or None) until it gives a result; fail only when
+    progress has not moved for ``stall`` s. For work whose total time is throughput, which a
+    busy machine stretches, where only a standstill is a failure."""
+    loop = asyncio.get_running_loop()
+    best, deadline = -1, loop.time() + stall
+    while True:
+        progress, result = await probe()
+        if result:
+            return result
+        if progress > best:
+            best, deadline = progress, loop.time() + stall
+        elif loop.time() > deadline:
+            raise AssertionError(f"no progress for {stall}s waiting for {what}; at {progress}")
         await asyncio.sleep(0.1)
 
 
@@ -271,7 +294,10 @@ async def create_namespace(api: client.ApiClient, labels: dict[str, str] | None 
 
 
 def start_scheduler(
-    kubeconfig: Any, cls: type[Scheduler] = Scheduler, **overrides: Any
+    kubeconfig: Any,
+    cls: type[Scheduler] = Scheduler,
+    clock: Clock = SYSTEM_CLOCK,
+    **overrides: Any,
 ) -> tuple[Scheduler, kopf.OperatorRegistry]:
     """A scheduler replica and its registry; run it with ``running_operator(registry, ...)``.
 
@@ -283,7 +309,7 @@ def start_scheduler(
     settings = SchedulerSettings(kubeconfig=str(kubeconfig), **overrides)
     registry = kopf.OperatorRegistry()
     register_login(registry, settings.kubeconfig)
-    scheduler = cls(settings)
+    scheduler = cls(settings, clock=clock)
     scheduler.register(registry)
     return scheduler, registry
 

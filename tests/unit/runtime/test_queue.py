@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from operators.runtime.errors import PermanentError, Requeue
+import pytest
+
+from operators.runtime.errors import PermanentError, Requeue, TemporaryError
 from operators.runtime.queue import WorkQueue
 
 
@@ -121,3 +123,24 @@ async def test_a_key_that_yields_goes_behind_the_lanes_waiting_now() -> None:
     queue.add("busy/1")
     await run_until(queue, done)
     assert seen == ["busy/0", "quiet/a", "busy/1", "busy/0"]
+
+
+async def test_a_key_keeps_its_backoff_across_the_turns_it_yields() -> None:
+    """Fail, yield, fail: the second retry waits twice as long, as two failures in a row."""
+    runs: list[str] = []
+    done = asyncio.Event()
+    queue: WorkQueue[str]
+
+    async def reconcile(key: str) -> None:
+        runs.append(key)
+        if len(runs) == 2:
+            queue.yield_turn(key)
+            return
+        if len(runs) == 3:
+            done.set()
+        raise TemporaryError("still no room")
+
+    queue = WorkQueue(reconcile, name="t", workers=1, base_delay=0.01)
+    queue.add("k")
+    await run_until(queue, done)
+    assert queue.backoff("k") == pytest.approx(0.04)  # two failures, kept across the yield
