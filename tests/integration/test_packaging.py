@@ -26,7 +26,7 @@ from operators import __version__
 from operators.components import COMPONENTS
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = ("pyproject.toml", "README.md", "operators")
+SOURCES = ("pyproject.toml", "README.md", "LICENSE", "operators")
 
 
 def _run(*argv: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
