@@ -25,7 +25,7 @@ from operators.controllers.reservations import app as reservations_app
 from operators.controllers.reservations.handlers import ReservationController
 from operators.controllers.reservations.settings import ReservationSettings
 from operators.kube.api import KubeAPI, NotFoundError
-from operators.runtime.app import register_login
+from operators.runtime.app import OperatorApp, register_login
 from tests.integration.helpers import (
     ALLOCATION,
     claim_body,
@@ -368,10 +368,9 @@ async def test_two_replicas_each_one_leads_and_the_other_takes_over(
     """As the manifests run them: two replicas of each controller on one Lease. Only the
     leader works; when it stops, the standby takes the Lease over and does the work."""
     timings = {"lease_duration": 3.0, "renew_deadline": 2.0, "retry_period": 0.5}
-    apps = {"claim-templates": templates_app.APP, "reservations": reservations_app.APP}
-    settings_classes = {
-        "claim-templates": ClaimTemplateSettings,
-        "reservations": ReservationSettings,
+    apps: dict[str, OperatorApp[Any]] = {
+        "claim-templates": templates_app.APP,
+        "reservations": reservations_app.APP,
     }
     leases = {component: unique(component) for component in apps}
     replicas: dict[tuple[str, str], Any] = {}
@@ -379,7 +378,7 @@ async def test_two_replicas_each_one_leads_and_the_other_takes_over(
     try:
         for component, app in apps.items():
             for identity in ("one", "two"):
-                settings = settings_classes[component](
+                settings = app.settings_class(
                     kubeconfig=str(kubeconfig),
                     lease_name=leases[component],
                     lease_namespace=namespace,
