@@ -481,11 +481,9 @@ def helm() -> Path:
     return Path(built.stdout.strip())
 
 
-def helm_template(
-    values: dict[str, Any] | None = None, *, namespace: str = "kopf-dra", crds: bool = True
-) -> subprocess.CompletedProcess[str]:
-    """``helm template`` of the chart as release kopf-dra, with ``values`` (a values file), and
-    helm's own cache, config and data in a temporary directory, never the user's."""
+def run_helm(*args: str, values: dict[str, Any] | None = None) -> subprocess.CompletedProcess[str]:
+    """The pinned helm with ``args`` (and ``values`` as a values file), its cache, config and
+    data in a temporary directory, never the user's."""
     with tempfile.TemporaryDirectory(prefix="kopf-dra-helm-") as home:
         values_file = Path(home) / "values.yaml"
         values_file.write_text(yaml.safe_dump(values or {}))
@@ -495,9 +493,16 @@ def helm_template(
             "HELM_CONFIG_HOME": f"{home}/config",
             "HELM_DATA_HOME": f"{home}/data",
         }
-        argv = [str(helm()), "template", "kopf-dra", str(CHART), "--namespace", namespace]
-        argv += ["--values", str(values_file), *(["--include-crds"] if crds else [])]
+        argv = [str(helm()), *args, "--values", str(values_file)]
         return subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+
+
+def helm_template(
+    values: dict[str, Any] | None = None, *, namespace: str = "kopf-dra", crds: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """``helm template`` of the chart as release kopf-dra in ``namespace``."""
+    args = ["template", "kopf-dra", str(CHART), "--namespace", namespace]
+    return run_helm(*args, *(["--include-crds"] if crds else []), values=values)
 
 
 def render_chart(values: dict[str, Any] | None = None, **kwargs: Any) -> list[dict[str, Any]]:

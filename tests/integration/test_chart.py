@@ -27,10 +27,12 @@ from tests.integration.helpers import (
     helm_template,
     missing_fields,
     render_chart,
+    run_helm,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"
+CHART_DIR = ROOT / "charts" / "kopf-dra"
 Key = tuple[str, str]
 
 # The chart's value key of each component, and the workload that runs it.
@@ -72,6 +74,13 @@ def _workloads(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 def _env(workload: dict[str, Any]) -> dict[str, Any]:
     container = workload["spec"]["template"]["spec"]["containers"][0]
     return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env") or []}
+
+
+def test_helm_lint_finds_nothing() -> None:
+    linted = run_helm("lint", "--strict", str(CHART_DIR))
+    assert linted.returncode == 0, linted.stdout + linted.stderr
+    assert "[WARNING]" not in linted.stdout
+    assert "[ERROR]" not in linted.stdout
 
 
 def test_default_values_render_exactly_the_kustomize_base() -> None:
