@@ -1,7 +1,7 @@
 # One image for every kopf-dra component: `kopf-dra run <component>` (the Deployments' args).
 #
-#   docker build -t kopf-dra:latest .
-#   kind load docker-image kopf-dra:latest --name kopf-dra     # `make e2e-kind` does both
+#   docker build -t kopf-dra:0.1.0 .                         # `make image`: the package version
+#   kind load docker-image kopf-dra:0.1.0 --name kopf-dra      # `make e2e-kind` does both
 #
 # The same install path (wheel built from the sources, installed into a clean environment,
 # `kopf-dra version` and `kopf-dra run <component> --help`) is proven without Docker by
@@ -10,7 +10,7 @@ ARG PYTHON_VERSION=3.11
 
 FROM python:${PYTHON_VERSION}-slim AS build
 WORKDIR /src
-COPY pyproject.toml setup.py MANIFEST.in README.md constraints.txt ./
+COPY pyproject.toml setup.py MANIFEST.in README.md LICENSE constraints.txt ./
 COPY operators ./operators
 # Carried in the wheel as operators/_share (kopf-dra demo and control-plane up need them).
 COPY manifests ./manifests
@@ -22,7 +22,8 @@ RUN pip wheel --no-cache-dir --constraint constraints.txt --wheel-dir /wheels .
 FROM python:${PYTHON_VERSION}-slim
 LABEL org.opencontainers.image.title="kopf-dra" \
       org.opencontainers.image.description="Kubernetes DRA control plane on kopf" \
-      org.opencontainers.image.licenses="Apache-2.0"
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="0.1.0"
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1

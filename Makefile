@@ -10,7 +10,9 @@ export KOPF_DRA_CONTROL_PLANE_DIR ?= $(CONTROL_PLANE_DIR)
 KIND ?= kind
 KIND_CLUSTER ?= kopf-dra
 KIND_NODE_IMAGE ?= kindest/node:$(shell cat hack/controlplane/VERSION)
-IMAGE ?= kopf-dra:latest
+# The image tag is the package version (operators/__init__.py), as in manifests/ and the chart.
+VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' operators/__init__.py)
+IMAGE ?= kopf-dra:$(VERSION)
 KIND_KUBECONFIG := $(CURDIR)/.kind-kubeconfig
 # The local control plane's DRA feature gates as a --feature-gates value (kind's are the same).
 CONTROL_PLANE_GATES := $(PY) -c 'from operators.api.features import format_feature_gates as f; \
@@ -20,7 +22,7 @@ CONTROL_PLANE_GATES := $(PY) -c 'from operators.api.features import format_featu
 DEMO_ARGS := $(if $(filter command line,$(origin KUBECONFIG)),--kubeconfig $(KUBECONFIG))
 PY_PATHS := operators tests bench e2e hack/config_reference.py
 
-.PHONY: help venv lint fmt test unit integration e2e e2e-kind chaos image docs bench bench-scheduler bench-compare bench-tenants bench-fabric simulate-differential \
+.PHONY: help venv lint fmt test unit integration e2e e2e-kind chaos image docs helm bench bench-scheduler bench-compare bench-tenants bench-fabric simulate-differential \
         control-plane control-plane-up control-plane-down run clean cel-oracle
 
 help:
@@ -31,6 +33,7 @@ help:
 	@echo "make e2e-kind          the same scenarios on a kind cluster (needs docker, kind, kubectl)"
 	@echo "make chaos             seeded faults on the local control plane, then invariants (CHAOS_ARGS=--list)"
 	@echo "make image             docker build -t $(IMAGE) ."
+	@echo "make helm              build the pinned helm client (hack/helm) into the cache"
 	@echo "make docs              regenerate README's configuration reference"
 	@echo "make lint              ruff, mypy --strict, import-linter"
 	@echo "make control-plane-up  start the local control plane in the background"
@@ -64,14 +67,18 @@ fmt: $(STAMP)
 control-plane: $(STAMP)
 	@hack/controlplane/build.sh >/dev/null
 
+# The chart's tests render it with this helm (tests/integration/test_chart.py).
+helm:
+	@hack/helm/build.sh >/dev/null
+
 unit: $(STAMP)
 	$(VENV)/bin/pytest -q tests/unit
 
-integration: $(STAMP) control-plane
+integration: $(STAMP) control-plane helm
 	$(VENV)/bin/pytest -q tests/integration
 
 # The e2e scenarios run in a pytest session of their own: their conftest owns the cluster.
-test: lint control-plane
+test: lint control-plane helm
 	$(VENV)/bin/pytest -q tests
 	$(VENV)/bin/pytest -q e2e
 

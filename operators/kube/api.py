@@ -10,11 +10,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-from collections.abc import AsyncIterator, Mapping
+import re
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any, Final
 from urllib.parse import quote
 
 import aiohttp
+import structlog
 from kubernetes_asyncio import client
 
 
@@ -70,6 +72,7 @@ RESOURCES: Final[dict[str, Resource]] = {
         Resource("v1", "services", True, "Service"),
         Resource("v1", "secrets", True, "Secret"),
         Resource("networking.k8s.io/v1", "networkpolicies", True, "NetworkPolicy"),
+        Resource("policy/v1", "poddisruptionbudgets", True, "PodDisruptionBudget"),
         Resource("rbac.authorization.k8s.io/v1", "clusterroles", False, "ClusterRole"),
         Resource(
             "rbac.authorization.k8s.io/v1", "clusterrolebindings", False, "ClusterRoleBinding"
@@ -155,6 +158,30 @@ def _error(status: int, raw: bytes) -> ApiError:
     return cls(status, reason, message, body)
 
 
+log = structlog.get_logger(__name__)
+
+# RFC 7234's warning-value as the API server writes it: ``299 - "text"`` (the text a quoted
+# string with backslash escapes; a date may follow).
+_WARNING: Final = re.compile(r'\s*(\d{3})\s+(\S+)\s+"((?:[^"\\]|\\.)*)"(?:\s+"[^"]*")?\s*(?:,|$)')
+
+
+def parse_warnings(headers: Iterable[str]) -> list[str]:
+    """The texts of the ``299`` warnings in ``Warning`` header values, as client-go keeps them
+    (other codes are not the API server's deprecation or admission warnings)."""
+    texts = []
+    for value in headers:
+        for match in _WARNING.finditer(value):
+            code, _agent, text = match.groups()
+            if code == "299":
+                texts.append(re.sub(r"\\(.)", r"\1", text))
+    return texts
+
+
+def log_warning(text: str) -> None:
+    """client-go's default: every warning the API server returns is logged."""
+    log.warning("API server warning", warning=text)
+
+
 PATCH_TYPES: Final = {
     "merge": "application/merge-patch+json",
     "json": "application/json-patch+json",
@@ -182,12 +209,20 @@ class KubeAPI:
     """Typed-error JSON access on top of a kubernetes-asyncio ApiClient.
 
     Timeouts surface as ``TimeoutError``: for a write, the outcome is then unknown and the
-    caller must re-read before deciding anything.
+    caller must re-read before deciding anything. Warnings the API server returns (deprecated
+    APIs, Pod Security in ``warn`` mode, admission policies) go to ``on_warning``.
     """
 
-    def __init__(self, api_client: client.ApiClient, timeouts: ApiTimeouts | None = None) -> None:
+    def __init__(
+        self,
+        api_client: client.ApiClient,
+        timeouts: ApiTimeouts | None = None,
+        *,
+        on_warning: Callable[[str], None] = log_warning,
+    ) -> None:
         self.api_client = api_client
         self.timeouts = timeouts or ApiTimeouts()
+        self.on_warning = on_warning
 
     async def request(
         self,
@@ -229,6 +264,8 @@ class KubeAPI:
                 raise
             # Disconnected mid-request (an API server restart): an OSError like the others.
             raise ConnectionError(f"{method} {path}: {e!r}") from None
+        for warning in parse_warnings(response.headers.getall("Warning", [])):
+            self.on_warning(warning)
         status = int(response.status)
         if status >= 400:
             raise _error(status, raw)

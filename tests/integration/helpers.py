@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
+import os
+import subprocess
+import tempfile
 import threading
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -13,17 +17,21 @@ from typing import Any, TypeVar
 
 import aiohttp
 import kopf
+import yaml
 from kubernetes_asyncio import client
 from prometheus_client.parser import text_string_to_metric_families
 
 from operators.controllers.scheduler.handlers import Scheduler
 from operators.controllers.scheduler.settings import SchedulerSettings
-from operators.kube.api import KubeAPI
+from operators.kube.api import ConflictError, KubeAPI, resource_of
 from operators.kube.controlplane import FEATURE_GATES
+from operators.kube.manifests import apply_order
 from operators.runtime.app import register_login, run_operator
 from operators.runtime.clock import SYSTEM_CLOCK, Clock
 
 T = TypeVar("T")
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "kopf-dra"
 
 
 async def eventually(
@@ -426,3 +434,107 @@ def sample(exposition: str, metric: str, **labels: str) -> float | None:
             if s.name == metric and all(s.labels.get(k) == v for k, v in labels.items()):
                 return float(s.value)
     return None
+
+
+# --- manifests --------------------------------------------------------------------------------
+
+
+def missing_fields(ours: Any, theirs: Any, path: str = "") -> list[str]:
+    """Paths present in ``ours`` but absent or different in the server's answer."""
+    if isinstance(ours, dict):
+        if not isinstance(theirs, dict):
+            return [path or "."]
+        return [
+            p
+            for key, value in ours.items()
+            for p in missing_fields(value, theirs.get(key), f"{path}.{key}")
+        ]
+    if isinstance(ours, list):
+        if not isinstance(theirs, list) or len(theirs) != len(ours):
+            return [path]
+        return [p for i, v in enumerate(ours) for p in missing_fields(v, theirs[i], f"{path}[{i}]")]
+    return [] if ours == theirs else [f"{path}: {ours!r} != {theirs!r}"]
+
+
+async def dry_run(kube: KubeAPI, obj: dict[str, Any]) -> dict[str, Any]:
+    """Create ``obj`` with a server-side dry run (every admission step, nothing stored); an
+    object installed for real by an earlier test (a CRD, RBAC) gets a dry-run update instead."""
+    try:
+        return await kube.create(obj, dry_run=True)
+    except ConflictError:
+        meta = obj["metadata"]
+        current = await kube.get(obj["kind"], meta["name"], meta.get("namespace"))
+        version = current["metadata"]["resourceVersion"]
+        update = {**obj, "metadata": {**meta, "resourceVersion": version}}
+        answer: dict[str, Any] = await kube.call(
+            "PUT",
+            resource_of(obj["kind"]).path(meta.get("namespace"), meta["name"]),
+            body=update,
+            query={"dryRun": "All"},
+        )
+        return answer
+
+
+async def dry_run_all(kube: KubeAPI, objects: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """Dry-run every object in kubectl's order; the fields the server dropped or changed, per
+    object (none: ``{}``). Their namespaces are created for real (a dry run needs them)."""
+    for name in sorted(
+        {o["metadata"]["namespace"] for o in objects if "namespace" in o["metadata"]}
+    ):
+        with contextlib.suppress(ConflictError):
+            await kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    problems = {}
+    for obj in apply_order(objects):
+        created = await dry_run(kube, obj)
+        missing = missing_fields(obj, created)
+        if missing:
+            problems[f"{obj['kind']}/{obj['metadata']['name']}"] = missing
+    return problems
+
+
+# --- the Helm chart ---------------------------------------------------------------------------
+
+
+@functools.cache
+def helm() -> Path:
+    """The pinned helm client, built from the Go module proxy on first use (hack/helm)."""
+    built = subprocess.run(
+        [str(ROOT / "hack" / "helm" / "build.sh")],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=1200,
+    )
+    assert built.returncode == 0, f"hack/helm/build.sh failed: {built.stderr[-2000:]}"
+    return Path(built.stdout.strip())
+
+
+def run_helm(*args: str, values: dict[str, Any] | None = None) -> subprocess.CompletedProcess[str]:
+    """The pinned helm with ``args`` (and ``values`` as a values file), its cache, config and
+    data in a temporary directory, never the user's."""
+    with tempfile.TemporaryDirectory(prefix="kopf-dra-helm-") as home:
+        values_file = Path(home) / "values.yaml"
+        values_file.write_text(yaml.safe_dump(values or {}))
+        env = {
+            **os.environ,
+            "HELM_CACHE_HOME": f"{home}/cache",
+            "HELM_CONFIG_HOME": f"{home}/config",
+            "HELM_DATA_HOME": f"{home}/data",
+        }
+        argv = [str(helm()), *args, "--values", str(values_file)]
+        return subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+
+
+def helm_template(
+    values: dict[str, Any] | None = None, *, namespace: str = "kopf-dra", crds: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """``helm template`` of the chart as release kopf-dra in ``namespace``."""
+    args = ["template", "kopf-dra", str(CHART), "--namespace", namespace]
+    return run_helm(*args, *(["--include-crds"] if crds else []), values=values)
+
+
+def render_chart(values: dict[str, Any] | None = None, **kwargs: Any) -> list[dict[str, Any]]:
+    """The chart's objects (see ``helm_template``); fails on any helm error."""
+    rendered = helm_template(values, **kwargs)
+    assert rendered.returncode == 0, rendered.stderr
+    return [doc for doc in yaml.safe_load_all(rendered.stdout) if doc]

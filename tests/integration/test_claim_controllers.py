@@ -6,6 +6,7 @@ Tests play the scheduler (allocate, reserve) and the kubelet (pod phases) where 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 from collections.abc import AsyncIterator
 from typing import Any
@@ -20,10 +21,11 @@ from operators.api.resource import ResourceClaimTemplate
 from operators.controllers.claim_templates import app as templates_app
 from operators.controllers.claim_templates.planning import claim_from_template
 from operators.controllers.claim_templates.settings import ClaimTemplateSettings
+from operators.controllers.reservations import app as reservations_app
 from operators.controllers.reservations.handlers import ReservationController
 from operators.controllers.reservations.settings import ReservationSettings
 from operators.kube.api import KubeAPI, NotFoundError
-from operators.runtime.app import register_login
+from operators.runtime.app import OperatorApp, register_login
 from tests.integration.helpers import (
     ALLOCATION,
     claim_body,
@@ -351,3 +353,83 @@ async def _idle(controller: ReservationController, after: int = -1) -> bool:
 
 async def _equals(value: Any, expected: Any) -> bool:
     return bool(await value == expected)
+
+
+# --- two replicas each --------------------------------------------------------------------------
+
+
+def _processed(controller: Any) -> int:
+    return sum(queue.processed for queue in controller.queues())
+
+
+async def test_two_replicas_each_one_leads_and_the_other_takes_over(
+    kube: KubeAPI, namespace: str, kubeconfig: Any
+) -> None:
+    """As the manifests run them: two replicas of each controller on one Lease. Only the
+    leader works; when it stops, the standby takes the Lease over and does the work."""
+    timings = {"lease_duration": 3.0, "renew_deadline": 2.0, "retry_period": 0.5}
+    apps: dict[str, OperatorApp[Any]] = {
+        "claim-templates": templates_app.APP,
+        "reservations": reservations_app.APP,
+    }
+    leases = {component: unique(component) for component in apps}
+    replicas: dict[tuple[str, str], Any] = {}
+    stacks: dict[tuple[str, str], contextlib.AsyncExitStack] = {}
+    try:
+        for component, app in apps.items():
+            for identity in ("one", "two"):
+                settings = app.settings_class(
+                    kubeconfig=str(kubeconfig),
+                    lease_name=leases[component],
+                    lease_namespace=namespace,
+                    identity=identity,
+                    **timings,
+                )
+                registry, controller = app.build(settings)
+                replicas[component, identity] = controller
+                stack = stacks[component, identity] = contextlib.AsyncExitStack()
+                await stack.enter_async_context(running_operator(registry, component))
+
+        async def leader(component: str) -> str | None:
+            active = [i for (c, i), r in replicas.items() if c == component and r.active]
+            try:
+                lease = await kube.get("Lease", leases[component], namespace)
+            except NotFoundError:
+                return None
+            holder = lease["spec"].get("holderIdentity")
+            return active[0] if active == [holder] else None
+
+        first = {
+            c: await eventually(functools.partial(leader, c), what=f"{c} leader") for c in apps
+        }
+        await kube.create(template_body("gpu-template", namespace))
+        early = await kube.create(pod_body("early", namespace, TEMPLATE_ENTRY))
+        claim = await eventually(lambda: recorded_claim(kube, namespace, "early"), what="claim")
+        await allocate_and_reserve(kube, namespace, claim, early)
+        await set_phase(kube, early, "Succeeded")
+        await eventually(lambda: gone(kube, "ResourceClaim", claim, namespace), what="cleaned up")
+        for component, identity in first.items():
+            standby = replicas[component, "two" if identity == "one" else "one"]
+            assert not standby.active, component
+            assert _processed(standby) == 0, f"the {component} standby worked"
+
+        for component, identity in first.items():  # the leaders stop (and give their Leases up)
+            await stacks[component, identity].aclose()
+        late = await kube.create(pod_body("late", namespace, TEMPLATE_ENTRY))
+        claim = await eventually(
+            lambda: recorded_claim(kube, namespace, "late"), within=15, what="claim after failover"
+        )
+        await allocate_and_reserve(kube, namespace, claim, late)
+        await set_phase(kube, late, "Succeeded")
+        await eventually(
+            lambda: gone(kube, "ResourceClaim", claim, namespace),
+            within=15,
+            what="cleaned up after failover",
+        )
+        for component, identity in first.items():
+            other = "two" if identity == "one" else "one"
+            assert await leader(component) == other, component
+            assert _processed(replicas[component, other]) > 0, component
+    finally:
+        for stack in stacks.values():
+            await stack.aclose()

@@ -35,7 +35,14 @@ from operators.fabric.client import HTTPFabricManager
 from operators.fabric.model import FabricDevice, FabricSnapshot, FaultRequest, Operation
 from operators.fabric.service import FabricService
 from operators.fabric.simulator import FabricSimulator, parse_config
-from operators.kube.api import ApiError, KubeAPI, Resource, register_resource, resource_of
+from operators.kube.api import (
+    ApiError,
+    KubeAPI,
+    NotFoundError,
+    Resource,
+    register_resource,
+    resource_of,
+)
 from operators.kube.client import make_api_client
 from operators.runtime.app import register_login
 from tests.integration.helpers import (
@@ -852,3 +859,71 @@ async def test_the_manifests_rbac_is_all_the_controller_needs(
         assert await events_with(kube, namespace, "FabricDeviceAttachedToNode")
         lease = await kube.get("Lease", "kopf-dra-fabric", namespace)
         assert lease["spec"]["holderIdentity"]
+
+
+async def test_two_replicas_one_publishes_and_the_standby_takes_over(
+    kube: KubeAPI,
+    kubeconfig: Any,
+    namespace: str,
+    driver: str,
+    fabric_name: str,
+    fabric_factory: Callable[..., Any],
+) -> None:
+    """As the manifests run it: two replicas on one Lease; only the leader publishes, and when
+    it stops the standby takes the Lease over and publishes in its place."""
+    fabric = await fabric_factory(count=1)
+    await wired_nodes(kube, fabric_name, 1)
+    lease = unique("fabric")
+    replicas = {
+        identity: controller_settings(
+            kubeconfig,
+            driver,
+            fabric_name,
+            fabric,
+            leader_elect=True,
+            lease_name=lease,
+            lease_namespace=namespace,
+            identity=identity,
+            lease_duration=3.0,
+            renew_deadline=2.0,
+            retry_period=0.5,
+        )
+        for identity in ("one", "two")
+    }
+    stacks = {identity: contextlib.AsyncExitStack() for identity in replicas}
+    controllers = {
+        identity: await stacks[identity].enter_async_context(fabric_controller(settings))
+        for identity, settings in replicas.items()
+    }
+    try:
+
+        async def leader() -> str | None:
+            try:
+                body = await kube.get("Lease", lease, namespace)
+            except NotFoundError:
+                return None
+            active = [i for i, c in controllers.items() if c.active]
+            holder = body["spec"].get("holderIdentity")
+            return active[0] if active == [holder] else None
+
+        first = await eventually(leader, what="one leader")
+        standby = "two" if first == "one" else "one"
+        assert await eventually(lambda: published(kube, driver), what="pool") == {"a100-0"}
+        assert not controllers[standby].active
+
+        await stacks[first].aclose()  # the leader stops (and gives the Lease up)
+        before = await fabric_slice(kube, driver)
+        assert before is not None
+        await kube.delete("ResourceSlice", before["metadata"]["name"])
+
+        async def republished() -> dict[str, Any] | None:
+            found = await fabric_slice(kube, driver)
+            if found is None or found["metadata"]["uid"] == before["metadata"]["uid"]:
+                return None
+            return found
+
+        await eventually(republished, within=15, what="the pool republished by the standby")
+        assert await leader() == standby
+    finally:
+        for stack in stacks.values():
+            await stack.aclose()

@@ -1,6 +1,6 @@
-"""Every seed example (rewritten for 1.36) is accepted by the real API server, and nothing we
-send is silently dropped (e.g. by a feature gate that is off); invalid objects are rejected with
-the field named."""
+"""Every KEP example in tests/fixtures (rewritten for 1.36) is accepted by the real API server,
+and nothing we send is silently dropped (e.g. by a feature gate that is off); invalid objects are
+rejected with the field named."""
 
 from __future__ import annotations
 

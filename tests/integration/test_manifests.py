@@ -3,16 +3,16 @@ object of its render as written (server-side dry run), dropping no field."""
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from operators.components import COMPONENTS
-from operators.kube.api import ConflictError, KubeAPI, resource_of
-from operators.kube.manifests import ManifestError, apply_order, render
+from operators.kube.api import KubeAPI, resource_of
+from operators.kube.manifests import ManifestError, render
 from operators.settings import env_name
+from tests.integration.helpers import dry_run_all
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"
@@ -33,23 +33,6 @@ def _component(workload: dict[str, Any]) -> str:
     return str(args[1])
 
 
-def missing_fields(ours: Any, theirs: Any, path: str = "") -> list[str]:
-    """Paths present in ``ours`` but absent or different in the server's answer."""
-    if isinstance(ours, dict):
-        if not isinstance(theirs, dict):
-            return [path or "."]
-        return [
-            p
-            for key, value in ours.items()
-            for p in missing_fields(value, theirs.get(key), f"{path}.{key}")
-        ]
-    if isinstance(ours, list):
-        if not isinstance(theirs, list) or len(theirs) != len(ours):
-            return [path]
-        return [p for i, v in enumerate(ours) for p in missing_fields(v, theirs[i], f"{path}[{i}]")]
-    return [] if ours == theirs else [f"{path}: {ours!r} != {theirs!r}"]
-
-
 def test_the_base_holds_every_component(objects: list[dict[str, Any]]) -> None:
     deployments = _of(objects, "Deployment")
     components = {_component(d) for d in deployments.values()}
@@ -65,18 +48,50 @@ def test_the_base_holds_every_component(objects: list[dict[str, Any]]) -> None:
             assert obj["metadata"]["namespace"] == "kopf-dra", obj["metadata"]["name"]
 
 
-def test_replicas_strategy_and_leader_election(objects: list[dict[str, Any]]) -> None:
+def test_replicas_strategy_leader_election_and_disruption_budgets(
+    objects: list[dict[str, Any]],
+) -> None:
+    """Every kopf operator: two replicas campaigning for its Lease, a rolling update that keeps
+    one, spread over nodes, and a PodDisruptionBudget. The simulated fabric manager: one
+    replica (it stands for one piece of hardware), replaced, never overlapped."""
+    budgets = _of(objects, "PodDisruptionBudget")
+    covered = set()
     for name, deployment in _of(objects, "Deployment").items():
         spec = deployment["spec"]
-        args = spec["template"]["spec"]["containers"][0]["args"]
-        if _component(deployment) == "scheduler":
-            assert spec["replicas"] == 2
-            assert "--leader-elect" in args
-        else:
-            assert spec["replicas"] == 1, name
-            assert spec["strategy"]["type"] == "Recreate", name
+        pod = spec["template"]["spec"]
         labels = spec["template"]["metadata"]["labels"]
         assert spec["selector"]["matchLabels"].items() <= labels.items()
+        component = _component(deployment)
+        if not COMPONENTS[component].controller:
+            assert component == "fabric-manager-sim"
+            assert spec["replicas"] == 1
+            assert spec["strategy"]["type"] == "Recreate"
+            continue
+        assert spec["replicas"] == 2, name
+        assert spec["strategy"] == {
+            "type": "RollingUpdate",
+            "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0},
+        }, name
+        env = {e["name"]: e for e in pod["containers"][0]["env"]}
+        assert env[env_name("leader_elect")]["value"] == "true", name
+        assert env[env_name("lease_namespace")]["value"] == "kopf-dra", name
+        assert env[env_name("identity")]["valueFrom"] == {
+            "fieldRef": {"fieldPath": "metadata.name"}
+        }, name
+        (spread,) = pod["topologySpreadConstraints"]
+        assert spread["labelSelector"]["matchLabels"].items() <= labels.items()
+        (budget,) = [
+            b
+            for b in budgets.values()
+            if b["spec"]["selector"]["matchLabels"].items() <= labels.items()
+        ]
+        assert budget["spec"] == {
+            "maxUnavailable": 1,
+            "selector": spec["selector"],
+        }, name
+        covered.add(component)
+    assert covered == {c.name for c in COMPONENTS.values() if c.controller}
+    assert len(budgets) == len(covered)
 
 
 def test_every_workload_runs_as_its_own_bound_service_account(
@@ -289,32 +304,4 @@ def test_the_renderer_refuses_what_it_cannot_reproduce(tmp_path: Path) -> None:
 async def test_every_object_is_accepted_by_a_server_side_dry_run(
     kube: KubeAPI, objects: list[dict[str, Any]]
 ) -> None:
-    problems = {}
-    namespaces = [o for o in objects if o["kind"] == "Namespace"]
-    for namespace in namespaces:
-        created = await kube.create(namespace, dry_run=True)
-        assert created["metadata"]["name"] == namespace["metadata"]["name"]
-    # Namespaced objects need their namespaces to exist, even for a dry run.
-    for namespace in [*namespaces, {**namespaces[0], "metadata": {"name": "default"}}]:
-        with contextlib.suppress(ConflictError):
-            await kube.create(namespace)
-    for obj in apply_order(objects):
-        if obj["kind"] == "Namespace":
-            continue
-        try:
-            created = await kube.create(obj, dry_run=True)
-        except ConflictError:  # installed by an earlier test (the CRD): a dry-run update
-            meta = obj["metadata"]
-            current = await kube.get(obj["kind"], meta["name"], meta.get("namespace"))
-            version = current["metadata"]["resourceVersion"]
-            update = {**obj, "metadata": {**meta, "resourceVersion": version}}
-            created = await kube.call(
-                "PUT",
-                resource_of(obj["kind"]).path(meta.get("namespace"), meta["name"]),
-                body=update,
-                query={"dryRun": "All"},
-            )
-        missing = missing_fields(obj, created)
-        if missing:
-            problems[f"{obj['kind']}/{obj['metadata']['name']}"] = missing
-    assert not problems
+    assert await dry_run_all(kube, objects) == {}

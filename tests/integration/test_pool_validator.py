@@ -478,6 +478,55 @@ async def test_kubectl_shows_the_columns(
     assert row.split()[1:8] == [driver, POOL, "True", "True", "0", "0", "0"]
 
 
+def _undocumented(schema: dict[str, Any], path: str) -> list[str]:
+    """Fields without a description in a published OpenAPI schema (``$ref``s, i.e. ObjectMeta,
+    carry Kubernetes' own)."""
+    if "allOf" in schema or "$ref" in schema:
+        return []
+    found = [] if schema.get("description") else [path]
+    for name, prop in (schema.get("properties") or {}).items():
+        found += _undocumented(prop, f"{path}.{name}")
+    if "items" in schema:
+        found += _undocumented(schema["items"], f"{path}[]")
+    return found
+
+
+@pytest.mark.usefixtures("crd")
+async def test_kubectl_explain_shows_a_description_of_every_field(
+    kube: KubeAPI, kubeconfig: Any, tmp_path: Path
+) -> None:
+    async def published() -> list[str] | None:
+        """What kubectl explain reads: the group version's OpenAPI v3 document."""
+        try:
+            document = await kube.call("GET", "/openapi/v3/apis/dra.kopf-dra.io/v1alpha1")
+        except NotFoundError:
+            return None  # a just-installed CRD is published a moment later
+        schemas = document["components"]["schemas"]
+        (name,) = [n for n in schemas if n.endswith(".ResourcePoolStatus")]
+        undocumented = _undocumented(schemas[name], "ResourcePoolStatus")
+        return None if undocumented else [name]  # an older CRD may still be published
+
+    await eventually(published, what="every field described in the published OpenAPI")
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:  # the OpenAPI check above is what counts; kubectl shows it to people
+        return
+    proc = await asyncio.create_subprocess_exec(
+        kubectl,
+        "--kubeconfig",
+        str(kubeconfig),
+        "--cache-dir",
+        str(tmp_path / "kube-cache"),  # never the checkout's or the user's
+        "explain",
+        "resourcepoolstatuses.status.problems",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    assert "<no description>" not in out.decode()
+    assert "DuplicateDeviceName" in out.decode()  # the description of problems[].code
+
+
 async def _gone(kube: KubeAPI, name: str) -> bool:
     try:
         await kube.get(KIND, name)
@@ -520,6 +569,7 @@ async def test_every_manifest_is_accepted_by_a_server_side_dry_run(
         "ClusterRole",
         "ClusterRoleBinding",
         "Deployment",
+        "PodDisruptionBudget",
         "Role",
         "Role",
         "RoleBinding",
@@ -537,7 +587,8 @@ async def validator_kubeconfig(
     The ServiceAccount lives in the test's namespace; cluster-scoped names and the Role in
     "default" get the namespace as suffix, so tests never share them.
     """
-    docs = [copy.deepcopy(d) for d in render(MANIFESTS) if d["kind"] != "Deployment"]
+    workloads = ("Deployment", "PodDisruptionBudget")
+    docs = [copy.deepcopy(d) for d in render(MANIFESTS) if d["kind"] not in workloads]
     created: list[dict[str, Any]] = []
     for doc in docs:
         meta = doc["metadata"]
@@ -651,6 +702,80 @@ async def test_the_webhook_refuses_slices_that_break_their_pool_and_fails_open(
             await kube.delete("ValidatingWebhookConfiguration", name)
 
 
+@pytest.mark.usefixtures("crd")
+async def test_two_replicas_both_serve_the_webhook_and_the_standby_takes_over(
+    kube: KubeAPI, kubeconfig: Any, namespace: str, driver: str
+) -> None:
+    """As the manifests run it: two replicas on one Lease, the webhook on in both. The standby
+    answers admission reviews from its warm caches; when the leader stops, it publishes."""
+    lease = unique("pool-validator")
+    name = f"kopf-dra-test-{uuid.uuid4().hex[:8]}.kopf-dra.io"
+
+    def replica(identity: str, configuration: str | None) -> tuple[Any, PoolValidatorController]:
+        settings = PoolValidatorSettings(
+            kubeconfig=str(kubeconfig),
+            lease_name=lease,
+            lease_namespace=namespace,
+            identity=identity,
+            lease_duration=3.0,
+            renew_deadline=2.0,
+            retry_period=0.5,
+            webhook=True,
+            webhook_port=free_port(),
+            webhook_configuration=configuration,
+        )
+        registry = kopf.OperatorRegistry()
+        register_login(registry, settings.kubeconfig)
+        controller = PoolValidatorController(settings)
+        controller.register(registry)
+        return registry, controller
+
+    # The leader's webhook serves too, but only the standby's is registered with the API server:
+    # a refusal below can only be the standby's.
+    leader_registry, leader = replica("leader", None)
+    standby_registry, standby = replica("standby", name)
+    first = slice_body("a", driver, devices=[{"name": "gpu-0"}], count=1)
+    clash = slice_body("b", driver, devices=[{"name": "gpu-0"}], count=1)
+    leading, standing = contextlib.AsyncExitStack(), contextlib.AsyncExitStack()
+    try:
+        await leading.enter_async_context(running_operator(leader_registry, COMPONENT))
+
+        async def leads() -> bool:
+            try:
+                body = await kube.get("Lease", lease, namespace)
+            except NotFoundError:
+                return False  # no round of the election has run yet
+            return leader.active and body["spec"].get("holderIdentity") == "leader"
+
+        await eventually(leads, what="the first replica leading")
+        await standing.enter_async_context(running_operator(standby_registry, COMPONENT))
+        await eventually(lambda: _webhook_ready(kube, name), what="the standby's configuration")
+        await kube.create(first)
+        await status_where(kube, driver, Complete="True", Valid="True", what="the leader's verdict")
+        with pytest.raises(ApiError) as refused:
+            await eventually(lambda: _refused(kube, clash), within=30, what="the standby refusing")
+        assert "DuplicateDeviceName: duplicate device name gpu-0" in refused.value.message
+        assert not standby.active
+        assert standby.queue.processed == 0
+
+        await leading.aclose()  # the leader stops and gives the Lease up
+        await kube.delete("ResourceSlice", first["metadata"]["name"])
+
+        async def taken_over() -> bool:
+            lease_body = await kube.get("Lease", lease, namespace)
+            holder = lease_body["spec"].get("holderIdentity")
+            return holder == "standby" and await pool_status(kube, driver) is None
+
+        await eventually(taken_over, within=15, what="the standby deleting the pool's status")
+        assert standby.active
+        assert standby.queue.processed > 0
+    finally:
+        await leading.aclose()
+        await standing.aclose()
+        with contextlib.suppress(NotFoundError):
+            await kube.delete("ValidatingWebhookConfiguration", name)
+
+
 async def _refused(kube: KubeAPI, body: dict[str, Any]) -> bool:
     """Raise the API server's refusal of ``body``; False while it is still admitted (the
     webhook's endpoint may not be called yet), after taking the object back."""
@@ -711,7 +836,8 @@ async def test_the_webhook_manifests_are_accepted_and_the_cert_script_fills_them
             str(CERT_SCRIPT),
             env={
                 "PATH": os.environ["PATH"],
-                "HOME": str(tmp_path),  # kubectl's discovery cache goes below it
+                "HOME": str(tmp_path),  # kubectl's config and discovery cache: never the user's
+                "KUBECACHEDIR": str(tmp_path / "kube-cache"),
                 "KUBECONFIG": str(kubeconfig),
                 "NAMESPACE": namespace,
                 "CONFIGURATION": name,

@@ -14,6 +14,7 @@ import pytest
 import yaml
 from kubernetes_asyncio import client
 
+from operators import __version__
 from operators.driver.app import Driver
 from operators.driver.cdi import CDIWriter
 from operators.driver.checkpoint import Checkpoint
@@ -106,7 +107,7 @@ async def driver_identity(
             "spec": {
                 "nodeName": node["metadata"]["name"],
                 "serviceAccountName": sa["metadata"]["name"],
-                "containers": [{"name": "driver", "image": "kopf-dra:latest"}],
+                "containers": [{"name": "driver", "image": f"kopf-dra:{__version__}"}],
             },
         }
     )
