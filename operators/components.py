@@ -57,6 +57,7 @@ COMPONENTS: Final[dict[str, Component]] = {
     for c in (
         _controller("claim-templates", "ClaimTemplateSettings"),
         _controller("reservations", "ReservationSettings"),
+        _controller("claims", "ClaimsSettings"),
         _controller("pool-validator", "PoolValidatorSettings"),
         _controller("scheduler", "SchedulerSettings"),
         _controller("fabric", "FabricSettings"),
