@@ -1,15 +1,21 @@
-"""Allocator benchmarks (issue 4, workloads a-f): per-call latency and claims/s to fill.
+"""Allocator benchmarks (issue 4, workloads a-f; issue 14, g): per-call latency and claims/s.
 
 Each "fill" runs scheduling cycles as the scheduler does: per pod one Allocator built from the
 current allocated state, nodes tried in name order until one fits, the result reserved.
 "Warm" figures repeat one call on an Allocator whose caches (CEL, pools) are warm.
+"g" is the cold path (what every slice change costs): a new Allocator without a view cache
+and one call, on 100 MIG nodes, beside upstream's NewAllocator+Allocate on the same inputs,
+timed inside the Go allocator oracle (hack/allocator-oracle; needs Go). Target: within 2x.
 Figures are printed, never asserted: timings belong in benchmarks, not in tests.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
+import shutil
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -27,6 +33,7 @@ FEATURES = Features.all()
 DRIVER = "gpu.example.com"
 ENGINE = CelSelectorEngine()
 TARGETS = {"a": 0.5, "b": 2.0, "f": 20.0}
+ORACLE = Path(__file__).resolve().parents[1] / "hack" / "allocator-oracle" / "build.sh"
 J = dict[str, Any]
 
 
@@ -99,10 +106,12 @@ def fill(
     slices: list[ResourceSlice],
     make_claim: Callable[[int], ResourceClaim],
     limit: int,
+    allocated: list[ResourceClaim] | None = None,
 ) -> tuple[list[float], int, float]:
-    """Schedule claims one per cycle until none fits anywhere (or ``limit``)."""
+    """Schedule claims one per cycle until none fits anywhere (or ``limit``); the allocated
+    claims are appended to ``allocated`` when given."""
     calls: list[float] = []
-    allocated: list[ResourceClaim] = []
+    allocated = [] if allocated is None else allocated
     ids = itertools.count()
     first_open = 0
     views = NodeViewCache()
@@ -204,17 +213,17 @@ def mig_slices(node_name: str) -> list[ResourceSlice]:
     return out
 
 
+def mig_claim(i: int) -> ResourceClaim:
+    """One MIG partition of a profile that changes with ``i``."""
+    p = ["1g", "2g", "3g", "1g", "1g.10"][i % 5]
+    return claim(f"c{i}", exact("gpu", "gpu", 1, f'device.attributes["{DRIVER}"].profile == "{p}"'))
+
+
 def workload_b() -> None:
     nodes = [node(f"node-{i:02d}") for i in range(10)]
     slices = [s for n in nodes for s in mig_slices(n.metadata.name or "")]
     classes = [gpu_class()]
-    profiles = ["1g", "2g", "3g", "1g", "1g.10"]
-
-    def make(i: int) -> ResourceClaim:
-        p = profiles[i % len(profiles)]
-        return claim(
-            f"c{i}", exact("gpu", "gpu", 1, f'device.attributes["{DRIVER}"].profile == "{p}"')
-        )
+    make = mig_claim
 
     report("b warm", warm(nodes[0], classes, slices, [make(1)]))
     calls, placed, total = fill(nodes, classes, slices, make, 2000)
@@ -343,8 +352,69 @@ def workload_f() -> None:
     report("f cold allocator, warm CEL", cold)
 
 
+def upstream_calls(payload: J) -> list[float] | None:
+    """Durations of upstream's NewAllocator+Allocate on ``payload``, timed in the Go process
+    (None without a Go toolchain)."""
+    if shutil.which("go") is None:
+        return None
+    built = subprocess.run(["bash", str(ORACLE)], capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [built.stdout.strip().splitlines()[-1]],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    out = json.loads(done.stdout)
+    if out["outcome"] != "success":
+        raise RuntimeError(f"oracle: {out['outcome']} {out['error']}")
+    return [ns / 1e9 for ns in out["timings_ns"]]
+
+
+def workload_g(repeat: int = 30) -> None:
+    """Cold calls on the MIG shape: 100 nodes, 100 pools of 9 slices, a fifth of it allocated."""
+    nodes = [node(f"node-{i:03d}") for i in range(100)]
+    slices = [s for n in nodes for s in mig_slices(n.metadata.name or "")]
+    classes = [gpu_class()]
+    allocated: list[ResourceClaim] = []
+    fill(nodes[:20], classes, slices, mig_claim, 100_000, allocated)
+    target, pod_claim = nodes[50], mig_claim(len(allocated))
+    cold = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        a = Allocator(
+            FEATURES,
+            AllocatedState.from_claims(allocated, FEATURES),
+            classes,
+            slices,
+            ENGINE,
+            share_ids=lambda: "s",
+        )
+        outcome = a.allocate(target, [pod_claim])
+        cold.append(time.perf_counter() - t0)
+    assert outcome.fits
+    report(f"g cold, no view cache ({len(slices)} slices, {len(allocated)} allocated)", cold)
+    theirs = upstream_calls(
+        {
+            "features": FEATURES.gates(),
+            "node": target.dump(),
+            "classes": [c.dump() for c in classes],
+            "slices": [s.dump() for s in slices],
+            "claims": [pod_claim.dump()],
+            "allocated": [c.dump() for c in allocated],
+            "repeat": repeat,
+        }
+    )
+    if theirs is None:
+        print("(g upstream) skipped: no Go toolchain to build hack/allocator-oracle")
+        return
+    report("g upstream NewAllocator+Allocate, timed in Go", theirs)
+    ratio = statistics.median(cold) / statistics.median(theirs)
+    print(f"(g) kopf-dra / upstream, medians: {ratio:.2f} (target <= 2)")
+
+
 def main() -> int:
-    for fn in (workload_a, workload_b, workload_c, workload_d, workload_e, workload_f):
+    for fn in (workload_a, workload_b, workload_c, workload_d, workload_e, workload_f, workload_g):
         fn()
     return 0
 

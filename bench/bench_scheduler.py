@@ -6,8 +6,9 @@ Workloads:
   large     5000 nodes x 8 devices, 5000 pods
 ``--churn`` republishes 10% of the slices every second while the pods are placed.
 
-The claim-template controller, the reservation cleanup and the scheduler run as separate
-processes (``kopf-dra run ...``), as in a cluster. Reported: pods/s from the first creation to the
+The claim controllers (``kopf-dra run claims``: claim-templates and reservations in one process;
+``--separate``: one process each) and the scheduler run as processes of their own, as in a
+cluster. Reported: pods/s from the first creation to the
 last binding, p50/p99 latency from a pod's creation to its binding, API writes per pod counted
 from the API server's own ``apiserver_request_total`` (the benchmark's own pod creations are
 subtracted), and how many pods were left unbound. Targets on this machine: >= 30 pods/s,
@@ -42,7 +43,8 @@ WORKLOADS = {
 DRIVER = "bench.example.com"
 NAMESPACE = "bench"
 WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE")
-COMPONENTS = ("claim-templates", "reservations", "scheduler")
+COMPONENTS = ("claims", "scheduler")
+SEPARATE = ("claim-templates", "reservations", "scheduler")
 
 
 async def writes(kube: KubeAPI) -> dict[str, float]:
@@ -278,7 +280,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workload", choices=sorted(WORKLOADS), default="default")
     parser.add_argument("--churn", action="store_true", help="republish 10%% of slices a second")
+    parser.add_argument(
+        "--separate", action="store_true", help="claim-templates and reservations apart"
+    )
     args = parser.parse_args()
+    components = SEPARATE if args.separate else COMPONENTS
     with tempfile.TemporaryDirectory() as tmp, controlplane.running(Path(tmp) / "cp") as cp:
         logs = Path(tmp)
         env = {**os.environ, "KUBECONFIG": str(cp.kubeconfig), "KOPF_DRA_LOG_LEVEL": "WARNING"}
@@ -297,10 +303,10 @@ def main() -> int:
                 stderr=subprocess.STDOUT,
                 env=env,
             )
-            for c in COMPONENTS
+            for c in components
         ]
         try:
-            pids = {c: p.pid for c, p in zip(COMPONENTS, procs, strict=True)}
+            pids = {c: p.pid for c, p in zip(components, procs, strict=True)}
             pids.update(
                 {Path(f"/proc/{p.pid}/comm").read_text().strip(): p.pid for p in cp.processes}
             )
@@ -311,14 +317,14 @@ def main() -> int:
         finally:
             for p in procs:
                 p.terminate()
-            for c, p in zip(COMPONENTS, procs, strict=True):
+            for c, p in zip(components, procs, strict=True):
                 try:
                     p.wait(timeout=30)
                 except subprocess.TimeoutExpired:  # a shutdown bug: report it, keep the figures
                     print(f"{c}: still running 30 s after SIGTERM; killed")
                     p.kill()
                     p.wait()
-        for c in COMPONENTS:
+        for c in components:
             errors = [
                 line
                 for line in (logs / f"{c}.log").read_text().splitlines()

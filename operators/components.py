@@ -69,6 +69,11 @@ COMPONENTS: Final[dict[str, Component]] = {
             "removes reservations of finished pods, deallocates, deletes generated claims",
         ),
         _controller(
+            "claims",
+            "ClaimsSettings",
+            "claim-templates and reservations in one process, one pod and one claim watch",
+        ),
+        _controller(
             "pool-validator",
             "PoolValidatorSettings",
             "checks pools and shared counters; ResourcePoolStatus and the slice webhook",

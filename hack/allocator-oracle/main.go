@@ -7,6 +7,10 @@
 // "allocated": [ResourceClaim with status.allocation]}.
 // Output (stdout, JSON): {"outcome": "success"|"unsatisfiable"|"error", "error": string|null,
 // "allocations": [AllocationResult, one per claim]}.
+//
+// With "repeat": N in the input, NewAllocator+Allocate run N more times on the same input (the
+// CEL cache stays warm, as in kube-scheduler) and "timings_ns" lists each run's duration,
+// measured here so that bench/bench_allocator.py times upstream without the pipe and JSON.
 package main
 
 import (
@@ -14,6 +18,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -31,12 +36,14 @@ type input struct {
 	Slices    []*resourceapi.ResourceSlice `json:"slices"`
 	Claims    []*resourceapi.ResourceClaim `json:"claims"`
 	Allocated []*resourceapi.ResourceClaim `json:"allocated"`
+	Repeat    int                          `json:"repeat"`
 }
 
 type output struct {
 	Outcome     string                         `json:"outcome"`
 	Error       *string                        `json:"error"`
 	Allocations []resourceapi.AllocationResult `json:"allocations"`
+	TimingsNs   []int64                        `json:"timings_ns,omitempty"`
 }
 
 type classLister []*resourceapi.DeviceClass
@@ -112,13 +119,26 @@ func run() output {
 		msg := err.Error()
 		return output{Outcome: "error", Error: &msg}
 	}
+	timings := make([]int64, 0, in.Repeat)
+	for range in.Repeat {
+		start := time.Now()
+		again, err := structured.NewAllocator(ctx, f, allocatedState(in.Allocated, f.ConsumableCapacity), classLister(in.Classes), in.Slices, cache)
+		if err == nil {
+			_, err = again.Allocate(ctx, in.Node, in.Claims)
+		}
+		timings = append(timings, time.Since(start).Nanoseconds())
+		if err != nil {
+			msg := err.Error()
+			return output{Outcome: "error", Error: &msg}
+		}
+	}
 	if results == nil && len(in.Claims) > 0 {
-		return output{Outcome: "unsatisfiable", Allocations: []resourceapi.AllocationResult{}}
+		return output{Outcome: "unsatisfiable", Allocations: []resourceapi.AllocationResult{}, TimingsNs: timings}
 	}
 	if results == nil {
 		results = []resourceapi.AllocationResult{}
 	}
-	return output{Outcome: "success", Allocations: results}
+	return output{Outcome: "success", Allocations: results, TimingsNs: timings}
 }
 
 func main() {

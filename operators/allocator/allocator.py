@@ -144,7 +144,7 @@ class Allocator:
             raise InvalidNodeSelectorError(f"gather pool information: {e.message}") from None
         devices: list[Candidate] = []
         for pool in pools:
-            if not pool.usable:
+            if not pool.slices or not pool.usable:  # no devices: leave its check unasked
                 continue
             for s in pool.slices:
                 per_device = bool(s.spec.per_device_node_selection)

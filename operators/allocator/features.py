@@ -52,14 +52,21 @@ class Features:
     @classmethod
     def from_gates(cls, gates: Mapping[str, bool]) -> Features:
         """From a ``{"DRAPrioritizedList": True, ...}`` map; unknown names are ignored."""
-        names = {
-            "DRAPrioritizedList": "prioritized_list",
-            "DRAPartitionableDevices": "partitionable_devices",
-            "DRAConsumableCapacity": "consumable_capacity",
-            "DRADeviceBindingConditions": "device_binding_conditions",
-            "DRAResourceClaimDeviceStatus": "resource_claim_device_status",
-            "DRAAdminAccess": "admin_access",
-            "DRADeviceTaints": "device_taints",
-            "DRAListTypeAttributes": "list_type_attributes",
-        }
-        return cls(**{names[k]: v for k, v in gates.items() if k in names})
+        return cls(**{GATES[k]: v for k, v in gates.items() if k in GATES})
+
+    def gates(self) -> dict[str, bool]:
+        """The ``{"DRAPrioritizedList": True, ...}`` map (what the Go allocator oracle reads)."""
+        return {gate: getattr(self, name) for gate, name in GATES.items()}
+
+
+#: Kubernetes feature gate name -> Features field.
+GATES = {
+    "DRAPrioritizedList": "prioritized_list",
+    "DRAPartitionableDevices": "partitionable_devices",
+    "DRAConsumableCapacity": "consumable_capacity",
+    "DRADeviceBindingConditions": "device_binding_conditions",
+    "DRAResourceClaimDeviceStatus": "resource_claim_device_status",
+    "DRAAdminAccess": "admin_access",
+    "DRADeviceTaints": "device_taints",
+    "DRAListTypeAttributes": "list_type_attributes",
+}

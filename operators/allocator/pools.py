@@ -33,13 +33,31 @@ class Pool:
 
     id: PoolID
     incomplete: bool = False
-    invalid_reason: str | None = None
+    #: Why the pool is invalid, as far as checked when it was built (``invalid_reason`` has
+    #: the whole answer).
+    problem: str | None = None
     #: Slices with devices that target the node, sorted by name.
     slices: tuple[ResourceSlice, ...] = ()
     #: Slices of the same generation that do not target the node (their devices still
     #: consume the pool's shared counters).
     other_slices: tuple[ResourceSlice, ...] = ()
     counter_sets: Mapping[str, CounterSet] = field(default_factory=dict)
+    #: Whether ``other_slices``' counter consumption is still to be checked: only for a pool
+    #: with no devices for the node, whose validity matters only when a search fails or
+    #: wants all devices. A cold call that succeeds then stays linear in the slices instead
+    #: of checking every device of every node's pool (each node sees all counter sets).
+    unchecked: bool = False
+
+    @property
+    def invalid_reason(self) -> str | None:
+        if self.unchecked:  # checked once, on first use; the answer is that of an eager check
+            object.__setattr__(self, "unchecked", False)
+            reason = _check_consumption(self.counter_sets, self.other_slices)
+            if reason is not None:
+                object.__setattr__(self, "problem", reason)
+                object.__setattr__(self, "other_slices", ())
+                object.__setattr__(self, "counter_sets", {})
+        return self.problem
 
     @property
     def invalid(self) -> bool:
@@ -139,6 +157,9 @@ def consumption_problems(
     complete: bool = True,
 ) -> list[PoolProblem]:
     """``consumesCounters`` entries naming a counter set or counter that does not exist."""
+    slices = list(slices)
+    if _consumption_valid(counter_sets, slices):
+        return []
     problems: list[PoolProblem] = []
     for s in slices:
         for d in s.spec.devices:
@@ -168,6 +189,24 @@ def consumption_problems(
     return problems
 
 
+def _consumption_valid(
+    counter_sets: Mapping[str, CounterSet], slices: Sequence[ResourceSlice]
+) -> bool:
+    """Whether every ``consumesCounters`` entry names an existing counter set and counters.
+
+    The common answer, found with set operations: a cold allocator call checks every device
+    of every pool with shared counters (each node sees all of them), so this is its hot loop.
+    """
+    known = {name: cs.counters.keys() for name, cs in counter_sets.items()}
+    for s in slices:
+        for d in s.spec.devices:
+            for use in d.consumes_counters:
+                have = known.get(use.counter_set or "")
+                if have is None or not use.counters.keys() <= have:
+                    return False
+    return True
+
+
 def _validate(
     slices: Sequence[ResourceSlice], features: Features
 ) -> tuple[str | None, dict[str, CounterSet]]:
@@ -195,7 +234,7 @@ def build_pool(
     ordered = sorted(slices, key=slice_name)
     reason, counter_sets = _validate(ordered, features)
     if reason is not None:
-        return Pool(pool_id, invalid_reason=reason)
+        return Pool(pool_id, problem=reason)
     if features.partitionable_devices:
         device_slices = tuple(s for s in ordered if not s.spec.shared_counters)
     else:
@@ -206,9 +245,11 @@ def build_pool(
     if all_slices_of_generation is not None and len(all_slices_of_generation) != len(ordered):
         targeting = {slice_name(s) for s in ordered}
         others = tuple(s for s in all_slices_of_generation if slice_name(s) not in targeting)
+        if not device_slices:
+            return Pool(pool_id, other_slices=others, counter_sets=counter_sets, unchecked=True)
         reason = _check_consumption(counter_sets, others)
         if reason is not None:
-            return Pool(pool_id, invalid_reason=reason)
+            return Pool(pool_id, problem=reason)
     return Pool(pool_id, slices=device_slices, other_slices=others, counter_sets=counter_sets)
 
 
@@ -267,7 +308,7 @@ def gather_pools(
 
     plain: list[Pool] = []
     with_conditions: list[Pool] = []
-    every_pool: dict[PoolID, list[ResourceSlice]] | None = None  # all_slices by pool, if needed
+    every_pool: dict[tuple[str, str], list[ResourceSlice]] | None = None  # all_slices by pool
     for pid, pool_slices in by_pool.items():
         generation = generation_of(pool_slices[0])
         count = pool_slices[0].spec.pool.resource_slice_count or 0
@@ -278,8 +319,11 @@ def gather_pools(
             if every_pool is None:  # once per call: linear in the slices, not pools x slices
                 every_pool = {}
                 for s in all_slices:
-                    every_pool.setdefault(s.pool_id, []).append(s)
-            obsolete, same_generation = _same_generation(every_pool.get(pid, []), generation)
+                    spec = s.spec
+                    every_pool.setdefault((spec.driver or "", spec.pool.name or ""), []).append(s)
+            obsolete, same_generation = _same_generation(
+                every_pool.get((pid.driver, pid.pool), []), generation
+            )
             if obsolete:
                 continue
             if len(same_generation) != count:

@@ -36,11 +36,29 @@ class AllocatedState:
 
     @classmethod
     def from_claims(cls, claims: Iterable[ResourceClaim], features: Features) -> AllocatedState:
-        """Collect the state from allocated (and in-flight) claims."""
-        tracker: AllocatedTracker[int] = AllocatedTracker(features)
-        for i, claim in enumerate(claims):
-            tracker.track(i, claim)
-        return tracker.state()
+        """Collect the state from allocated (and in-flight) claims.
+
+        What ``AllocatedTracker`` adds up claim by claim, in one pass without its bookkeeping
+        for taking claims back: a cold allocator call starts here.
+        """
+        devices: set[DeviceID] = set()
+        shared: set[tuple[DeviceID, str]] = set()
+        consumed: dict[DeviceID, dict[str, Decimal]] = {}
+        consumable = features.consumable_capacity
+        for claim in claims:
+            for result in claim.allocated_results():
+                if result.admin_access:
+                    continue
+                device = result.device_id
+                if consumable and result.share_id is not None:
+                    shared.add((device, result.share_id))
+                    if result.consumed_capacity:
+                        have = consumed.setdefault(device, {})
+                        for name, q in result.consumed_capacity.items():
+                            have[name] = have.get(name, Decimal(0)) + q.value
+                    continue
+                devices.add(device)
+        return cls(frozenset(devices), frozenset(shared), consumed)
 
 
 @dataclass(frozen=True, slots=True)

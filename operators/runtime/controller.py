@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from typing import Any, ClassVar, Generic, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import kopf
 import structlog
@@ -32,7 +33,7 @@ from operators.runtime.apply import Applier
 from operators.runtime.clock import SYSTEM_CLOCK, Clock
 from operators.runtime.errors import NotLeaderError, Requeue
 from operators.runtime.events import EventRecorder
-from operators.runtime.indices import IndexView
+from operators.runtime.indices import CLAIMS, IndexView
 from operators.runtime.leader import LeaderElector, LeaseConfig, default_identity
 from operators.runtime.metrics import REGISTRY as RUNTIME_METRICS
 from operators.runtime.queue import WorkQueue
@@ -63,6 +64,44 @@ def lease_config(settings: LeaderElectionSettings) -> LeaseConfig:
         retry_period=settings.retry_period,
         single_replica=not settings.leader_elect,
     )
+
+
+class Lifecycle(Protocol):
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+def register_lifecycle(registry: kopf.OperatorRegistry, target: Lifecycle) -> None:
+    """``target.start`` as kopf's startup activity, ``target.stop`` as its cleanup."""
+
+    @kopf.on.startup(registry=registry)
+    async def start(**_: Any) -> None:
+        await target.start()
+
+    @kopf.on.cleanup(registry=registry)
+    async def stop(**_: Any) -> None:
+        await target.stop()
+
+    del start, stop
+
+
+EventFeed = Callable[[Mapping[str, Any]], None]
+
+
+def register_feeds(registry: kopf.OperatorRegistry, on_pod: EventFeed, on_claim: EventFeed) -> None:
+    """One kopf event handler for pods and one for claims, handing kopf's kwargs on (the
+    feeds put the bodies in stores and enqueue keys: no I/O, no waiting)."""
+
+    @kopf.on.event("pods", registry=registry)
+    async def pod_changed(**kw: Any) -> None:
+        on_pod(kw)
+
+    @kopf.on.event(*CLAIMS, registry=registry)
+    async def claim_changed(**kw: Any) -> None:
+        on_claim(kw)
+
+    del pod_changed, claim_changed
 
 
 class Controller(Generic[S]):
@@ -174,17 +213,7 @@ class Controller(Generic[S]):
 
     def register(self, registry: kopf.OperatorRegistry) -> None:
         self.register_handlers(registry)
-        controller = self
-
-        @kopf.on.startup(registry=registry)
-        async def start(**_: Any) -> None:
-            await controller.start()
-
-        @kopf.on.cleanup(registry=registry)
-        async def stop(**_: Any) -> None:
-            await controller.stop()
-
-        del start, stop
+        register_lifecycle(registry, self)
 
     async def start(self) -> None:
         async with self._lifecycle:

@@ -21,6 +21,8 @@ from operators.api.resource import ResourceClaimTemplate
 from operators.controllers.claim_templates import app as templates_app
 from operators.controllers.claim_templates.planning import claim_from_template
 from operators.controllers.claim_templates.settings import ClaimTemplateSettings
+from operators.controllers.claims import app as claims_app
+from operators.controllers.claims.settings import ClaimsSettings
 from operators.controllers.reservations import app as reservations_app
 from operators.controllers.reservations.handlers import ReservationController
 from operators.controllers.reservations.settings import ReservationSettings
@@ -61,6 +63,28 @@ async def reservations(kubeconfig: Any) -> AsyncIterator[ReservationController]:
     controller.register(registry)
     async with running_operator(registry, "reservations"):
         yield controller
+
+
+@pytest.fixture(params=["separate", "claims"])
+async def claim_controllers(request: pytest.FixtureRequest, kubeconfig: Any) -> AsyncIterator[None]:
+    """claim-templates and reservations as two operators, or as one (``kopf-dra run claims``)."""
+    if request.param == "claims":
+        settings = ClaimsSettings(kubeconfig=str(kubeconfig))
+        async with running_operator(claims_app.APP.build_registry(settings), "claims"):
+            yield
+        return
+    config = str(kubeconfig)
+    async with (
+        running_operator(
+            templates_app.APP.build_registry(ClaimTemplateSettings(kubeconfig=config)),
+            "claim-templates",
+        ),
+        running_operator(
+            reservations_app.APP.build_registry(ReservationSettings(kubeconfig=config)),
+            "reservations",
+        ),
+    ):
+        yield
 
 
 async def generated_claims(kube: KubeAPI, namespace: str, pod: dict[str, Any]) -> list[Any]:
@@ -264,7 +288,7 @@ async def test_pods_of_other_schedulers_are_left_to_kube_controller_manager(
 # --- reservation cleanup ----------------------------------------------------------------
 
 
-@pytest.mark.usefixtures("claim_templates", "reservations")
+@pytest.mark.usefixtures("claim_controllers")
 async def test_pod_deleted_removes_reservation_and_generated_claim(
     kube: KubeAPI, namespace: str
 ) -> None:
@@ -281,7 +305,7 @@ async def test_pod_deleted_removes_reservation_and_generated_claim(
     )
 
 
-@pytest.mark.usefixtures("claim_templates", "reservations")
+@pytest.mark.usefixtures("claim_controllers")
 async def test_pod_succeeded_unreserves_deallocates_and_deletes_generated_claim(
     kube: KubeAPI, namespace: str
 ) -> None:

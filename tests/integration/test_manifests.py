@@ -1,5 +1,6 @@
-"""The kustomize base in manifests/: what it holds, and that the real API server accepts every
-object of its render as written (server-side dry run), dropping no field."""
+"""The kustomize base in manifests/ and the alternative manifests/claims (both claim controllers
+in one Deployment): what they hold, and that the real API server accepts every object of their
+render as written (server-side dry run), dropping no field."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ MANIFESTS = ROOT / "manifests"
 
 @pytest.fixture(scope="module")
 def objects() -> list[dict[str, Any]]:
-    return render(MANIFESTS)
+    return render(MANIFESTS) + render(MANIFESTS / "claims")
 
 
 def _of(objects: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:

@@ -16,6 +16,9 @@ from prometheus_client import CollectorRegistry
 from operators.controllers.claim_templates import app as templates_app
 from operators.controllers.claim_templates.metrics import REGISTRY as TEMPLATES_REGISTRY
 from operators.controllers.claim_templates.settings import ClaimTemplateSettings
+from operators.controllers.claims import app as claims_app
+from operators.controllers.claims.handlers import ClaimsController
+from operators.controllers.claims.settings import ClaimsSettings
 from operators.controllers.pool_validator import app as validator_app
 from operators.controllers.pool_validator.settings import PoolValidatorSettings
 from operators.controllers.reservations import app as reservations_app
@@ -266,6 +269,45 @@ async def test_each_component_serves_its_own_metrics_under_upstream_names(
 
         await eventually(claim_gone, what="the generated claim deleted")
         await counted(reservations, "kopf_dra_generated_claims_deleted_total", deleted_before + 1)
+
+
+async def test_the_claims_component_serves_both_controllers_metrics_and_checks(
+    kube: KubeAPI, kubeconfig: Path, namespace: str
+) -> None:
+    """``kopf-dra run claims``: one endpoint with kube-controller-manager's resourceclaim
+    metrics from both controllers, and each controller's checks under its name."""
+    await kube.create(template_body("gpu", namespace, "gpu.example.com"))
+    registry, claims = claims_app.APP.build(
+        ClaimsSettings(
+            kubeconfig=str(kubeconfig),
+            lease_name=unique("templates"),
+            reservations_lease_name=unique("reservations"),
+            metrics_bind_address=LOCAL,
+        )
+    )
+    assert isinstance(claims, ClaimsController)
+    async with running_operator(registry, "claims"):
+        await kube.create(
+            pod_body("p", namespace, {"name": "gpu", "resourceClaimTemplateName": "gpu"})
+        )
+
+        async def recorded() -> bool:
+            pod = await kube.get("Pod", "p", namespace)
+            return bool(pod["status"].get("resourceClaimStatuses"))
+
+        await eventually(recorded, what="the claim created and recorded")
+        port = claims.server.port
+        assert port
+        status, text = await scrape(port)
+        assert status == 200
+        assert metric_names(text) == CLAIM_TEMPLATES | RESERVATIONS
+        assert sample(text, "workqueue_adds_total", name="claim-templates")
+        assert sample(text, "workqueue_adds_total", name="reservations")
+        status, verbose = await scrape(port, "/readyz?verbose")
+        assert status == 200
+        assert "claim-templates-started ok" in verbose
+        assert "reservations-started ok" in verbose
+        assert await scrape(port, "/healthz") == (200, "ok")
 
 
 async def test_secure_metrics_answer_only_tokens_allowed_to_get_them(

@@ -23,9 +23,9 @@ from operators.controllers.claim_templates.settings import ClaimTemplateSettings
 from operators.kube.api import ApiError, ConflictError, NotFoundError
 from operators.observability import fields
 from operators.observability.metrics import admin_access_label
-from operators.runtime.controller import Controller
+from operators.runtime.controller import Controller, register_feeds
 from operators.runtime.errors import UnknownOutcomeError
-from operators.runtime.indices import CLAIMS, TEMPLATES, SupersededVersions
+from operators.runtime.indices import TEMPLATES, SupersededVersions
 from operators.runtime.queue import WorkQueue
 from operators.runtime.stores import LocalStore, Stores, by_key
 
@@ -213,21 +213,17 @@ class ClaimTemplateController(Controller[ClaimTemplateSettings]):
 
     def register_handlers(self, registry: kopf.OperatorRegistry) -> None:
         """Templates in a kopf index; pods and claims churn, so they live in local stores."""
+        self.register_template_handlers(registry)
+        register_feeds(registry, self.on_pod, self.on_claim)
+
+    def register_template_handlers(self, registry: kopf.OperatorRegistry) -> None:
+        """The template index and its event handler (the pods and claims come from
+        ``on_pod`` and ``on_claim``, which the ``claims`` component shares with reservations)."""
         controller = self
 
         @kopf.index(*TEMPLATES, id="templates", registry=registry)
         async def templates(**kw: Any) -> dict[Any, Any]:
             return by_key(kw["body"])
-
-        @kopf.on.event("pods", registry=registry)
-        async def pod_changed(**kw: Any) -> None:
-            controller.indices.attach(kw)
-            body = kw["body"]
-            if kw["type"] == "DELETED":
-                uid = (body.get("metadata") or {}).get("uid") or ""
-                controller._created.pop((ObjectKey.of(body).namespace, uid), None)
-            if controller.pods.apply(kw["type"], body) and _has_template_claims(body):
-                controller.queue.add(ObjectKey.of(body))
 
         @kopf.on.event(*TEMPLATES, registry=registry)
         async def template_changed(**kw: Any) -> None:
@@ -236,19 +232,29 @@ class ClaimTemplateController(Controller[ClaimTemplateSettings]):
             for pod_name in controller.indices.values("pods_by_template", key):
                 controller.queue.add(ObjectKey(key.namespace, pod_name))
 
-        @kopf.on.event(*CLAIMS, registry=registry)
-        async def claim_changed(**kw: Any) -> None:
-            controller.indices.attach(kw)
-            controller.claims.apply(kw["type"], kw["body"])
-            key = ObjectKey.of(kw["body"])
-            owner = controller_pod(kw["body"])
-            if owner is not None:
-                controller.queue.add(ObjectKey(key.namespace, owner[0]))
-            # Pods whose status names this claim (it may be someone else's: a conflict).
-            for pod_name in controller.indices.values("pods_by_recorded_claim", key):
-                controller.queue.add(ObjectKey(key.namespace, pod_name))
+        del templates, template_changed
 
-        del templates, pod_changed, template_changed, claim_changed
+    def on_pod(self, kw: Mapping[str, Any]) -> None:
+        """A pod watch event (kopf's handler kwargs): into the store; pods to reconcile."""
+        self.indices.attach(kw)
+        body = kw["body"]
+        if kw["type"] == "DELETED":
+            uid = (body.get("metadata") or {}).get("uid") or ""
+            self._created.pop((ObjectKey.of(body).namespace, uid), None)
+        if self.pods.apply(kw["type"], body) and _has_template_claims(body):
+            self.queue.add(ObjectKey.of(body))
+
+    def on_claim(self, kw: Mapping[str, Any]) -> None:
+        """A claim watch event: into the store; its owner and the pods that record it."""
+        self.indices.attach(kw)
+        self.claims.apply(kw["type"], kw["body"])
+        key = ObjectKey.of(kw["body"])
+        owner = controller_pod(kw["body"])
+        if owner is not None:
+            self.queue.add(ObjectKey(key.namespace, owner[0]))
+        # Pods whose status names this claim (it may be someone else's: a conflict).
+        for pod_name in self.indices.values("pods_by_recorded_claim", key):
+            self.queue.add(ObjectKey(key.namespace, pod_name))
 
 
 def _pods_by_template(body: Mapping[str, Any]) -> dict[Any, Any]:

@@ -21,8 +21,8 @@ from operators.controllers.reservations.settings import ReservationSettings
 from operators.kube.api import NotFoundError
 from operators.observability import fields
 from operators.observability.metrics import claim_labels
-from operators.runtime.controller import Controller
-from operators.runtime.indices import CLAIMS, SupersededVersions
+from operators.runtime.controller import Controller, register_feeds
+from operators.runtime.indices import SupersededVersions
 from operators.runtime.queue import WorkQueue
 from operators.runtime.stores import LocalStore, Stores, by_key
 
@@ -132,22 +132,20 @@ class ReservationController(Controller[ReservationSettings]):
 
     def register_handlers(self, registry: kopf.OperatorRegistry) -> None:
         """Pods and claims live in local stores (``runtime.stores``); handlers feed, enqueue."""
-        controller = self
+        register_feeds(registry, self.on_pod, self.on_claim)
 
-        @kopf.on.event("pods", registry=registry)
-        async def pod_changed(**kw: Any) -> None:
-            if not controller.pods.apply(kw["type"], kw["body"]):
-                return
-            namespace, name = ObjectKey.of(kw["body"])
-            for claim_name in controller.indices.values("claims_by_pod", (namespace, name)):
-                controller.queue.add(ObjectKey(namespace, claim_name))
+    def on_pod(self, kw: Mapping[str, Any]) -> None:
+        """A pod watch event (kopf's handler kwargs): into the store; its claims to reconcile."""
+        if not self.pods.apply(kw["type"], kw["body"]):
+            return
+        namespace, name = ObjectKey.of(kw["body"])
+        for claim_name in self.indices.values("claims_by_pod", (namespace, name)):
+            self.queue.add(ObjectKey(namespace, claim_name))
 
-        @kopf.on.event(*CLAIMS, registry=registry)
-        async def claim_changed(**kw: Any) -> None:
-            if controller.claims.apply(kw["type"], kw["body"]):
-                controller.queue.add(ObjectKey.of(kw["body"]))
-
-        del pod_changed, claim_changed
+    def on_claim(self, kw: Mapping[str, Any]) -> None:
+        """A claim watch event: into the store, and to reconcile."""
+        if self.claims.apply(kw["type"], kw["body"]):
+            self.queue.add(ObjectKey.of(kw["body"]))
 
 
 def _pod_summary(body: Mapping[str, Any]) -> dict[Any, Any]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from operators.allocator import (
     AllocatedState,
     Allocator,
@@ -13,6 +15,7 @@ from operators.allocator import (
     Status,
     validate_pools,
 )
+from operators.allocator.errors import InvalidPoolError
 from operators.api.resource import DeviceTaintRule, ResourceClaim, ResourceSlice
 
 from .builders import (
@@ -20,11 +23,15 @@ from .builders import (
     CLASS_A,
     DRIVER_A,
     NODE1,
+    NODE2,
     POOL1,
+    POOL2,
     REGION1,
     REQ0,
     SLICE1,
     SLICE2,
+    SLICE3,
+    all_request,
     claim,
     consumes,
     counter_set,
@@ -153,3 +160,32 @@ def test_validate_pools_reports_invalid_and_incomplete() -> None:
     pools = {str(p.id): p for p in validate_pools(slices, ALL)}
     assert pools["driver-a/a"].invalid_reason == "duplicate device name x"
     assert pools["driver-a/b"].incomplete
+
+
+def with_broken_pool_elsewhere() -> list[ResourceSlice]:
+    """A device on node 1; node 2's pool consumes a counter its counter set does not have."""
+    p2 = pool(POOL2, 2)
+    return [
+        slice_(SLICE1, NODE1, POOL1, DRIVER_A, device("local")),
+        slice_(
+            SLICE2,
+            NODE2,
+            p2,
+            DRIVER_A,
+            device("far", consumes=[consumes("gpu", {"missing": "1"})]),
+        ),
+        slice_(SLICE3, NODE2, p2, DRIVER_A, counter_sets=[counter_set("gpu", {"slices": "7"})]),
+    ]
+
+
+def test_pool_without_devices_for_the_node_is_checked_when_the_search_fails() -> None:
+    """Node 1 sees node 2's pool through its counter set (it has no devices for node 1): it is
+    invalid, which matters only when the search fails or wants all devices, as upstream."""
+    slices = with_broken_pool_elsewhere()
+    fits = allocator(slices).allocate(N1, [claim(CLAIM0, request(REQ0, CLASS_A, 1))])
+    assert picked(fits) == ["local"]
+    failed = allocator(slices).allocate(N1, [claim(CLAIM0, request(REQ0, CLASS_A, 2))])
+    assert failed.status is Status.ERROR
+    assert "driver-a/pool-2 (counter missing not found in counter set gpu)" in str(failed.error)
+    with pytest.raises(InvalidPoolError, match="resource pool driver-a/pool-2 is currently inv"):
+        allocator(slices).allocate(N1, [claim(CLAIM0, all_request(REQ0, CLASS_A))])

@@ -33,16 +33,7 @@ from .engine import engine
 ROOT = Path(__file__).resolve().parents[3]
 BUILD = ROOT / "hack" / "allocator-oracle" / "build.sh"
 DRIVERS = ("a.example.com", "b.example.com")
-GATES = (
-    "DRAPrioritizedList",
-    "DRAPartitionableDevices",
-    "DRAConsumableCapacity",
-    "DRADeviceBindingConditions",
-    "DRAResourceClaimDeviceStatus",
-    "DRAAdminAccess",
-    "DRADeviceTaints",
-    "DRAListTypeAttributes",
-)
+GATES = tuple(Features.all().gates())
 
 
 @functools.cache

@@ -1,0 +1,1 @@
+"""Both claim controllers in one process (``kopf-dra run claims``)."""
