@@ -308,6 +308,9 @@ class ControlPlane:
             "--enable-priority-and-fairness=false",
             # No node lifecycle controller would ever lift its not-ready taint from test nodes.
             "--disable-admission-plugins=TaintNodesByCondition",
+            # Logs and exec of pods on real nodes (operators/kube/realnode.py): reach the kubelet
+            # at its node IP, not at a node name no resolver knows.
+            "--kubelet-preferred-address-types=InternalIP",
             "--storage-media-type=application/json",
             "--v=1",
         ]
