@@ -73,11 +73,21 @@ def manifest_profiles() -> dict[str, Any]:
 
 @dataclasses.dataclass(frozen=True)
 class VirtualNode:
-    """A Node object with an example driver of its own (``profiles`` None: the ConfigMap's)."""
+    """A Node object with an example driver of its own (``profiles`` None: the ConfigMap's).
+
+    With ``kubelet_dir`` and ``cdi_dir`` the node is real (``operators/kube/realnode.py``): its
+    kubelet registers the Node and calls the driver there, its containerd reads the CDI specs.
+    """
 
     name: str
     labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
     profiles: Mapping[str, Any] | None = None
+    kubelet_dir: str | None = None
+    cdi_dir: str | None = None
+
+    @property
+    def real(self) -> bool:
+        return self.kubelet_dir is not None
 
     def driver_config(self) -> dict[str, Any]:
         return dict(self.profiles) if self.profiles is not None else manifest_profiles()
@@ -204,6 +214,18 @@ class Supervisor:
                 f"{child.name} exited with {child.process.returncode}; {child.log}:\n{tail}"
             )
 
+    def stop_child(self, name: str, timeout: float = 10.0) -> None:
+        """Stop one child (SIGTERM, then SIGKILL of its group) and forget it."""
+        for child in [c for c in self.children if c.name == name]:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.process.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.process.wait(timeout=timeout)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.process.pid, signal.SIGKILL)
+            child.process.wait()
+            self.children.remove(child)
+
     def stop(self, timeout: float = 10.0) -> None:
         for child in self.children:
             with contextlib.suppress(ProcessLookupError):
@@ -231,9 +253,34 @@ class System:
     workdir: Path
     fabric: bool
 
+    @property
+    def real(self) -> bool:
+        """Kubelets run the pods (a graceful deletion completes)."""
+        return any(n.real for n in self.nodes)
+
     def stop(self) -> None:
         self.supervisor.stop()
         shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def start_driver(self, node: VirtualNode, *extra: str) -> Child:
+        """The example driver of ``node`` (again, after ``stop_child``), with ``extra`` flags."""
+        home = self.workdir / node.name
+        (home / "kubelet").mkdir(parents=True, exist_ok=True)
+        profiles = home / "profiles.yaml"
+        profiles.write_text(yaml.safe_dump(node.driver_config()))
+        return self.supervisor.start(
+            f"driver-{node.name}",
+            "run", "driver",
+            "--node-name", node.name,
+            "--profiles", str(profiles),
+            "--kubelet-dir", node.kubelet_dir or str(home / "kubelet"),
+            "--cdi-dir", node.cdi_dir or str(home / "cdi"),
+            "--state-dir", str(home / "state"),
+            "--resync-seconds", "2",
+            # The demo's drivers share the admin kubeconfig, which may write any claim.
+            "--allow-arbitrary-node-status",
+            *extra,
+        )  # fmt: skip
 
 
 async def install_base(api: KubeAPI) -> None:
@@ -288,23 +335,9 @@ async def start_system(
     system = System(supervisor, tuple(nodes), workdir, fabric)
     try:
         for node in nodes:
-            await ensure_node(api, node)
-            home = workdir / node.name
-            (home / "kubelet").mkdir(parents=True)
-            profiles = home / "profiles.yaml"
-            profiles.write_text(yaml.safe_dump(node.driver_config()))
-            supervisor.start(
-                f"driver-{node.name}",
-                "run", "driver",
-                "--node-name", node.name,
-                "--profiles", str(profiles),
-                "--kubelet-dir", str(home / "kubelet"),
-                "--cdi-dir", str(home / "cdi"),
-                "--state-dir", str(home / "state"),
-                "--resync-seconds", "2",
-                # The demo's drivers share the admin kubeconfig, which may write any claim.
-                "--allow-arbitrary-node-status",
-            )  # fmt: skip
+            if not node.real:  # a real node's kubelet registers the Node itself
+                await ensure_node(api, node)
+            system.start_driver(node)
         if operators:
             supervisor.start("claim-templates", "run", "claim-templates")
             supervisor.start("reservations", "run", "reservations")
@@ -369,7 +402,9 @@ def example_objects(name: str) -> list[dict[str, Any]]:
 
 
 async def ensure_default_service_account(api: KubeAPI, namespace: str) -> None:
-    """A controller-manager creates it in real clusters; the local control plane has none."""
+    """What a controller-manager creates in every namespace of a real cluster, and the local
+    control plane has none of: the ``default`` ServiceAccount and the ``kube-root-ca.crt``
+    ConfigMap (a real kubelet mounts it into every pod with the service account token)."""
     with contextlib.suppress(ConflictError):
         await api.create(
             {
@@ -378,6 +413,18 @@ async def ensure_default_service_account(api: KubeAPI, namespace: str) -> None:
                 "metadata": {"name": "default", "namespace": namespace},
             }
         )
+    ca_path = api.api_client.configuration.ssl_ca_cert
+    if ca_path:
+        ca = await asyncio.to_thread(Path(ca_path).read_text)
+        with contextlib.suppress(ConflictError):
+            await api.create(
+                {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {"name": "kube-root-ca.crt", "namespace": namespace},
+                    "data": {"ca.crt": ca},
+                }
+            )
 
 
 async def apply_example(api: KubeAPI, name: str) -> list[dict[str, Any]]:

@@ -26,7 +26,7 @@ import subprocess
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from operators.kube import controlplane
 
@@ -320,7 +320,7 @@ class RealNode:
                 "memory.available": "50Mi",
                 "nodefs.available": "1%",
                 "imagefs.available": "1%",
-            },  # fmt: skip
+            },
             "resolvConf": "",
             "serializeImagePulls": False,
             "nodeStatusUpdateFrequency": "2s",
@@ -332,7 +332,7 @@ class RealNode:
             (self.home / sub).mkdir(parents=True, exist_ok=True)
         (self.home / "containerd.toml").write_text(self.containerd_config())
         (self.home / "cni" / "10-kopf-dra.conflist").write_text(json.dumps(self.cni_config()))
-        gates = {g: on for g, on in controlplane.FEATURE_GATES.items()}
+        gates = dict(controlplane.FEATURE_GATES)
         (self.home / "kubelet.json").write_text(json.dumps(self.kubelet_config(gates), indent=2))
         shutil.copy(kubeconfig, self.home / "kubeconfig")
 
@@ -355,7 +355,7 @@ class RealNode:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 env=dict(env),
-                preexec_fn=controlplane._die_with_parent,  # noqa: SLF001 - same rule as the control plane
+                preexec_fn=controlplane.die_with_parent,
             )
 
     def start_containerd(self) -> None:
