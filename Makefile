@@ -15,6 +15,8 @@ KIND_KUBECONFIG := $(CURDIR)/.kind-kubeconfig
 # `make run KUBECONFIG=...` (on the command line) runs against that cluster; a KUBECONFIG merely
 # exported in the shell does not redirect `make run` away from the local control plane.
 DEMO_ARGS := $(if $(filter command line,$(origin KUBECONFIG)),--kubeconfig $(KUBECONFIG))
+# `make run REAL_NODE=1`: the two workers are real kubelets with containerd (operators/kube/realnode.py).
+DEMO_ARGS += $(if $(REAL_NODE),--real-node)
 PY_PATHS := operators tests bench e2e hack/config_reference.py
 
 .PHONY: help venv lint fmt test unit integration e2e e2e-node e2e-kind chaos image docs bench bench-scheduler bench-compare bench-tenants bench-fabric \
@@ -23,6 +25,7 @@ PY_PATHS := operators tests bench e2e hack/config_reference.py
 help:
 	@echo "make run               the whole system on virtual nodes, with a live view (Ctrl-C stops)"
 	@echo "make run KUBECONFIG=f  the operators against an existing cluster, with the live view"
+	@echo "make run REAL_NODE=1   two real kubelets + containerd here: pods run with their devices (root)"
 	@echo "make test              lint, then unit + integration tests and the e2e scenarios"
 	@echo "make e2e               the example scenarios on the local control plane"
 	@echo "make e2e-node          the scenarios with real pods on two local kubelets (root; builds them)"

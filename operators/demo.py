@@ -22,6 +22,7 @@ import dataclasses
 import datetime
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -38,7 +39,7 @@ import yaml
 from operators.aio import wait_at_most
 from operators.api.core import Pod
 from operators.api.quantity import Quantity
-from operators.kube import controlplane, manifests
+from operators.kube import controlplane, manifests, realnode
 from operators.kube.api import ApiError, ConflictError, KubeAPI, NotFoundError
 from operators.kube.client import make_api_client
 
@@ -446,6 +447,34 @@ class Snapshot:
     claims: list[dict[str, Any]]
     pool_statuses: list[dict[str, Any]]
     slices: list[dict[str, Any]]
+    #: Pod key -> its container's log, for pods whose containers run (real nodes).
+    logs: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+def containers_running(pod: Mapping[str, Any]) -> bool:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    return bool(statuses) and all("running" in (s.get("state") or {}) for s in statuses)
+
+
+_SEEN = re.compile(r"^KOPF_DRA_DEVICE_(\w+?)_(MODEL|PROFILE|BANDWIDTH)=(.*)$")
+
+
+def container_view(log: str) -> str:
+    """What the example pods print of their devices, in one line: each device's model,
+    profile or bandwidth share from its CDI environment, and the device nodes it sees."""
+    seen: dict[str, list[str]] = {}
+    nodes = []
+    for line in log.splitlines():
+        if match := _SEEN.match(line.strip()):
+            device, what, value = match.groups()
+            if what == "BANDWIDTH":
+                with contextlib.suppress(ValueError):
+                    value = human(value)
+            seen.setdefault(device.lower(), []).append(f"{what.lower()}={value}")
+        elif line.startswith("c") and line.split()[-1:]:  # `ls -l` of a character device
+            nodes.append("/dev/kopf-dra/" + line.split()[-1])
+    parts = [f"{device} {' '.join(values)}" for device, values in sorted(seen.items())]
+    return "; ".join(parts + nodes) or "(no device variables)"
 
 
 async def snapshot(api: KubeAPI) -> Snapshot:
@@ -460,7 +489,13 @@ async def snapshot(api: KubeAPI) -> Snapshot:
     except (NotFoundError, ApiError):
         statuses = []
     slices = (await api.list("ResourceSlice"))["items"]
-    return Snapshot(pods, claims, statuses, slices)
+    logs = {}
+    for pod in pods:
+        if containers_running(pod):
+            meta = pod["metadata"]
+            with contextlib.suppress(ApiError, OSError, TimeoutError):
+                logs[_key(pod)] = await api.pod_log(meta["namespace"], meta["name"])
+    return Snapshot(pods, claims, statuses, slices, logs)
 
 
 def _key(obj: Mapping[str, Any]) -> str:
@@ -628,6 +663,12 @@ def render_view(snap: Snapshot, *, header: str = "", width: int = 120) -> str:
             rows.append([device, capacity, ", ".join(sorted(consumers))])
         lines += _table(rows)
 
+    if snap.logs:
+        lines.append("")
+        lines.append("CONTAINERS  what each running container sees of its devices")
+        rows = [[key, container_view(log)] for key, log in sorted(snap.logs.items())]
+        lines += _table([["POD", "SEES"], *rows])
+
     lines.append("")
     lines.append(f"PENDING  {len(pending)}")
     for pod in pending:
@@ -687,6 +728,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "control plane)",
     )
     parser.add_argument(
+        "--real-node",
+        action="store_true",
+        help="run kopf-dra-worker and kopf-dra-worker2 as real kubelets with containerd on this "
+        "machine (root; builds them once, several minutes cold; changes host sysctls while it "
+        "runs and restores them), so their pods run and show what they see of their devices",
+    )
+    parser.add_argument(
         "--examples",
         default="all",
         help="comma-separated scenarios of manifests/examples/ to apply, 'all' or 'none'",
@@ -740,15 +788,18 @@ async def _demo(args: argparse.Namespace, stop: asyncio.Event, out: Any) -> int:
     state_dir = Path(args.state_dir) if args.state_dir else controlplane.cache_root() / "demo"
     virtual = args.virtual_nodes if args.virtual_nodes is not None else not args.kubeconfig
     print("kopf-dra demo: starting (logs in %s)" % (state_dir / "logs"), file=out, flush=True)
-    with control_plane_or(args.kubeconfig, state_dir) as (kubeconfig, where):
+    with (
+        control_plane_or(args.kubeconfig, state_dir) as (kubeconfig, where),
+        contextlib.ExitStack() as stack,
+    ):
         async with await make_api_client(kubeconfig) as api_client:
             api = KubeAPI(api_client)
-            system = await start_system(
-                api,
-                kubeconfig,
-                nodes=DEMO_NODES if virtual else (),
-                log_dir=state_dir / "logs",
-            )
+            nodes: tuple[VirtualNode, ...] = DEMO_NODES if virtual else ()
+            if args.real_node:
+                print("kopf-dra demo: starting the real nodes...", file=out, flush=True)
+                # Only the real nodes: every pod then runs or waits with the scheduler's reason.
+                nodes = await start_real_nodes(api, kubeconfig, stack)
+            system = await start_system(api, kubeconfig, nodes=nodes, log_dir=state_dir / "logs")
             try:
                 if args.pid_file:
                     pids = json.dumps(system.supervisor.pids())
@@ -760,6 +811,42 @@ async def _demo(args: argparse.Namespace, stop: asyncio.Event, out: Any) -> int:
                 return await _view(api, system, args, stop, out, where, applied)
             finally:
                 system.stop()
+
+
+async def start_real_nodes(
+    api: KubeAPI, kubeconfig: Path, stack: contextlib.ExitStack
+) -> tuple[VirtualNode, ...]:
+    """The e2e workers as real kubelets (``realnode``), stopped by ``stack`` (host restored)."""
+    missing = realnode.missing_prerequisites()
+    if missing:
+        raise DemoError("--real-node needs: " + "; ".join(missing))
+    stack.enter_context(realnode.host_lock())
+    host = realnode.HostState.record()
+    base = Path(tempfile.mkdtemp(prefix="kdn-"))
+    try:
+        started = await asyncio.to_thread(
+            realnode.start, [(n.name, dict(n.labels)) for n in E2E_NODES], kubeconfig, base, host
+        )
+    except realnode.RealNodeError as e:
+        raise DemoError(str(e)) from None
+    stack.callback(started.stop)
+    names = {n.name for n in started.nodes}
+
+    async def ready() -> bool:
+        started.check()
+        items = (await api.list("Node"))["items"]
+        return names <= {n["metadata"]["name"] for n in items if _node_ready(n)}
+
+    await wait_for(ready, "the real nodes to be Ready", within=120)
+    return tuple(
+        VirtualNode(n.name, n.labels, kubelet_dir=str(n.kubelet_dir), cdi_dir=str(n.cdi_dir))
+        for n in started.nodes
+    )
+
+
+def _node_ready(node: Mapping[str, Any]) -> bool:
+    conditions = (node.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
 async def _view(
@@ -813,7 +900,12 @@ def main(argv: Sequence[str]) -> int:
 
     try:
         return asyncio.run(run())
-    except (DemoError, controlplane.ControlPlaneError, manifests.ManifestError) as e:
+    except (
+        DemoError,
+        controlplane.ControlPlaneError,
+        manifests.ManifestError,
+        realnode.RealNodeError,
+    ) as e:
         print(f"kopf-dra demo: {e}", file=sys.stderr)
         return 2
     finally:
