@@ -835,7 +835,7 @@ async def start_real_nodes(
     async def ready() -> bool:
         started.check()
         items = (await api.list("Node"))["items"]
-        return names <= {n["metadata"]["name"] for n in items if _node_ready(n)}
+        return names <= {n["metadata"]["name"] for n in items if node_ready(n)}
 
     await wait_for(ready, "the real nodes to be Ready", within=120)
     return tuple(
@@ -844,7 +844,8 @@ async def start_real_nodes(
     )
 
 
-def _node_ready(node: Mapping[str, Any]) -> bool:
+def node_ready(node: Mapping[str, Any]) -> bool:
+    """The kubelet reports the node Ready (runtime and network up)."""
     conditions = (node.get("status") or {}).get("conditions") or []
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -42,7 +42,7 @@ def real_nodes(
         stack.enter_context(realnode.host_lock())
         waited = time.monotonic() - waited
         host = realnode.HostState.record()
-        base = Path(os.environ.get("KOPF_DRA_NODE_BASE", "/tmp")) / f"kdn-{os.getpid()}"
+        base = Path(tempfile.mkdtemp(prefix="kdn-"))  # short: unix socket paths live below
         nodes = realnode.start(
             [(n.name, dict(n.labels)) for n in demo.E2E_NODES], kubeconfig, base, host
         )
@@ -53,11 +53,6 @@ def real_nodes(
             problems = nodes.stop()
             print(f"\nreal nodes: {nodes.timings}; host restored: {problems or 'yes'}")
             assert not problems, problems
-
-
-def ready(node: dict[str, Any]) -> bool:
-    conditions = (node.get("status") or {}).get("conditions") or []
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
 @pytest.fixture(scope="session")
@@ -73,7 +68,7 @@ async def system(
     async def all_ready() -> bool:
         real_nodes.check()
         nodes = (await kube.list("Node"))["items"]
-        return {n["metadata"]["name"] for n in nodes if ready(n)} >= {
+        return {n["metadata"]["name"] for n in nodes if demo.node_ready(n)} >= {
             n.name for n in real_nodes.nodes
         }
 
