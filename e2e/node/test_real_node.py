@@ -112,6 +112,49 @@ async def test_shared_nic_pods_see_their_bandwidth_share(
     await assert_unprepared(s, real_nodes, uids)
 
 
+async def test_admin_access_monitor_sees_a_device_in_use(
+    scenario: Apply, kube: KubeAPI, real_nodes: realnode.RealNodes
+) -> None:
+    s = await scenario("admin-access")
+    pods = await running_pods(s, 3)
+    in_use = {
+        (r["pool"], r["device"])
+        for n in ("trainer-1", "trainer-2")
+        for r in await s.devices(pods[n])
+    }
+    monitored = await s.devices(pods["gpu-monitor"])
+    assert monitored
+    assert {(r["pool"], r["device"]) for r in monitored} <= in_use
+    log = await log_of(kube, pods["gpu-monitor"])
+    for result in monitored:
+        assert f"{env_key(result)}_MODEL=T4\n" in log, log
+    uids = {c["metadata"]["uid"] for c in (await s.claims()).values()}
+    await assert_unprepared(s, real_nodes, uids)
+
+
+async def test_pods_keep_running_across_a_kubelet_restart(
+    scenario: Apply, kube: KubeAPI, real_nodes: realnode.RealNodes
+) -> None:
+    s = await scenario("prioritized-alternatives")
+    pods = await running_pods(s, 4)
+    node = real_nodes.by_name(next(iter(pods.values()))["spec"]["nodeName"])
+    before = {
+        name: [c["containerID"] for c in p["status"]["containerStatuses"]]
+        for name, p in pods.items()
+    }
+    node.restart_kubelet()
+
+    async def ready_again() -> bool:
+        real_nodes.check()
+        return demo.node_ready(await kube.get("Node", node.name))
+
+    await eventually(ready_again, within=120, what=f"{node.name} Ready after its kubelet restart")
+    after = await running_pods(s, 4)
+    for name, pod in after.items():
+        assert [c["containerID"] for c in pod["status"]["containerStatuses"]] == before[name]
+        assert all(c["restartCount"] == 0 for c in pod["status"]["containerStatuses"]), name
+
+
 def claim_resource_names(pod: dict[str, Any]) -> set[str]:
     """How the kubelet names a container's claims in allocatedResourcesStatus."""
     names = set()
