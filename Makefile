@@ -17,7 +17,7 @@ KIND_KUBECONFIG := $(CURDIR)/.kind-kubeconfig
 DEMO_ARGS := $(if $(filter command line,$(origin KUBECONFIG)),--kubeconfig $(KUBECONFIG))
 # `make run REAL_NODE=1`: the two workers are real kubelets with containerd (operators/kube/realnode.py).
 DEMO_ARGS += $(if $(REAL_NODE),--real-node)
-PY_PATHS := operators tests bench e2e hack/config_reference.py
+PY_PATHS := operators tests bench e2e hack/config_reference.py hack/node/oci-image.py
 
 .PHONY: help venv lint fmt test unit integration e2e e2e-node e2e-kind chaos image docs bench bench-scheduler bench-compare bench-tenants bench-fabric \
         control-plane control-plane-up control-plane-down run clean cel-oracle

@@ -30,7 +30,9 @@ def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes, mode: int = 0o644) 
 def _layer(files: list[tuple[str, str]], applets: bool) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        dirs = sorted({d for _, dest in files for d in _parents(dest)} | {"tmp", "dev", "proc", "sys", "etc"})
+        dirs = sorted(
+            {d for _, dest in files for d in _parents(dest)} | {"tmp", "dev", "proc", "sys", "etc"}
+        )
         for d in dirs:
             info = tarfile.TarInfo(d)
             info.type = tarfile.DIRTYPE
@@ -66,7 +68,9 @@ def main(argv: list[str]) -> int:
     files = [(s.split(":", 1)[0], s.split(":", 1)[1]) for s in specs]
     layer = _layer(files, applets)
     config = {
-        "architecture": subprocess.run(["go", "env", "GOARCH"], capture_output=True, text=True, check=True).stdout.strip(),
+        "architecture": subprocess.run(
+            ["go", "env", "GOARCH"], capture_output=True, text=True, check=True
+        ).stdout.strip(),
         "os": "linux",
         "config": {"Entrypoint": [entrypoint], "Env": ["PATH=/bin"], "WorkingDir": "/"},
         "rootfs": {"type": "layers", "diff_ids": [f"sha256:{hashlib.sha256(layer).hexdigest()}"]},
@@ -84,7 +88,11 @@ def main(argv: list[str]) -> int:
                 "size": len(config_bytes),
             },
             "layers": [
-                {"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": layer_digest, "size": len(layer)}
+                {
+                    "mediaType": "application/vnd.oci.image.layer.v1.tar",
+                    "digest": layer_digest,
+                    "size": len(layer),
+                }
             ],
         }
         manifest_bytes = json.dumps(manifest, sort_keys=True).encode()
