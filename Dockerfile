@@ -16,6 +16,7 @@ COPY operators ./operators
 COPY manifests ./manifests
 COPY crds ./crds
 COPY hack/controlplane ./hack/controlplane
+COPY hack/node ./hack/node
 # The wheel of kopf-dra and of every pinned dependency (constraints.txt), nothing else.
 RUN pip wheel --no-cache-dir --constraint constraints.txt --wheel-dir /wheels .
 

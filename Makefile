@@ -20,16 +20,20 @@ CONTROL_PLANE_GATES := $(PY) -c 'from operators.api.features import format_featu
 # `make run KUBECONFIG=...` (on the command line) runs against that cluster; a KUBECONFIG merely
 # exported in the shell does not redirect `make run` away from the local control plane.
 DEMO_ARGS := $(if $(filter command line,$(origin KUBECONFIG)),--kubeconfig $(KUBECONFIG))
-PY_PATHS := operators tests bench e2e hack/config_reference.py
+# `make run REAL_NODE=1`: the two workers are real kubelets with containerd (operators/kube/realnode.py).
+DEMO_ARGS += $(if $(REAL_NODE),--real-node)
+PY_PATHS := operators tests bench e2e hack/config_reference.py hack/node/oci-image.py
 
-.PHONY: help venv lint fmt test unit integration e2e e2e-kind chaos image docs helm bench bench-scheduler bench-compare bench-tenants bench-fabric simulate-differential \
+.PHONY: help venv lint fmt test unit integration e2e e2e-node e2e-kind chaos image docs helm bench bench-scheduler bench-compare bench-tenants bench-fabric simulate-differential \
         control-plane control-plane-up control-plane-down run clean cel-oracle
 
 help:
 	@echo "make run               the whole system on virtual nodes, with a live view (Ctrl-C stops)"
 	@echo "make run KUBECONFIG=f  the operators against an existing cluster, with the live view"
+	@echo "make run REAL_NODE=1   two real kubelets + containerd here: pods run with their devices (root)"
 	@echo "make test              lint, then unit + integration tests and the e2e scenarios"
 	@echo "make e2e               the example scenarios on the local control plane"
+	@echo "make e2e-node          the scenarios with real pods on two local kubelets (root; builds them)"
 	@echo "make e2e-kind          the same scenarios on a kind cluster (needs docker, kind, kubectl)"
 	@echo "make chaos             seeded faults on the local control plane, then invariants (CHAOS_ARGS=--list)"
 	@echo "make image             docker build -t $(IMAGE) ."
@@ -78,9 +82,17 @@ integration: $(STAMP) control-plane helm
 	$(VENV)/bin/pytest -q tests/integration
 
 # The e2e scenarios run in a pytest session of their own: their conftest owns the cluster.
+# The real-node session follows (skipped, naming what is missing, where the machine cannot).
 test: lint control-plane helm
 	$(VENV)/bin/pytest -q tests
 	$(VENV)/bin/pytest -q e2e
+	$(MAKE) --no-print-directory e2e-node
+
+# The scenarios on real kubelets with containerd (e2e/node/): builds and caches what it needs
+# (hack/node/build.sh), installs Debian's runc, CNI plugins and busybox when root and missing.
+e2e-node: $(STAMP) control-plane
+	@hack/node/install-deps.sh
+	KOPF_DRA_E2E_NODE=1 $(VENV)/bin/pytest -q -p no:cacheprovider e2e/node
 
 e2e: $(STAMP) control-plane
 	$(VENV)/bin/pytest -q e2e

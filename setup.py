@@ -9,7 +9,7 @@ from pathlib import Path
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-SHARED = ("manifests", "crds", "hack/controlplane")
+SHARED = ("manifests", "crds", "hack/controlplane", "hack/node")
 
 
 class BuildWithShare(build_py):

@@ -31,6 +31,8 @@ from operators.kube.client import make_api_client
 T = TypeVar("T")
 IN_CLUSTER = os.environ.get("KOPF_DRA_E2E_IN_CLUSTER") == "1"
 EXISTING = os.environ.get("KOPF_DRA_USE_EXISTING_CLUSTER") == "1"
+# The real-node scenarios (e2e/node/) run in a session of their own: `make e2e-node`.
+collect_ignore = [] if os.environ.get("KOPF_DRA_E2E_NODE") == "1" else ["node"]
 
 
 @pytest.fixture(scope="session")
@@ -99,9 +101,10 @@ async def eventually(
 class Scenario:
     """One example scenario, applied; ``cleanup`` removes it and waits until devices are free."""
 
-    def __init__(self, kube: KubeAPI, name: str) -> None:
+    def __init__(self, kube: KubeAPI, name: str, *, graceful: bool = IN_CLUSTER) -> None:
         self.kube = kube
         self.name = name
+        self.graceful = graceful
         self.objects = demo.example_objects(name)
         self.namespaces = [o["metadata"]["name"] for o in self.objects if o["kind"] == "Namespace"]
 
@@ -146,7 +149,7 @@ class Scenario:
             path = resource_of("Pod").path(meta["namespace"], meta["name"])
             # No kubelet confirms a graceful deletion on virtual nodes: delete at once there.
             options: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
-            if not IN_CLUSTER:
+            if not self.graceful:
                 options["gracePeriodSeconds"] = 0
             with contextlib.suppress(NotFoundError):
                 await self.kube.call("DELETE", path, body=options)
@@ -168,7 +171,7 @@ async def scenario(
     applied: list[Scenario] = []
 
     async def apply(name: str) -> Scenario:
-        s = Scenario(kube, name)
+        s = Scenario(kube, name, graceful=IN_CLUSTER or (system is not None and system.real))
         await s.apply()
         applied.append(s)
         return s

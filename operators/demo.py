@@ -22,6 +22,7 @@ import dataclasses
 import datetime
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -39,7 +40,7 @@ from operators.aio import wait_at_most
 from operators.api.core import Pod
 from operators.api.features import feature_gates_argument, format_feature_gates
 from operators.api.quantity import Quantity
-from operators.kube import controlplane, manifests
+from operators.kube import controlplane, manifests, realnode
 from operators.kube.api import ApiError, ConflictError, KubeAPI, NotFoundError
 from operators.kube.client import make_api_client
 from operators.kube.files import CHECKOUT, project_root
@@ -75,11 +76,21 @@ def manifest_profiles() -> dict[str, Any]:
 
 @dataclasses.dataclass(frozen=True)
 class VirtualNode:
-    """A Node object with an example driver of its own (``profiles`` None: the ConfigMap's)."""
+    """A Node object with an example driver of its own (``profiles`` None: the ConfigMap's).
+
+    With ``kubelet_dir`` and ``cdi_dir`` the node is real (``operators/kube/realnode.py``): its
+    kubelet registers the Node and calls the driver there, its containerd reads the CDI specs.
+    """
 
     name: str
     labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
     profiles: Mapping[str, Any] | None = None
+    kubelet_dir: str | None = None
+    cdi_dir: str | None = None
+
+    @property
+    def real(self) -> bool:
+        return self.kubelet_dir is not None
 
     def driver_config(self) -> dict[str, Any]:
         return dict(self.profiles) if self.profiles is not None else manifest_profiles()
@@ -206,6 +217,18 @@ class Supervisor:
                 f"{child.name} exited with {child.process.returncode}; {child.log}:\n{tail}"
             )
 
+    def stop_child(self, name: str, timeout: float = 10.0) -> None:
+        """Stop one child (SIGTERM, then SIGKILL of its group) and forget it."""
+        for child in [c for c in self.children if c.name == name]:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.process.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.process.wait(timeout=timeout)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.process.pid, signal.SIGKILL)
+            child.process.wait()
+            self.children.remove(child)
+
     def stop(self, timeout: float = 10.0) -> None:
         for child in self.children:
             with contextlib.suppress(ProcessLookupError):
@@ -233,9 +256,34 @@ class System:
     workdir: Path
     fabric: bool
 
+    @property
+    def real(self) -> bool:
+        """Kubelets run the pods (a graceful deletion completes)."""
+        return any(n.real for n in self.nodes)
+
     def stop(self) -> None:
         self.supervisor.stop()
         shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def start_driver(self, node: VirtualNode, *extra: str) -> Child:
+        """The example driver of ``node`` (again, after ``stop_child``), with ``extra`` flags."""
+        home = self.workdir / node.name
+        (home / "kubelet").mkdir(parents=True, exist_ok=True)
+        profiles = home / "profiles.yaml"
+        profiles.write_text(yaml.safe_dump(node.driver_config()))
+        return self.supervisor.start(
+            f"driver-{node.name}",
+            "run", "driver",
+            "--node-name", node.name,
+            "--profiles", str(profiles),
+            "--kubelet-dir", node.kubelet_dir or str(home / "kubelet"),
+            "--cdi-dir", node.cdi_dir or str(home / "cdi"),
+            "--state-dir", str(home / "state"),
+            "--resync-seconds", "2",
+            # The demo's drivers share the admin kubeconfig, which may write any claim.
+            "--allow-arbitrary-node-status",
+            *extra,
+        )  # fmt: skip
 
 
 async def install_base(api: KubeAPI) -> None:
@@ -295,23 +343,9 @@ async def start_system(
     system = System(supervisor, tuple(nodes), workdir, fabric)
     try:
         for node in nodes:
-            await ensure_node(api, node)
-            home = workdir / node.name
-            (home / "kubelet").mkdir(parents=True)
-            profiles = home / "profiles.yaml"
-            profiles.write_text(yaml.safe_dump(node.driver_config()))
-            supervisor.start(
-                f"driver-{node.name}",
-                "run", "driver",
-                "--node-name", node.name,
-                "--profiles", str(profiles),
-                "--kubelet-dir", str(home / "kubelet"),
-                "--cdi-dir", str(home / "cdi"),
-                "--state-dir", str(home / "state"),
-                "--resync-seconds", "2",
-                # The demo's drivers share the admin kubeconfig, which may write any claim.
-                "--allow-arbitrary-node-status",
-            )  # fmt: skip
+            if not node.real:  # a real node's kubelet registers the Node itself
+                await ensure_node(api, node)
+            system.start_driver(node)
         if operators:
             supervisor.start("claim-templates", "run", "claim-templates")
             supervisor.start("reservations", "run", "reservations")
@@ -376,7 +410,9 @@ def example_objects(name: str) -> list[dict[str, Any]]:
 
 
 async def ensure_default_service_account(api: KubeAPI, namespace: str) -> None:
-    """A controller-manager creates it in real clusters; the local control plane has none."""
+    """What a controller-manager creates in every namespace of a real cluster, and the local
+    control plane has none of: the ``default`` ServiceAccount and the ``kube-root-ca.crt``
+    ConfigMap (a real kubelet mounts it into every pod with the service account token)."""
     with contextlib.suppress(ConflictError):
         await api.create(
             {
@@ -385,6 +421,18 @@ async def ensure_default_service_account(api: KubeAPI, namespace: str) -> None:
                 "metadata": {"name": "default", "namespace": namespace},
             }
         )
+    ca_path = api.api_client.configuration.ssl_ca_cert
+    if ca_path:
+        ca = await asyncio.to_thread(Path(ca_path).read_text)
+        with contextlib.suppress(ConflictError):
+            await api.create(
+                {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {"name": "kube-root-ca.crt", "namespace": namespace},
+                    "data": {"ca.crt": ca},
+                }
+            )
 
 
 async def apply_example(api: KubeAPI, name: str) -> list[dict[str, Any]]:
@@ -406,6 +454,34 @@ class Snapshot:
     claims: list[dict[str, Any]]
     pool_statuses: list[dict[str, Any]]
     slices: list[dict[str, Any]]
+    #: Pod key -> its container's log, for pods whose containers run (real nodes).
+    logs: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+def containers_running(pod: Mapping[str, Any]) -> bool:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    return bool(statuses) and all("running" in (s.get("state") or {}) for s in statuses)
+
+
+_SEEN = re.compile(r"^KOPF_DRA_DEVICE_(\w+?)_(MODEL|PROFILE|BANDWIDTH)=(.*)$")
+
+
+def container_view(log: str) -> str:
+    """What the example pods print of their devices, in one line: each device's model,
+    profile or bandwidth share from its CDI environment, and the device nodes it sees."""
+    seen: dict[str, list[str]] = {}
+    nodes = []
+    for line in log.splitlines():
+        if match := _SEEN.match(line.strip()):
+            device, what, value = match.groups()
+            if what == "BANDWIDTH":
+                with contextlib.suppress(ValueError):
+                    value = human(value)
+            seen.setdefault(device.lower(), []).append(f"{what.lower()}={value}")
+        elif line.startswith("c") and line.split()[-1:]:  # `ls -l` of a character device
+            nodes.append("/dev/kopf-dra/" + line.split()[-1])
+    parts = [f"{device} {' '.join(values)}" for device, values in sorted(seen.items())]
+    return "; ".join(parts + nodes) or "(no device variables)"
 
 
 async def snapshot(api: KubeAPI) -> Snapshot:
@@ -420,7 +496,13 @@ async def snapshot(api: KubeAPI) -> Snapshot:
     except (NotFoundError, ApiError):
         statuses = []
     slices = (await api.list("ResourceSlice"))["items"]
-    return Snapshot(pods, claims, statuses, slices)
+    logs = {}
+    for pod in pods:
+        if containers_running(pod):
+            meta = pod["metadata"]
+            with contextlib.suppress(ApiError, OSError, TimeoutError):
+                logs[_key(pod)] = await api.pod_log(meta["namespace"], meta["name"])
+    return Snapshot(pods, claims, statuses, slices, logs)
 
 
 def _key(obj: Mapping[str, Any]) -> str:
@@ -597,6 +679,12 @@ def render_view(snap: Snapshot, *, header: str = "", width: int = 120) -> str:
             rows.append([device, capacity, ", ".join(sorted(consumers))])
         lines += _table(rows)
 
+    if snap.logs:
+        lines.append("")
+        lines.append("CONTAINERS  what each running container sees of its devices")
+        rows = [[key, container_view(log)] for key, log in sorted(snap.logs.items())]
+        lines += _table([["POD", "SEES"], *rows])
+
     lines.append("")
     lines.append(f"PENDING  {len(pending)}")
     for pod in pending:
@@ -664,6 +752,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "control plane)",
     )
     parser.add_argument(
+        "--real-node",
+        action="store_true",
+        help="run kopf-dra-worker and kopf-dra-worker2 as real kubelets with containerd on this "
+        "machine (root; builds them once, several minutes cold; changes host sysctls while it "
+        "runs and restores them), so their pods run and show what they see of their devices",
+    )
+    parser.add_argument(
         "--examples",
         default="all",
         help="comma-separated scenarios of manifests/examples/ to apply, 'all' or 'none'",
@@ -719,15 +814,19 @@ async def _demo(args: argparse.Namespace, stop: asyncio.Event, out: Any) -> int:
     print("kopf-dra demo: starting (logs in %s)" % (state_dir / "logs"), file=out, flush=True)
     # The local control plane's gates, or the ones given for the user's cluster.
     gates = args.feature_gates if args.kubeconfig else controlplane.FEATURE_GATES
-    with control_plane_or(args.kubeconfig, state_dir) as (kubeconfig, where):
+    with (
+        control_plane_or(args.kubeconfig, state_dir) as (kubeconfig, where),
+        contextlib.ExitStack() as stack,
+    ):
         async with await make_api_client(kubeconfig) as api_client:
             api = KubeAPI(api_client)
+            nodes: tuple[VirtualNode, ...] = DEMO_NODES if virtual else ()
+            if args.real_node:
+                print("kopf-dra demo: starting the real nodes...", file=out, flush=True)
+                # Only the real nodes: every pod then runs or waits with the scheduler's reason.
+                nodes = await start_real_nodes(api, kubeconfig, stack)
             system = await start_system(
-                api,
-                kubeconfig,
-                nodes=DEMO_NODES if virtual else (),
-                log_dir=state_dir / "logs",
-                feature_gates=gates,
+                api, kubeconfig, nodes=nodes, log_dir=state_dir / "logs", feature_gates=gates
             )
             try:
                 if args.pid_file:
@@ -740,6 +839,43 @@ async def _demo(args: argparse.Namespace, stop: asyncio.Event, out: Any) -> int:
                 return await _view(api, system, args, stop, out, where, applied)
             finally:
                 system.stop()
+
+
+async def start_real_nodes(
+    api: KubeAPI, kubeconfig: Path, stack: contextlib.ExitStack
+) -> tuple[VirtualNode, ...]:
+    """The e2e workers as real kubelets (``realnode``), stopped by ``stack`` (host restored)."""
+    missing = realnode.missing_prerequisites()
+    if missing:
+        raise DemoError("--real-node needs: " + "; ".join(missing))
+    stack.enter_context(realnode.host_lock())
+    host = realnode.HostState.record()
+    base = Path(tempfile.mkdtemp(prefix="kdn-"))
+    try:
+        started = await asyncio.to_thread(
+            realnode.start, [(n.name, dict(n.labels)) for n in E2E_NODES], kubeconfig, base, host
+        )
+    except realnode.RealNodeError as e:
+        raise DemoError(str(e)) from None
+    stack.callback(started.stop)
+    names = {n.name for n in started.nodes}
+
+    async def ready() -> bool:
+        started.check()
+        items = (await api.list("Node"))["items"]
+        return names <= {n["metadata"]["name"] for n in items if node_ready(n)}
+
+    await wait_for(ready, "the real nodes to be Ready", within=120)
+    return tuple(
+        VirtualNode(n.name, n.labels, kubelet_dir=str(n.kubelet_dir), cdi_dir=str(n.cdi_dir))
+        for n in started.nodes
+    )
+
+
+def node_ready(node: Mapping[str, Any]) -> bool:
+    """The kubelet reports the node Ready (runtime and network up)."""
+    conditions = (node.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
 async def _view(
@@ -796,7 +932,12 @@ def main(argv: Sequence[str]) -> int:
 
     try:
         return asyncio.run(run())
-    except (DemoError, controlplane.ControlPlaneError, manifests.ManifestError) as e:
+    except (
+        DemoError,
+        controlplane.ControlPlaneError,
+        manifests.ManifestError,
+        realnode.RealNodeError,
+    ) as e:
         print(f"kopf-dra demo: {e}", file=sys.stderr)
         return 2
     finally:

@@ -56,8 +56,11 @@ class Driver:
             cdi=CDIWriter(settings.cdi_dir, settings.driver_name),
             checkpoint=Checkpoint(state_dir / "checkpoint.json"),
             pool=settings.pool_name,
+            unhealthy=settings.unhealthy_devices,
         )
-        self.plugin = PluginServer(settings.driver_name, settings.kubelet_dir, self.service)
+        self.plugin = PluginServer(
+            settings.driver_name, settings.kubelet_dir, self.service, health=self.service
+        )
         self.started = asyncio.Event()
         self.server = Server(
             settings, Endpoints([metrics.REGISTRY], readiness={"plugin": self.not_serving})

@@ -1,7 +1,7 @@
 """A kubelet stand-in: registers a DRA plugin and calls it over its unix sockets.
 
-The local control plane has no kubelet, so the integration tests (and the local demo's virtual
-nodes) play its part with this client: the same wire calls, through real gRPC over real sockets.
+The integration tests play the kubelet's part with this client: the same wire calls (including
+the health stream), through real gRPC over real sockets. ``make e2e-node`` meets a real kubelet.
 """
 
 from __future__ import annotations
@@ -18,11 +18,12 @@ import grpc.aio
 from operators.driver.plugin import (
     DRA_MESSAGES,
     DRA_SERVICES,
+    HEALTH_SERVICE,
     PLUGIN_TYPE,
     REGISTRATION_SERVICE,
     ClaimRef,
 )
-from operators.driver.proto import pluginregistration_pb2
+from operators.driver.proto import dra_health_v1alpha1_pb2, pluginregistration_pb2
 
 
 class RegistrationRefusedError(RuntimeError):
@@ -49,6 +50,17 @@ class PreparedDeviceView:
 class ClaimAnswer:
     devices: list[PreparedDeviceView] = field(default_factory=list)
     error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class HealthView:
+    """One device of a NodeWatchResources answer."""
+
+    pool: str
+    device: str
+    health: str
+    timeout_seconds: int
+    message: str
 
 
 class FakeKubelet:
@@ -147,6 +159,35 @@ class FakeKubelet:
             )
             for uid, answer in response.claims.items()
         }
+
+    async def watch_health(self, endpoint: str | Path, messages: int) -> list[list[HealthView]]:
+        """The first ``messages`` answers of the NodeWatchResources stream, as the kubelet's
+        health manager reads it."""
+        pb = dra_health_v1alpha1_pb2
+        call = self._channel(endpoint).unary_stream(
+            f"/{HEALTH_SERVICE}/NodeWatchResources",
+            request_serializer=pb.NodeWatchResourcesRequest.SerializeToString,
+            response_deserializer=pb.NodeWatchResourcesResponse.FromString,
+        )
+        stream = call(pb.NodeWatchResourcesRequest(), timeout=60)
+        answers: list[list[HealthView]] = []
+        async for response in stream:
+            answers.append(
+                [
+                    HealthView(
+                        d.device.pool_name,
+                        d.device.device_name,
+                        pb.HealthStatus.Name(d.health),
+                        d.health_check_timeout_seconds,
+                        d.message,
+                    )
+                    for d in response.devices
+                ]
+            )
+            if len(answers) == messages:
+                stream.cancel()
+                break
+        return answers
 
     async def unprepare(
         self, endpoint: str | Path, claims: Sequence[ClaimRef], version: str = "v1.DRAPlugin"

@@ -1,4 +1,5 @@
-"""The kubelet plugin gRPC servers: registration and the DRA service (v1 and v1beta1).
+"""The kubelet plugin gRPC servers: registration, the DRA service (v1 and v1beta1) and the DRA
+health service (v1alpha1.DRAResourceHealth, whose stream the kubelet opens on the DRA socket).
 
 The kubelet's plugin watcher finds ``<kubelet dir>/plugins_registry/<driver>-reg.sock``, asks
 ``pluginregistration.Registration/GetInfo`` who we are, and reports the outcome through
@@ -14,7 +15,8 @@ code typed without generated ``*_pb2_grpc`` modules.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import time
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -25,7 +27,13 @@ import grpc.aio
 import structlog
 
 from operators.driver.checkpoint import PreparedDevice
-from operators.driver.proto import dra_v1_pb2, dra_v1beta1_pb2, pluginregistration_pb2
+from operators.driver.health import HEALTH_TIMEOUT_SECONDS, DeviceHealth
+from operators.driver.proto import (
+    dra_health_v1alpha1_pb2,
+    dra_v1_pb2,
+    dra_v1beta1_pb2,
+    pluginregistration_pb2,
+)
 
 PLUGIN_TYPE = "DRAPlugin"
 REGISTRATION_SERVICE = "pluginregistration.Registration"
@@ -38,6 +46,8 @@ DRA_SERVICES: dict[str, str] = {
 }
 DRA_MESSAGES: dict[str, ModuleType] = {V1: dra_v1_pb2, V1BETA1: dra_v1beta1_pb2}
 DEFAULT_VERSIONS = (V1, V1BETA1)
+#: The DRA health service (KEP-4680) the kubelet opens on the same socket as DRAPlugin.
+HEALTH_SERVICE = "v1alpha1.DRAResourceHealth"
 
 log = structlog.get_logger(__name__)
 
@@ -67,6 +77,12 @@ class NodeService(Protocol):
     async def prepare(self, claims: Sequence[ClaimRef]) -> dict[str, PrepareResult]: ...
 
     async def unprepare(self, claims: Sequence[ClaimRef]) -> dict[str, str]: ...
+
+
+class HealthSource(Protocol):
+    """What the health stream needs (DriverService implements it)."""
+
+    def health_reports(self, repeat_seconds: float) -> AsyncIterator[list[DeviceHealth]]: ...
 
 
 def registration_socket(kubelet_dir: str | Path, driver: str) -> Path:
@@ -122,6 +138,41 @@ def dra_handler(version: str, service: NodeService) -> grpc.GenericRpcHandler:
                 request_deserializer=pb.NodeUnprepareResourcesRequest.FromString,
                 response_serializer=pb.NodeUnprepareResourcesResponse.SerializeToString,
             ),
+        },
+    )
+
+
+def health_handler(source: HealthSource) -> grpc.GenericRpcHandler:
+    """``NodeWatchResources``: the full report at once, on change, and well before the
+    kubelet's timeout turns it Unknown."""
+    pb = dra_health_v1alpha1_pb2
+
+    async def watch(
+        request: Any, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[Any]:
+        async for report in source.health_reports(HEALTH_TIMEOUT_SECONDS / 3):
+            now = int(time.time())
+            yield pb.NodeWatchResourcesResponse(
+                devices=[
+                    pb.DeviceHealth(
+                        device=pb.DeviceIdentifier(pool_name=d.pool, device_name=d.device),
+                        health=pb.HEALTHY if d.healthy else pb.UNHEALTHY,
+                        last_updated_time=now,
+                        health_check_timeout_seconds=HEALTH_TIMEOUT_SECONDS,
+                        message=d.message,
+                    )
+                    for d in report
+                ]
+            )
+
+    return grpc.method_handlers_generic_handler(
+        HEALTH_SERVICE,
+        {
+            "NodeWatchResources": grpc.unary_stream_rpc_method_handler(
+                watch,
+                request_deserializer=pb.NodeWatchResourcesRequest.FromString,
+                response_serializer=pb.NodeWatchResourcesResponse.SerializeToString,
+            )
         },
     )
 
@@ -196,8 +247,10 @@ class PluginServer:
         kubelet_dir: str | Path,
         service: NodeService,
         versions: tuple[str, ...] = DEFAULT_VERSIONS,
+        health: HealthSource | None = None,
     ) -> None:
         self.driver = driver
+        self.health = health
         self.registration_socket = registration_socket(kubelet_dir, driver)
         self.dra_socket = dra_socket(kubelet_dir, driver)
         self.registration = Registration(driver, str(self.dra_socket), versions)
@@ -214,7 +267,10 @@ class PluginServer:
         self._servers.append(server)
 
     async def start(self) -> None:
-        await self._serve(self.dra_socket, [dra_handler(v, self.service) for v in self.versions])
+        handlers = [dra_handler(v, self.service) for v in self.versions]
+        if self.health is not None:
+            handlers.append(health_handler(self.health))
+        await self._serve(self.dra_socket, handlers)
         await self._serve(self.registration_socket, [self.registration.handler()])
         log.info(
             "kubelet plugin serving",

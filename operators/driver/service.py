@@ -9,8 +9,9 @@ consistent.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from typing import Any
 
 import structlog
@@ -21,6 +22,7 @@ from operators.api.timestamps import format_time
 from operators.driver import metrics
 from operators.driver.cdi import CDIWriter
 from operators.driver.checkpoint import Checkpoint, PreparedClaim, PreparedDevice
+from operators.driver.health import DeviceHealth, health_report, unhealthy_devices, with_taints
 from operators.driver.plugin import ClaimRef, PrepareResult
 from operators.driver.prepare import PrepareError, plan_prepare
 from operators.driver.profiles import DriverConfig, Inventory, build_inventory, parse_hotplug
@@ -51,6 +53,7 @@ class DriverService:
         checkpoint: Checkpoint,
         pool: str | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        unhealthy: Collection[str] = (),
     ) -> None:
         self.api = api
         self.driver = driver
@@ -65,6 +68,12 @@ class DriverService:
         self.publisher: SlicePublisher | None = None
         self._lock = asyncio.Lock()
         self.field_manager = f"{driver}/{node_name}"[:_FIELD_MANAGER_MAX]
+        self.marked_unhealthy = frozenset(unhealthy)
+        #: Unhealthy device -> when this driver first saw it so (the taint's timeAdded).
+        self.unhealthy_since: dict[str, str] = {}
+        self.health: list[DeviceHealth] = []
+        self._health_changed = asyncio.Condition()
+        self._health_version = 0
         metrics.PREPARED_CLAIMS.set(len(checkpoint.claims()))
 
     # --- the pool ------------------------------------------------------------------------
@@ -78,7 +87,12 @@ class DriverService:
             log.warning(
                 "skipped a hot-plugged device", **{fields.NODE: self.node_name}, reason=problem
             )
+        unhealthy = unhealthy_devices(inventory, self.marked_unhealthy)
+        now = format_time(self.clock.now())
+        self.unhealthy_since = {d: self.unhealthy_since.get(d, now) for d in sorted(unhealthy)}
+        inventory = with_taints(inventory, self.driver, self.unhealthy_since)
         self.node, self.inventory = node, inventory
+        await self._set_health(health_report(inventory, self.pool, unhealthy))
         ref = NodeRef(self.node_name, node.metadata.uid or "")
         if self.publisher is None or self.publisher.node != ref:
             self.publisher = SlicePublisher(self.api, self.driver, ref, self.pool)
@@ -93,6 +107,37 @@ class DriverService:
                 devices=len(inventory.devices),
             )
         return generation
+
+    # --- device health (the kubelet's NodeWatchResources stream) -----------------------------
+
+    async def _set_health(self, report: list[DeviceHealth]) -> None:
+        if report == self.health:
+            return
+        for device in report:
+            if not device.healthy:
+                log.warning(
+                    "device unhealthy",
+                    **{fields.NODE: self.node_name, fields.POOL: device.pool},
+                    device=device.device,
+                    reason=device.message,
+                )
+        async with self._health_changed:
+            self.health = report
+            self._health_version += 1
+            self._health_changed.notify_all()
+
+    async def health_reports(self, repeat_seconds: float) -> AsyncIterator[list[DeviceHealth]]:
+        """The current report at once, then on every change and at least every
+        ``repeat_seconds`` (the kubelet forgets a report that is not repeated in time)."""
+        seen = -1
+        while True:
+            async with self._health_changed:
+                if seen == self._health_version:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._health_changed.wait(), repeat_seconds)
+                seen = self._health_version
+                report = list(self.health)
+            yield report
 
     # --- kubelet calls ---------------------------------------------------------------------
 

@@ -33,6 +33,12 @@ class DriverSettings(Settings):
         gt=0,
         description="How often to re-read the Node (hot-plugged devices) and repair the slices",
     )
+    unhealthy_devices: list[str] = Field(
+        default_factory=list,
+        description="Devices to report unhealthy (simulated health; a GPU's name covers its "
+        "partitions): the kubelet hears it on the health stream, and the device is published "
+        "with a NoSchedule taint",
+    )
     allow_arbitrary_node_status: bool = Field(
         default=False,
         description="Start even when this identity may write the device status of claims on any "

@@ -234,7 +234,29 @@ class KubeAPI:
         content_type: str = "application/json",
         request_timeout: float | None = None,
     ) -> Any:
-        headers = {"Accept": "application/json", "Content-Type": content_type}
+        raw = await self.request_bytes(
+            method,
+            path,
+            body=body,
+            query=query,
+            content_type=content_type,
+            request_timeout=request_timeout,
+        )
+        return json.loads(raw) if raw else None
+
+    async def request_bytes(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        query: Mapping[str, str | int | bool] | None = None,
+        content_type: str = "application/json",
+        request_timeout: float | None = None,
+        accept: str = "application/json",
+    ) -> bytes:
+        """The response body as it came (pod logs are text); errors raise as in ``request``."""
+        headers = {"Accept": accept, "Content-Type": content_type}
         query_params = [
             (k, str(v).lower() if isinstance(v, bool) else v) for k, v in (query or {}).items()
         ]
@@ -269,7 +291,18 @@ class KubeAPI:
         status = int(response.status)
         if status >= 400:
             raise _error(status, raw)
-        return json.loads(raw) if raw else None
+        return raw
+
+    async def pod_log(self, namespace: str, name: str, container: str | None = None) -> str:
+        """What the container printed, read through the API server (which asks the kubelet)."""
+        query = {"container": container} if container else None
+        raw = await self.request_bytes(
+            "GET",
+            resource_of("Pod").path(namespace, name) + "/log",
+            query=query,
+            accept="*/*",
+        )
+        return raw.decode(errors="replace")
 
     async def call(self, method: str, path: str, **kwargs: Any) -> Any:
         try:

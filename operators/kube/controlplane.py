@@ -217,7 +217,7 @@ def write_kubeconfig(path: Path, server: str, pki: Path) -> None:
     path.write_text(json.dumps(config, indent=2) + "\n")
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """Runs in the child: SIGTERM it when the parent (a test run) dies, however it dies."""
     os.setsid()
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
@@ -256,7 +256,7 @@ class ControlPlane:
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent if self.tie_to_parent else os.setsid,
+            preexec_fn=die_with_parent if self.tie_to_parent else os.setsid,
         )
         log.close()
         self.processes.append(proc)
@@ -309,6 +309,9 @@ class ControlPlane:
             "--enable-priority-and-fairness=false",
             # No node lifecycle controller would ever lift its not-ready taint from test nodes.
             "--disable-admission-plugins=TaintNodesByCondition",
+            # Logs and exec of pods on real nodes (operators/kube/realnode.py): reach the kubelet
+            # at its node IP, not at a node name no resolver knows.
+            "--kubelet-preferred-address-types=InternalIP",
             "--storage-media-type=application/json",
             "--v=1",
         ]

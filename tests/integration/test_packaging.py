@@ -28,7 +28,7 @@ from operators.components import COMPONENTS
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = (
     "pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "LICENSE", "operators",
-    "manifests", "crds", "hack/controlplane",
+    "manifests", "crds", "hack/controlplane", "hack/node",
 )  # fmt: skip
 
 

@@ -160,3 +160,19 @@ def test_output_that_is_not_a_terminal_keeps_whole_reasons() -> None:
     width = demo.output_width(io.StringIO())
     assert f"  ns/long: {long_reason}" in demo.render_view(snapshot, width=width)
     assert long_reason not in demo.render_view(snapshot, width=80)
+
+
+def test_container_view_sums_up_what_the_example_pods_print() -> None:
+    log = (
+        "KOPF_DRA_DEVICE_GPU_0_MIG_1G_5GB_5=MIG-f23b\n"
+        "KOPF_DRA_DEVICE_GPU_0_MIG_1G_5GB_5_MODEL=A100-SXM4-40GB\n"
+        "KOPF_DRA_DEVICE_GPU_0_MIG_1G_5GB_5_PROFILE=1g.5gb\n"
+        "KOPF_DRA_DEVICE_NIC_0_F1837A12_BANDWIDTH=58593750Ki\n"
+        "total 0\n"
+        "crw-rw-rw-    1 0        0           1,   3 Nov 26 13:36 gpu-0-mig-1g-5gb-5\n"
+    )
+    assert demo.container_view(log) == (
+        "gpu_0_mig_1g_5gb_5 model=A100-SXM4-40GB profile=1g.5gb; nic_0_f1837a12 bandwidth=60G; "
+        "/dev/kopf-dra/gpu-0-mig-1g-5gb-5"
+    )
+    assert demo.container_view("hello\n") == "(no device variables)"

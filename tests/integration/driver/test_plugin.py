@@ -14,6 +14,7 @@ import pytest
 
 from operators.driver.cdi import CDIWriter, cdi_kind
 from operators.driver.checkpoint import Checkpoint
+from operators.driver.health import HEALTH_TIMEOUT_SECONDS, taint_key
 from operators.driver.kubelet import FakeKubelet
 from operators.driver.plugin import V1, V1BETA1, ClaimRef, PluginServer
 from operators.driver.profiles import default_config
@@ -33,6 +34,7 @@ class Plugin:
     root: Path
     service: DriverService | None = None
     server: PluginServer | None = None
+    unhealthy: tuple[str, ...] = ()
 
     @property
     def cdi_dir(self) -> Path:
@@ -50,9 +52,10 @@ class Plugin:
             config=default_config(),
             cdi=CDIWriter(self.cdi_dir, DRIVER),
             checkpoint=Checkpoint(self.root / "state" / "checkpoint.json"),
+            unhealthy=self.unhealthy,
         )
         await self.service.refresh()
-        self.server = PluginServer(DRIVER, self.kubelet_dir, self.service)
+        self.server = PluginServer(DRIVER, self.kubelet_dir, self.service, health=self.service)
         await self.server.start()
 
     async def stop(self) -> None:
@@ -275,3 +278,35 @@ async def test_bad_opaque_config_fails_that_claim_only(
     assert answers[broken.uid].devices == []
     assert answers[fine.uid].error == ""
     assert not (plugin.cdi_dir / f"{DRIVER}-claim_{broken.uid}.json").exists()
+
+
+async def test_health_stream_reports_marked_devices_unhealthy_and_taints_them(
+    kube: KubeAPI, node: dict[str, Any], short_dir: Path, kubelet: FakeKubelet
+) -> None:
+    """What the kubelet's health manager hears, and what the scheduler sees in the slices."""
+    running = Plugin(kube, node["metadata"]["name"], short_dir, unhealthy=("gpu-1",))
+    await running.start()
+    try:
+        info, _ = await kubelet.register(running.server.registration_socket)  # type: ignore[union-attr]
+        (first,) = await kubelet.watch_health(info.endpoint, 1)
+        by_device = {h.device: h for h in first}
+        assert by_device["gpu-1"].health == "UNHEALTHY"
+        assert "--unhealthy-devices" in by_device["gpu-1"].message
+        assert by_device[MIG].health == "HEALTHY"
+        assert {h.pool for h in first} == {running.node}
+        assert all(h.timeout_seconds == HEALTH_TIMEOUT_SECONDS for h in first)
+        slices = (await kube.list("ResourceSlice"))["items"]
+        taints = {
+            d["name"]: d.get("taints") or []
+            for sl in slices
+            if sl["spec"].get("nodeName") == running.node
+            for d in sl["spec"].get("devices") or []
+        }
+        (taint,) = taints["gpu-1"]
+        assert (taint["key"], taint["effect"]) == (taint_key(DRIVER), "NoSchedule")
+        assert not taints[MIG]
+        # Refreshing again publishes nothing new: the taint keeps its time.
+        assert running.service is not None
+        assert await running.service.refresh() is None
+    finally:
+        await running.stop()

@@ -1,0 +1,94 @@
+"""Real nodes for the e2e scenarios: two kubelets with a containerd each (``make e2e-node``).
+
+The session's control plane and operators are the e2e suite's (``e2e/conftest.py``); only the
+nodes differ: ``kopf-dra-worker`` and ``kopf-dra-worker2`` are real kubelets on this machine
+(``operators/kube/realnode.py``), each with the example driver as a host process on the kubelet's
+plugin directory and containerd's CDI directory. Where the machine cannot run them the session
+is skipped with what is missing, except under ``CI=true``, where that is a failure. A host-wide
+lock keeps two sessions apart; teardown stops everything and restores the host.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from e2e.conftest import eventually
+from operators import demo
+from operators.kube import controlplane, realnode
+from operators.kube.api import KubeAPI
+
+CI = os.environ.get("CI", "").lower() == "true"
+
+
+@pytest.fixture(scope="session")
+def real_nodes(
+    kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[realnode.RealNodes]:
+    missing = realnode.missing_prerequisites()
+    if missing:
+        message = "real nodes need: " + "; ".join(missing)
+        if CI:
+            pytest.fail(message + " (CI=true: a missing prerequisite is a failure)")
+        pytest.skip(message)
+    with contextlib.ExitStack() as stack:
+        waited = time.monotonic()
+        stack.enter_context(realnode.host_lock())
+        waited = time.monotonic() - waited
+        host = realnode.HostState.record()
+        base = Path(tempfile.mkdtemp(prefix="kdn-"))  # short: unix socket paths live below
+        nodes = realnode.start(
+            [(n.name, dict(n.labels)) for n in demo.E2E_NODES], kubeconfig, base, host
+        )
+        nodes.timings["lock wait"] = waited
+        try:
+            yield nodes
+        finally:
+            problems = nodes.stop()
+            print(f"\nreal nodes: {nodes.timings}; host restored: {problems or 'yes'}")
+            assert not problems, problems
+
+
+@pytest.fixture(scope="session")
+async def system(
+    kube: KubeAPI,
+    kubeconfig: Path,
+    real_nodes: realnode.RealNodes,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> AsyncIterator[demo.System]:
+    """The operators, with the example driver on each real node."""
+    started = time.monotonic()
+
+    async def all_ready() -> bool:
+        real_nodes.check()
+        nodes = (await kube.list("Node"))["items"]
+        return {n["metadata"]["name"] for n in nodes if demo.node_ready(n)} >= {
+            n.name for n in real_nodes.nodes
+        }
+
+    await eventually(all_ready, within=120, what="the real nodes to be Ready")
+    real_nodes.timings["ready"] = time.monotonic() - started
+    nodes = tuple(
+        demo.VirtualNode(
+            n.name, n.labels, kubelet_dir=str(real.kubelet_dir), cdi_dir=str(real.cdi_dir)
+        )
+        for n in demo.E2E_NODES
+        for real in [real_nodes.by_name(n.name)]
+    )
+    system = await demo.start_system(
+        kube,
+        kubeconfig,
+        nodes=nodes,
+        log_dir=tmp_path_factory.mktemp("logs"),
+        feature_gates=controlplane.FEATURE_GATES,
+    )
+    try:
+        yield system
+    finally:
+        system.stop()

@@ -1,0 +1,3 @@
+module kopf-dra.local/node/pause
+
+go 1.26.0
