@@ -69,8 +69,12 @@ async def written_by_a_dead_scheduler(
     return written
 
 
-def claimed_pod(name: str, namespace: str, claim: str) -> dict[str, Any]:
-    return pod_body(name, namespace, {"name": "gpu", "resourceClaimName": claim})
+def claimed_pod(
+    name: str, namespace: str, claim: str, scheduler: str = "kopf-dra"
+) -> dict[str, Any]:
+    return pod_body(
+        name, namespace, {"name": "gpu", "resourceClaimName": claim}, scheduler=scheduler
+    )
 
 
 async def allocated_node(kube: KubeAPI, namespace: str, claim: str) -> str | None:
@@ -202,8 +206,15 @@ async def test_a_tenants_expensive_selectors_do_not_stall_another_tenants_pod(
     await gpu_cluster(kube, driver, nodes=2, per_node=8)
     other = await create_namespace(api)
     lease = unique("tenants")
+    # A profile of its own: pods earlier tests left pending take no turns here.
+    profile = unique("tenants-scheduler")
     scheduler, registry = start_scheduler(
-        kubeconfig, DecisionOrder, lease_name=lease, lease_namespace=namespace, filter_timeout=3.0
+        kubeconfig,
+        DecisionOrder,
+        lease_name=lease,
+        lease_namespace=namespace,
+        filter_timeout=3.0,
+        scheduler_name=profile,
     )
     assert isinstance(scheduler, DecisionOrder)
     async with running_operator(registry, "scheduler"):
@@ -217,9 +228,11 @@ async def test_a_tenants_expensive_selectors_do_not_stall_another_tenants_pod(
                 request = body["spec"]["devices"]["requests"][0]["exactly"]
                 request["selectors"] = [{"cel": {"expression": hostile_selector(i + 1)}}]
                 await kube.create(body)
-                await kube.create(claimed_pod(f"hostile-{i}", namespace, f"hostile-{i}"))
+                await kube.create(
+                    claimed_pod(f"hostile-{i}", namespace, f"hostile-{i}", scheduler=profile)
+                )
             await kube.create(claim_body("plain", other, driver))
-            await kube.create(claimed_pod("plain", other, "plain"))
+            await kube.create(claimed_pod("plain", other, "plain", scheduler=profile))
             assert await eventually(lambda: bound_node(kube, other, "plain"), what="plain pod")
             for i in range(3):
                 message = await eventually(
