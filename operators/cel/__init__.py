@@ -1,4 +1,4 @@
-"""The DRA CEL environment: Kubernetes-compatible device selectors on cel-python (pure).
+"""The DRA CEL environment: Kubernetes-compatible device selectors (pure).
 
 Public API (see environment.py for the usage sketch):
 - :class:`CELEnvironment`: ``compile()``, ``matches()``, ``device_view()``, ``forget_slice()``
@@ -6,9 +6,13 @@ Public API (see environment.py for the usage sketch):
 - :class:`SliceKey`, :class:`DeviceView`, :func:`build_device_view`
 - errors: :class:`InvalidSelectorError` (reason InvalidSelector),
   :class:`SelectorEvaluationError` (reason SelectorEvaluationError), base :class:`SelectorError`
+
+How it works: syntax.py parses as cel-go does, checker.py type-checks against the DRA
+declarations (library/), cost.py estimates, planner.py turns the checked tree into closures
+that evaluate and charge cost as cel-go's interpreter does (runtime.py, values.py).
 """
 
-from .compiler import DEFAULT_COST_LIMIT, DEFAULT_STEP_LIMIT, MAX_EXPRESSION_LENGTH
+from .compiler import DEFAULT_COST_LIMIT, MAX_EXPRESSION_LENGTH
 from .device import DeviceLike, DeviceView, build_device_view, split_qualified_name
 from .environment import CacheStats, CELEnvironment, CompiledSelector, SliceKey
 from .errors import InvalidSelectorError, SelectorError, SelectorEvaluationError
@@ -16,7 +20,6 @@ from .values import CIDRValue, IPValue, QuantityValue, SemverValue, URLValue
 
 __all__ = [
     "DEFAULT_COST_LIMIT",
-    "DEFAULT_STEP_LIMIT",
     "MAX_EXPRESSION_LENGTH",
     "CELEnvironment",
     "CIDRValue",
