@@ -2,6 +2,7 @@
 
 Public API (see environment.py for the usage sketch):
 - :class:`CELEnvironment`: ``compile()``, ``matches()``, ``device_view()``, ``forget_slice()``
+- :func:`check_selector`: the API server's verdict on a new selector (for input validation)
 - :class:`CompiledSelector`: ``evaluate(view, context=...)``, ``expression``, ``estimated_cost``
 - :class:`SliceKey`, :class:`DeviceView`, :func:`build_device_view`
 - errors: :class:`InvalidSelectorError` (reason InvalidSelector),
@@ -12,7 +13,7 @@ declarations (library/), cost.py estimates, planner.py turns the checked tree in
 that evaluate and charge cost as cel-go's interpreter does (runtime.py, values.py).
 """
 
-from .compiler import DEFAULT_COST_LIMIT, MAX_EXPRESSION_LENGTH
+from .compiler import DEFAULT_COST_LIMIT, MAX_EXPRESSION_LENGTH, check_selector
 from .device import DeviceLike, DeviceView, build_device_view, split_qualified_name
 from .environment import CacheStats, CELEnvironment, CompiledSelector, SliceKey
 from .errors import InvalidSelectorError, SelectorError, SelectorEvaluationError
@@ -36,5 +37,6 @@ __all__ = [
     "SliceKey",
     "URLValue",
     "build_device_view",
+    "check_selector",
     "split_qualified_name",
 ]

@@ -25,6 +25,7 @@ __all__ = [
     "DEFAULT_COST_LIMIT",
     "MAX_EXPRESSION_LENGTH",
     "Program",
+    "check_selector",
     "compile_program",
 ]
 
@@ -110,6 +111,23 @@ def compile_program(expression: str, *, cost_limit: int = DEFAULT_COST_LIMIT) ->
         cost_limit=cost_limit,
         mutates_quantities=planner.mutates_quantities,
     )
+
+
+def check_selector(
+    expression: str, *, cost_limit: int = DEFAULT_COST_LIMIT
+) -> InvalidSelectorError | None:
+    """The API server's verdict on a new or changed selector, None when it would accept it.
+
+    Input the API server refuses never reaches a scheduler, so whoever validates input in its
+    place (``simulate``, an admission webhook) must refuse exactly that: a field the device has
+    not, a call no overload takes, ternary branches of two types, an estimated cost over the
+    limit, besides syntax and length.
+    """
+    try:
+        compile_program(expression, cost_limit=cost_limit)
+    except InvalidSelectorError as exc:
+        return exc
+    return None
 
 
 def as_bool(value: Any) -> bool | str:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import pytest
 
+from operators.cel import check_selector
+
 from .differential import NoToolchainError, Oracle, oracle, ours
 from .generators import J
 
@@ -64,6 +66,33 @@ def upstream() -> Oracle:
 def test_regression_row(upstream: Oracle, expression: str, outcome: str) -> None:
     assert upstream.ask(expression, [DEVICE]) == [outcome], "the row no longer holds upstream"
     assert ours(expression, [DEVICE]) == [outcome]
+
+
+def _range(n: int) -> str:
+    return "[" + ",".join(map(str, range(n))) + "]"
+
+
+# What the API server's type check and cost estimate refuse in a new selector, and what they
+# let through (check_selector, as simulate validates input).
+VERDICTS: list[tuple[str, bool]] = [
+    ("device.nope == 1", True),
+    ('device.driver == "" ? true : "one"', True),
+    ("device.driver > 1", True),
+    ("[1, 'a'].size() == 2", True),
+    ("device.attributes['d.example.com'].a > 1 ? 1 : 2", True),
+    (f"{_range(500)}.all(x, {_range(500)}.all(y, x != y))", True),
+    ("device.attributes['d.example.com'].a > 1", False),
+    ('device.driver == "" ? true : dyn("one")', False),
+    (f"{_range(300)}.all(x, {_range(300)}.all(y, x != y))", False),
+]
+
+
+@pytest.mark.parametrize(("expression", "refused"), VERDICTS, ids=[v[0][:40] for v in VERDICTS])
+def test_check_selector_gives_the_api_servers_verdict(
+    upstream: Oracle, expression: str, refused: bool
+) -> None:
+    assert (upstream.ask(expression, [DEVICE]) == ["compile error"]) == refused
+    assert (check_selector(expression) is not None) == refused
 
 
 def test_unparseable_version_fails_every_evaluation(upstream: Oracle) -> None:
