@@ -4,6 +4,7 @@
 //
 // Protocol: one JSON request per stdin line, one JSON answer per stdout line, in order.
 // Request: {"expression": string, "driver": string, "devices": [resource.k8s.io/v1 Device]}.
+// A panic of cel-go is answered as a compile error "panic: ...".
 // Answer: {"compile": null | string, "maxCost": string, "results": [{"value": bool} |
 // {"error": string, "cost": bool}, each with "actual": number]}; "compile" is validation's error
 // (then "results" is empty); "maxCost" is validation's cost estimate (a decimal string, since it
@@ -97,6 +98,19 @@ func evaluate(req request) answer {
 	return answer{MaxCost: strconv.FormatUint(maxCost, 10), Results: results}
 }
 
+// answerOf is evaluate, with a panic of cel-go (a constant map literal with a bytes key panics
+// while the program is planned) answered as a refusal: the API server's handler recovers it
+// and the request fails, so no such selector is ever stored.
+func answerOf(req request) (a answer) {
+	defer func() {
+		if r := recover(); r != nil {
+			msg := fmt.Sprintf("panic: %v", r)
+			a = answer{Compile: &msg, Results: []result{}}
+		}
+	}()
+	return evaluate(req)
+}
+
 func main() {
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(make([]byte, 1<<20), 64<<20)
@@ -108,7 +122,7 @@ func main() {
 			fmt.Fprintf(os.Stderr, "bad request: %v\n", err)
 			os.Exit(2)
 		}
-		if err := enc.Encode(evaluate(req)); err != nil {
+		if err := enc.Encode(answerOf(req)); err != nil {
 			fmt.Fprintf(os.Stderr, "write: %v\n", err)
 			os.Exit(2)
 		}

@@ -40,6 +40,7 @@ from .runtime import (
     Optional,
     TypeValue,
     Uint,
+    UnhashableKey,
     equal,
     map_find,
     map_items,
@@ -403,6 +404,7 @@ def qualify(obj: Any, key: Any) -> Any:
     if kind is DomainMap:
         return obj.get(key, EMPTY) if type(key) is str else EMPTY
     if kind is CelMap:
+        _want_qualifier(key)
         value = map_find(obj, key)
         if value is _MISSING:
             raise NoSuchKey(f"no such key: {_show_key(key)}")
@@ -427,6 +429,7 @@ def _present(obj: Any, key: Any) -> tuple[bool, Any]:
     if kind is DomainMap:
         return True, (obj.get(key, EMPTY) if type(key) is str else EMPTY)
     if kind is CelMap:
+        _want_qualifier(key)
         value = map_find(obj, key)
         return (False, None) if value is _MISSING else (True, value)
     if isinstance(obj, list):
@@ -435,6 +438,12 @@ def _present(obj: Any, key: Any) -> tuple[bool, Any]:
             return True, obj[index]
         return False, None
     return False, None
+
+
+def _want_qualifier(key: Any) -> None:
+    """A list or a map indexes nothing (``in`` still finds it by identity, as in cel-go)."""
+    if isinstance(key, (list, dict)):
+        raise CelError(f"invalid qualifier type: {type_name(key)}")
 
 
 def _index(key: Any) -> int:
@@ -828,6 +837,8 @@ class Planner:
             act: Act = [0, None, 0]
             try:
                 return Const(build(act))
+            except UnhashableKey as exc:  # cel-go builds it while planning, and panics
+                raise PlanError(exc.message) from None
             except CelError as exc:
                 return Const(None, exc)
 
@@ -1046,20 +1057,17 @@ def _map_builder(keys: list[Fn], values: list[Fn], optional: list[bool]) -> Fn:
         for k, v, is_optional in entries:
             key = k(act)
             value = v(act)
-            try:
-                stored = map_key(key)
-                if is_optional:
-                    if type(value) is not Optional:
-                        raise CelError(
-                            f"cannot initialize optional entry '{key}' from non-optional value"
-                        )
-                    if value is Optional.NONE:
-                        out.pop(stored, None)
-                        continue
-                    value = value.value
-                out[stored] = value
-            except TypeError:
-                raise CelError("internal error: hash of unhashable type") from None
+            stored = map_key(key)
+            if is_optional:
+                if type(value) is not Optional:
+                    raise CelError(
+                        f"cannot initialize optional entry '{key}' from non-optional value"
+                    )
+                if value is Optional.NONE:
+                    out.pop(stored, None)
+                    continue
+                value = value.value
+            out[stored] = value
         return out
 
     return build

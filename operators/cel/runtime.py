@@ -156,8 +156,29 @@ class _DoubleKey:
         return hash(("double", self.value))
 
 
+class _RefKey:
+    """A list or map as a map key: Go keys it by its pointer, so only that value finds it."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is _RefKey and other.value is self.value
+
+    def __hash__(self) -> int:
+        return id(self.value)
+
+
+class UnhashableKey(CelError):
+    """A map key whose Go value holds a slice (bytes, a version): hashing it panics in Go."""
+
+
 TRUE_KEY = _BoolKey(True)
 FALSE_KEY = _BoolKey(False)
+# Values whose Go representation holds a slice, so that Go cannot hash them.
+_UNHASHABLE_IN_GO = frozenset({bytes, SemverValue})
 
 
 def map_key(value: Any) -> Any:
@@ -171,12 +192,16 @@ def map_key(value: Any) -> Any:
         return FALSE_KEY
     if kind is float:
         return _DoubleKey(value)
+    if kind in _UNHASHABLE_IN_GO:
+        raise UnhashableKey(f"hash of unhashable type {type_name(value)}")
+    if isinstance(value, (list, dict)):
+        return _RefKey(value)
     return value
 
 
 def from_key(key: Any) -> Any:
     kind = type(key)
-    if kind is _BoolKey or kind is _DoubleKey:
+    if kind is _BoolKey or kind is _DoubleKey or kind is _RefKey:
         return key.value
     return key
 
@@ -230,10 +255,13 @@ def map_find(m: dict[Any, Any], key: Any) -> Any:
         return m.get(key, _MISSING)
     if mtype is not CelMap:
         return _MISSING
-    try:
-        found = m.get(map_key(key), _MISSING)
-    except TypeError:
-        raise CelError(f"unsupported key type {type_name(key)}") from None
+    if kind in _UNHASHABLE_IN_GO:
+        # cel-go's map of an expression is a Go map: hashing such a key panics (an error),
+        # except in an empty map, which is not hashed into.
+        if m:
+            raise CelError(f"hash of unhashable type {type_name(key)}")
+        return _MISSING
+    found = m.get(map_key(key), _MISSING)
     if found is not _MISSING:
         return found
     if kind is float:

@@ -49,6 +49,18 @@ ROWS: list[tuple[str, str]] = [
     ('int("+12") == 12', "true"),
     # trim() keeps the ASCII separators \x1c-\x1f, as Go's TrimSpace does.
     ("'\\x1c a \\x1d'.trim() == 'a'", "false"),
+    # Map keys as Go hashes them: a list or a map by its pointer (found by nothing else, and
+    # indexing nothing), bytes and versions not at all (an error, at compile time when cel-go
+    # folds the literal while planning), except in an empty map, which is never hashed into.
+    ("dyn([1]) in {'a': 1}", "false"),
+    ("cel.bind(k, [1], k in dyn({k: 1}))", "true"),
+    ("cel.bind(k, [1], dyn({k: 1})[?k].hasValue())", "error"),
+    ("{[1]: 1, [1]: 2}.size() == 2", "true"),
+    ("dyn(b'a') in {'a': 1}", "error"),
+    ("dyn(b'a') in {}", "false"),
+    ("dyn(semver('1.0.0')) in {'a': 1}", "error"),
+    ("dyn({b'a': device.driver}) == dyn({'a': 1})", "error"),
+    ("[{b'': 1}].size() == 1", "compile error"),
     # Versions past uint64 do not parse.
     ('semver("99999999999999999999.0.0") == semver("1.0.0")', "error"),
 ]
