@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import types as t
-from .runtime import size_of
+from .runtime import size_of, sized_net
 from .syntax import (
     ACCUMULATOR,
     LEGACY_ACCUMULATOR,
@@ -884,6 +884,8 @@ def _k8s_actual(value: Any) -> int:
     kind = type(value)
     if kind is str or kind is bytes or isinstance(value, (list, dict)):
         return len(value)
+    if kind is IPValue or kind is CIDRValue:
+        return sized_net(value)
     return 1
 
 
@@ -976,14 +978,22 @@ def _library_charge(function: str, overload: str) -> int | CostFn | None:
         return lambda args, result: _ceil(_k8s_actual(args[0]) * 2 * STRING_TRAVERSAL)
     if function in _IP_UNIT or function == "format.named" or function in _UNIT:
         return 1
-    if function == "containsIP":
-        if overload == "cidr_contains_ip_string":
-            return lambda args, result: 1 + _ceil(_k8s_actual(args[1]) * STRING_TRAVERSAL)
-        return 1
-    if function == "containsCIDR":
-        if overload == "cidr_contains_cidr_string":
-            return lambda args, result: 3 + _ceil(_k8s_actual(args[1]) * STRING_TRAVERSAL)
-        return 3
+    if function in ("containsIP", "containsCIDR"):
+        # Comparing bytes up to the prefix; a CIDR masks and compares its bits again; a
+        # string is parsed first.
+        parsed = overload in ("cidr_contains_ip_string", "cidr_contains_cidr_string")
+        masked = function == "containsCIDR"
+
+        def contains_cost(args: list[Any], result: Any) -> int:
+            prefix = _k8s_actual(args[0])
+            cost = _ceil(2 * prefix * STRING_TRAVERSAL)
+            if masked:
+                cost += _ceil(prefix * STRING_TRAVERSAL) + 1
+            if parsed:
+                cost += _ceil(_k8s_actual(args[1]) * STRING_TRAVERSAL)
+            return cost
+
+        return contains_cost
     if function == "validate":
 
         def validate_cost(args: list[Any], result: Any) -> int:

@@ -456,13 +456,23 @@ _COMPARABLE = frozenset({int, Uint, float, str, bytes, bool, Duration, Timestamp
 
 
 def size_of(value: Any) -> int:
-    """cel-go's actualSize: the size of strings (code points), bytes, lists and maps, else 1."""
+    """cel-go's actualSize: the size of strings (code points), bytes, lists and maps, of
+    Kubernetes' IPs and CIDRs (bytes of address and of prefix), else 1."""
     kind = type(value)
     if kind is str or kind is bytes or kind is list or isinstance(value, (dict, list)):
         return len(value)
     if kind is Optional and value is not Optional.NONE:
         return size_of(value.value)
+    if kind is IPValue or kind is CIDRValue:
+        return sized_net(value)
     return 1
+
+
+def sized_net(value: IPValue | CIDRValue) -> int:
+    """The Size() of Kubernetes' IP (address bytes) and CIDR (prefix bytes, rounded up)."""
+    if type(value) is IPValue:
+        return value.address.max_prefixlen // 8
+    return -(-value.interface.network.prefixlen // 8)
 
 
 def contains(items: list[Any], value: Any) -> bool:

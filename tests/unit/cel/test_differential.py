@@ -11,7 +11,7 @@ import pytest
 
 from operators.cel import check_selector
 
-from .differential import NoToolchainError, Oracle, oracle, ours
+from .differential import NoToolchainError, Oracle, disagreement, oracle, ours
 from .generators import J
 
 DEVICE: J = {
@@ -105,6 +105,21 @@ def test_check_selector_gives_the_api_servers_verdict(
 ) -> None:
     assert (upstream.ask(expression, [DEVICE]) == ["compile error"]) == refused
     assert (check_selector(expression) is not None) == refused
+
+
+# Runtime costs and estimates that differed: the whole answer (outcome, cost, estimate) agrees.
+# An IP's size is its address bytes, a CIDR's its prefix bytes, as in containsIP/containsCIDR.
+COST_ROWS: list[str] = [
+    "cidr('::/0').containsCIDR('::/0')",
+    "cidr('::/0').containsIP('::1')",
+    "cidr('10.0.0.0/32').containsCIDR(cidr('10.0.0.0/32'))",
+    "cidr('::/127').containsIP(ip('::1'))",
+]
+
+
+@pytest.mark.parametrize("expression", COST_ROWS)
+def test_cost_row(upstream: Oracle, expression: str) -> None:
+    assert disagreement(expression, [DEVICE]) is None
 
 
 def test_unparseable_version_fails_every_evaluation(upstream: Oracle) -> None:
