@@ -90,7 +90,8 @@ class Checker:
         except _CheckError as exc:
             raise self.error(exc.node, exc.message) from None
         for node in walk(root):
-            node.type = t.substitute(self.mapping, node.type, True)
+            if node.type is not None:  # None: a part of a qualified name, never visited
+                node.type = t.substitute(self.mapping, node.type, True)
         try:
             validate(root, self)
         except _CheckError as exc:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import random
 import shutil
 import subprocess
 import sys
@@ -169,29 +170,28 @@ def disagreement(expression: str, devices: list[J]) -> tuple[str, Answer, Answer
     return None
 
 
-def main(argv: list[str] | None = None) -> int:
+Finding = tuple[str, str, list[J], Answer, Answer]  # kind, expression, devices, ours, theirs
+
+
+def run_corpus(examples: int, seed: int) -> tuple[dict[str, int], list[Finding]]:
+    """Generate selectors and devices until ``examples`` evaluations ran; (counts, one finding
+    per distinct disagreement). A seed always generates the same corpus."""
     from hypothesis import HealthCheck, given, settings
 
     from .generators import case
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--examples", type=int, default=100_000, help="evaluations to run")
-    parser.add_argument("--seed", type=int, default=None)
-    parser.add_argument("--show", type=int, default=40, help="disagreements to print")
-    args = parser.parse_args(argv)
-    found: dict[str, tuple[str, str, list[J], Answer, Answer]] = {}
+    found: dict[str, Finding] = {}
     counted = {"evaluations": 0, "selectors": 0}
 
     @settings(
-        max_examples=args.examples * 2 // 5 + 100,
+        max_examples=examples * 2 // 5 + 100,
         deadline=None,
         database=None,
         suppress_health_check=list(HealthCheck),
-        derandomize=args.seed is None,
     )
     @given(case())
     def run(item: tuple[str, list[J]]) -> None:
-        if counted["evaluations"] >= args.examples:
+        if counted["evaluations"] >= examples:
             return
         expression, devices = item
         counted["selectors"] += 1
@@ -202,22 +202,36 @@ def main(argv: list[str] | None = None) -> int:
             key = f"{kind}:{mine.outcomes[0]}->{theirs.outcomes[0]}:{expression[:60]}"
             found.setdefault(key, (kind, expression, devices, mine, theirs))
 
-    if args.seed is not None:
-        from hypothesis import seed
+    from hypothesis import seed as seeded
 
-        seed(args.seed)(run)()
-    else:
-        run()
+    seeded(seed)(run)()
+    return counted, list(found.values())
+
+
+def describe(finding: Finding) -> str:
+    kind, expression, devices, mine, theirs = finding
+    return (
+        f"- [{kind}] {expression!r}\n  ours {mine.outcomes} cost {mine.costs} "
+        f"max {mine.estimate}\n  upstream {theirs.outcomes} cost {theirs.costs} "
+        f"max {theirs.estimate}\n  devices {json.dumps(devices)}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--examples", type=int, default=100_000, help="evaluations to run")
+    parser.add_argument("--seed", type=int, default=None, help="default: a random one, printed")
+    parser.add_argument("--show", type=int, default=40, help="disagreements to print")
+    args = parser.parse_args(argv)
+    seed = args.seed if args.seed is not None else random.randrange(2**32)
+    print(f"seed {seed}", flush=True)
+    counted, found = run_corpus(args.examples, seed)
     print(
         f"{counted['evaluations']} evaluations of {counted['selectors']} selectors, "
         f"{len(found)} distinct disagreements"
     )
-    for kind, expression, devices, mine, theirs in list(found.values())[: args.show]:
-        print(
-            f"- [{kind}] {expression!r}\n  ours {mine.outcomes} cost {mine.costs} "
-            f"max {mine.estimate}\n  upstream {theirs.outcomes} cost {theirs.costs} "
-            f"max {theirs.estimate}\n  devices {json.dumps(devices)}"
-        )
+    for finding in found[: args.show]:
+        print(describe(finding))
     return 1 if found else 0
 
 
