@@ -470,7 +470,7 @@ def size_of(value: Any) -> int:
 
 def sized_net(value: IPValue | CIDRValue) -> int:
     """The Size() of Kubernetes' IP (address bytes) and CIDR (prefix bytes, rounded up)."""
-    if type(value) is IPValue:
+    if isinstance(value, IPValue):
         return value.address.max_prefixlen // 8
     return -(-value.interface.network.prefixlen // 8)
 
