@@ -288,6 +288,10 @@ def format_clause(verb: str, value: Any, precision: int | None) -> str:
             what = "fixed-point" if verb == "f" else "scientific"
             raise _clause_error(f"{what} clause can only be used on doubles", value)
         digits = 6 if precision is None else precision
+        if verb == "e":
+            return _localized_scientific(value, digits)
+        if value == 0:
+            value = 0.0  # golang.org/x/text prints no sign on a negative zero
         return _go_float(value, verb, digits, grouping=True)
     if verb == "b":
         if kind is int or kind is Uint:
@@ -316,11 +320,34 @@ def _clause_error(message: str, value: Any) -> CelError:
     return CelError(f"error during formatting: {message}, was given {type_name(value)}")
 
 
+_SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
+
+
+def _localized_scientific(value: float, width: int) -> str:
+    """cel-go's ``%e``: golang.org/x/text's en_US scientific notation (``1.500000\u00d710⁰⁰``).
+
+    cel-go passes the clause's precision as the width (``%<n>e``), so there are always six
+    fraction digits and the text is padded with spaces to ``n`` characters.
+    """
+    if math.isnan(value):
+        text = "NaN"
+    elif math.isinf(value):
+        text = "∞" if value > 0 else "-∞"
+    else:
+        mantissa, _, exponent = f"{value if value else 0.0:.6e}".partition("e")
+        power = int(exponent)
+        digits = f"{'-' if power < 0 else ''}{abs(power):02d}"
+        text = f"{mantissa}\u00d710{digits.translate(_SUPERSCRIPT)}"
+    return text.rjust(width)
+
+
 def _go_float(value: float, verb: str, digits: int, *, grouping: bool) -> str:
     """Go's %.Nf / %Ne; with ``grouping`` as golang.org/x/text prints for en_US."""
     if math.isnan(value):
         return "NaN"
     if math.isinf(value):
+        if grouping:
+            return "∞" if value > 0 else "-∞"
         return "+Inf" if value > 0 else "-Inf"
     if verb == "f":
         return f"{value:,.{digits}f}" if grouping else f"{value:.{digits}f}"

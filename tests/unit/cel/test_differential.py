@@ -69,6 +69,12 @@ ROWS: list[tuple[str, str]] = [
     ("dyn(semver('1.0.0')) in {'a': 1}", "error"),
     ("dyn({b'a': device.driver}) == dyn({'a': 1})", "error"),
     ("[{b'': 1}].size() == 1", "compile error"),
+    # format's %e and %f print as golang.org/x/text does for en_US; %e's precision is a width.
+    ('"%e".format([1.5]) == "1.500000\u00d710⁰⁰"', "true"),
+    ('"%.20e".format([-0.001]) == "     -1.000000\u00d710⁻⁰³"', "true"),
+    ('"%e".format([1.0 / 0.0]) == "     ∞"', "true"),
+    ('"%.2f".format([-0.0]) == "0.00"', "true"),
+    ('"%f".format([-1.0 / 0.0]) == "-∞"', "true"),
     # Versions past uint64 do not parse.
     ('semver("99999999999999999999.0.0") == semver("1.0.0")', "error"),
 ]
