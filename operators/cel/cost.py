@@ -155,9 +155,43 @@ class _Entry:
         return _Entry(self.kind, union(self.key, other.key), union(self.value, other.value))
 
 
+class _Path:
+    """A field path as cel-go's estimator holds it: a Go ``[]string``.
+
+    Appending to a slice with spare capacity writes into the array it shares with others, and
+    cel-go appends both variables of a two-variable comprehension to its range's path: where
+    that path has room, the key's path ends up as the value's (and is sized as a value).
+    """
+
+    __slots__ = ("array", "length")
+
+    def __init__(self, array: list[str], length: int) -> None:
+        self.array = array  # len(array) is the capacity
+        self.length = length
+
+    @classmethod
+    def of(cls, name: str) -> _Path:
+        return cls([name], 1)
+
+    def items(self) -> list[str]:
+        return self.array[: self.length]
+
+    @staticmethod
+    def append(path: _Path | None, name: str) -> _Path:
+        """Go's ``append(path, name)`` (nil appends into a new array of one)."""
+        if path is None:
+            return _Path([name], 1)
+        if path.length < len(path.array):
+            path.array[path.length] = name
+            return _Path(path.array, path.length + 1)
+        array = [*path.items(), name]
+        array.extend([""] * (max(1, 2 * len(path.array)) - len(array)))  # Go doubles
+        return _Path(array, path.length + 1)
+
+
 @dataclass(slots=True)
 class _Local:
-    path: list[str] | None
+    path: _Path | None
     size: Estimate | None
     entry: _Entry | None
 
@@ -180,7 +214,7 @@ class Estimator:
     """One estimate of one checked expression."""
 
     def __init__(self) -> None:
-        self.paths: dict[int, list[str]] = {}
+        self.paths: dict[int, _Path] = {}
         self.sizes: dict[int, Estimate] = {}
         self.entries: dict[int, _Entry] = {}
         self.locals: dict[str, list[_Local]] = {}
@@ -200,12 +234,16 @@ class Estimator:
     def pop(self, name: str) -> None:
         self.locals[name].pop()
 
-    def path(self, e: Expr) -> list[str] | None:
+    def slice(self, e: Expr) -> _Path | None:
         if isinstance(e, Ident):
             local = self.peek(e.name)
             if local is not None:
                 return local.path
         return self.paths.get(id(e))
+
+    def path(self, e: Expr) -> list[str] | None:
+        found = self.slice(e)
+        return None if found is None else found.items()
 
     def compute_size(self, e: Expr) -> Estimate | None:
         found = self.sizes.get(id(e))
@@ -253,7 +291,7 @@ class Estimator:
             return 0, 0
         if isinstance(e, Ident):
             local = self.peek(e.name)
-            path = local.path if local is not None else [e.name]
+            path = local.path if local is not None else _Path.of(e.name)
             if path is None:
                 self.paths.pop(id(e), None)
             else:
@@ -279,14 +317,14 @@ class Estimator:
 
     def cost_select(self, e: Select) -> Estimate:
         if isinstance(e.ref, tuple) and e.ref[0] == "qualified":
-            self.paths[id(e)] = [e.ref[1]]
+            self.paths[id(e)] = _Path.of(str(e.ref[1]))
             return 1, 1
         if e.test_only:
             return self.cost(e.operand)  # PresenceTestHasCost(false)
         total = self.cost(e.operand)
         if e.operand.type.kind in (t.Kind.MAP, t.Kind.STRUCT, t.Kind.PARAM):
             total = add(total, (1, 1))
-        self.paths[id(e)] = [*(self.path(e.operand) or []), e.field]
+        self.paths[id(e)] = _Path.append(self.slice(e.operand), e.field)
         return total
 
     def cost_call(self, e: Call) -> Estimate:
@@ -323,7 +361,7 @@ class Estimator:
                 entry = self.entry(e.args[0])
                 result_size = entry.value if entry is not None else None
                 sub = "@items" if overload == "index_list" else "@values"
-                self.paths[id(e)] = [*(self.path(e.args[0]) or []), sub]
+                self.paths[id(e)] = _Path.append(self.slice(e.args[0]), sub)
             if result_size is None:
                 result_size = self.compute_size(e)
         if result_size is not None:
@@ -352,7 +390,7 @@ class Estimator:
         return add(total, fixed(MAP_CREATE))
 
     def push_expr(self, name: str, e: Expr) -> None:
-        self.push(name, _Local(self.path(e), self.compute_size(e), self.entry(e)))
+        self.push(name, _Local(self.slice(e), self.compute_size(e), self.entry(e)))
 
     def cost_comprehension(self, e: Comprehension) -> Estimate:
         total = self.cost(e.iter_range)
@@ -360,12 +398,12 @@ class Estimator:
         self.push_expr(e.accu_var, e.accu_init)
         entry = self.entry(e.iter_range)
         kind = entry.kind if entry is not None else e.iter_range.type.kind
-        base = list(self.path(e.iter_range) or [])
+        base = self.slice(e.iter_range)
         if e.iter_var2 is not None:
             self.push(
                 e.iter_var,
                 _Local(
-                    [*base, "@indices" if kind == t.Kind.LIST else "@keys"],
+                    _Path.append(base, "@indices" if kind == t.Kind.LIST else "@keys"),
                     entry.key if entry is not None else None,
                     None,
                 ),
@@ -373,7 +411,7 @@ class Estimator:
             self.push(
                 e.iter_var2,
                 _Local(
-                    [*base, "@items" if kind == t.Kind.LIST else "@values"],
+                    _Path.append(base, "@items" if kind == t.Kind.LIST else "@values"),
                     entry.value if entry is not None else None,
                     None,
                 ),
@@ -385,7 +423,7 @@ class Estimator:
             else:
                 size = entry.key if entry is not None else None
                 sub = "@keys"
-            self.push(e.iter_var, _Local([*base, sub], size, None))
+            self.push(e.iter_var, _Local(_Path.append(base, sub), size, None))
         loop = self.cost(e.loop_condition)
         step = self.cost(e.loop_step)
         self.pop(e.iter_var)
