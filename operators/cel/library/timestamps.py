@@ -159,7 +159,7 @@ def add_timestamp_duration(a: Any, b: Any) -> Timestamp:
 
 def subtract_timestamp(a: Any, b: Any) -> Any:
     if type(b) is Duration:
-        return _timestamp(a.nanos - checked_int(-b.nanos))
+        return _timestamp(a.nanos + checked_int(-b.nanos))
     difference = a.nanos - b.nanos
     if not INT64_MIN <= difference <= INT64_MAX:
         raise CelError("integer overflow")
