@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..runtime import CelError, Duration, Optional, Timestamp, Uint
+from ..runtime import CelError, DomainMap, Duration, Optional, Timestamp, Uint
 from ._registry import declare, function, method
 
 declare("_?._", "select_optional_field (dyn, string) -> optional(V)")
@@ -39,6 +39,8 @@ def optional_of(value: Any) -> Optional:
 def is_zero(value: Any) -> bool:
     """cel-go's Zeroer: the zero value of the types that have one."""
     kind = type(value)
+    if kind is DomainMap:  # Kubernetes' device maps are no Zeroer: never zero, even empty
+        return False
     if kind in (bool, int, Uint, float, str, bytes) or isinstance(value, (list, dict)):
         return not value
     if value is None:
