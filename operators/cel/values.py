@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import total_ordering
 from typing import Any
-from urllib.parse import SplitResult, urlsplit
+
+from . import gourl
+from .gourl import GoURL
 
 __all__ = [
     "MUTATIONS",
@@ -554,11 +556,11 @@ class CIDRValue:
 
 
 class URLValue:
-    """A CEL ``kubernetes.URL`` (Kubernetes library/urls.go, Go's url.ParseRequestURI)."""
+    """A CEL ``kubernetes.URL`` (Kubernetes library/urls.go): the text and Go's reading of it."""
 
     __slots__ = ("parts", "text")
 
-    def __init__(self, text: str, parts: SplitResult) -> None:
+    def __init__(self, text: str, parts: GoURL) -> None:
         self.text = text
         self.parts = parts
 
@@ -576,17 +578,12 @@ class URLValue:
 
 
 def parse_url(text: str) -> URLValue:
-    """Accept what Go's url.ParseRequestURI accepts, approximately: absolute URLs or paths."""
-    if not text or any(c in text for c in " \t\r\n\x7f") or "#" in text:
-        raise ValueError(f"URL parse error during conversion from string: {text!r}")
+    """As Kubernetes' url(): Go's ParseRequestURI must accept it, Parse reads it."""
     try:
-        parts = urlsplit(text)
-        _ = parts.port
-    except ValueError as exc:
+        gourl.parse_request_uri(text)
+        return URLValue(text, gourl.parse(text))
+    except gourl.URLError as exc:
         raise ValueError(f"URL parse error during conversion from string: {exc}") from None
-    if not parts.scheme and not text.startswith("/"):
-        raise ValueError(f"URL parse error during conversion from string: {text!r}")
-    return URLValue(text, parts)
 
 
 def parse_ip(text: str) -> IPValue:

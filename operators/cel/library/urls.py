@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import parse_qs
 
 from ..runtime import CelError, CelMap
 from ..values import URLValue, parse_url
@@ -29,33 +28,36 @@ def is_url(text: Any) -> bool:
     return True
 
 
+def _text(raw: bytes) -> str:
+    """A Go string of these bytes, as CEL sees it (invalid UTF-8 read as U+FFFD)."""
+    return raw.decode("utf-8", "replace")
+
+
 @method("getScheme", f"url_get_scheme {U}.() -> string")
 def url_scheme(value: Any) -> str:
-    return value.parts.scheme  # type: ignore[no-any-return]
+    return str(value.parts.scheme)
 
 
 @method("getHost", f"url_get_host {U}.() -> string")
 def url_host(value: Any) -> str:
-    return value.parts.netloc.rpartition("@")[2]  # type: ignore[no-any-return]
+    return _text(value.parts.host)
 
 
 @method("getHostname", f"url_get_hostname {U}.() -> string")
 def url_hostname(value: Any) -> str:
-    return value.parts.hostname or ""
+    return _text(value.parts.host_port()[0])
 
 
 @method("getPort", f"url_get_port {U}.() -> string")
 def url_port(value: Any) -> str:
-    port = value.parts.port
-    return "" if port is None else str(port)
+    return _text(value.parts.host_port()[1])
 
 
 @method("getEscapedPath", f"url_get_escaped_path {U}.() -> string")
 def url_escaped_path(value: Any) -> str:
-    return value.parts.path  # type: ignore[no-any-return]
+    return _text(value.parts.escaped_path)
 
 
 @method("getQuery", f"url_get_query {U}.() -> map(string, list(string))")
 def url_query(value: Any) -> CelMap:
-    query = parse_qs(value.parts.query, keep_blank_values=True)
-    return CelMap({k: list(vs) for k, vs in query.items()})
+    return CelMap({_text(k): [_text(v) for v in vs] for k, vs in value.parts.query().items()})
