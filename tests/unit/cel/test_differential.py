@@ -75,6 +75,26 @@ ROWS: list[tuple[str, str]] = [
     ('"%e".format([1.0 / 0.0]) == "     ∞"', "true"),
     ('"%.2f".format([-0.0]) == "0.00"', "true"),
     ('"%f".format([-1.0 / 0.0]) == "-∞"', "true"),
+    # URLs as Go's net/url reads them (ParseRequestURI, then Parse).
+    ("url('https://u@x.io:8/p?q=1#f').getHost() == 'x.io:8'", "true"),
+    ("url('https://[::1]:80/').getHostname() == '::1'", "true"),
+    ("url('/a%2Fb?x=1&y=2&x=3;z').getQuery() == {'x': ['1'], 'y': ['2']}", "true"),
+    ("url('/a b').getEscapedPath() == '/a%20b'", "true"),
+    ("url('http://%').getHost() == ''", "error"),
+    ("url('https://a:b:c/').getHost() == ''", "error"),
+    ("url('https://x.io/#%zz').getHost() == ''", "error"),
+    # Timestamps: a duration subtracted, the result within years 1 to 9999.
+    (
+        "timestamp('1970-01-01T00:00:00Z') - duration('2562047h')"
+        " < timestamp('1970-01-01T00:00:00Z')",
+        "true",
+    ),
+    (
+        "timestamp('0001-01-01T00:00:00Z') - duration('1h') < timestamp('1970-01-01T00:00:00Z')",
+        "error",
+    ),
+    # Kubernetes' device maps are never zero values, even empty.
+    ("optional.ofNonZeroValue(device.capacity).hasValue()", "true"),
     # Versions past uint64 do not parse.
     ('semver("99999999999999999999.0.0") == semver("1.0.0")', "error"),
 ]
@@ -124,6 +144,10 @@ def test_check_selector_gives_the_api_servers_verdict(
 # Runtime costs and estimates that differed: the whole answer (outcome, cost, estimate) agrees.
 # An IP's size is its address bytes, a CIDR's its prefix bytes, as in containsIP/containsCIDR.
 COST_ROWS: list[str] = [
+    # cel-go appends both variables' paths to the range's path: where that Go slice has
+    # room, the key is sized as a value.
+    "device.attributes['d.example.com'].exists(k, v, k == k)",
+    "device.attributes.exists(k, v, k == k)",
     "cidr('::/0').containsCIDR('::/0')",
     "cidr('::/0').containsIP('::1')",
     "cidr('10.0.0.0/32').containsCIDR(cidr('10.0.0.0/32'))",
