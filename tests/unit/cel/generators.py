@@ -625,7 +625,19 @@ def gen_network(draw: st.DrawFn, depth: int) -> str:
     )
     url_s = draw(
         st.sampled_from(
-            ["'https://u@x.io:8/p?q=1#f'", "'/p'", "'x'", "'https://[::1]:80/'", "'http://%'"]
+            [
+                "'https://u@x.io:8/p?q=1#f'",
+                "'/p'",
+                "'x'",
+                "'https://[::1]:80/'",
+                "'http://%'",
+                "'/a%2Fb?x=1&y=2&x=3;z'",
+                "'https://a:b:c/'",
+                "'/a b'",
+                "'https://x.io/#%zz'",
+                "'mailto:a@b'",
+                "'https://[fe80::1%25en0]:8/'",
+            ]
         )
     )
     v = gen_semver(draw, depth)
