@@ -619,6 +619,8 @@ class Planner:
         plan = _call(impl, [a.fn() for a in args], charge, varargs)
         if name in _CONVERSIONS and len(args) == 1 and isinstance(args[0], Const):
             return self.fold(plan)
+        if name in _IMMUTABLE_RESULTS and args and all(isinstance(a, Const) for a in args):
+            return _memoized(plan)
         return plan
 
     def fold(self, plan: Plan) -> Plan:
@@ -947,6 +949,35 @@ def _dispatch(fn: Function) -> Callable[..., Any]:
         raise no_overload(fn.name, *args)
 
     return dispatch
+
+
+# Calls whose result no later call changes (unlike a quantity, which add() mutates in place).
+_IMMUTABLE_RESULTS = frozenset(
+    {"semver", "ip", "cidr", "url", "isSemver", "isIP", "isCIDR", "isURL", "isQuantity"}
+)
+
+
+def _memoized(plan: Plan) -> Plan:
+    """A call of constants, computed once: cel-go parses ``semver("1.2.3")`` on every
+    evaluation, so every evaluation is still charged what that costs, and fails if it fails."""
+    act: Act = [0, None, 1 << 62]
+    try:
+        value = plan.fn()(act)
+    except CelError as exc:
+        error, spent = exc, act[COST]
+
+        def fail(act: Act) -> Any:
+            act[COST] += spent
+            raise error.with_traceback(None)
+
+        return Dyn(fail)
+    cost = act[COST]
+
+    def memo(act: Act) -> Any:
+        act[COST] += cost
+        return value
+
+    return Dyn(memo)
 
 
 def _call(impl: Callable[..., Any], args: list[Fn], charge: int | CostFn, varargs: bool) -> Plan:
