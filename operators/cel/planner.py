@@ -50,6 +50,7 @@ from .runtime import (
     type_name,
 )
 from .syntax import Call, Comprehension, Expr, Ident, ListLit, Literal, MapLit, Select, StructLit
+from .values import QuantityValue
 
 Act = list[Any]
 Fn = Callable[[Act], Any]
@@ -620,7 +621,9 @@ class Planner:
         if name in _CONVERSIONS and len(args) == 1 and isinstance(args[0], Const):
             return self.fold(plan)
         if name in _IMMUTABLE_RESULTS and args and all(isinstance(a, Const) for a in args):
-            return _memoized(plan)
+            return _memoized(plan, None)
+        if name == "quantity" and args and isinstance(args[0], Const):
+            return _memoized(plan, QuantityValue.copy)  # each evaluation mutates its own
         return plan
 
     def fold(self, plan: Plan) -> Plan:
@@ -957,7 +960,7 @@ _IMMUTABLE_RESULTS = frozenset(
 )
 
 
-def _memoized(plan: Plan) -> Plan:
+def _memoized(plan: Plan, copy: Callable[[Any], Any] | None) -> Plan:
     """A call of constants, computed once: cel-go parses ``semver("1.2.3")`` on every
     evaluation, so every evaluation is still charged what that costs, and fails if it fails."""
     act: Act = [0, None, 1 << 62]
@@ -972,6 +975,14 @@ def _memoized(plan: Plan) -> Plan:
 
         return Dyn(fail)
     cost = act[COST]
+    if copy is not None:
+        fresh = copy
+
+        def memo_copy(act: Act) -> Any:
+            act[COST] += cost
+            return fresh(value)
+
+        return Dyn(memo_copy)
 
     def memo(act: Act) -> Any:
         act[COST] += cost

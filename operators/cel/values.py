@@ -164,6 +164,11 @@ class QuantityValue:
         """resource.ParseQuantity."""
         return _parse_quantity(text, shared)
 
+    def copy(self) -> QuantityValue:
+        """A new quantity of the same form, mutable on its own (as a fresh parse is)."""
+        dec = None if self.dec is None else _Dec(self.dec.unscaled, self.dec.scale)
+        return QuantityValue(self.value, self.scale, dec, pointer=self.pointer)
+
     def exact(self) -> Fraction:
         if self.dec is not None:
             return self.dec.exact()
