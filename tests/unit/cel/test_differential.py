@@ -177,3 +177,19 @@ def test_fixed_seed_corpus_agrees_with_upstream(upstream: Oracle) -> None:
     counted, found = run_corpus(CORPUS_EVALUATIONS, CORPUS_SEED)
     assert counted["evaluations"] >= CORPUS_EVALUATIONS
     assert not found, "\n".join(describe(f) for f in found[:10])
+
+
+def test_oracle_runs_with_the_local_control_planes_feature_gates() -> None:
+    """The oracle's DRA CEL features are the gates the local control plane turns on, so that
+    what it calls upstream is what that API server and scheduler do."""
+    from operators.kube.controlplane import FEATURE_GATES
+
+    from .differential import ROOT
+
+    source = (ROOT / "hack" / "cel-oracle" / "main.go").read_text()
+    line = next(x for x in source.splitlines() if x.startswith("var features = cel.Features{"))
+    for gate, field in [
+        ("DRAConsumableCapacity", "EnableConsumableCapacity"),
+        ("DRAListTypeAttributes", "EnableListTypeAttributes"),
+    ]:
+        assert f"{field}: {str(FEATURE_GATES[gate]).lower()}" in line
