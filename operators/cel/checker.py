@@ -455,13 +455,21 @@ def _in_exempt(node: Expr, parents: dict[int, Expr]) -> bool:
     return False
 
 
+def _optional_value(node: Expr, optional: t.Type) -> t.Type:
+    """The value type of an optional entry; cel-go's validator panics on one of unknown type
+    (dyn has no parameter), and the API server refuses what panics."""
+    if not optional.params:
+        raise _CheckError(node, "an optional entry of unknown type (cel-go panics on it)")
+    return optional.params[0]
+
+
 def _validate_homogeneous(node: ListLit | MapLit) -> None:
     if isinstance(node, ListLit):
         first: t.Type | None = None
         for i, element in enumerate(node.elements):
             et = element.type
             if i in node.optional:
-                et = et.params[0]
+                et = _optional_value(element, et)
             if first is None:
                 first = et
             elif not first.equivalent(et):
@@ -474,7 +482,7 @@ def _validate_homogeneous(node: ListLit | MapLit) -> None:
     for key, value, optional in node.entries:
         kt, vt = key.type, value.type
         if optional:
-            vt = vt.params[0]
+            vt = _optional_value(value, vt)
         if key_type is None or value_type is None:
             key_type, value_type = kt, vt
             continue

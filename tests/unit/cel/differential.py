@@ -196,7 +196,13 @@ def run_corpus(examples: int, seed: int) -> tuple[dict[str, int], list[Finding]]
         expression, devices = item
         counted["selectors"] += 1
         counted["evaluations"] += len(devices)
-        diff = disagreement(expression, devices)
+        try:
+            diff = disagreement(expression, devices)
+        except Exception as exc:  # a crash is a finding, not the end of a long run
+            nothing = Answer([], [], None)
+            key = f"crash:{type(exc).__name__}:{expression[:60]}"
+            found.setdefault(key, (f"crash {exc!r}", expression, devices, nothing, nothing))
+            return
         if diff is not None:
             kind, mine, theirs = diff
             key = f"{kind}:{mine.outcomes[0]}->{theirs.outcomes[0]}:{expression[:60]}"

@@ -95,6 +95,9 @@ ROWS: list[tuple[str, str]] = [
     ),
     # Kubernetes' device maps are never zero values, even empty.
     ("optional.ofNonZeroValue(device.capacity).hasValue()", "true"),
+    # An optional entry of unknown type panics cel-go's validator: refused.
+    ('[?device.attributes["d.example.com"]["a"][?0]].size() == 1', "compile error"),
+    ('{?\'k\': device.attributes["d.example.com"]["a"][?0]}.size() == 1', "compile error"),
     # Versions past uint64 do not parse.
     ('semver("99999999999999999999.0.0") == semver("1.0.0")', "error"),
 ]
