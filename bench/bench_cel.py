@@ -3,7 +3,7 @@
 Run: ``.venv/bin/python bench/bench_cel.py [--devices N] [--celexpr PYTHON]``
 
 Figures per (selector, device), medians unless noted:
-- compile: parse + check + transpile one selector (cache miss);
+- compile: parse + check + estimate + plan one selector (cache miss);
 - view: converting one device into the CEL ``device`` value (once per slice generation);
 - cold: first evaluation of a (selector, device) pair, device view already built;
 - cached: a repeated check answered from the result cache.
@@ -105,7 +105,7 @@ def time_compile(expression: str, rounds: int = 30) -> list[float]:
     return [timed(functools.partial(compile_program, expression)) for _ in range(rounds)]
 
 
-def bench_celpy(count: int) -> dict[str, dict[str, float]]:
+def bench_ours(count: int) -> dict[str, dict[str, float]]:
     devices = [make_device(i) for i in range(count)]
     keys = [key_of(i) for i in range(count)]
     results: dict[str, dict[str, float]] = {}
@@ -239,8 +239,8 @@ def main() -> int:
     parser.add_argument("--celexpr", default="/tmp/celexpr-venv/bin/python")
     args = parser.parse_args()
 
-    ours = bench_celpy(args.devices)
-    print(f"cel-python (transpiled, operators.cel), {args.devices} devices")
+    ours = bench_ours(args.devices)
+    print(f"operators.cel (planned closures), {args.devices} devices")
     print(f"  device view build: {ours['_view']['view_us']:.1f} us/device (once per generation)")
     print(f"  {'selector':<10} {'compile':>10} {'cold':>9} {'cold p99':>9} {'cached':>8}  matched")
     ok = True

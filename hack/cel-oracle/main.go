@@ -4,9 +4,12 @@
 //
 // Protocol: one JSON request per stdin line, one JSON answer per stdout line, in order.
 // Request: {"expression": string, "driver": string, "devices": [resource.k8s.io/v1 Device]}.
-// Answer: {"compile": null | string, "results": [{"value": bool} | {"error": string,
-// "cost": bool}]}; "compile" is validation's error (then "results" is empty); "cost" marks an
-// evaluation stopped by the runtime cost limit.
+// A panic of cel-go is answered as a compile error "panic: ...".
+// Answer: {"compile": null | string, "maxCost": string, "results": [{"value": bool} |
+// {"error": string, "cost": bool}, each with "actual": number]}; "compile" is validation's error
+// (then "results" is empty); "maxCost" is validation's cost estimate (a decimal string, since it
+// may not fit a double); "cost" marks an evaluation stopped by the runtime cost limit; "actual"
+// is the runtime cost tracked up to the end (or the stop) of the evaluation.
 package main
 
 import (
@@ -15,6 +18,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -29,13 +33,15 @@ type request struct {
 }
 
 type result struct {
-	Value *bool  `json:"value,omitempty"`
-	Error string `json:"error,omitempty"`
-	Cost  bool   `json:"cost,omitempty"`
+	Value  *bool   `json:"value,omitempty"`
+	Error  string  `json:"error,omitempty"`
+	Cost   bool    `json:"cost,omitempty"`
+	Actual *uint64 `json:"actual,omitempty"`
 }
 
 type answer struct {
 	Compile *string  `json:"compile"`
+	MaxCost string   `json:"maxCost,omitempty"`
 	Results []result `json:"results"`
 }
 
@@ -43,28 +49,29 @@ type answer struct {
 // environment depends on.
 var features = cel.Features{EnableConsumableCapacity: true, EnableListTypeAttributes: true}
 
-func validate(expression string) *string {
+func validate(expression string) (*string, uint64) {
 	// What validateCELSelector does for a new or changed selector.
 	if len(expression) > resourceapi.CELSelectorExpressionMaxLength {
 		msg := fmt.Sprintf("too long: may not be more than %d bytes", resourceapi.CELSelectorExpressionMaxLength)
-		return &msg
+		return &msg, 0
 	}
 	envType := environment.NewExpressions
 	result := cel.GetCompiler(features).CompileCELExpression(expression, cel.Options{EnvType: &envType})
 	if result.Error != nil {
 		msg := result.Error.Error()
-		return &msg
+		return &msg, result.MaxCost
 	}
 	if result.MaxCost > resourceapi.CELSelectorExpressionMaxCost {
 		msg := "too complex, exceeds cost limit"
-		return &msg
+		return &msg, result.MaxCost
 	}
-	return nil
+	return nil, result.MaxCost
 }
 
 func evaluate(req request) answer {
-	if msg := validate(req.Expression); msg != nil {
-		return answer{Compile: msg, Results: []result{}}
+	msg, maxCost := validate(req.Expression)
+	if msg != nil {
+		return answer{Compile: msg, MaxCost: strconv.FormatUint(maxCost, 10), Results: []result{}}
 	}
 	// What the scheduler's allocator does: the stored-expressions environment, no estimate.
 	program := cel.GetCompiler(features).CompileCELExpression(req.Expression, cel.Options{DisableCostEstimation: true})
@@ -74,20 +81,34 @@ func evaluate(req request) answer {
 	}
 	results := make([]result, 0, len(req.Devices))
 	for _, d := range req.Devices {
-		matches, _, err := program.DeviceMatches(context.Background(), cel.Device{
+		matches, details, err := program.DeviceMatches(context.Background(), cel.Device{
 			Driver:                   req.Driver,
 			AllowMultipleAllocations: d.AllowMultipleAllocations,
 			Attributes:               d.Attributes,
 			Capacity:                 d.Capacity,
 		})
+		actual := details.ActualCost()
 		if err != nil {
-			results = append(results, result{Error: err.Error(), Cost: strings.Contains(err.Error(), "cost limit exceeded")})
+			results = append(results, result{Error: err.Error(), Cost: strings.Contains(err.Error(), "cost limit exceeded"), Actual: actual})
 			continue
 		}
 		value := matches
-		results = append(results, result{Value: &value})
+		results = append(results, result{Value: &value, Actual: actual})
 	}
-	return answer{Results: results}
+	return answer{MaxCost: strconv.FormatUint(maxCost, 10), Results: results}
+}
+
+// answerOf is evaluate, with a panic of cel-go (a constant map literal with a bytes key panics
+// while the program is planned) answered as a refusal: the API server's handler recovers it
+// and the request fails, so no such selector is ever stored.
+func answerOf(req request) (a answer) {
+	defer func() {
+		if r := recover(); r != nil {
+			msg := fmt.Sprintf("panic: %v", r)
+			a = answer{Compile: &msg, Results: []result{}}
+		}
+	}()
+	return evaluate(req)
 }
 
 func main() {
@@ -101,7 +122,7 @@ func main() {
 			fmt.Fprintf(os.Stderr, "bad request: %v\n", err)
 			os.Exit(2)
 		}
-		if err := enc.Encode(evaluate(req)); err != nil {
+		if err := enc.Encode(answerOf(req)); err != nil {
 			fmt.Fprintf(os.Stderr, "write: %v\n", err)
 			os.Exit(2)
 		}

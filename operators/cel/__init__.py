@@ -1,14 +1,19 @@
-"""The DRA CEL environment: Kubernetes-compatible device selectors on cel-python (pure).
+"""The DRA CEL environment: Kubernetes-compatible device selectors (pure).
 
 Public API (see environment.py for the usage sketch):
 - :class:`CELEnvironment`: ``compile()``, ``matches()``, ``device_view()``, ``forget_slice()``
+- :func:`check_selector`: the API server's verdict on a new selector (for input validation)
 - :class:`CompiledSelector`: ``evaluate(view, context=...)``, ``expression``, ``estimated_cost``
 - :class:`SliceKey`, :class:`DeviceView`, :func:`build_device_view`
 - errors: :class:`InvalidSelectorError` (reason InvalidSelector),
   :class:`SelectorEvaluationError` (reason SelectorEvaluationError), base :class:`SelectorError`
+
+How it works: syntax.py parses as cel-go does, checker.py type-checks against the DRA
+declarations (library/), cost.py estimates, planner.py turns the checked tree into closures
+that evaluate and charge cost as cel-go's interpreter does (runtime.py, values.py).
 """
 
-from .compiler import DEFAULT_COST_LIMIT, DEFAULT_STEP_LIMIT, MAX_EXPRESSION_LENGTH
+from .compiler import DEFAULT_COST_LIMIT, MAX_EXPRESSION_LENGTH, check_selector
 from .device import DeviceLike, DeviceView, build_device_view, split_qualified_name
 from .environment import CacheStats, CELEnvironment, CompiledSelector, SliceKey
 from .errors import InvalidSelectorError, SelectorError, SelectorEvaluationError
@@ -16,7 +21,6 @@ from .values import CIDRValue, IPValue, QuantityValue, SemverValue, URLValue
 
 __all__ = [
     "DEFAULT_COST_LIMIT",
-    "DEFAULT_STEP_LIMIT",
     "MAX_EXPRESSION_LENGTH",
     "CELEnvironment",
     "CIDRValue",
@@ -33,5 +37,6 @@ __all__ = [
     "SliceKey",
     "URLValue",
     "build_device_view",
+    "check_selector",
     "split_qualified_name",
 ]

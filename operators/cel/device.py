@@ -7,16 +7,12 @@ and an unqualified one in the driver's domain. Indexing an unknown domain yields
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from celpy import celtypes
-
-from operators.api.quantity import Quantity
-
-from .library import cel_bool, cel_int
-from .values import DomainMap, QuantityValue, SemverError, parse_semver
+from .runtime import DomainMap
+from .values import QuantityError, QuantityValue, SemverError, parse_semver
 
 __all__ = ["DeviceLike", "DeviceView", "build_device_view", "split_qualified_name"]
 
@@ -47,7 +43,7 @@ class DeviceView:
 
     driver: str
     name: str
-    value: celtypes.MapType
+    value: dict[str, Any]
     error: str | None = None
 
 
@@ -59,51 +55,45 @@ def split_qualified_name(name: str, driver: str) -> tuple[str, str]:
     return domain, ident
 
 
-def _version(text: str) -> Any:
-    return parse_semver(text)
-
-
-def _string(text: str) -> celtypes.StringType:
-    # cel-python's constructor re-checks types on every call; views are built in bulk.
-    return str.__new__(celtypes.StringType, text)
-
-
 def _attribute_value(attribute: Any) -> Any:
-    """The one value an attribute holds, as a CEL value; ValueError when there is none."""
-    scalar: list[tuple[str, Callable[[Any], Any]]] = [
-        ("int_", cel_int),
-        ("bool_", cel_bool),
-        ("string", _string),
-        ("version", _version),
-    ]
-    for field, convert in scalar:
-        value = getattr(attribute, field, None)
-        if value is not None:
-            return convert(value)
-    lists: list[tuple[str, Callable[[Any], Any]]] = [
-        ("ints", cel_int),
-        ("bools", cel_bool),
-        ("strings", _string),
-        ("versions", _version),
-    ]
-    for field, convert in lists:
-        values = getattr(attribute, field, None)
-        if values is not None:
-            return celtypes.ListType([convert(v) for v in values])
-    raise ValueError("unsupported attribute value (none of int, bool, string, version is set)")
+    """The one value an attribute holds (lists first, as DRAListTypeAttributes reads them)."""
+    ints = getattr(attribute, "ints", None)
+    if ints is not None:
+        return [int(v) for v in ints]
+    bools = getattr(attribute, "bools", None)
+    if bools is not None:
+        return [bool(v) for v in bools]
+    strings = getattr(attribute, "strings", None)
+    if strings is not None:
+        return [str(v) for v in strings]
+    versions = getattr(attribute, "versions", None)
+    if versions is not None:
+        return [parse_semver(str(v)) for v in versions]
+    value = getattr(attribute, "int_", None)
+    if value is not None:
+        return int(value)
+    value = getattr(attribute, "bool_", None)
+    if value is not None:
+        return bool(value)
+    value = getattr(attribute, "string", None)
+    if value is not None:
+        return str(value)
+    value = getattr(attribute, "version", None)
+    if value is not None:
+        return parse_semver(str(value))
+    raise ValueError("unsupported attribute value")
 
 
 def _capacity_value(capacity: Any) -> QuantityValue:
     value = getattr(capacity, "value", capacity)
     if value is None:
-        raise ValueError("no value")
-    if not isinstance(value, Quantity):
-        value = Quantity(value)
-    return QuantityValue(value)
+        return QuantityValue(shared=True)
+    text = getattr(value, "text", None)
+    return QuantityValue.parse(str(text if text is not None else value), shared=True)
 
 
 def build_device_view(driver: str, device: DeviceLike) -> DeviceView:
-    """Convert a device once; evaluations share the result (it is never mutated)."""
+    """Convert a device once; evaluations share the result (restored if they change it)."""
     attributes = DomainMap()
     error: str | None = None
     for name, attribute in (device.attributes or {}).items():
@@ -113,30 +103,20 @@ def build_device_view(driver: str, device: DeviceLike) -> DeviceView:
         except (SemverError, ValueError) as exc:
             error = error or f"attribute {name}: {exc}"
             continue
-        inner: Any = dict.get(attributes, _string(domain))
-        if inner is None:
-            inner = celtypes.MapType()
-            dict.__setitem__(attributes, _string(domain), inner)
-        dict.__setitem__(inner, _string(ident), value)
+        attributes.setdefault(domain, {})[ident] = value
     capacity = DomainMap()
     for name, cap in (device.capacity or {}).items():
         domain, ident = split_qualified_name(name, driver)
         try:
             quantity = _capacity_value(cap)
-        except ValueError as exc:
+        except QuantityError as exc:
             error = error or f"capacity {name}: {exc}"
             continue
-        inner = dict.get(capacity, _string(domain))
-        if inner is None:
-            inner = celtypes.MapType()
-            dict.__setitem__(capacity, _string(domain), inner)
-        dict.__setitem__(inner, _string(ident), quantity)
-    value = celtypes.MapType(
-        {
-            _string("driver"): _string(driver),
-            _string("attributes"): attributes,
-            _string("capacity"): capacity,
-            _string("allowMultipleAllocations"): cel_bool(device.allow_multiple_allocations),
-        }
-    )
+        capacity.setdefault(domain, {})[ident] = quantity
+    value = {
+        "driver": driver,
+        "allowMultipleAllocations": bool(device.allow_multiple_allocations),
+        "attributes": attributes,
+        "capacity": capacity,
+    }
     return DeviceView(driver=driver, name=device.name or "", value=value, error=error)

@@ -8,11 +8,13 @@ global). The allocator builds its per-cycle state from it:
     env.matches(selector, SliceKey.of(resource_slice), device,
                 context="claim ns/a, request gpu, selector #0")          # SelectorEvaluationError
 
-Three caches, all bounded and all pure data: compiled selectors by expression text (LRU), device
+Three caches, all bounded and all pure data: compiled selectors by expression text, device
 views by (slice UID, slice generation, device name), and results by (slice entry, expression,
-device) in one LRU across all slices. Expressions are written by tenants, so a per-slice table
-of results would grow with every unique selector until the slice is republished; the shared
-LRU bounds that while a steady set of selectors keeps hitting. A new slice generation (or
+device) across all slices. Expressions are written by tenants, so a per-slice table of results
+would grow with every unique selector until the slice is republished; the shared table bounds
+that. It keeps two generations: a hit is a dict lookup (promoted from the older generation
+when found there), a full young generation replaces the old one, so memory stays within the
+bound and a steady set of selectors keeps hitting. A new slice generation (or
 ``forget_slice``) gets a new entry, so stale results are never found and age out.
 """
 
@@ -22,20 +24,10 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from celpy import celtypes
-from celpy.evaluation import CELEvalError
-
-from . import library
-from .compiler import (
-    DEFAULT_COST_LIMIT,
-    DEFAULT_STEP_LIMIT,
-    Program,
-    Scope,
-    StepBudgetExceededError,
-    compile_program,
-)
+from .compiler import DEFAULT_COST_LIMIT, Program, compile_program
 from .device import DeviceLike, DeviceView, build_device_view
 from .errors import InvalidSelectorError, SelectorEvaluationError, with_context
+from .runtime import CelError, CostLimitExceeded, NoSuchKey, type_name
 
 __all__ = ["CELEnvironment", "CacheStats", "CompiledSelector", "SliceKey"]
 
@@ -70,11 +62,10 @@ class SliceKey:
 class CompiledSelector:
     """A compiled, checked selector. Evaluate with :meth:`evaluate` or through the environment."""
 
-    __slots__ = ("_program", "_step_limit")
+    __slots__ = ("_program",)
 
-    def __init__(self, program: Program, step_limit: int) -> None:
+    def __init__(self, program: Program) -> None:
         self._program = program
-        self._step_limit = step_limit
 
     @property
     def expression(self) -> str:
@@ -82,7 +73,7 @@ class CompiledSelector:
 
     @property
     def estimated_cost(self) -> int:
-        """Worst-case cost in CEL steps, as estimated at compile time (<= the cost limit)."""
+        """Worst-case cost, as estimated at compile time (<= the cost limit)."""
         return self._program.estimated_cost
 
     def evaluate(self, device: DeviceView, *, context: str = "") -> bool:
@@ -94,29 +85,39 @@ class CompiledSelector:
             )
         return failure
 
+    def cost(self, device: DeviceView) -> int | None:
+        """The runtime cost of one evaluation (None when the device could not be converted)."""
+        if device.error is not None:
+            return None
+        try:
+            return self._program.run(device.value)[1]  # type: ignore[no-any-return]
+        except CostLimitExceeded as exc:
+            return int(exc.args[0]) if exc.args else None
+        except Exception:
+            return None
+
     def _run(self, device: DeviceView) -> bool | str:
         """The result, or the failure message (without context) for caching."""
         if device.error is not None:
             return self._failure(f"device {device.name}: {device.error}")
         try:
-            value = self._program.run(Scope({"device": device.value}, [self._step_limit]))
-        except StepBudgetExceededError:
+            value = self._program.run(device.value)[0]
+        except CostLimitExceeded:
             return self._failure(
-                f"evaluation exceeded the budget of {self._step_limit} macro iterations"
+                f"evaluation exceeded the cost limit of {self._program.cost_limit}"
+                " (actual cost limit exceeded)"
             )
+        except NoSuchKey as exc:
+            return self._failure(exc.message + _MISSING_KEY_HINT)
+        except CelError as exc:
+            return self._failure(exc.message)
         except RecursionError:
             return self._failure("evaluation nested too deeply")
         except Exception as exc:  # an internal failure must not crash the scheduler
             return self._failure(f"internal error: {type(exc).__name__}: {exc}")
-        if isinstance(value, (bool, celtypes.BoolType)):
-            return bool(value)
-        if isinstance(value, CELEvalError):
-            message = str(value.args[0]) if value.args else "evaluation error"
-            hint = _MISSING_KEY_HINT if len(value.args) > 1 and value.args[1] is KeyError else ""
-            return self._failure(message + hint)
-        return self._failure(
-            f"a selector must evaluate to bool, got {library.type_name(value)} {value!r}"
-        )
+        if value is True or value is False:
+            return value
+        return self._failure(f"a selector must evaluate to bool, got {type_name(value)}")
 
     def _failure(self, message: str) -> str:
         return f"selector {self._program.expression!r}: {message}"
@@ -140,13 +141,15 @@ class CacheStats:
 @dataclass(slots=True)
 class _SliceEntry:
     generation: int
-    token: int  # unique per entry: the results LRU keys by it, so a new entry starts empty
+    token: int  # unique per entry: the results key by it, so a new entry starts empty
     views: dict[str, DeviceView] = field(default_factory=dict)
 
 
 # Results kept across all slices: enough for every (selector, device) pair of a large cluster's
 # steady state (e.g. 10 selectors on 10,000 devices), a few tens of MB at most.
 DEFAULT_RESULT_CACHE_SIZE = 131_072
+
+ResultKey = tuple[int, str, str]
 
 
 class CELEnvironment:
@@ -160,19 +163,19 @@ class CELEnvironment:
         self,
         *,
         cost_limit: int = DEFAULT_COST_LIMIT,
-        step_limit: int = DEFAULT_STEP_LIMIT,
         compile_cache_size: int = 4096,
         slice_cache_size: int = 16384,
         result_cache_size: int = DEFAULT_RESULT_CACHE_SIZE,
     ) -> None:
         self.cost_limit = cost_limit
-        self.step_limit = step_limit
         self._compile_cache_size = compile_cache_size
         self._slice_cache_size = slice_cache_size
         self._compiled: OrderedDict[str, CompiledSelector | InvalidSelectorError] = OrderedDict()
         self._slices: OrderedDict[str, _SliceEntry] = OrderedDict()
-        self._result_cache_size = result_cache_size
-        self._results: OrderedDict[tuple[int, str, str], bool | str] = OrderedDict()
+        # Two generations of results, each at most half the bound.
+        self._generation_size = max(1, result_cache_size // 2)
+        self._results: dict[ResultKey, bool | str] = {}
+        self._older: dict[ResultKey, bool | str] = {}
         self._tokens = 0
         self.stats = CacheStats()
 
@@ -184,9 +187,7 @@ class CELEnvironment:
         if cached is None:
             self.stats.compiles += 1
             try:
-                cached = CompiledSelector(
-                    compile_program(expression, cost_limit=self.cost_limit), self.step_limit
-                )
+                cached = CompiledSelector(compile_program(expression, cost_limit=self.cost_limit))
             except InvalidSelectorError as exc:
                 cached = exc
             self._compiled[expression] = cached
@@ -235,25 +236,32 @@ class CELEnvironment:
             selector = self.compile(selector, context=context)
         entry = self._entry(slice_key)
         key = (entry.token, selector.expression, device.name or "")
-        results = self._results
-        outcome = results.get(key)
+        outcome = self._results.get(key)
         if outcome is None:
-            view = entry.views.get(device.name or "")
-            if view is None:
-                self.stats.views_built += 1
-                view = build_device_view(slice_key.driver, device)
-                entry.views[device.name or ""] = view
-            self.stats.evaluations += 1
-            outcome = selector._run(view)
-            results[key] = outcome
-            if len(results) > self._result_cache_size:
-                results.popitem(last=False)
+            outcome = self._older.get(key)
+            if outcome is None:
+                view = entry.views.get(device.name or "")
+                if view is None:
+                    self.stats.views_built += 1
+                    view = build_device_view(slice_key.driver, device)
+                    entry.views[device.name or ""] = view
+                self.stats.evaluations += 1
+                outcome = selector._run(view)
+            else:
+                self.stats.result_hits += 1
+            self._remember(key, outcome)
         else:
             self.stats.result_hits += 1
-            results.move_to_end(key)
         if outcome is True or outcome is False:
             return outcome
         raise SelectorEvaluationError(with_context(context, outcome), expression=key[1])
+
+    def _remember(self, key: ResultKey, outcome: bool | str) -> None:
+        results = self._results
+        results[key] = outcome
+        if len(results) >= self._generation_size:
+            self._older = results
+            self._results = {}
 
     def forget_slice(self, uid: str) -> None:
         """Drop what is cached for a deleted slice (a new generation replaces it by itself)."""
@@ -263,6 +271,7 @@ class CELEnvironment:
         self._compiled.clear()
         self._slices.clear()
         self._results.clear()
+        self._older.clear()
 
     def _entry(self, slice_key: SliceKey) -> _SliceEntry:
         entry = self._slices.get(slice_key.uid)

@@ -1,30 +1,29 @@
 """Python value types behind the Kubernetes CEL extension types (quantity, semver, IP, CIDR, URL).
 
-cel-python dispatches operators to Python dunder methods, so these classes define exactly the
-operators Kubernetes' CEL libraries define: equality for all of them, no ``<``/``>`` (Kubernetes
-has ``isLessThan``/``compareTo`` instead), which makes ``quantity("1") < quantity("2")`` a "no
-such overload" error just as in the API server.
+These classes define exactly the operations Kubernetes' CEL libraries define: equality for all
+of them, no ``<``/``>`` (Kubernetes has ``isLessThan``/``compareTo`` instead), so
+``quantity("1") < quantity("2")`` is refused as it is in the API server.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import math
 import re
-from collections.abc import Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import total_ordering
 from typing import Any
-from urllib.parse import SplitResult, urlsplit
 
-from celpy import celtypes
-
-from operators.api.quantity import Quantity, QuantityError
+from . import gourl
+from .gourl import GoURL
 
 __all__ = [
-    "EMPTY_MAP",
+    "MUTATIONS",
     "CIDRValue",
-    "DomainMap",
     "IPValue",
+    "QuantityError",
     "QuantityValue",
     "SemverError",
     "SemverValue",
@@ -33,27 +32,348 @@ __all__ = [
 ]
 
 
+class QuantityError(ValueError):
+    """A string that is not a Kubernetes quantity (resource.ParseQuantity's errors)."""
+
+
+# Changes made to quantities the device owns, while an evaluation runs: cel-go's quantity
+# functions mutate their receiver (Cmp converts it to its decimal form, Add/Sub of a decimal
+# quantity adds in place into the decimal its copies share). Within one evaluation that is
+# visible, as upstream; the evaluator restores the device's values afterwards.
+MUTATIONS: ContextVar[list[tuple[Any, tuple[Any, ...]]] | None] = ContextVar(
+    "cel_quantity_mutations", default=None
+)
+
+
+class _Dec:
+    """inf.Dec: ``unscaled * 10**-scale``, mutable and shared as Go's *inf.Dec is."""
+
+    __slots__ = ("scale", "shared", "unscaled")
+
+    def __init__(self, unscaled: int, scale: int, shared: bool = False) -> None:
+        self.unscaled = unscaled
+        self.scale = scale
+        self.shared = shared
+
+    def exact(self) -> Fraction:
+        if self.scale >= 0:
+            return Fraction(self.unscaled, 10**self.scale)
+        return Fraction(self.unscaled * 10 ** (-self.scale))
+
+    def add(self, x: _Dec, y: _Dec, sign: int = 1) -> None:
+        """``self = x + sign*y`` at the larger of their scales (inf.Dec.Add/Sub)."""
+        scale = max(x.scale, y.scale)
+        a = x.unscaled * 10 ** (scale - x.scale)
+        b = y.unscaled * 10 ** (scale - y.scale)
+        _log(self, (self.unscaled, self.scale))
+        self.unscaled, self.scale = a + sign * b, scale
+
+
+def _log(obj: Any, state: tuple[Any, ...]) -> None:
+    if getattr(obj, "shared", False):
+        log = MUTATIONS.get()
+        if log is not None:
+            log.append((obj, state))
+
+
+def restore(log: list[tuple[Any, tuple[Any, ...]]]) -> None:
+    """Undo mutations of the device's quantities, newest first."""
+    for obj, state in reversed(log):
+        if isinstance(obj, _Dec):
+            obj.unscaled, obj.scale = state
+        else:
+            obj.value, obj.scale, obj.dec = state
+    log.clear()
+
+
+_INT64_MIN = -(2**63)
+_INT64_MAX = 2**63 - 1
+_DECIMAL_SUFFIXES = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12}
+_DECIMAL_SUFFIXES |= {"P": 15, "E": 18}
+_BINARY_SUFFIXES = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+_MAX_INT64_FACTORS = 18
+_NANO = -9
+
+
+def _fits(value: int) -> bool:
+    return _INT64_MIN <= value <= _INT64_MAX
+
+
+def _scaled(base: int, scale: int) -> int | None:
+    """positiveScaleInt64: base * 10**scale, or None on int64 overflow."""
+    if scale == 0:
+        return base
+    if base == _INT64_MIN:
+        return None
+    value = base * 10**scale
+    return value if _fits(value) else None
+
+
+def _round_up(unscaled: int, scale: int, to: int) -> tuple[int, int]:
+    """inf.Dec.Round(x, to, RoundUp): away from zero when digits are dropped."""
+    if scale <= to:
+        return unscaled * 10 ** (to - scale), to
+    divisor = 10 ** (scale - to)
+    q, r = divmod(abs(unscaled), divisor)
+    if r:
+        q += 1
+    return (q if unscaled >= 0 else -q), to
+
+
+_POW10_TAB = [float(f"1e{i}") for i in range(32)]
+_POW10_POS = [float(f"1e{32 * i}") for i in range(10)]
+_POW10_NEG = [float(f"1e-{32 * i}") for i in range(11)]
+
+
+def _go_pow10(n: int) -> float:
+    """Go's math.Pow10, table for table (the product rounds as Go's does)."""
+    if 0 <= n <= 308:
+        return _POW10_POS[n // 32] * _POW10_TAB[n % 32]
+    if -323 <= n <= 0:
+        return _POW10_NEG[-n // 32] / _POW10_TAB[-n % 32]
+    return math.inf if n > 0 else 0.0
+
+
 class QuantityValue:
-    """A CEL ``kubernetes.Quantity``: an exact :class:`Quantity`, equal by value."""
+    """A CEL ``kubernetes.Quantity``: resource.Quantity's two forms, int64 (``value`` at a
+    decimal ``scale``) or decimal (``dec``), as Go computes with them.
 
-    __slots__ = ("quantity",)
+    ``pointer`` marks a result of add()/sub() (upstream returns a pointer there, and the
+    value type's Equal refuses it); ``shared`` one the device owns.
+    """
 
-    def __init__(self, quantity: Quantity) -> None:
-        self.quantity = quantity
+    __slots__ = ("dec", "pointer", "scale", "shared", "value")
 
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, QuantityValue):
-            return self.quantity == other.quantity
-        return False
+    def __init__(
+        self,
+        value: int = 0,
+        scale: int = 0,
+        dec: _Dec | None = None,
+        *,
+        pointer: bool = False,
+        shared: bool = False,
+    ) -> None:
+        self.value = value
+        self.scale = scale
+        self.dec = dec
+        self.pointer = pointer
+        self.shared = shared
 
-    def __ne__(self, other: object) -> bool:
-        return not self.__eq__(other)
+    @classmethod
+    def parse(cls, text: str, *, shared: bool = False) -> QuantityValue:
+        """resource.ParseQuantity."""
+        return _parse_quantity(text, shared)
 
-    def __hash__(self) -> int:
-        return hash(self.quantity)
+    def copy(self) -> QuantityValue:
+        """A new quantity of the same form, mutable on its own (as a fresh parse is)."""
+        dec = None if self.dec is None else _Dec(self.dec.unscaled, self.dec.scale)
+        return QuantityValue(self.value, self.scale, dec, pointer=self.pointer)
+
+    def exact(self) -> Fraction:
+        if self.dec is not None:
+            return self.dec.exact()
+        if self.scale >= 0:
+            return Fraction(self.value * 10**self.scale)
+        return Fraction(self.value, 10 ** (-self.scale))
+
+    def as_dec(self) -> _Dec:
+        """Quantity.AsDec: converts the receiver to its decimal form (a mutation)."""
+        if self.dec is None:
+            _log(self, (self.value, self.scale, self.dec))
+            self.dec = _Dec(self.value, -self.scale, self.shared)
+            self.value, self.scale = 0, 0
+        return self.dec
+
+    def copy_dec(self) -> _Dec:
+        """The decimal form of a copy (Go passes the argument by value)."""
+        if self.dec is not None:
+            return self.dec
+        return _Dec(self.value, -self.scale)
+
+    def cmp(self, other: QuantityValue) -> int:
+        """Quantity.Cmp (pointer receiver: converts itself when either side is decimal)."""
+        if self.dec is None and other.dec is None:
+            a, b = self.exact(), other.exact()
+            return (a > b) - (a < b)
+        mine, theirs = self.as_dec().exact(), other.copy_dec().exact()
+        return (mine > theirs) - (mine < theirs)
+
+    def equals(self, other: QuantityValue) -> bool:
+        """Quantity.Equal (value receiver: nothing is converted)."""
+        return self.exact() == other.exact()
+
+    def sign(self) -> int:
+        if self.dec is not None:
+            return (self.dec.unscaled > 0) - (self.dec.unscaled < 0)
+        return (self.value > 0) - (self.value < 0)
+
+    def as_int64(self) -> int | None:
+        if self.dec is not None or self.scale < 0:
+            return None
+        return _scaled(self.value, self.scale)
+
+    def approximate_float(self) -> float:
+        if self.dec is not None:
+            base, exponent = float(self.dec.unscaled), -self.dec.scale
+        else:
+            base, exponent = float(self.value), self.scale
+        if exponent == 0:
+            return base
+        return base * _go_pow10(exponent)
+
+    def plus(self, other: QuantityValue, sign: int = 1) -> QuantityValue:
+        """``copy := *q; copy.Add(y)`` (or Sub): the copy shares q's decimal, if any."""
+        result = QuantityValue(self.value, self.scale, self.dec, pointer=True)
+        if result.dec is None and other.dec is None:
+            total = _add_int64(result.value, result.scale, sign * other.value, other.scale)
+            if total is not None:
+                result.value, result.scale = total
+                return result
+        if result.dec is None:
+            result.dec = _Dec(result.value, -result.scale)
+            result.value, result.scale = 0, 0
+        result.dec.add(result.dec, other.copy_dec(), sign)
+        return result
 
     def __repr__(self) -> str:
-        return f"quantity({self.quantity.canonical()!r})"
+        return f"quantity({float(self.exact())!r})"
+
+
+def _add_int64(a: int, a_scale: int, b: int, b_scale: int) -> tuple[int, int] | None:
+    """int64Amount.Add: exact in int64 at the smaller scale, or None."""
+    if b == 0:
+        return a, a_scale
+    if a == 0:
+        return b, b_scale
+    if a_scale == b_scale:
+        c = a + b
+        return (c, a_scale) if _fits(c) else None
+    if a_scale > b_scale:
+        scaled = _scaled(a, a_scale - b_scale)
+        if scaled is None or not _fits(scaled + b):
+            return None
+        return scaled + b, b_scale
+    scaled = _scaled(b, b_scale - a_scale)
+    if scaled is None or not _fits(a + scaled):
+        return None
+    return a + scaled, a_scale
+
+
+_SUFFIX_CHARS = frozenset("eEinumkKMGTP")
+_DIGITS = frozenset("0123456789")
+
+
+def _split_quantity(text: str) -> tuple[bool, str, str, str, str]:
+    """resource.parseQuantityString: (positive, number text, num, denom, suffix)."""
+    positive, pos, end = True, 0, len(text)
+    if text[0] == "-":
+        positive, pos = False, 1
+    elif text[0] == "+":
+        pos = 1
+    while pos < end and text[pos] == "0":
+        pos += 1
+    if pos >= end:
+        return positive, "0", "0", "", ""
+    i = pos
+    while i < end and text[i] in _DIGITS:
+        i += 1
+    num = text[pos:i] or "0"
+    if i >= end:
+        return positive, text, num, "", ""
+    pos = i
+    denom = ""
+    if text[pos] == ".":
+        pos += 1
+        i = pos
+        while i < end and text[i] in _DIGITS:
+            i += 1
+        denom = text[pos:i]
+        if i >= end:
+            return positive, text, num, denom, ""
+        pos = i
+    value = text[:pos]
+    suffix_start = pos
+    i = pos
+    while i < end and text[i] in _SUFFIX_CHARS:
+        i += 1
+    if i >= end:
+        return positive, value, num, denom, text[suffix_start:]
+    pos = i
+    if text[pos] in "+-":
+        pos += 1
+    i = pos
+    while i < end and text[i] in _DIGITS:
+        i += 1
+    if i >= end:
+        return positive, value, num, denom, text[suffix_start:]
+    raise QuantityError(f"quantity {text!r}: quantities must match the regular expression")
+
+
+def _interpret_suffix(suffix: str) -> tuple[int, int, str] | None:
+    """(base, exponent, format) of a suffix, as resource's suffixer reads it."""
+    if suffix in _DECIMAL_SUFFIXES:
+        return 10, _DECIMAL_SUFFIXES[suffix], "DecimalSI"
+    if suffix in _BINARY_SUFFIXES:
+        return 2, _BINARY_SUFFIXES[suffix], "BinarySI"
+    if len(suffix) > 1 and suffix[0] in "eE" and re.fullmatch(r"[+-]?[0-9]+", suffix[1:]):
+        parsed = int(suffix[1:], 10)
+        if not _fits(parsed):
+            return None
+        return 10, (parsed + 2**31) % 2**32 - 2**31, "DecimalExponent"  # Go's int32(parsed)
+    return None
+
+
+def _parse_quantity(text: str, shared: bool) -> QuantityValue:
+    if not text:
+        raise QuantityError("quantities must match the regular expression")
+    if text == "0":
+        return QuantityValue(shared=shared)
+    positive, value_text, num, denom, suffix = _split_quantity(text)
+    interpreted = _interpret_suffix(suffix)
+    if interpreted is None:
+        raise QuantityError(f"quantity {text!r}: unable to parse quantity's suffix")
+    base, exponent, fmt = interpreted
+    scale, mantissa = 0, 1
+    if fmt == "BinarySI":
+        if exponent >= 0 and not denom:
+            mantissa = 1 << exponent
+            precision = 15 - len(num) - int(exponent * 3 / 10) - 1
+        else:
+            precision = -1
+    else:
+        scale = exponent
+        precision = _MAX_INT64_FACTORS - (len(num) + len(denom))
+    if precision >= 0:
+        scale -= len(denom)
+        if scale >= _NANO:
+            value = int(num + denom, 10)
+            result = value * mantissa
+            if _fits(result) and not (mantissa not in (0, 1) and value == _INT64_MIN):
+                return QuantityValue(result if positive else -result, scale, shared=shared)
+    sign, number = "", value_text
+    if number[:1] in "+-":
+        sign, number = number[0], number[1:]
+    whole, _, fraction = number.partition(".")
+    if not (whole + fraction) or not set(whole + fraction) <= _DIGITS:
+        raise QuantityError(f"quantity {text!r}: unable to parse quantity's numeric value")
+    unscaled = int(whole + fraction, 10)
+    dec_scale = len(fraction)
+    if base == 10:
+        dec_scale -= exponent
+    else:
+        unscaled <<= exponent
+    if unscaled != 0 or not _fits(unscaled):
+        unscaled, dec_scale = _round_up(unscaled, dec_scale, 9)
+    if fmt == "BinarySI" and Fraction(unscaled) / Fraction(10) ** dec_scale > _INT64_MAX:
+        unscaled, dec_scale = _INT64_MAX, 0
+    if sign == "-":
+        unscaled = -unscaled
+    return QuantityValue(dec=_Dec(unscaled, dec_scale, shared), shared=shared)
+
+
+def quantity_value(text: str) -> QuantityValue:
+    """Parse a Kubernetes quantity into its CEL value (raises QuantityError)."""
+    return QuantityValue.parse(text)
 
 
 class SemverError(ValueError):
@@ -241,11 +561,11 @@ class CIDRValue:
 
 
 class URLValue:
-    """A CEL ``kubernetes.URL`` (Kubernetes library/urls.go, Go's url.ParseRequestURI)."""
+    """A CEL ``kubernetes.URL`` (Kubernetes library/urls.go): the text and Go's reading of it."""
 
     __slots__ = ("parts", "text")
 
-    def __init__(self, text: str, parts: SplitResult) -> None:
+    def __init__(self, text: str, parts: GoURL) -> None:
         self.text = text
         self.parts = parts
 
@@ -263,45 +583,12 @@ class URLValue:
 
 
 def parse_url(text: str) -> URLValue:
-    """Accept what Go's url.ParseRequestURI accepts, approximately: absolute URLs or paths."""
-    if not text or any(c in text for c in " \t\r\n\x7f") or "#" in text:
-        raise ValueError(f"URL parse error during conversion from string: {text!r}")
+    """As Kubernetes' url(): Go's ParseRequestURI must accept it, Parse reads it."""
     try:
-        parts = urlsplit(text)
-        _ = parts.port
-    except ValueError as exc:
+        gourl.parse_request_uri(text)
+        return URLValue(text, gourl.parse(text))
+    except gourl.URLError as exc:
         raise ValueError(f"URL parse error during conversion from string: {exc}") from None
-    if not parts.scheme and not text.startswith("/"):
-        raise ValueError(f"URL parse error during conversion from string: {text!r}")
-    return URLValue(text, parts)
-
-
-class DomainMap(celtypes.MapType):
-    """``device.attributes`` / ``device.capacity``: an unknown domain reads as an empty map.
-
-    This is what Kubernetes' ``newStringInterfaceMapWithDefault`` does: indexing gives the
-    default, while ``"x" in device.attributes`` still tests real membership.
-    """
-
-    def __getitem__(self, key: Any) -> Any:
-        if isinstance(key, str) and not dict.__contains__(self, key):
-            return EMPTY_MAP
-        return super().__getitem__(key)
-
-    def get(self, key: Any, default: Any = None) -> Any:
-        if isinstance(key, str) and not dict.__contains__(self, key):
-            return EMPTY_MAP
-        return super().get(key, default)
-
-
-class _FrozenMap(celtypes.MapType):
-    """The shared empty map handed out for unknown domains; it must never be mutated."""
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        raise TypeError("immutable map")
-
-
-EMPTY_MAP: Mapping[Any, Any] = _FrozenMap()
 
 
 def parse_ip(text: str) -> IPValue:
@@ -318,10 +605,13 @@ def parse_ip(text: str) -> IPValue:
 
 
 def parse_cidr(text: str) -> CIDRValue:
-    """As Kubernetes' cidr(): an address, "/", a prefix length."""
+    """As Kubernetes' cidr() (Go's netip.ParsePrefix): an address, "/", a decimal prefix
+    length without leading zeros."""
     if "/" not in text:
         raise ValueError(f"network address parse error during conversion from string: {text!r}")
-    address, _, _ = text.partition("/")
+    address, _, bits = text.rpartition("/")
+    if not bits.isascii() or not bits.isdigit() or (len(bits) > 1 and bits[0] == "0"):
+        raise ValueError(f"network address parse error during conversion from string: {text!r}")
     parse_ip(address)
     try:
         interface = ipaddress.ip_interface(text)
@@ -330,11 +620,3 @@ def parse_cidr(text: str) -> CIDRValue:
             f"network address parse error during conversion from string: {text!r}"
         ) from None
     return CIDRValue(interface)
-
-
-def quantity_value(text: str) -> QuantityValue:
-    """Parse a Kubernetes quantity into its CEL value (raises ValueError subclasses)."""
-    try:
-        return QuantityValue(Quantity(text))
-    except QuantityError as exc:
-        raise QuantityError(f"quantity parse error: {exc}") from None

@@ -3,10 +3,10 @@
 An answer computed from input the API server would refuse is worse than no answer: it looks
 authoritative. So every object is checked for its kind and apiVersion, unknown fields (as
 ``kubectl --validate=strict``, for the kinds whose every field we model), the API's own
-validation (names, one-of rules, limits), and every CEL selector is compiled, also those of
-alternatives the search would never reach. Every problem names the file, the document, the
-object and the field; ``--no-validate`` keeps only what parsing needs (deliberately partial
-snapshots).
+validation (names, one-of rules, limits), and every CEL selector is type-checked and its cost
+estimated as the API server does (``check_selector``), also those of alternatives the search
+would never reach. Every problem names the file, the document, the object and the field;
+``--no-validate`` keeps only what parsing needs (deliberately partial snapshots).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from operators.api.resource import (
     ResourceSlice,
 )
 from operators.api.strict import unknown_fields
-from operators.cel import CELEnvironment, SelectorError
+from operators.cel import check_selector
 from operators.simulate.snapshot import KINDS, OUR_GROUPS, Document, Snapshot
 
 Validator = Callable[[Any], list[validation.FieldViolation]]
@@ -45,7 +45,6 @@ def build(documents: Iterable[Document], *, strict: bool = True) -> tuple[Snapsh
     """The snapshot of every known object, and the problems found (empty: valid)."""
     snapshot = Snapshot()
     problems: list[str] = []
-    cel = CELEnvironment()
     for doc in documents:
         kind = KINDS.get(doc.kind)
         if kind is None:
@@ -53,7 +52,7 @@ def build(documents: Iterable[Document], *, strict: bool = True) -> tuple[Snapsh
             if problem is not None:
                 problems.append(f"{doc.source}: {doc.describe()}: {problem}")
             continue
-        found = list(_problems(doc, cel, strict))
+        found = list(_problems(doc, strict))
         problems += [f"{doc.source}: {doc.describe()}: {p}" for p in found]
         if not found:
             snapshot.add(doc.kind, doc.body)
@@ -75,7 +74,7 @@ def _unknown_kind(doc: Document) -> str | None:
     return None
 
 
-def _problems(doc: Document, cel: CELEnvironment, strict: bool) -> Iterator[str]:
+def _problems(doc: Document, strict: bool) -> Iterator[str]:
     kind = KINDS[doc.kind]
     body = doc.body
     api_version = body.get("apiVersion")
@@ -101,10 +100,9 @@ def _problems(doc: Document, cel: CELEnvironment, strict: bool) -> Iterator[str]
         for violation in check(obj):
             yield f"field {violation.path}: {violation.message}"
     for path, expression in _selectors(obj):
-        try:
-            cel.compile(expression)
-        except SelectorError as e:
-            yield f"field {path}: Invalid value: compilation failed: {e}"
+        refused = check_selector(expression)
+        if refused is not None:
+            yield f"field {path}: Invalid value: compilation failed: {refused}"
     if isinstance(obj, Pod):
         yield from _pod_problems(obj)
 

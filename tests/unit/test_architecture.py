@@ -21,7 +21,7 @@ PURE_MODULES = (
 # clock through it is what is forbidden.
 CLOCK_READS = frozenset({"now", "utcnow", "today"})
 # Modules (and their submodules) that do I/O, read clocks or draw random numbers.
-# threading (a lock around cel-python's shared parser) and urllib.parse (CEL's url()) are pure.
+# threading and urllib.parse (CEL's url()) are pure.
 FORBIDDEN_STDLIB = (
     "asyncio",
     "http",

@@ -295,6 +295,49 @@ spec:
             "Invalid value: compilation failed",
             id="cel-in-an-alternative-never-reached",
         ),
+        *(
+            pytest.param(
+                CLAIM_WITH.format(
+                    api_version="resource.k8s.io/v1",
+                    kind="ResourceClaim",
+                    request="exactly:\n"
+                    "        deviceClassName: gpu\n"
+                    f"        selectors: [{{cel: {{expression: {json.dumps(expression)}}}}}]",
+                ),
+                "field spec.devices.requests[0].exactly.selectors[0].cel.expression: "
+                f"Invalid value: compilation failed: {problem}",
+                id=f"type-check-{name}",
+            )
+            for name, expression, problem in [
+                (
+                    "undefined-field",
+                    'device.nope == "x"',
+                    "line 1, column 7: undefined field 'nope'",
+                ),
+                (
+                    "no-overload",
+                    "device.driver > 1",
+                    "line 1, column 15: found no matching overload for '_>_' applied to "
+                    "'(string, int)'",
+                ),
+                (
+                    "ternary-branches",
+                    'device.driver == "" ? true : "one"',
+                    "line 1, column 21: found no matching overload for '_?_:_' applied to "
+                    "'(bool, bool, string)'",
+                ),
+                (
+                    "estimated-cost",
+                    "["
+                    + ",".join(map(str, range(500)))
+                    + "].all(x, ["
+                    + ",".join(map(str, range(500)))
+                    + "].all(y, x != y + 1000))",
+                    # The API server's estimate for it (hack/cel-oracle): 1757011.
+                    "estimated cost 1757011 exceeds the limit of 1000000",
+                ),
+            ]
+        ),
         pytest.param(
             "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {name: s}\n"
             "spec: {driver: gpu.example.com, nodeName: node-2, pool: {name: p, generation: 1, "

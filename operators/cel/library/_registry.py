@@ -1,248 +1,260 @@
-"""The registry: declaring a library function puts it in the tables, wrapped once.
+"""The registry: every CEL function of the DRA environment, declared once with its overloads.
 
-It plays the part of cel-go's function declarations: one ``@function``/``@method`` per
-implementation fills the tables the compiler checks names against and the transpiler binds.
-Errors are *returned* as ``CELEvalError`` values (as cel-go returns error values), so that
-``||``, ``&&`` and ``?:`` can absorb them with CEL's commutative error semantics, and so the
-message survives. Tables are filled once, at import; a call at evaluation time is the wrapper
-and the body, nothing more.
+It plays the part of cel-go's function declarations. ``@function`` declares global overloads,
+``@method`` receiver-style ones; each names cel-go's overload id and a typed signature:
+
+    @method("compareTo", "quantity_compare_to kubernetes.Quantity.(kubernetes.Quantity) -> int")
+
+The checker resolves calls against these signatures (type parameters are single capitals);
+the planner calls the implementation. An implementation takes CEL values (never errors, unless
+declared ``non_strict``) and returns one, raising ``CelError`` on failure. Declared with
+``singleton=True`` it serves every overload of its function and checks types itself (cel-go's
+trait-based operators); otherwise it serves the overloads it is declared with, and the planner
+guards it with the declared types when the checker could not prove them.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any
 
-from celpy import celtypes
-from celpy.evaluation import CELEvalError
+from .. import types as t
+from ..runtime import CelMap, Duration, Optional, Timestamp, TypeValue, type_name
 
-from ._base import RESULT_TYPES, Failure, cel_bool, cel_int, no_overload, type_names
-
-Function = Callable[..., Any]
-
-# --- turning raised failures into CEL error values --------------------------------------------
-
-_CAUGHT = (Failure, TypeError, AttributeError, ValueError, ArithmeticError, IndexError, KeyError)
-
-
-def _error_value(fn: str, args: tuple[Any, ...], exc: Exception) -> CELEvalError:
-    if isinstance(exc, Failure):
-        return CELEvalError(str(exc), Failure, exc.args)
-    if isinstance(exc, (TypeError, AttributeError)):
-        return CELEvalError(f"no such overload: {fn}({type_names(args)})", TypeError, (str(exc),))
-    return CELEvalError(f"{fn}: {exc}", type(exc), exc.args)
-
-
-def cel_function(fn: Function) -> Function:
-    """Propagate error arguments and turn failures into CEL error values with their message."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any) -> Any:
-        for arg in args:
-            if isinstance(arg, CELEvalError):
-                return arg
-        try:
-            return fn(*args)
-        except _CAUGHT as exc:
-            return _error_value(fn.__name__, args, exc)
-
-    return wrapper
-
-
-def _overloaded(name: str, overloads: list[tuple[type | None, Function]]) -> Function:
-    """One method over several receiver types (``compareTo`` of quantities and of versions).
-
-    The wrapper picks the body by receiver with at most two ``isinstance`` checks, as the single
-    body that handled both types did, so the call costs no more; two types is all the
-    Kubernetes libraries overload a method for, and a third fails at import.
-    """
-    typed = [(kind, body) for kind, body in overloads if kind is not None]
-    if len(typed) > 2:
-        raise ValueError(f"method {name!r}: more than two receiver types")
-    first_kind, first = typed[0]
-    second_kind, second = typed[-1]
-    default = next((body for kind, body in overloads if kind is None), None)
-
-    def no_receiver_type(*args: Any) -> Any:
-        raise no_overload(args[0], name, *args[1:])
-
-    fallback = no_receiver_type if default is None else default
-
-    def dispatch(*args: Any) -> Any:
-        for arg in args:
-            if isinstance(arg, CELEvalError):
-                return arg
-        receiver = args[0]
-        fn = (
-            first
-            if isinstance(receiver, first_kind)
-            else second
-            if isinstance(receiver, second_kind)
-            else fallback
-        )
-        try:
-            return fn(*args)
-        except _CAUGHT as exc:
-            return _error_value(fn.__name__, args, exc)
-
-    dispatch.__name__ = dispatch.__qualname__ = name
-    return dispatch
-
-
-# --- the registry -------------------------------------------------------------------------------
+Implementation = Callable[..., Any]
 
 
 @dataclass(frozen=True, slots=True)
-class Declaration:
-    """One ``@function`` or ``@method``: what the compiler checks and the transpiler binds."""
+class Overload:
+    """One signature of a function, as cel-go's OverloadDecl."""
 
-    kind: Literal["function", "method"]
-    name: str  # as written in CEL; namespaced functions include the namespace
-    arity: frozenset[int]  # argument counts, the receiver of a method not counted
-    returns: frozenset[str]  # CEL result types, for the compile-time "not a bool" check
-    receiver: type | None  # methods overloaded by receiver type; None: any receiver
-    implementation: Function  # the plain body
+    id: str
+    member: bool
+    params: tuple[t.Type, ...]  # the receiver first, for a member overload
+    result: t.Type
+    impl: Implementation | None  # None: the function's singleton serves it
+
+    @property
+    def type_params(self) -> frozenset[str]:
+        names: set[str] = set()
+        for p in (*self.params, self.result):
+            _collect_params(p, names)
+        return frozenset(names)
+
+
+def _collect_params(typ: t.Type, out: set[str]) -> None:
+    if typ.kind == t.Kind.PARAM:
+        out.add(typ.name)
+    for p in typ.params:
+        _collect_params(p, out)
+
+
+@dataclass(slots=True)
+class Function:
+    """A function name with its overloads in declaration order (cel-go dispatches in it)."""
+
+    name: str
+    overloads: list[Overload] = field(default_factory=list)
+    singleton: Implementation | None = None
+    non_strict: bool = False
+
+    def overload(self, overload_id: str) -> Overload:
+        for o in self.overloads:
+            if o.id == overload_id:
+                return o
+        raise KeyError(overload_id)
 
 
 class Registry:
-    """The tables of one CEL environment, filled by its ``function`` and ``method`` decorators.
-
-    Names live in two spaces, as in CEL: ``name(args)`` and ``receiver.name(args)``; one body
-    may be declared in both (``matches``, ``size``). A method declared for several receiver
-    types becomes one dispatching callable; its arities are the union of the overloads'.
-    """
+    """The function table of one CEL environment, filled by its decorators at import."""
 
     def __init__(self) -> None:
-        self.declarations: list[Declaration] = []
         self.functions: dict[str, Function] = {}
-        self.methods: dict[str, Function] = {}
-        self.arity: dict[str, frozenset[int]] = {}
-        self.method_arity: dict[str, frozenset[int]] = {}
-        # Names (global or method) every declaration of which certainly returns no bool.
-        self.non_bool: set[str] = set()
-        # Constructors whose call with one literal string the transpiler evaluates once.
-        self.foldable: set[str] = set()
-        self._results: dict[str, frozenset[str]] = {}
-        self._overloads: dict[str, list[tuple[type | None, Function]]] = {}
-        self._wrappers: dict[Function, Function] = {}  # body -> its wrapper
-        self._bodies: dict[Function, Function] = {}  # wrapper -> its body
 
     def function(
-        self,
-        name: str,
-        *,
-        arity: tuple[int, ...],
-        returns: str | tuple[str, ...],
-        fold: bool = False,
-        wrap: bool = True,
-    ) -> Callable[[Function], Function]:
-        """Declare ``name(args)``; ``fold``: a constructor worth evaluating at compile time;
-        ``wrap=False``: the body takes error values itself and never raises."""
-
-        def register(fn: Function) -> Function:
-            if name in self.functions:
-                raise ValueError(f"function {name!r} is declared twice")
-            body, entry = self._callable(fn, wrap)
-            declaration = self._declare("function", name, arity, returns, None, body)
-            self.functions[name] = entry
-            self.arity[name] = declaration.arity
-            if fold:
-                self.foldable.add(name)
-            return entry
-
-        return register
+        self, name: str, *signatures: str, singleton: bool = False, non_strict: bool = False
+    ) -> Callable[[Implementation], Implementation]:
+        """Declare global overloads ``"<overload id> (<params>) -> <result>"`` of ``name``."""
+        return self._declare(name, signatures, False, singleton, non_strict)
 
     def method(
-        self,
-        name: str,
-        *,
-        arity: tuple[int, ...],
-        returns: str | tuple[str, ...],
-        receiver: type | None = None,
-        wrap: bool = True,
-    ) -> Callable[[Function], Function]:
-        """Declare ``receiver.name(args)``; ``receiver``: the type this overload is for, when
-        other libraries declare the same method for other types."""
+        self, name: str, *signatures: str, singleton: bool = False
+    ) -> Callable[[Implementation], Implementation]:
+        """Declare receiver overloads ``"<overload id> <receiver>.(<params>) -> <result>"``."""
+        return self._declare(name, signatures, True, singleton, False)
 
-        def register(fn: Function) -> Function:
-            overloads = self._overloads.get(name, [])
-            if any(kind is receiver for kind, _ in overloads):
-                raise ValueError(f"method {name!r} is declared twice for {receiver}")
-            if not wrap and (receiver is not None or overloads):
-                raise ValueError(f"method {name!r}: overloads must be wrapped")
-            body, entry = self._callable(fn, wrap)
-            declaration = self._declare("method", name, arity, returns, receiver, body)
-            self._overloads[name] = overloads = [*overloads, (receiver, body)]
-            if receiver is None and len(overloads) == 1:
-                self.methods[name] = entry
-            else:
-                self.methods[name] = _overloaded(name, overloads)
-            self.method_arity[name] = self.method_arity.get(name, frozenset()) | declaration.arity
-            return entry
-
-        return register
-
-    def _callable(self, fn: Function, wrap: bool) -> tuple[Function, Function]:
-        """(body, what the tables hold); a body declared twice keeps one wrapper."""
-        body = self._bodies.get(fn, fn)
-        if not wrap:
-            return body, body
-        wrapper = self._wrappers.get(body)
-        if wrapper is None:
-            wrapper = self._wrappers[body] = cel_function(body)
-            self._bodies[wrapper] = body
-        return body, wrapper
+    def declare(self, name: str, *signatures: str) -> None:
+        """Overloads the checker knows and nothing can call (receivers never built here)."""
+        for signature in signatures:
+            overload_id, member, params, result = parse_signature(signature)
+            self._add(name, Overload(overload_id, member, params, result, _unreachable(name)))
 
     def _declare(
         self,
-        kind: Literal["function", "method"],
         name: str,
-        arity: tuple[int, ...],
-        returns: str | tuple[str, ...],
-        receiver: type | None,
-        body: Function,
-    ) -> Declaration:
-        results = frozenset((returns,) if isinstance(returns, str) else returns)
-        if not results or not results <= RESULT_TYPES:
-            raise ValueError(f"{name!r}: unknown result type in {sorted(results)}")
-        counts = frozenset(arity)
-        if not counts:
-            raise ValueError(f"{name!r}: no argument count")
-        declaration = Declaration(kind, name, counts, results, receiver, body)
-        self.declarations.append(declaration)
-        self._results[name] = self._results.get(name, frozenset()) | results
-        if self._results[name] & {"bool", "dyn"}:
-            self.non_bool.discard(name)
+        signatures: tuple[str, ...],
+        member: bool,
+        singleton: bool,
+        non_strict: bool,
+    ) -> Callable[[Implementation], Implementation]:
+        parsed = [parse_signature(s) for s in signatures]
+        for overload_id, is_member, _, _ in parsed:
+            if is_member != member:
+                kind = "a receiver" if member else "no receiver"
+                raise ValueError(f"{name}: overload {overload_id} must have {kind}")
+
+        def register(impl: Implementation) -> Implementation:
+            fn = self.functions.get(name)
+            if singleton and fn is not None and fn.singleton not in (None, impl):
+                raise ValueError(f"{name}: two singleton implementations")
+            for overload_id, is_member, params, result in parsed:
+                self._add(
+                    name,
+                    Overload(overload_id, is_member, params, result, None if singleton else impl),
+                )
+            fn = self.functions[name]
+            if singleton:
+                fn.singleton = impl
+            fn.non_strict = fn.non_strict or non_strict
+            return impl
+
+        return register
+
+    def _add(self, name: str, overload: Overload) -> None:
+        fn = self.functions.setdefault(name, Function(name))
+        if any(o.id == overload.id for o in fn.overloads):
+            raise ValueError(f"{name}: overload {overload.id} declared twice")
+        fn.overloads.append(overload)
+
+
+def _unreachable(name: str) -> Implementation:
+    def impl(*args: Any) -> Any:
+        from ..runtime import no_overload
+
+        raise no_overload(name, *args)
+
+    return impl
+
+
+# --- signatures ----------------------------------------------------------------------------------
+
+_NAMED: dict[str, t.Type] = {
+    "bool": t.BOOL,
+    "bytes": t.BYTES,
+    "double": t.DOUBLE,
+    "duration": t.DURATION,
+    "dyn": t.DYN,
+    "int": t.INT,
+    "null_type": t.NULL,
+    "string": t.STRING,
+    "timestamp": t.TIMESTAMP,
+    "uint": t.UINT,
+    "type": t.TYPE,
+    "net.IP": t.IP,
+    "net.CIDR": t.CIDR,
+}
+
+
+def parse_type(text: str) -> t.Type:
+    text = text.strip()
+    if len(text) == 1 and text.isupper():
+        return t.param(text)
+    head, paren, rest = text.partition("(")
+    if paren:
+        args = [parse_type(a) for a in _split(rest[:-1])]
+        if head == "list":
+            return t.list_of(args[0])
+        if head == "map":
+            return t.map_of(args[0], args[1])
+        if head == "optional":
+            return t.optional_of(args[0])
+        if head == "type":
+            return t.type_of(args[0])
+        raise ValueError(f"unknown parameterized type {text!r}")
+    named = _NAMED.get(text)
+    if named is not None:
+        return named
+    if text.startswith("kubernetes."):
+        return t.struct(text)
+    raise ValueError(f"unknown type {text!r}")
+
+
+def _split(text: str) -> list[str]:
+    parts: list[str] = []
+    depth = 0
+    current = ""
+    for c in text:
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        if c == "," and depth == 0:
+            parts.append(current)
+            current = ""
         else:
-            self.non_bool.add(name)
-        return declaration
+            current += c
+    if current.strip():
+        parts.append(current)
+    return parts
+
+
+def parse_signature(text: str) -> tuple[str, bool, tuple[t.Type, ...], t.Type]:
+    """``"id recv.(a, b) -> r"`` or ``"id (a, b) -> r"``: (id, member, params, result)."""
+    overload_id, _, rest = text.strip().partition(" ")
+    left, arrow, result = rest.partition("->")
+    if not arrow:
+        raise ValueError(f"signature without a result: {text!r}")
+    left = left.strip()
+    cut = left.find(".(")
+    member = cut >= 0
+    receiver: list[t.Type] = [parse_type(left[:cut])] if member else []
+    args_text = left[cut + 1 :] if member else left
+    if not (args_text.startswith("(") and args_text.endswith(")")):
+        raise ValueError(f"bad signature {text!r}")
+    params = tuple(receiver + [parse_type(a) for a in _split(args_text[1:-1])])
+    return overload_id, member, params, parse_type(result)
+
+
+# --- runtime type guards -------------------------------------------------------------------------
+
+
+def runtime_matches(declared: t.Type, value: Any) -> bool:
+    """cel-go's IsAssignableRuntimeType: the type names agree (lists and maps: their first
+    element too); dyn and type parameters take anything."""
+    kind = declared.kind
+    if kind in (t.Kind.DYN, t.Kind.ANY, t.Kind.PARAM):
+        return True
+    if kind == t.Kind.LIST:
+        if not isinstance(value, list):
+            return False
+        return not value or runtime_matches(declared.params[0], value[0])
+    if kind == t.Kind.MAP:
+        if not isinstance(value, dict):
+            return False
+        if not value:
+            return True
+        from ..runtime import from_key
+
+        key = next(iter(value))
+        item = value[key]
+        if type(value) is CelMap:
+            key = from_key(key)
+        return runtime_matches(declared.params[0], key) and runtime_matches(
+            declared.params[1], item
+        )
+    if kind == t.Kind.TYPE:
+        return type(value) is TypeValue
+    if kind == t.Kind.DURATION:
+        return type(value) is Duration
+    if kind == t.Kind.TIMESTAMP:
+        return type(value) is Timestamp
+    if kind == t.Kind.OPAQUE and declared.name == "optional_type":
+        return type(value) is Optional
+    return type_name(value) == declared.name
 
 
 REGISTRY = Registry()
 function = REGISTRY.function
 method = REGISTRY.method
-
-
-def declare_ordering(receiver: type, compare: Callable[[Any, Any], int]) -> None:
-    """``compareTo``, ``isGreaterThan`` and ``isLessThan`` for values of one type: Kubernetes'
-    quantity and semver libraries declare the same three methods, each for its own type."""
-
-    @method("compareTo", arity=(1,), returns="int", receiver=receiver)
-    def compare_to(value: Any, other: Any) -> celtypes.IntType:
-        if not isinstance(other, receiver):
-            raise no_overload(value, "compareTo", other)
-        return cel_int(compare(value, other))
-
-    @method("isGreaterThan", arity=(1,), returns="bool", receiver=receiver)
-    def is_greater_than(value: Any, other: Any) -> celtypes.BoolType:
-        if not isinstance(other, receiver):
-            raise no_overload(value, "isGreaterThan", other)
-        return cel_bool(compare(value, other) > 0)
-
-    @method("isLessThan", arity=(1,), returns="bool", receiver=receiver)
-    def is_less_than(value: Any, other: Any) -> celtypes.BoolType:
-        if not isinstance(other, receiver):
-            raise no_overload(value, "isLessThan", other)
-        return cel_bool(compare(value, other) < 0)
+declare = REGISTRY.declare

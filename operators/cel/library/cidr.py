@@ -8,65 +8,85 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from celpy import celtypes
-
+from ..runtime import CelError, no_overload
 from ..values import CIDRValue, IPValue, parse_cidr, parse_ip
-from ._base import cel_bool, cel_int, fail, type_name, want_string
 from ._registry import function, method
-from .ip import address
 
 
-@function("cidr", arity=(1,), returns="net.CIDR", fold=True)
+@function("cidr", "string_to_cidr (string) -> net.CIDR")
 def cidr(text: Any) -> CIDRValue:
-    return parse_cidr(want_string(text, "cidr"))
-
-
-@function("isCIDR", arity=(1,), returns="bool")
-def is_cidr(text: Any) -> celtypes.BoolType:
     try:
-        parse_cidr(want_string(text, "isCIDR"))
+        return parse_cidr(text)
+    except ValueError as exc:
+        raise CelError(
+            f"network address parse error during conversion from string: {exc}"
+        ) from None
+
+
+@function("string", "cidr_to_string (net.CIDR) -> string")
+def cidr_to_string(value: Any) -> str:
+    return str(value.interface)
+
+
+@function("isCIDR", "is_cidr (string) -> bool")
+def is_cidr(text: Any) -> bool:
+    try:
+        parse_cidr(text)
     except ValueError:
-        return cel_bool(False)
-    return cel_bool(True)
+        return False
+    return True
 
 
-def _net(value: Any, fn: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
-    if not isinstance(value, CIDRValue):
-        raise fail(f"no such overload: {type_name(value)}.{fn}()")
+def _network(value: CIDRValue) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
     return value.interface.network
 
 
-@method("containsIP", arity=(1,), returns="bool")
-def cidr_contains_ip(value: Any, other: Any) -> celtypes.BoolType:
-    net = _net(value, "containsIP")
-    addr = parse_ip(other).address if isinstance(other, str) else address(other, "containsIP")
-    return cel_bool(addr.version == net.version and addr in net)
+@method(
+    "containsIP",
+    "cidr_contains_ip_string net.CIDR.(string) -> bool",
+    "cidr_contains_ip_ip net.CIDR.(net.IP) -> bool",
+)
+def contains_ip(value: Any, other: Any) -> bool:
+    if type(other) is str:
+        try:
+            other = parse_ip(other)
+        except ValueError:
+            raise no_overload("containsIP", value, other) from None
+    if type(other) is not IPValue:
+        raise no_overload("containsIP", value, other)
+    net = _network(value)
+    return other.address.version == net.version and other.address in net
 
 
-@method("containsCIDR", arity=(1,), returns="bool")
-def cidr_contains_cidr(value: Any, other: Any) -> celtypes.BoolType:
-    net = _net(value, "containsCIDR")
-    sub = (
-        parse_cidr(other).interface.network
-        if isinstance(other, str)
-        else _net(other, "containsCIDR")
-    )
-    return cel_bool(sub.version == net.version and sub.subnet_of(net))  # type: ignore[arg-type]
+@method(
+    "containsCIDR",
+    "cidr_contains_cidr_string net.CIDR.(string) -> bool",
+    "cidr_contains_cidr net.CIDR.(net.CIDR) -> bool",
+)
+def contains_cidr(value: Any, other: Any) -> bool:
+    if type(other) is str:
+        try:
+            other = parse_cidr(other)
+        except ValueError:
+            raise no_overload("containsCIDR", value, other) from None
+    if type(other) is not CIDRValue:
+        raise no_overload("containsCIDR", value, other)
+    net, sub = _network(value), _network(other)
+    if net.version != sub.version:
+        return False
+    return net.prefixlen <= sub.prefixlen and sub.subnet_of(net)  # type: ignore[arg-type]
 
 
-@method("ip", arity=(0,), returns="net.IP")
+@method("ip", "cidr_ip net.CIDR.() -> net.IP")
 def cidr_ip(value: Any) -> IPValue:
-    if not isinstance(value, CIDRValue):
-        raise fail(f"no such overload: {type_name(value)}.ip()")
     return IPValue(value.interface.ip)
 
 
-@method("masked", arity=(0,), returns="net.CIDR")
+@method("masked", "cidr_masked net.CIDR.() -> net.CIDR")
 def cidr_masked(value: Any) -> CIDRValue:
-    net = _net(value, "masked")
-    return CIDRValue(ipaddress.ip_interface(str(net)))
+    return CIDRValue(ipaddress.ip_interface(str(_network(value))))
 
 
-@method("prefixLength", arity=(0,), returns="int")
-def cidr_prefix_length(value: Any) -> celtypes.IntType:
-    return cel_int(_net(value, "prefixLength").prefixlen)
+@method("prefixLength", "cidr_prefix_length net.CIDR.() -> int")
+def cidr_prefix_length(value: Any) -> int:
+    return _network(value).prefixlen

@@ -2,20 +2,33 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
-from celpy import celtypes
-
-from ._base import cel_bool, fail, same, type_name
+from ..runtime import CelError, equal
 from ._registry import method
 
+# resourceapi.ResourceSliceMaxAttributeValuesPerDevice
+MAX_VALUES = 48
 
-@method("includes", arity=(1,), returns="bool")
-def includes(container: Any, value: Any) -> celtypes.BoolType:
-    """A list attribute includes its elements; a scalar attribute includes itself."""
-    if isinstance(container, list):
-        return cel_bool(any(same(element, value) for element in container))
-    if isinstance(container, Mapping):
-        raise fail(f"no such overload: map.includes({type_name(value)})")
-    return cel_bool(same(container, value))
+
+def _equal(a: Any, b: Any) -> bool:
+    try:
+        return equal(a, b)
+    except CelError:
+        return False
+
+
+@method("includes", "dra_includes_dyn_dyn dyn.(dyn) -> bool")
+def includes(target: Any, value: Any) -> bool:
+    """A list includes its elements (48 at most); anything else includes what equals it."""
+    if isinstance(target, list):
+        for i, item in enumerate(target):
+            if i >= MAX_VALUES:
+                raise CelError(
+                    f"'includes' function cannot be applied to lists longer than {MAX_VALUES} "
+                    "values"
+                )
+            if _equal(item, value):
+                return True
+        return False
+    return _equal(target, value)

@@ -1,6 +1,6 @@
 """Kubernetes' regex library (``find``, ``findAll``), and the RE2 patterns ``matches`` shares.
 
-RE2, as in Kubernetes: linear time, so no pattern can stall the scheduler by backtracking.
+RE2, as Go's regexp: linear time, so no pattern can stall the scheduler by backtracking.
 """
 
 from __future__ import annotations
@@ -9,12 +9,10 @@ import functools
 import importlib
 from typing import Any
 
-from celpy import celtypes
-
-from ._base import fail, want_int, want_string
+from ..runtime import CelError
 from ._registry import method
 
-# google-re2 ships without type information; cel-python already depends on it.
+# google-re2 ships without type information.
 re2: Any = importlib.import_module("re2")
 
 
@@ -24,25 +22,27 @@ def compile_regex(pattern: str) -> Any:
     try:
         return re2.compile(pattern)
     except re2.error as exc:
-        raise fail(f"invalid regular expression {pattern!r}: {exc}") from None
+        raise CelError(f"invalid regular expression {pattern!r}: {exc}") from None
 
 
-@method("find", arity=(1,), returns="string")
-def find(text: Any, pattern: Any) -> celtypes.StringType:
-    match = compile_regex(want_string(pattern, "find")).search(want_string(text, "find"))
-    return celtypes.StringType(match.group(0) if match else "")
+@method("find", "string_find_string string.(string) -> string")
+def find(text: Any, pattern: Any) -> str:
+    match = compile_regex(pattern).search(text)
+    return match.group(0) if match else ""
 
 
-@method("findAll", arity=(1, 2), returns="list")
-def find_all(text: Any, pattern: Any, limit: Any = None) -> celtypes.ListType:
-    n = -1 if limit is None else want_int(limit, "findAll")
-    if n == 0:
-        return celtypes.ListType([])
-    found: list[celtypes.StringType] = []
-    for match in compile_regex(want_string(pattern, "findAll")).finditer(
-        want_string(text, "findAll")
-    ):
-        found.append(celtypes.StringType(match.group(0)))
-        if 0 < n <= len(found):
+@method(
+    "findAll",
+    "string_find_all_string string.(string) -> list(string)",
+    "string_find_all_string_int string.(string, int) -> list(string)",
+)
+def find_all(text: Any, pattern: Any, limit: Any = -1) -> list[str]:
+    regex = compile_regex(pattern)
+    if limit == 0:
+        return []
+    found: list[str] = []
+    for match in regex.finditer(text):
+        found.append(match.group(0))
+        if 0 < limit <= len(found):
             break
-    return celtypes.ListType(found)
+    return found

@@ -4,55 +4,68 @@ from __future__ import annotations
 
 from typing import Any
 
-from celpy import celtypes
-
+from ..runtime import CelError
 from ..values import SemverValue, parse_semver
-from ._base import cel_bool, cel_int, fail, is_bool, type_name, want
-from ._registry import declare_ordering, function, method
+from ._registry import function, method
+
+S = "kubernetes.Semver"
 
 
-@function("semver", arity=(1, 2), returns="kubernetes.Semver", fold=True)
+def _int64(value: int) -> int:
+    """Go's types.Int(uint64): wraps above the largest int64."""
+    return (value + 2**63) % 2**64 - 2**63
+
+
+@function(
+    "semver",
+    f"string_to_semver (string) -> {S}",
+    f"string_bool_to_semver (string, bool) -> {S}",
+)
 def semver(text: Any, normalize: Any = False) -> SemverValue:
-    want(text, str, "semver")
-    if not is_bool(normalize):
-        raise fail(f"no such overload: semver(string, {type_name(normalize)})")
     try:
-        return parse_semver(str(text), normalize=bool(normalize))
+        return parse_semver(text, normalize=normalize)
     except ValueError as exc:
-        raise fail(str(exc)) from None
+        raise CelError(str(exc)) from None
 
 
-@function("isSemver", arity=(1, 2), returns="bool")
-def is_semver(text: Any, normalize: Any = False) -> celtypes.BoolType:
-    want(text, str, "isSemver")
-    if not is_bool(normalize):
-        raise fail(f"no such overload: isSemver(string, {type_name(normalize)})")
+@function(
+    "isSemver",
+    "is_semver_string (string) -> bool",
+    "is_semver_string_bool (string, bool) -> bool",
+)
+def is_semver(text: Any, normalize: Any = False) -> bool:
     try:
-        parse_semver(str(text), normalize=bool(normalize))
+        parse_semver(text, normalize=normalize)
     except ValueError:
-        return cel_bool(False)
-    return cel_bool(True)
+        return False
+    return True
 
 
-def _v(value: Any, fn: str) -> SemverValue:
-    if not isinstance(value, SemverValue):
-        raise fail(f"no such overload: {fn} on {type_name(value)}")
-    return value
+@method("isGreaterThan", f"semver_is_greater_than {S}.({S}) -> bool")
+def is_greater_than(value: Any, other: Any) -> bool:
+    return value.compare(other) == 1  # type: ignore[no-any-return]
 
 
-@method("major", arity=(0,), returns="int")
-def semver_major(value: Any) -> celtypes.IntType:
-    return cel_int(_v(value, "major").major)
+@method("isLessThan", f"semver_is_less_than {S}.({S}) -> bool")
+def is_less_than(value: Any, other: Any) -> bool:
+    return value.compare(other) == -1  # type: ignore[no-any-return]
 
 
-@method("minor", arity=(0,), returns="int")
-def semver_minor(value: Any) -> celtypes.IntType:
-    return cel_int(_v(value, "minor").minor)
+@method("compareTo", f"semver_compare_to {S}.({S}) -> int")
+def compare_to(value: Any, other: Any) -> int:
+    return value.compare(other)  # type: ignore[no-any-return]
 
 
-@method("patch", arity=(0,), returns="int")
-def semver_patch(value: Any) -> celtypes.IntType:
-    return cel_int(_v(value, "patch").patch)
+@method("major", f"semver_major {S}.() -> int")
+def major(value: Any) -> int:
+    return _int64(value.major)
 
 
-declare_ordering(SemverValue, SemverValue.compare)
+@method("minor", f"semver_minor {S}.() -> int")
+def minor(value: Any) -> int:
+    return _int64(value.minor)
+
+
+@method("patch", f"semver_patch {S}.() -> int")
+def patch(value: Any) -> int:
+    return _int64(value.patch)

@@ -1,375 +1,438 @@
-"""CEL's standard library, where cel-python's own functions get our values wrong.
+"""CEL's standard library as cel-go v0.26 declares and implements it (common/stdlib).
 
-The operators (by the labels cel-python's transpiler asks for), the conversions, ``size``,
-the string predicates and ``matches``. ``string()`` also converts IPs and CIDRs: Kubernetes
-declares those overloads in its ip and cidr libraries; one conversion here saves a dispatch.
+Operators are singletons that check the runtime types themselves (cel-go's traits), so a
+``dyn`` operand fails with "no such overload" exactly where cel-go's does. The conversions are
+per-overload implementations. ``_?_:_``, ``_&&_``, ``_||_``, ``_==_``, ``_!=_``, ``_[_]`` and
+``@not_strictly_false`` are planned specially (planner.py); they are declared here for the
+checker.
 """
 
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Callable, Mapping
 from typing import Any
 
-from celpy import celtypes
-from celpy.evaluation import CELEvalError
-
-from ..values import CIDRValue, IPValue, QuantityValue, SemverValue, URLValue
-from ._base import INT64_MAX, INT64_MIN, cel_bool, cel_int, fail, is_bool, type_name, want_string
-from ._registry import Function, function, method
+from ..runtime import (
+    INT64_MAX,
+    INT64_MIN,
+    TWO_TO_63,
+    TWO_TO_64,
+    UINT64_MAX,
+    CelError,
+    CelMap,
+    Duration,
+    Optional,
+    Timestamp,
+    TypeValue,
+    Uint,
+    checked_int,
+    checked_uint,
+    contains,
+    double_divide,
+    format_double,
+    go_parse_float,
+    go_parse_int,
+    go_parse_uint,
+    int_divide,
+    int_modulo,
+    less_than,
+    map_contains,
+    no_overload,
+    type_name,
+)
+from ._registry import declare, function, method
 from .regex import compile_regex
 
-# --- operators ---------------------------------------------------------------------------------
+A = "A"
+
+# --- operators the planner evaluates itself -------------------------------------------------------
+
+declare("_?_:_", "conditional (bool, A, A) -> A")
+declare("_&&_", "logical_and (bool, bool) -> bool")
+declare("_||_", "logical_or (bool, bool) -> bool")
+declare("@not_strictly_false", "not_strictly_false (bool) -> bool")
+declare("_==_", "equals (A, A) -> bool")
+declare("_!=_", "not_equals (A, A) -> bool")
+declare("_[_]", "index_list (list(A), int) -> A", "index_map (map(A, B), A) -> B")
 
 
-def logical_and(x: Any, y: Any) -> Any:
-    """``&&`` with CEL's commutative error absorption; accepts Python bools from ``has()``."""
-    if is_bool(x) and not x:
-        return cel_bool(False)
-    if is_bool(y) and not y:
-        return cel_bool(False)
-    if is_bool(x) and is_bool(y):
-        return cel_bool(True)
-    if isinstance(x, CELEvalError):
-        return x
-    if isinstance(y, CELEvalError):
-        return y
-    return CELEvalError(f"no such overload: {type_name(x)} && {type_name(y)}", TypeError, ())
-
-
-def logical_or(x: Any, y: Any) -> Any:
-    """``||`` with CEL's commutative error absorption."""
-    if is_bool(x) and x:
-        return cel_bool(True)
-    if is_bool(y) and y:
-        return cel_bool(True)
-    if is_bool(x) and is_bool(y):
-        return cel_bool(False)
-    if isinstance(x, CELEvalError):
-        return x
-    if isinstance(y, CELEvalError):
-        return y
-    return CELEvalError(f"no such overload: {type_name(x)} || {type_name(y)}", TypeError, ())
-
-
-def logical_not(x: Any) -> Any:
-    if isinstance(x, CELEvalError):
-        return x
-    if is_bool(x):
-        return cel_bool(not x)
-    return CELEvalError(f"no such overload: !{type_name(x)}", TypeError, ())
-
-
-def conditional(cond: Any, if_true: Any, if_false: Any) -> Any:
-    if isinstance(cond, CELEvalError):
-        return cond
-    if not is_bool(cond):
-        return CELEvalError(f"no such overload: {type_name(cond)} ? _ : _", TypeError, ())
-    return if_true if cond else if_false
-
-
-def index(container: Any, key: Any) -> Any:
-    """``a[k]``: a missing map key is an error that says which key, and how to guard it."""
-    if isinstance(container, CELEvalError):
-        return container
-    if isinstance(key, CELEvalError):
-        return key
-    if isinstance(container, Mapping):
-        try:
-            return container[key]
-        except KeyError:
-            return CELEvalError(f"no such key: {key!r}", KeyError, (key,))
-        except TypeError:
-            return CELEvalError(f"unsupported map key type {type_name(key)}", TypeError, ())
-    if isinstance(container, list):
-        if is_bool(key) or not isinstance(key, int):
-            return CELEvalError(f"no such overload: list[{type_name(key)}]", TypeError, ())
-        if not 0 <= key < len(container):
-            return CELEvalError(
-                f"index out of bounds: {key}, list size {len(container)}", IndexError, ()
-            )
-        return container[key]
-    return CELEvalError(f"no such overload: {type_name(container)}[_]", TypeError, ())
-
-
-def member_in(item: Any, container: Any) -> Any:
-    """``x in list`` / ``k in map`` (map membership is a hash lookup, not a scan)."""
-    if isinstance(item, CELEvalError):
-        return item
-    if isinstance(container, CELEvalError):
-        return container
-    if isinstance(container, Mapping):
-        try:
-            return cel_bool(dict.__contains__(container, item))
-        except TypeError:
-            return cel_bool(False)
-    if isinstance(container, list):
-        return cel_bool(any(_equal(item, element) for element in container))
-    return CELEvalError(
-        f"no such overload: {type_name(item)} in {type_name(container)}", TypeError, ()
-    )
-
-
-def _equal(a: Any, b: Any) -> bool:
-    try:
-        return bool(a == b)
-    except TypeError:
+@function("!_", "logical_not (bool) -> bool", singleton=True)
+def logical_not(value: Any) -> bool:
+    if value is True:
         return False
+    if value is False:
+        return True
+    raise no_overload("!_", value)
 
 
-def _bool_op(name: str, op: Callable[[Any, Any], bool]) -> Function:
-    def compare(a: Any, b: Any) -> Any:
-        if isinstance(a, CELEvalError):
-            return a
-        if isinstance(b, CELEvalError):
-            return b
-        try:
-            return cel_bool(op(a, b))
-        except TypeError:
-            return CELEvalError(
-                f"no such overload: {type_name(a)} {name} {type_name(b)}", TypeError, ()
-            )
-
-    compare.__name__ = f"op_{name}"
-    return compare
+@function("-_", "negate_double (double) -> double", "negate_int64 (int) -> int", singleton=True)
+def negate(value: Any) -> Any:
+    kind = type(value)
+    if kind is int:
+        return checked_int(-value)
+    if kind is float:
+        return -value
+    if kind is Duration:
+        return Duration(checked_int(-value.nanos))
+    raise no_overload("-_", value)
 
 
-def _equals(a: Any, b: Any) -> bool:
-    """CEL heterogeneous equality: values of different types are unequal, not an error;
-    numbers compare by value across int, uint and double."""
-    x, y = _plain_number(a), _plain_number(b)
-    if x is not None and y is not None:
-        return x == y
-    if type_name(a) != type_name(b):
+@function(
+    "_+_",
+    "add_bytes (bytes, bytes) -> bytes",
+    "add_double (double, double) -> double",
+    "add_duration_duration (duration, duration) -> duration",
+    "add_duration_timestamp (duration, timestamp) -> timestamp",
+    "add_timestamp_duration (timestamp, duration) -> timestamp",
+    "add_int64 (int, int) -> int",
+    "add_list (list(A), list(A)) -> list(A)",
+    "add_string (string, string) -> string",
+    "add_uint64 (uint, uint) -> uint",
+    singleton=True,
+)
+def add(a: Any, b: Any) -> Any:
+    ta, tb = type(a), type(b)
+    if ta is tb:
+        if ta is int:
+            return checked_int(a + b)
+        if ta is str or ta is float or ta is bytes:
+            return a + b
+        if ta is Uint:
+            return checked_uint(a + b)
+        if ta is list:
+            return a + b if a and b else (a or b)
+        if ta is Duration:
+            return Duration(checked_int(a.nanos + b.nanos))
+    if isinstance(a, list) and isinstance(b, list):
+        return list(a) + list(b)
+    if (ta is Duration and tb is Timestamp) or (ta is Timestamp and tb is Duration):
+        from .timestamps import add_timestamp_duration
+
+        return add_timestamp_duration(a, b)
+    if ta not in _ADDERS:
+        raise no_overload("_+_", a, b)
+    raise no_overload("_+_", a, b)
+
+
+_ADDERS = frozenset({int, Uint, float, str, bytes, list, Duration, Timestamp})
+
+
+@function(
+    "_-_",
+    "subtract_double (double, double) -> double",
+    "subtract_duration_duration (duration, duration) -> duration",
+    "subtract_int64 (int, int) -> int",
+    "subtract_timestamp_duration (timestamp, duration) -> timestamp",
+    "subtract_timestamp_timestamp (timestamp, timestamp) -> duration",
+    "subtract_uint64 (uint, uint) -> uint",
+    singleton=True,
+)
+def subtract(a: Any, b: Any) -> Any:
+    ta, tb = type(a), type(b)
+    if ta is tb:
+        if ta is int:
+            return checked_int(a - b)
+        if ta is float:
+            return a - b
+        if ta is Uint:
+            return checked_uint(a - b)
+        if ta is Duration:
+            return Duration(checked_int(a.nanos - b.nanos))
+    if ta is Timestamp and tb in (Duration, Timestamp):
+        from .timestamps import subtract_timestamp
+
+        return subtract_timestamp(a, b)
+    raise no_overload("_-_", a, b)
+
+
+@function(
+    "_*_",
+    "multiply_double (double, double) -> double",
+    "multiply_int64 (int, int) -> int",
+    "multiply_uint64 (uint, uint) -> uint",
+    singleton=True,
+)
+def multiply(a: Any, b: Any) -> Any:
+    ta, tb = type(a), type(b)
+    if ta is tb:
+        if ta is int:
+            return checked_int(a * b)
+        if ta is float:
+            return a * b
+        if ta is Uint:
+            return checked_uint(a * b)
+    raise no_overload("_*_", a, b)
+
+
+@function(
+    "_/_",
+    "divide_double (double, double) -> double",
+    "divide_int64 (int, int) -> int",
+    "divide_uint64 (uint, uint) -> uint",
+    singleton=True,
+)
+def divide(a: Any, b: Any) -> Any:
+    ta, tb = type(a), type(b)
+    if ta is tb:
+        if ta is int:
+            return int_divide(a, b)
+        if ta is float:
+            return double_divide(a, b)
+        if ta is Uint:
+            if b == 0:
+                raise CelError("division by zero")
+            return Uint(int(a) // int(b))
+    raise no_overload("_/_", a, b)
+
+
+@function(
+    "_%_", "modulo_int64 (int, int) -> int", "modulo_uint64 (uint, uint) -> uint", singleton=True
+)
+def modulo(a: Any, b: Any) -> Any:
+    ta, tb = type(a), type(b)
+    if ta is tb:
+        if ta is int:
+            return int_modulo(a, b)
+        if ta is Uint:
+            if b == 0:
+                raise CelError("modulus by zero")
+            return Uint(int(a) % int(b))
+    raise no_overload("_%_", a, b)
+
+
+def _ordering(name: str, prefix: str, test: Any) -> None:
+    signatures = [
+        f"{prefix}_bool (bool, bool) -> bool",
+        f"{prefix}_int64 (int, int) -> bool",
+        f"{prefix}_int64_double (int, double) -> bool",
+        f"{prefix}_int64_uint64 (int, uint) -> bool",
+        f"{prefix}_uint64 (uint, uint) -> bool",
+        f"{prefix}_uint64_double (uint, double) -> bool",
+        f"{prefix}_uint64_int64 (uint, int) -> bool",
+        f"{prefix}_double (double, double) -> bool",
+        f"{prefix}_double_int64 (double, int) -> bool",
+        f"{prefix}_double_uint64 (double, uint) -> bool",
+        f"{prefix}_string (string, string) -> bool",
+        f"{prefix}_bytes (bytes, bytes) -> bool",
+        f"{prefix}_timestamp (timestamp, timestamp) -> bool",
+        f"{prefix}_duration (duration, duration) -> bool",
+    ]
+
+    def compare(a: Any, b: Any) -> bool:
+        return test(less_than(a, b, name))  # type: ignore[no-any-return]
+
+    compare.__name__ = prefix
+    function(name, *signatures, singleton=True)(compare)
+
+
+_ordering("_<_", "less", lambda c: c < 0)
+_ordering("_<=_", "less_equals", lambda c: c <= 0)
+_ordering("_>_", "greater", lambda c: c > 0)
+_ordering("_>=_", "greater_equals", lambda c: c >= 0)
+
+
+@function("@in", "in_list (A, list(A)) -> bool", "in_map (A, map(A, B)) -> bool", singleton=True)
+def member_in(item: Any, container: Any) -> bool:
+    if isinstance(container, list):
+        return contains(container, item)
+    if isinstance(container, dict):
+        return map_contains(container, item)
+    raise no_overload("@in", item, container)
+
+
+@function(
+    "size",
+    "size_bytes (bytes) -> int",
+    "size_list (list(A)) -> int",
+    "size_map (map(A, B)) -> int",
+    "size_string (string) -> int",
+    singleton=True,
+)
+@method(
+    "size",
+    "bytes_size bytes.() -> int",
+    "list_size list(A).() -> int",
+    "map_size map(A, B).() -> int",
+    "string_size string.() -> int",
+    singleton=True,
+)
+def size(value: Any) -> int:
+    kind = type(value)
+    if kind is str or kind is bytes or kind is list or isinstance(value, (dict, list)):
+        return len(value)
+    raise no_overload("size", value)
+
+
+# --- conversions ----------------------------------------------------------------------------------
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+function("bool", "bool_to_bool (bool) -> bool")(_identity)
+function("bytes", "bytes_to_bytes (bytes) -> bytes")(_identity)
+function("double", "double_to_double (double) -> double")(_identity)
+function("duration", "duration_to_duration (duration) -> duration")(_identity)
+function("int", "int64_to_int64 (int) -> int")(_identity)
+function("string", "string_to_string (string) -> string")(_identity)
+function("timestamp", "timestamp_to_timestamp (timestamp) -> timestamp")(_identity)
+function("uint", "uint64_to_uint64 (uint) -> uint")(_identity)
+
+
+@function("bool", "string_to_bool (string) -> bool")
+def string_to_bool(text: Any) -> bool:
+    if text in ("1", "t", "T", "TRUE", "true", "True"):
+        return True
+    if text in ("0", "f", "F", "FALSE", "false", "False"):
         return False
-    if isinstance(a, list):
-        return len(a) == len(b) and all(_equals(i, j) for i, j in zip(a, b, strict=True))
-    if isinstance(a, Mapping):
-        return a.keys() == b.keys() and all(_equals(a[k], b[k]) for k in a)
-    return bool(a == b)
+    raise CelError(f"type conversion error from 'string' to 'bool': {text!r}")
 
 
-def _plain_number(value: Any) -> int | float | None:
-    if is_bool(value):
-        return None
-    if isinstance(value, float):
-        return float(value)
-    if isinstance(value, int):
-        return int(value)
-    return None
+@function("bytes", "string_to_bytes (string) -> bytes")
+def string_to_bytes(text: Any) -> bytes:
+    return text.encode("utf-8", "surrogatepass")  # type: ignore[no-any-return]
 
 
-def _ordered(op: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
-    """Ordering of ints, uints, doubles (across types, as CrossTypeNumericComparisons allows),
-    strings, bytes and bools; anything else has no ``<`` overload."""
-
-    def check(a: Any, b: Any) -> bool:
-        x, y = _plain_number(a), _plain_number(b)
-        if x is not None and y is not None:
-            return op(x, y)
-        if isinstance(a, str) and isinstance(b, str):
-            return op(str(a), str(b))
-        if isinstance(a, bytes) and isinstance(b, bytes):
-            return op(bytes(a), bytes(b))
-        if is_bool(a) and is_bool(b):
-            return op(bool(a), bool(b))
-        raise TypeError("unordered")
-
-    return check
+@function("double", "int64_to_double (int) -> double", "uint64_to_double (uint) -> double")
+def number_to_double(value: Any) -> float:
+    return float(value)
 
 
-def _arith(name: str, op: Callable[[Any, Any], Any]) -> Function:
-    def apply(a: Any, b: Any) -> Any:
-        if isinstance(a, CELEvalError):
-            return a
-        if isinstance(b, CELEvalError):
-            return b
-        if isinstance(a, (QuantityValue, SemverValue)) or isinstance(
-            b, (QuantityValue, SemverValue)
-        ):
-            return CELEvalError(
-                f"no such overload: {type_name(a)} {name} {type_name(b)}", TypeError, ()
-            )
-        try:
-            return op(a, b)
-        except ZeroDivisionError:
-            return CELEvalError("division by zero", ZeroDivisionError, ())
-        except (TypeError, ValueError, OverflowError) as exc:
-            return CELEvalError(
-                f"no such overload or overflow: {type_name(a)} {name} {type_name(b)}",
-                type(exc),
-                exc.args,
-            )
-
-    apply.__name__ = f"op_{name}"
-    return apply
-
-
-def _negate(a: Any) -> Any:
-    if isinstance(a, CELEvalError):
-        return a
+@function("double", "string_to_double (string) -> double")
+def string_to_double(text: Any) -> float:
     try:
-        return -a
-    except (TypeError, ValueError, OverflowError):
-        return CELEvalError(f"no such overload: -{type_name(a)}", TypeError, ())
+        return go_parse_float(text)
+    except ValueError:
+        raise CelError(f"type conversion error from 'string' to 'double': {text!r}") from None
 
 
-def _divide(a: Any, b: Any) -> Any:
-    """IEEE division for doubles (x/0.0 is +-Inf, 0/0 and NaN/0 NaN), truncating for ints."""
-    if isinstance(a, float) and isinstance(b, float) and b == 0.0:
-        if a == 0.0 or math.isnan(a):
-            return celtypes.DoubleType(math.nan)
-        negative = (math.copysign(1.0, a) < 0) != (math.copysign(1.0, b) < 0)
-        return celtypes.DoubleType(-math.inf if negative else math.inf)
-    return a / b
+@function("int", "double_to_int64 (double) -> int")
+def double_to_int(value: Any) -> int:
+    if math.isinf(value) or math.isnan(value) or value <= -TWO_TO_63 or value >= TWO_TO_63:
+        raise CelError("integer overflow")
+    return int(value)
 
 
-def _modulo(a: Any, b: Any) -> Any:
-    """``%`` on int64 overflows for MIN % -1, as in cel-go."""
-    if isinstance(a, int) and not isinstance(a, celtypes.UintType) and a == INT64_MIN and b == -1:
-        raise OverflowError("integer overflow")
-    return a % b
+@function("int", "duration_to_int64 (duration) -> int")
+def duration_to_int(value: Any) -> int:
+    return value.nanos  # type: ignore[no-any-return]
 
 
-# Operators, by the labels cel-python's transpiler asks for.
-OPERATORS: dict[str, Function] = {
-    "_&&_": logical_and,
-    "_||_": logical_or,
-    "!_": logical_not,
-    "_?_:_": conditional,
-    "_[_]": index,
-    "_in_": member_in,
-    "_==_": _bool_op("==", _equals),
-    "_!=_": _bool_op("!=", lambda a, b: not _equals(a, b)),
-    "_<_": _bool_op("<", _ordered(lambda a, b: a < b)),
-    "_<=_": _bool_op("<=", _ordered(lambda a, b: a <= b)),
-    "_>_": _bool_op(">", _ordered(lambda a, b: a > b)),
-    "_>=_": _bool_op(">=", _ordered(lambda a, b: a >= b)),
-    "_+_": _arith("+", lambda a, b: a + b),
-    "_-_": _arith("-", lambda a, b: a - b),
-    "_*_": _arith("*", lambda a, b: a * b),
-    "_/_": _arith("/", lambda a, b: _divide(a, b)),
-    "_%_": _arith("%", lambda a, b: _modulo(a, b)),
-    "-_": _negate,
-}
+@function("int", "string_to_int64 (string) -> int")
+def string_to_int(text: Any) -> int:
+    try:
+        return go_parse_int(text)
+    except ValueError:
+        raise CelError(f"type conversion error from 'string' to 'int': {text!r}") from None
 
 
-def format_double(value: float) -> str:
-    """A double as cel-go's string() writes it (Go's strconv 'g' with the shortest digits)."""
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    text = repr(value)
-    mantissa, _, exponent = text.partition("e")
-    if mantissa.endswith(".0"):
-        mantissa = mantissa[:-2]
-    exp = int(exponent) if exponent else None
-    if exp is None:
-        # Python prints without an exponent up to 1e16; Go's 'g' switches at exponent >= 21.
-        digits = mantissa.replace("-", "").replace(".", "").lstrip("0") or "0"
-        int_part = mantissa.replace("-", "").split(".")[0]
-        magnitude = len(int_part) - 1 if int_part != "0" else None
-        if magnitude is not None and magnitude >= 21:
-            return _go_exponent(value, digits, magnitude)
-        return mantissa
-    if -4 <= exp < 21:
-        return f"{value:f}".rstrip("0").rstrip(".") if "." in f"{value:f}" else f"{value:f}"
-    sign = "-" if exp < 0 else "+"
-    return f"{mantissa}e{sign}{abs(exp):02d}"
+@function("int", "timestamp_to_int64 (timestamp) -> int")
+def timestamp_to_int(value: Any) -> int:
+    return value.nanos // 1_000_000_000  # type: ignore[no-any-return]
 
 
-def _go_exponent(value: float, digits: str, magnitude: int) -> str:
-    sign = "-" if value < 0 else ""
-    digits = digits.rstrip("0") or "0"
-    mantissa = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
-    return f"{sign}{mantissa}e+{magnitude:02d}"
+@function("int", "uint64_to_int64 (uint) -> int")
+def uint_to_int(value: Any) -> int:
+    if value > INT64_MAX:
+        raise CelError("integer overflow")
+    return int(value)
 
 
-# --- functions ---------------------------------------------------------------------------------
+@function("string", "bool_to_string (bool) -> string")
+def bool_to_string(value: Any) -> str:
+    return "true" if value else "false"
 
 
-@function("size", arity=(1,), returns="int", wrap=False)
-@method("size", arity=(0,), returns="int", wrap=False)
-def size(value: Any) -> Any:
-    if isinstance(value, CELEvalError):
-        return value
-    if isinstance(value, (str, bytes, list, Mapping)):
-        return cel_int(len(value))
-    return CELEvalError(f"no such overload: size({type_name(value)})", TypeError, ())
+@function("string", "bytes_to_string (bytes) -> string")
+def bytes_to_string(value: Any) -> str:
+    try:
+        return value.decode("utf-8")  # type: ignore[no-any-return]
+    except UnicodeDecodeError:
+        raise CelError("invalid UTF-8 in bytes, cannot convert to string") from None
 
 
-@function("string", arity=(1,), returns="string")
-def string(value: Any) -> celtypes.StringType:
-    """``string(x)``: the base conversion, extended to IP and CIDR values as Kubernetes does."""
-    if isinstance(value, IPValue):
-        return celtypes.StringType(str(value.address))
-    if isinstance(value, CIDRValue):
-        return celtypes.StringType(str(value.interface))
-    if isinstance(value, URLValue):
-        raise fail("no such overload: string(kubernetes.URL)")
-    if isinstance(value, (QuantityValue, SemverValue)):
-        raise fail(f"no such overload: string({type_name(value)})")
-    if is_bool(value):
-        return celtypes.StringType("true" if value else "false")
-    if isinstance(value, float):
-        return celtypes.StringType(format_double(float(value)))
-    if isinstance(value, (list, dict)):
-        raise fail(f"no such overload: string({type_name(value)})")
-    return celtypes.StringType(value)
+@function("string", "double_to_string (double) -> string")
+def double_to_string(value: Any) -> str:
+    return format_double(value)
 
 
-_DECIMAL = re.compile(r"[+-]?[0-9]+")
+@function("string", "int64_to_string (int) -> string", "uint64_to_string (uint) -> string")
+def int_to_string(value: Any) -> str:
+    return str(int(value))
 
 
-@function("int", arity=(1,), returns="int")
-def to_int(value: Any) -> celtypes.IntType:
-    if isinstance(value, str):
-        if not _DECIMAL.fullmatch(value):
-            raise fail(f"type conversion error from 'string' to 'int': {value!r}")
-        return cel_int(int(value, 10))
-    if isinstance(value, float):
-        if math.isnan(value) or math.isinf(value) or not INT64_MIN <= value <= INT64_MAX:
-            raise fail("integer overflow")
-        return cel_int(int(value))
-    return cel_int(int(value))
+@function("uint", "double_to_uint64 (double) -> uint")
+def double_to_uint(value: Any) -> Uint:
+    if math.isinf(value) or math.isnan(value) or value < 0 or value >= TWO_TO_64:
+        raise CelError("unsigned integer overflow")
+    return Uint(int(value))
 
 
-@function("double", arity=(1,), returns="double")
-def to_double(value: Any) -> celtypes.DoubleType:
-    return celtypes.DoubleType(float(value))
+@function("uint", "int64_to_uint64 (int) -> uint")
+def int_to_uint(value: Any) -> Uint:
+    if value < 0:
+        raise CelError("unsigned integer overflow")
+    return Uint(value)
 
 
-@function("bool", arity=(1,), returns="bool")
-def to_bool(value: Any) -> celtypes.BoolType:
-    if is_bool(value):
-        return cel_bool(bool(value))
-    text = want_string(value, "bool")
-    if text in ("true", "True", "TRUE", "t", "1"):
-        return cel_bool(True)
-    if text in ("false", "False", "FALSE", "f", "0"):
-        return cel_bool(False)
-    raise fail(f"type conversion error from string to bool: {text!r}")
+@function("uint", "string_to_uint64 (string) -> uint")
+def string_to_uint(text: Any) -> Uint:
+    try:
+        return Uint(go_parse_uint(text))
+    except ValueError:
+        raise CelError(f"type conversion error from 'string' to 'uint': {text!r}") from None
 
 
-@method("contains", arity=(1,), returns="bool")
-def contains(target: Any, item: Any) -> celtypes.BoolType:
-    return cel_bool(want_string(item, "contains") in want_string(target, "contains"))
+@function("dyn", "to_dyn (A) -> dyn", singleton=True)
+def to_dyn(value: Any) -> Any:
+    return value
 
 
-@method("startsWith", arity=(1,), returns="bool")
-def starts_with(target: Any, prefix: Any) -> celtypes.BoolType:
-    return cel_bool(want_string(target, "startsWith").startswith(want_string(prefix, "startsWith")))
+@function("type", "type (A) -> type(A)", singleton=True)
+def type_of(value: Any) -> TypeValue:
+    return TypeValue(type_name(value))
 
 
-@method("endsWith", arity=(1,), returns="bool")
-def ends_with(target: Any, suffix: Any) -> celtypes.BoolType:
-    return cel_bool(want_string(target, "endsWith").endswith(want_string(suffix, "endsWith")))
+# --- strings --------------------------------------------------------------------------------------
 
 
-@function("matches", arity=(2,), returns="bool")
-@method("matches", arity=(1,), returns="bool")
-def matches(text: Any, pattern: Any) -> celtypes.BoolType:
-    found = compile_regex(want_string(pattern, "matches")).search(want_string(text, "matches"))
-    return cel_bool(found is not None)
+@method("contains", "contains_string string.(string) -> bool")
+def string_contains(text: Any, sub: Any) -> bool:
+    return sub in text
+
+
+@method("endsWith", "ends_with_string string.(string) -> bool")
+def ends_with(text: Any, suffix: Any) -> bool:
+    return text.endswith(suffix)  # type: ignore[no-any-return]
+
+
+@method("startsWith", "starts_with_string string.(string) -> bool")
+def starts_with(text: Any, prefix: Any) -> bool:
+    return text.startswith(prefix)  # type: ignore[no-any-return]
+
+
+@function("matches", "matches (string, string) -> bool", singleton=True)
+@method("matches", "matches_string string.(string) -> bool", singleton=True)
+def matches(text: Any, pattern: Any) -> bool:
+    if type(text) is not str or type(pattern) is not str:
+        raise no_overload("matches", text, pattern)
+    return compile_regex(pattern).search(text) is not None
+
+
+__all__ = [
+    "INT64_MIN",
+    "UINT64_MAX",
+    "CelMap",
+    "Optional",
+    "add",
+    "divide",
+    "logical_not",
+    "matches",
+    "member_in",
+    "modulo",
+    "multiply",
+    "negate",
+    "size",
+    "subtract",
+]

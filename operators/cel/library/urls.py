@@ -3,67 +3,61 @@
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import parse_qs
 
-from celpy import celtypes
-
+from ..runtime import CelError, CelMap
 from ..values import URLValue, parse_url
-from ._base import cel_bool, fail, type_name, want_string
 from ._registry import function, method
 
+U = "kubernetes.URL"
 
-@function("url", arity=(1,), returns="kubernetes.URL", fold=True)
+
+@function("url", f"string_to_url (string) -> {U}")
 def url(text: Any) -> URLValue:
-    return parse_url(want_string(text, "url"))
-
-
-@function("isURL", arity=(1,), returns="bool")
-def is_url(text: Any) -> celtypes.BoolType:
     try:
-        parse_url(want_string(text, "isURL"))
+        return parse_url(text)
+    except ValueError as exc:
+        raise CelError(str(exc)) from None
+
+
+@function("isURL", "is_url_string (string) -> bool")
+def is_url(text: Any) -> bool:
+    try:
+        parse_url(text)
     except ValueError:
-        return cel_bool(False)
-    return cel_bool(True)
+        return False
+    return True
 
 
-def _u(value: Any, fn: str) -> URLValue:
-    if not isinstance(value, URLValue):
-        raise fail(f"no such overload: {type_name(value)}.{fn}()")
-    return value
+def _text(raw: bytes) -> str:
+    """A Go string of these bytes, as CEL sees it (invalid UTF-8 read as U+FFFD)."""
+    return raw.decode("utf-8", "replace")
 
 
-@method("getScheme", arity=(0,), returns="string")
-def url_scheme(value: Any) -> celtypes.StringType:
-    return celtypes.StringType(_u(value, "getScheme").parts.scheme)
+@method("getScheme", f"url_get_scheme {U}.() -> string")
+def url_scheme(value: Any) -> str:
+    return str(value.parts.scheme)
 
 
-@method("getHost", arity=(0,), returns="string")
-def url_host(value: Any) -> celtypes.StringType:
-    return celtypes.StringType(_u(value, "getHost").parts.netloc.rpartition("@")[2])
+@method("getHost", f"url_get_host {U}.() -> string")
+def url_host(value: Any) -> str:
+    return _text(value.parts.host)
 
 
-@method("getHostname", arity=(0,), returns="string")
-def url_hostname(value: Any) -> celtypes.StringType:
-    return celtypes.StringType(_u(value, "getHostname").parts.hostname or "")
+@method("getHostname", f"url_get_hostname {U}.() -> string")
+def url_hostname(value: Any) -> str:
+    return _text(value.parts.host_port()[0])
 
 
-@method("getPort", arity=(0,), returns="string")
-def url_port(value: Any) -> celtypes.StringType:
-    port = _u(value, "getPort").parts.port
-    return celtypes.StringType("" if port is None else str(port))
+@method("getPort", f"url_get_port {U}.() -> string")
+def url_port(value: Any) -> str:
+    return _text(value.parts.host_port()[1])
 
 
-@method("getEscapedPath", arity=(0,), returns="string")
-def url_escaped_path(value: Any) -> celtypes.StringType:
-    return celtypes.StringType(_u(value, "getEscapedPath").parts.path)
+@method("getEscapedPath", f"url_get_escaped_path {U}.() -> string")
+def url_escaped_path(value: Any) -> str:
+    return _text(value.parts.escaped_path)
 
 
-@method("getQuery", arity=(0,), returns="map")
-def url_query(value: Any) -> celtypes.MapType:
-    query = parse_qs(_u(value, "getQuery").parts.query, keep_blank_values=True)
-    return celtypes.MapType(
-        {
-            celtypes.StringType(k): celtypes.ListType([celtypes.StringType(v) for v in vs])
-            for k, vs in query.items()
-        }
-    )
+@method("getQuery", f"url_get_query {U}.() -> map(string, list(string))")
+def url_query(value: Any) -> CelMap:
+    return CelMap({_text(k): [_text(v) for v in vs] for k, vs in value.parts.query().items()})

@@ -1,8 +1,13 @@
 """Differential runs of kopf-dra's CEL against Kubernetes' (hack/cel-oracle).
 
 The oracle is built once (cached by hack/cel-oracle/build.sh) and kept running: one JSON line
-per selector with its devices. Outcomes compare as "compile error", "true", "false", "error"
-and "cost" (the runtime cost limit); messages are not compared.
+per selector with its devices. Three things are compared: the outcome per device ("compile
+error", "true", "false", "error", "cost" for the runtime cost limit), the runtime cost of each
+evaluation, and validation's cost estimate. Messages are not compared.
+
+Go iterates maps in random order, so an expression whose outcome depends on that order may
+get different answers from the oracle: a difference is only one when no oracle answer out of
+a few agrees.
 
 ``python -m tests.unit.cel.differential --examples 100000`` runs that many random evaluations
 and prints every distinct disagreement (``make cel-oracle``).
@@ -13,9 +18,11 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import random
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from operators.api.resource import Device
@@ -25,6 +32,7 @@ from .generators import DRIVER, J
 
 ROOT = Path(__file__).resolve().parents[3]
 BUILD = ROOT / "hack" / "cel-oracle" / "build.sh"
+RETRIES = 6
 
 
 class NoToolchainError(RuntimeError):
@@ -43,6 +51,15 @@ def oracle_binary() -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
+@dataclass(frozen=True)
+class Answer:
+    """What one side says about a selector on some devices."""
+
+    outcomes: list[str]
+    costs: list[int | None]  # runtime cost per device (None where not compared)
+    estimate: int | None  # validation's maximum (None when it did not compile)
+
+
 class Oracle:
     """One running oracle process; ``ask`` is a request and its answer."""
 
@@ -55,7 +72,7 @@ class Oracle:
             bufsize=1,
         )
 
-    def ask(self, expression: str, devices: list[J]) -> list[str]:
+    def answer(self, expression: str, devices: list[J]) -> Answer:
         assert self._process.stdin is not None
         assert self._process.stdout is not None
         request = {"expression": expression, "driver": DRIVER, "devices": devices}
@@ -63,8 +80,16 @@ class Oracle:
         self._process.stdin.flush()
         answer: J = json.loads(self._process.stdout.readline())
         if answer["compile"] is not None:
-            return ["compile error"] * max(1, len(devices))
-        return [_outcome(r) for r in answer["results"]]
+            return Answer(["compile error"] * max(1, len(devices)), [], None)
+        results = answer["results"]
+        return Answer(
+            [_outcome(r) for r in results],
+            [r.get("actual") for r in results],
+            int(answer["maxCost"]),
+        )
+
+    def ask(self, expression: str, devices: list[J]) -> list[str]:
+        return self.answer(expression, devices).outcomes
 
     def close(self) -> None:
         if self._process.stdin is not None:
@@ -83,78 +108,136 @@ def oracle() -> Oracle:
     return Oracle()
 
 
-def ours(expression: str, devices: list[J], env: CELEnvironment | None = None) -> list[str]:
+def our_answer(expression: str, devices: list[J], env: CELEnvironment | None = None) -> Answer:
     env = env if env is not None else CELEnvironment()
     try:
-        selector = getattr(env, "compile_for_validation", env.compile)(expression)
+        selector = env.compile(expression)
     except InvalidSelectorError:
-        return ["compile error"] * max(1, len(devices))
-    out: list[str] = []
+        return Answer(["compile error"] * max(1, len(devices)), [], None)
+    outcomes: list[str] = []
+    costs: list[int | None] = []
     for i, d in enumerate(devices):
         key = SliceKey(uid="s", generation=i, driver=DRIVER)
+        device = Device.load(d)
+        view = env.device_view(key, device)
+        costs.append(selector.cost(view))
         try:
-            matched = env.matches(selector, key, Device.load(d))
+            matched = env.matches(selector, key, device)
         except InvalidSelectorError:  # pragma: no cover - compiled above
-            out.append("compile error")
+            outcomes.append("compile error")
             continue
         except Exception as exc:  # SelectorEvaluationError
-            out.append("cost" if "cost limit" in str(exc) else "error")
+            outcomes.append("cost" if "cost limit" in str(exc) else "error")
             continue
-        out.append("true" if matched else "false")
-    return out
+        outcomes.append("true" if matched else "false")
+    return Answer(outcomes, costs, selector.estimated_cost)
 
 
-def disagreement(expression: str, devices: list[J]) -> tuple[list[str], list[str]] | None:
-    """(ours, theirs) when they differ."""
-    want = oracle().ask(expression, devices)
-    got = ours(expression, devices)
-    return None if got == want else (got, want)
+def ours(expression: str, devices: list[J], env: CELEnvironment | None = None) -> list[str]:
+    return our_answer(expression, devices, env).outcomes
 
 
-def main(argv: list[str] | None = None) -> int:
+def _comparable_costs(mine: Answer, theirs: Answer) -> bool:
+    """Runtime costs agree where both evaluated (an error or a cost stop counts what was
+    spent up to it, as the oracle reports it)."""
+    for ours_cost, their_cost, outcome in zip(
+        mine.costs, theirs.costs, theirs.outcomes, strict=False
+    ):
+        if outcome in ("true", "false") and ours_cost != their_cost:
+            return False
+    return True
+
+
+def disagreement(expression: str, devices: list[J]) -> tuple[str, Answer, Answer] | None:
+    """(kind, ours, theirs) when they differ: kind is "outcome", "cost" or "estimate"."""
+    mine = our_answer(expression, devices)
+    theirs = oracle().answer(expression, devices)
+    for attempt in range(RETRIES):
+        if mine.outcomes == theirs.outcomes:
+            break
+        if attempt < RETRIES - 1:
+            theirs = oracle().answer(expression, devices)
+    if mine.outcomes != theirs.outcomes:
+        return "outcome", mine, theirs
+    if mine.estimate != theirs.estimate:
+        return "estimate", mine, theirs
+    if not _comparable_costs(mine, theirs):
+        for _ in range(RETRIES):
+            again = oracle().answer(expression, devices)
+            if again.outcomes == mine.outcomes and _comparable_costs(mine, again):
+                return None
+        return "cost", mine, theirs
+    return None
+
+
+Finding = tuple[str, str, list[J], Answer, Answer]  # kind, expression, devices, ours, theirs
+
+
+def run_corpus(examples: int, seed: int) -> tuple[dict[str, int], list[Finding]]:
+    """Generate selectors and devices until ``examples`` evaluations ran; (counts, one finding
+    per distinct disagreement). A seed always generates the same corpus."""
     from hypothesis import HealthCheck, given, settings
 
     from .generators import case
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--examples", type=int, default=100_000, help="evaluations to run")
-    parser.add_argument("--seed", type=int, default=None)
-    parser.add_argument("--show", type=int, default=40, help="disagreements to print")
-    args = parser.parse_args(argv)
-    found: dict[str, tuple[str, list[J], list[str], list[str]]] = {}
+    found: dict[str, Finding] = {}
     counted = {"evaluations": 0, "selectors": 0}
 
     @settings(
-        max_examples=args.examples * 2 // 5 + 100,
+        max_examples=examples * 2 // 5 + 100,
         deadline=None,
         database=None,
         suppress_health_check=list(HealthCheck),
-        derandomize=args.seed is None,
     )
     @given(case())
     def run(item: tuple[str, list[J]]) -> None:
-        if counted["evaluations"] >= args.examples:
+        if counted["evaluations"] >= examples:
             return
         expression, devices = item
         counted["selectors"] += 1
         counted["evaluations"] += len(devices)
-        diff = disagreement(expression, devices)
+        try:
+            diff = disagreement(expression, devices)
+        except Exception as exc:  # a crash is a finding, not the end of a long run
+            nothing = Answer([], [], None)
+            key = f"crash:{type(exc).__name__}:{expression[:60]}"
+            found.setdefault(key, (f"crash {exc!r}", expression, devices, nothing, nothing))
+            return
         if diff is not None:
-            key = f"{diff[0][0]}->{diff[1][0]}:{expression[:60]}"
-            found.setdefault(key, (expression, devices, *diff))
+            kind, mine, theirs = diff
+            key = f"{kind}:{mine.outcomes[0]}->{theirs.outcomes[0]}:{expression[:60]}"
+            found.setdefault(key, (kind, expression, devices, mine, theirs))
 
-    if args.seed is not None:
-        from hypothesis import seed
+    from hypothesis import seed as seeded
 
-        seed(args.seed)(run)()
-    else:
-        run()
+    seeded(seed)(run)()
+    return counted, list(found.values())
+
+
+def describe(finding: Finding) -> str:
+    kind, expression, devices, mine, theirs = finding
+    return (
+        f"- [{kind}] {expression!r}\n  ours {mine.outcomes} cost {mine.costs} "
+        f"max {mine.estimate}\n  upstream {theirs.outcomes} cost {theirs.costs} "
+        f"max {theirs.estimate}\n  devices {json.dumps(devices)}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--examples", type=int, default=100_000, help="evaluations to run")
+    parser.add_argument("--seed", type=int, default=None, help="default: a random one, printed")
+    parser.add_argument("--show", type=int, default=40, help="disagreements to print")
+    args = parser.parse_args(argv)
+    seed = args.seed if args.seed is not None else random.randrange(2**32)
+    print(f"seed {seed}", flush=True)
+    counted, found = run_corpus(args.examples, seed)
     print(
         f"{counted['evaluations']} evaluations of {counted['selectors']} selectors, "
         f"{len(found)} distinct disagreements"
     )
-    for expression, devices, got, want in list(found.values())[: args.show]:
-        print(f"- {expression!r}\n  ours {got} upstream {want}\n  devices {json.dumps(devices)}")
+    for finding in found[: args.show]:
+        print(describe(finding))
     return 1 if found else 0
 
 

@@ -132,6 +132,10 @@ def _string_lit(draw: st.DrawFn) -> str:
                 "'''a\nb'''",
                 '"%s"',
                 '"%d-%s"',
+                '"%e"',
+                '"%.2f|%.3e"',
+                '"%x %X %o %b"',
+                '"%.0f"',
                 '"8Gi"',
                 '"1.2.3"',
                 '"v1.2"',
@@ -333,7 +337,7 @@ def gen_semver(draw: st.DrawFn, depth: int) -> str:
 def gen_bool(draw: st.DrawFn, depth: int) -> str:
     if depth <= 0:
         return draw(st.sampled_from(["true", "false", f"has({_attr(draw)})"]))
-    c = draw(st.integers(0, 34))
+    c = draw(st.integers(0, 40))
     any_gen = draw(st.sampled_from(_SCALARS))
     if c <= 1:
         return draw(st.sampled_from(["true", "false"]))
@@ -420,7 +424,247 @@ def gen_bool(draw: st.DrawFn, depth: int) -> str:
         return f"dyn({any_gen(draw, depth - 1)}) {draw(st.sampled_from(['==', '!=', '<']))} {draw(st.sampled_from(_SCALARS))(draw, depth - 1)}"
     if c == 33:
         return f"{gen_list(draw, depth - 1)}.indexOf({any_gen(draw, 0)}) >= 0"
+    if c == 35:
+        return gen_time(draw, depth - 1)
+    if c == 36:
+        return gen_comprehension(draw, depth - 1)
+    if c == 37:
+        return gen_optional(draw, depth - 1)
+    if c == 38:
+        return gen_typed(draw, depth - 1)
+    if c == 39:
+        return gen_network(draw, depth - 1)
+    if c == 40:
+        return f"dyn({any_gen(draw, depth - 1)}) in {gen_map(draw, depth - 1)}"
     return f"{gen_string(draw, depth - 1)}.lastIndexOf({gen_string(draw, 0)}, {gen_int(draw, 0)}) == -1"
+
+
+_DURATIONS = (
+    "'1h'",
+    "'-1.5s'",
+    "'0'",
+    "'1h2m3s4ms5us6ns'",
+    "'2562047h'",
+    "'1d'",
+    "'x'",
+    "'9999999999h'",
+)
+_TIMESTAMPS = (
+    "'2024-01-01T00:00:00Z'",
+    "'1970-01-01T00:00:00.5+01:00'",
+    "'0001-01-01T00:00:00Z'",
+    "'9999-12-31T23:59:59.999999999Z'",
+    "'2024-02-30T00:00:00Z'",
+    "'2024-01-01'",
+)
+
+
+def gen_time(draw: st.DrawFn, depth: int) -> str:
+    """duration and timestamp: literals, arithmetic, comparisons, getters, conversions."""
+    d = f"duration({draw(st.sampled_from(_DURATIONS))})"
+    d2 = f"duration({draw(st.sampled_from(_DURATIONS))})"
+    ts = f"timestamp({draw(st.sampled_from(_TIMESTAMPS))})"
+    ts2 = f"timestamp({draw(st.sampled_from([*_TIMESTAMPS, str(draw(st.sampled_from(_INTS)))]))})"
+    op = draw(st.sampled_from(["==", "!=", "<", "<=", ">", ">="]))
+    getter = draw(
+        st.sampled_from(
+            [
+                "getFullYear()",
+                "getMonth()",
+                "getDayOfYear()",
+                "getDate()",
+                "getDayOfMonth()",
+                "getDayOfWeek()",
+                "getHours()",
+                "getMinutes()",
+                "getSeconds()",
+                "getMilliseconds()",
+                "getHours('America/New_York')",
+                "getDate('+05:30')",
+                "getMinutes('bad/zone')",
+            ]
+        )
+    )
+    return draw(
+        st.sampled_from(
+            [
+                f"{d} {op} {d2}",
+                f"{ts} {op} {ts2}",
+                f"{ts} + {d} {op} {ts2}",
+                f"{ts} - {ts2} {op} {d}",
+                f"{d} + {d2} {op} {d}",
+                f"-{d} {op} {d2}",
+                f"{ts}.{getter} {op} {gen_int(draw, 0)}",
+                f"{d}.{draw(st.sampled_from(['getHours()', 'getMinutes()', 'getSeconds()', 'getMilliseconds()']))} {op} {gen_int(draw, 0)}",
+                f"string({d}) {op} {gen_string(draw, 0)}",
+                f"string({ts}) {op} {gen_string(draw, 0)}",
+                f"int({ts}) {op} {gen_int(draw, 0)}",
+                f"duration(string({d})) == {d}",
+                f"timestamp(string({ts})) == {ts}",
+                f"{ts} - {d} {op} {ts2} - {d2}",
+            ]
+        )
+    )
+
+
+def gen_comprehension(draw: st.DrawFn, depth: int) -> str:
+    """Two-variable comprehensions, the three-argument map, and binding the name ``device``."""
+    lst = gen_list(draw, depth)
+    mp = gen_map(draw, depth)
+    pred = gen_bool(draw, max(0, depth - 1))
+    fn = draw(st.sampled_from(["all", "exists", "existsOne", "exists_one"]))
+    return draw(
+        st.sampled_from(
+            [
+                f"{lst}.{fn}(i, v, {pred} || i == 0)",
+                f"{mp}.{fn}(k, v, {pred} && k == k)",
+                f"{lst}.map(x, {pred}, x) == {lst}",
+                f"{lst}.map(x, x == x, [x]).size() > 0",
+                f"{lst}.transformList(i, v, i > 0, [v]) == []",
+                f"{lst}.transformMap(i, v, v).size() >= 0",
+                f"{mp}.transformMap(k, v, [v]) == {{}}",
+                f"{mp}.transformMapEntry(k, v, {{v: k}}).size() >= 0",
+                f"{lst}.transformMapEntry(i, v, {{v: i}}).size() >= 0",
+                f"cel.bind(device, {gen_int(draw, depth)}, device > 0)",
+                f"cel.bind(device, device.attributes, {pred})",
+                f"{lst}.all(device, {pred} || device == device)",
+                f"{lst}.exists(device, v, v == device)",
+                f"cel.bind(x, {lst}, cel.bind(y, x.size(), x.all(e, y >= 0)))",
+                f"[1, 2, 3].all(x, x > 0) && {pred}",
+            ]
+        )
+    )
+
+
+def gen_optional(draw: st.DrawFn, depth: int) -> str:
+    """Optional values: constructors, chaining, optional fields, indexes and entries."""
+    x = draw(st.sampled_from(_SCALARS))(draw, depth)
+    a = _attr(draw).replace("].", "].?", 1) if draw(st.booleans()) else _attr(draw)
+    opt = draw(
+        st.sampled_from(
+            [
+                f"optional.of({x})",
+                "optional.none()",
+                f"optional.ofNonZeroValue({x})",
+                f"{gen_list(draw, depth)}[?{gen_int(draw, 0)}]",
+                f"{gen_map(draw, depth)}[?{gen_string(draw, 0)}]",
+                f"device.attributes[{DRIVER!r}].?{draw(st.sampled_from(NAMES))}",
+                "device.?attributes",
+                f"{gen_list(draw, depth)}.first()",
+                f"{gen_list(draw, depth)}.last()",
+            ]
+        )
+    )
+    return draw(
+        st.sampled_from(
+            [
+                f"{opt}.hasValue()",
+                f"{opt}.orValue({x}) == {x}",
+                f"{opt}.or(optional.of({x})).value() == {x}",
+                f"{opt}.value() == {x}",
+                f"[?{opt}].size() == 1",
+                f"{{?'k': {opt}}}.size() == 1",
+                f"{opt} == optional.none()",
+                f"{opt}.optMap(y, y).hasValue()",
+                f"{opt}.optFlatMap(y, optional.of(y)).hasValue()",
+                f"has({a})",
+            ]
+        )
+    )
+
+
+def gen_typed(draw: st.DrawFn, depth: int) -> str:
+    """type(), dyn(), conversions and cross-type comparisons."""
+    x = draw(st.sampled_from(_SCALARS))(draw, depth)
+    t = draw(
+        st.sampled_from(
+            [
+                "int",
+                "uint",
+                "double",
+                "string",
+                "bytes",
+                "bool",
+                "list",
+                "map",
+                "null_type",
+                "type",
+                "google.protobuf.Duration",
+                "google.protobuf.Timestamp",
+            ]
+        )
+    )
+    return draw(
+        st.sampled_from(
+            [
+                f"type({x}) == {t}",
+                f"type({x}) == type({draw(st.sampled_from(_SCALARS))(draw, depth)})",
+                f"type(dyn({x})) != {t}",
+                f"type({_attr(draw)}) == {t}",
+                f"dyn({x}) == dyn({draw(st.sampled_from(_SCALARS))(draw, depth)})",
+                f"bytes({gen_string(draw, depth)}) == {gen_bytes(draw, depth)}",
+                f"string({gen_bytes(draw, depth)}) == {gen_string(draw, depth)}",
+                f"double({gen_string(draw, 0)}) {draw(st.sampled_from(['<', '==', '>']))} {gen_double(draw, 0)}",
+                f"uint({x}) >= 0u",
+            ]
+        )
+    )
+
+
+def gen_network(draw: st.DrawFn, depth: int) -> str:
+    """Kubernetes' IP, CIDR and URL libraries, and semver's accessors."""
+    ip_s = draw(
+        st.sampled_from(
+            ["'10.0.0.1'", "'::1'", "'fe80::1%eth0'", "'1.2.3'", "'::ffff:1.2.3.4'", "'127.0.0.1'"]
+        )
+    )
+    cidr_s = draw(
+        st.sampled_from(
+            ["'10.0.0.0/8'", "'::/0'", "'10.0.0.1/8'", "'1.2.3.4/33'", "'192.168.0.0/16'"]
+        )
+    )
+    url_s = draw(
+        st.sampled_from(
+            [
+                "'https://u@x.io:8/p?q=1#f'",
+                "'/p'",
+                "'x'",
+                "'https://[::1]:80/'",
+                "'http://%'",
+                "'/a%2Fb?x=1&y=2&x=3;z'",
+                "'https://a:b:c/'",
+                "'/a b'",
+                "'https://x.io/#%zz'",
+                "'mailto:a@b'",
+                "'https://[fe80::1%25en0]:8/'",
+            ]
+        )
+    )
+    v = gen_semver(draw, depth)
+    op = draw(st.sampled_from(["==", "!=", "<", ">"]))
+    return draw(
+        st.sampled_from(
+            [
+                f"ip({ip_s}).family() {op} 4",
+                f"ip({ip_s}).isLoopback()",
+                f"ip({ip_s}).isGlobalUnicast() || ip({ip_s}).isUnspecified()",
+                f"ip.isCanonical({ip_s})",
+                f"cidr({cidr_s}).containsIP(ip({ip_s}))",
+                f"cidr({cidr_s}).containsCIDR({cidr_s})",
+                f"cidr({cidr_s}).prefixLength() {op} 8",
+                f"string(cidr({cidr_s}).masked()) == {cidr_s}",
+                f"cidr({cidr_s}).ip() == ip({ip_s})",
+                f"url({url_s}).getHost() {op} 'x.io:8'",
+                f"url({url_s}).getPort() == '8'",
+                f"url({url_s}).getQuery().size() {op} 1",
+                f"url({url_s}).getEscapedPath() == '/p'",
+                f"{v}.major() {op} 1",
+                f"{v}.minor() + {v}.patch() {op} 1",
+                f"{v}.compareTo({gen_semver(draw, depth)}) {op} 0",
+                f"{v} == {gen_semver(draw, depth)}",
+            ]
+        )
+    )
 
 
 _SCALARS: list[Gen] = [
