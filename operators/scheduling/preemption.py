@@ -31,9 +31,9 @@ from __future__ import annotations
 import dataclasses
 import datetime
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
 from decimal import Decimal
-from typing import Literal
+from typing import Literal, TypeVar
 
 from operators.allocator import Allocator, Features, Status
 from operators.allocator.state import Holding
@@ -176,6 +176,52 @@ def device_names(claim: ResourceClaim) -> list[str]:
     ]
 
 
+# --- nominations ----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Nomination:
+    """What a preemptor was promised on its nominated node while its victims go: the devices
+    its allocation would take there, and what it requests of the node."""
+
+    node: str
+    priority: int
+    holding: Holding
+    requests: Mapping[str, Decimal]
+
+    @classmethod
+    def of(cls, pod: Pod, priority: int, candidate: Candidate, features: Features) -> Nomination:
+        results = [r for a in candidate.results.values() for r in a.devices.results]
+        return cls(
+            candidate.node, priority, Holding.of_results(results, features), pod_requests(pod)
+        )
+
+
+K = TypeVar("K", bound=Hashable)
+
+
+def protected(nominations: Mapping[K, Nomination], pod: K, priority: int) -> list[K]:
+    """The nominations a pod of ``priority`` must leave alone: other pods' of higher or equal
+    priority (upstream's addNominatedPods)."""
+    return sorted(
+        (k for k, n in nominations.items() if k != pod and n.priority >= priority), key=str
+    )
+
+
+def with_nominated(
+    usage: Mapping[str, NodeUsage], nominations: Sequence[Nomination]
+) -> dict[str, NodeUsage]:
+    """Node usage with the nominated pods counted on their nodes."""
+    out = dict(usage)
+    for n in nominations:
+        before = out.get(n.node, NodeUsage())
+        requests = dict(before.requests)
+        for name, value in n.requests.items():
+            requests[name] = requests.get(name, Decimal(0)) + value
+        out[n.node] = NodeUsage(requests, before.pods + 1)
+    return out
+
+
 # --- the search ----------------------------------------------------------------------------
 
 
@@ -303,7 +349,8 @@ def _split_by_budget(
     """filterPodsWithPDBViolation: pods (most important first) whose eviction would take a
     budget below zero, and the others; each eviction uses one allowed disruption."""
     allowed = [b.allowed for b in budgets]
-    violating, other = [], []
+    violating: list[RunningPod] = []
+    other: list[RunningPod] = []
     for p in pods:
         violated = False
         for i, budget in enumerate(budgets):

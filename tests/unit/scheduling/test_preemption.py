@@ -307,7 +307,8 @@ def test_a_whole_gpu_holder_is_preempted_for_a_mig_partition_of_that_gpu() -> No
     result = w.preempt(pod("high", 1000), [mine])
     assert victims_of(result) == ["low"]
     c = result.candidate
-    assert c is not None and c.node == "node-1"
+    assert c is not None
+    assert c.node == "node-1"
     assert c.freed == {f"{NS}/low": ("drv/node-1/gpu-0",)}
     (allocation,) = c.results.values()
     assert allocation.devices.results[0].device == "gpu-0-mig-a"
@@ -445,10 +446,12 @@ def test_alternatives_no_preemption_first_reprieves_for_a_lower_ranked_alternati
     mine = claim("mine", first_available("whole", "mig"))
     default = w.preempt(pod("high", 100), [mine])
     assert victims_of(default) == ["b"]
-    assert default.candidate is not None and default.candidate.rank == 1
+    assert default.candidate is not None
+    assert default.candidate.rank == 1
     ranked = w.preempt(pod("high", 100), [mine], alternatives="rank-first")
     assert victims_of(ranked) == ["a", "b"]
-    assert ranked.candidate is not None and ranked.candidate.rank == 0
+    assert ranked.candidate is not None
+    assert ranked.candidate.rank == 0
 
 
 def test_rank_first_preempts_only_for_a_better_alternative_than_what_fits() -> None:
@@ -457,10 +460,13 @@ def test_rank_first_preempts_only_for_a_better_alternative_than_what_fits() -> N
     w.run("a", 1, "node-1", a)
     mine = claim("mine", first_available("whole", "mig"))
     assert not wanted(1, "no-preemption-first"), "it fits with mig-b: nobody is evicted"
-    assert wanted(1, "rank-first") and not wanted(0, "rank-first") and wanted(None, "rank-first")
+    assert wanted(1, "rank-first")
+    assert not wanted(0, "rank-first")
+    assert wanted(None, "rank-first")
     result = w.preempt(pod("high", 100), [mine], alternatives="rank-first", better_than=1)
     assert victims_of(result) == ["a"]
-    assert result.candidate is not None and result.candidate.rank == 0
+    assert result.candidate is not None
+    assert result.candidate.rank == 0
 
 
 # --- PodDisruptionBudgets and the choice of node ------------------------------------------
@@ -492,7 +498,8 @@ def test_a_node_whose_victim_is_protected_by_a_budget_is_avoided() -> None:
         pod("high", 100), [claim("mine", request("whole"))], budgets=[budget(0, app="app0")]
     )
     assert victims_of(result) == ["p1"]
-    assert result.candidate is not None and result.candidate.pdb_violations == 0
+    assert result.candidate is not None
+    assert result.candidate.pdb_violations == 0
     allowed = w.preempt(
         pod("high", 100), [claim("mine", request("whole"))], budgets=[budget(1, app="app0")]
     )
@@ -507,7 +514,8 @@ def test_a_budget_violation_is_accepted_when_there_is_no_other_way() -> None:
         pod("high", 100), [claim("mine", request("whole"))], budgets=[budget(0, app="app0")]
     )
     assert victims_of(result) == ["p0"]
-    assert result.candidate is not None and result.candidate.pdb_violations == 1
+    assert result.candidate is not None
+    assert result.candidate.pdb_violations == 1
 
 
 def test_an_empty_budget_selector_covers_nothing() -> None:
