@@ -136,6 +136,11 @@ class Allocator:
         other._available = {}
         return other
 
+    def consumes_counters(self, node: Node, devices: Iterable[DeviceID]) -> bool:
+        """Whether any of these devices of ``node``'s pools draws on a shared counter set."""
+        counted = self._view(node).counted
+        return any(d in counted for d in devices)
+
     # --- per node ------------------------------------------------------------------------
 
     def _view(self, node: Node) -> NodeView:
