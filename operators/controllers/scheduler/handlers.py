@@ -587,25 +587,22 @@ class Scheduler(Controller[SchedulerSettings]):
         return released
 
     async def _consumers(self, claim: ResourceClaim) -> dict[str, PodInfo | None] | None:
-        """The pods the claim's release depends on, or None while one of them is cached as
-        running (no reads then). Pods missing from the cache are read: one created a moment
-        ago may hold the claim already (as the reservation cleanup checks)."""
+        """The pods the claim's release depends on, or None while one of its consumers is
+        cached as running (no reads then). Pods missing from the cache are read: one created a
+        moment ago may hold the claim already (as the reservation cleanup checks)."""
         namespace = claim.metadata.namespace or ""
+        for ref in claim.status.reserved_for:
+            body = self.indices.one("pod_info", ObjectKey(namespace, ref.name or ""))
+            info = None if body is None else PodInfo.from_body(body)
+            if info is not None and info.uid == ref.uid and info.phase not in TERMINAL_PHASES:
+                return None
         found: dict[str, PodInfo | None] = {}
         for name in sorted(pods_to_look_up(claim)):
             body = self.indices.one("pod_info", ObjectKey(namespace, name))
             if body is None:
                 body = await self._read_or_none("Pod", ObjectKey(namespace, name))
-            info = None if body is None else PodInfo.from_body(body)
-            found[name] = info
-        in_use = {
-            r.name
-            for r in claim.status.reserved_for
-            if (info := found.get(r.name or "")) is not None
-            and info.uid == r.uid
-            and info.phase not in TERMINAL_PHASES
-        }
-        return None if in_use else found
+            found[name] = None if body is None else PodInfo.from_body(body)
+        return found
 
     def attempt_ended(self, key: ObjectKey, result: str) -> None:
         """kube-scheduler's attempt metrics: ``result`` is scheduled, unschedulable or error;
