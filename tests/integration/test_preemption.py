@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from operators.api.keys import ObjectKey
+from operators.controllers.scheduler.handlers import Scheduler
 from operators.controllers.scheduler.metrics import REGISTRY
 from operators.kube.api import KubeAPI, NotFoundError, resource_of
 from tests.integration.helpers import (
@@ -442,3 +444,51 @@ async def test_a_restart_between_eviction_and_binding_leaves_nothing_stranded(
             await eventually(cleared, what="the nomination cleared")
             assert not await bound_node(kube, namespace, "high")
             assert not results(await kube.get("ResourceClaim", "high", namespace))
+
+
+class HoldingScheduler(Scheduler):
+    """The scheduler, with the cycles of chosen pods held back once they are nominated: the
+    window between a victim's disappearance and the preemptor's next cycle, made long."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.held: set[ObjectKey] = set()
+
+    async def schedule(self, key: ObjectKey) -> None:
+        if key in self.held and key in self.nominations:
+            return
+        await super().schedule(key)
+
+
+async def test_nominated_devices_are_not_given_to_a_lower_priority_pod(
+    kube: KubeAPI, kubeconfig: Any, namespace: str, driver: str, controllers: None
+) -> None:
+    """The preemptor was promised a MIG partition; its victim is gone and the reservation
+    cleanup has released the whole GPU. A lower-priority pod asking for the whole GPU must
+    not get it while the preemptor waits; the preemptor then gets its partition."""
+    classes = await priority_classes(kube)
+    node = await mig_node(kube, driver)
+    scheduler, registry = start_scheduler(kubeconfig, HoldingScheduler, unschedulable_retry=2.0)
+    assert isinstance(scheduler, HoldingScheduler)
+    scheduler.held.add(ObjectKey(namespace, "high"))
+    async with running_operator(registry, "scheduler"):
+        await workload(kube, namespace, "low", classes["low"], f"whole.{driver}")
+        assert await eventually(bound(kube, namespace, "low"), what="low") == node
+        await workload(kube, namespace, "high", classes["high"], f"mig.{driver}")
+        await act_as_kubelet(kube, namespace, "low")
+
+        async def released() -> bool:
+            return not results(await kube.get("ResourceClaim", "low", namespace))
+
+        await eventually(released, what="the victim's claim released by the cleanup")
+        await workload(kube, namespace, "late", classes["low"], f"whole.{driver}")
+        message = await eventually(
+            lambda: message_of(kube, namespace, "late", "cannot allocate claim"),
+            what="late explained",
+        )
+        assert "preemption: 0/" in message, message
+        assert not await bound_node(kube, namespace, "late")
+        scheduler.held.clear()
+        scheduler.queue.add(ObjectKey(namespace, "high"))
+        assert await eventually(bound(kube, namespace, "high"), what="high") == node
+        assert not await bound_node(kube, namespace, "late")
