@@ -280,10 +280,11 @@ async def test_no_preemption_when_it_would_not_help(
     message = await eventually(
         lambda: message_of(kube, namespace, "equal", "preemption:"), what="equal explained"
     )
-    # Nodes of earlier tests share the control plane: every one of them is counted.
+    # Nodes of earlier tests share the control plane: they are counted too, with reasons of
+    # their own (their pods' claims are out of preemption's scope, or theirs are not ready).
     assert re.search(
-        r"preemption: 0/(\d+) nodes are available: \1 No preemption victims found for "
-        r"incoming pod\.$",
+        r"preemption: 0/\d+ nodes are available: (.*, )?\d+ No preemption victims found for "
+        r"incoming pod[,.]",
         message,
     ), message
     await workload(kube, namespace, "polite", classes["polite"], f"mig.{driver}")
