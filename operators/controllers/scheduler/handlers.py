@@ -428,8 +428,9 @@ class Scheduler(Controller[SchedulerSettings]):
         return [preemption.Budget.of(b) for b in self.cache.all_of(self.cache.budgets, "pdbs")]
 
     def _deadline(self) -> Callable[[], bool] | None:
-        """The victims' search gets the filter timeout of its own."""
-        limit = self.settings.filter_timeout
+        """The victims' search gets the filter timeout of its own (none without
+        DRASchedulerFilterTimeout)."""
+        limit = self.filter_timeout
         if not limit:
             return None
         started = self.clock.monotonic()
