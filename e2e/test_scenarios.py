@@ -142,7 +142,7 @@ async def test_priority_preemption(scenario: Apply, kube: KubeAPI) -> None:
     assert all(p["spec"].get("nodeName") for p in batch.values()), "both A100s taken"
     assert len({p["spec"]["nodeName"] for p in batch.values()}) == 2
     assert [p["spec"].get("priority") for p in batch.values()] == [0, 0]
-    await manifests.apply(kube, manifests.load_documents(demo.EXAMPLES / s.name / "preemptor.yaml"))
+    await manifests.apply(kube, manifests.load_directory(demo.EXAMPLES / s.name / "preemptor"))
 
     async def victim() -> dict[str, Any] | None:
         for p in await s.pods():
