@@ -63,8 +63,8 @@ def test_the_seven_scenarios_exist() -> None:
         "fabric-gpu",
         "mig-partitions",
         "multi-host-shared-claim",
-        "priority-preemption",
         "prioritized-alternatives",
+        "priority-preemption",
         "shared-nic-bandwidth",
     ]
 
