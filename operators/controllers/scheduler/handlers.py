@@ -314,8 +314,9 @@ class Scheduler(Controller[SchedulerSettings]):
         # PostFilter, in this order: the pod's own stranded claim; the claims of its victims,
         # once they are gone; and only when neither can help, preemption.
         recovered = await self._post_filter(pod, claims, result)
-        if not recovered:
-            recovered = await self._release_victims(pod)
+        if not recovered and await self._release_victims(pod):
+            recovered = True
+            message += " preemption: the claims of preempted pods are being released."
         if (
             not recovered
             and self.settings.preemption
@@ -552,7 +553,8 @@ class Scheduler(Controller[SchedulerSettings]):
     async def _release_victims(self, pod: Pod) -> bool:
         """Claims on the pod's nominated node whose consumers are all gone (its victims,
         deleted or finished) are deallocated now, by the reservation cleanup's rules, rather
-        than at the cleanup's next pass. True when something was released."""
+        than at the cleanup's next pass. True when something is being released, by this
+        write or a concurrent one (then no new victims are sought)."""
         key = planning.pod_key(pod)
         node = self.pods.nominated.get(key) or pod.status.nominated_node_name
         if not node:
@@ -573,14 +575,16 @@ class Scheduler(Controller[SchedulerSettings]):
             action = planning.victim_claim_release(claim, pods)
             if action is None:
                 continue
+            # Being released (by this write, or by the reservation cleanup's if it came first):
+            # its devices are about to be free, so evicting more pods would be one too many.
+            released = True
             try:
                 written = await self.apply(action)
             except (ConflictError, NotFoundError):
-                continue  # changed meanwhile: its event says what it is now
+                continue  # changed meanwhile: its event brings the pod back
             assert written is not None
             self.cache.written(ResourceClaim.load(written))
             self.pods.unsatisfiable.clear()
-            released = True
             log.info(
                 "released the claim of a preemption victim",
                 **{fields.POD: str(key), fields.CLAIM: claim.key, fields.NODE: node},
