@@ -132,6 +132,18 @@ def results(claim_body: dict[str, Any]) -> list[dict[str, Any]]:
     return list((allocation.get("devices") or {}).get("results") or [])
 
 
+@pytest.fixture(autouse=True)
+async def pods_removed_afterwards(kube: KubeAPI, namespace: str) -> AsyncIterator[None]:
+    """Pending pods left behind would be scheduled by every later test's scheduler (the
+    control plane is shared by the session): they go, at once (no kubelet)."""
+    yield
+    options = {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0}
+    for pod in (await kube.list("Pod", namespace))["items"]:
+        with contextlib.suppress(NotFoundError):
+            path = resource_of("Pod").path(namespace, pod["metadata"]["name"])
+            await kube.call("DELETE", path, body=options)
+
+
 @pytest.fixture
 async def scheduler(kubeconfig: Any) -> AsyncIterator[None]:
     _, registry = start_scheduler(kubeconfig, unschedulable_retry=2.0)
