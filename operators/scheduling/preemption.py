@@ -319,15 +319,7 @@ class _Search:
     def fits(self, node: Node, pods: Sequence[RunningPod], removed: Collection[str]) -> _Fit | None:
         """Whether the pod fits on ``node`` once the pods ``removed`` (uids) are gone."""
         name = node.metadata.name or ""
-        before = self.usage.get(name, NodeUsage())
-        requests = dict(before.requests)
-        gone = 0
-        for p in pods:
-            if p.uid in removed:
-                gone += 1
-                for resource, value in self._requests(p).items():
-                    requests[resource] = requests.get(resource, Decimal(0)) - value
-        if node_failure(self.pod, node, self.requests, NodeUsage(requests, before.pods - gone)):
+        if not self._room(node, pods, removed):
             return None
         if not self.to_allocate:
             return _Fit({}, 0)
@@ -360,15 +352,7 @@ class _Search:
         none of its devices, and neither they nor its devices draw on shared counters (where
         they would, only the allocator can tell). Saves the allocator call of most reprieves."""
         name = node.metadata.name or ""
-        before = self.usage.get(name, NodeUsage())
-        requests = dict(before.requests)
-        gone = 0
-        for p in pods:
-            if p.uid in removed:
-                gone += 1
-                for resource, value in self._requests(p).items():
-                    requests[resource] = requests.get(resource, Decimal(0)) - value
-        if node_failure(self.pod, node, self.requests, NodeUsage(requests, before.pods - gone)):
+        if not self._room(node, pods, removed):
             return False
         if not self.to_allocate:
             return True
@@ -384,6 +368,19 @@ class _Search:
         if held & taken:
             return False
         return not self.allocator.consumes_counters(node, held | taken)
+
+    def _room(self, node: Node, pods: Sequence[RunningPod], removed: Collection[str]) -> bool:
+        """The node filters pass once the pods ``removed`` no longer request anything."""
+        before = self.usage.get(node.metadata.name or "", NodeUsage())
+        requests = dict(before.requests)
+        gone = 0
+        for p in pods:
+            if p.uid in removed:
+                gone += 1
+                for resource, value in self._requests(p).items():
+                    requests[resource] = requests.get(resource, Decimal(0)) - value
+        usage = NodeUsage(requests, before.pods - gone)
+        return node_failure(self.pod, node, self.requests, usage) is None
 
     def _requests(self, p: RunningPod) -> Mapping[str, Decimal]:
         found = self._pod_requests.get(p.uid)
