@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from decimal import Decimal
 from typing import Any
 
-from e2e.conftest import Scenario
+from e2e.conftest import IN_CLUSTER, Scenario, eventually
 from operators import demo
 from operators.api.quantity import Quantity
-from operators.kube.api import KubeAPI
+from operators.kube import manifests
+from operators.kube.api import KubeAPI, NotFoundError, resource_of
 
 Apply = Callable[[str], Awaitable[Scenario]]
 
@@ -132,3 +134,50 @@ async def test_fabric_gpu_with_binding_conditions(scenario: Apply, kube: KubeAPI
     (device,) = claim["status"]["devices"]
     attached = {c["type"]: c["status"] for c in device["conditions"]}
     assert attached["fabric.kopf-dra.io/attached"] == "True"
+
+
+async def test_priority_preemption(scenario: Apply, kube: KubeAPI) -> None:
+    s = await scenario("priority-preemption")
+    batch = by_name(await s.settled(expected_pods=2))
+    assert all(p["spec"].get("nodeName") for p in batch.values()), "both A100s taken"
+    assert len({p["spec"]["nodeName"] for p in batch.values()}) == 2
+    assert [p["spec"].get("priority") for p in batch.values()] == [0, 0]
+    await manifests.apply(kube, manifests.load_directory(demo.EXAMPLES / s.name / "preemptor"))
+
+    async def victim() -> dict[str, Any] | None:
+        for p in await s.pods():
+            if p["metadata"]["name"].startswith("batch-") and p["metadata"].get(
+                "deletionTimestamp"
+            ):
+                return p
+        return None
+
+    evicted = await eventually(victim, what="a batch job being evicted")
+    conditions = {c["type"]: c for c in evicted["status"].get("conditions") or []}
+    assert conditions["DisruptionTarget"]["reason"] == "PreemptionByScheduler"
+    assert evicted["metadata"]["deletionGracePeriodSeconds"] == 5
+    if not IN_CLUSTER:  # no kubelet on virtual nodes: finish the graceful deletion for it
+        meta = evicted["metadata"]
+        path = resource_of("Pod").path(meta["namespace"], meta["name"])
+        options = {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0}
+        with contextlib.suppress(NotFoundError):
+            await kube.call("DELETE", path, body=options)
+
+    async def trained() -> dict[str, Any] | None:
+        pods = by_name(await s.pods())
+        train = pods.get("train")
+        return train if train is not None and train["spec"].get("nodeName") else None
+
+    train = await eventually(trained, what="train bound on the freed GPU")
+    assert train["spec"]["nodeName"] == evicted["spec"]["nodeName"]
+    (result,) = await s.devices(train)
+    assert "mig-3g-20gb" in result["device"]
+    assert result["pool"] == train["spec"]["nodeName"]
+    (other,) = (n for n in batch if n != evicted["metadata"]["name"])
+    survivor = by_name(await s.pods())[other]
+    assert not survivor["metadata"].get("deletionTimestamp"), "one victim is enough"
+    events = (await kube.list("Event", "kopf-dra-preemption"))["items"]
+    reasons = {(e["reason"], e["involvedObject"]["name"]) for e in events}
+    assert ("Preempted", evicted["metadata"]["name"]) in reasons
+    assert ("Preempting", "train") in reasons
+    await assert_counters_within_totals(kube)

@@ -16,6 +16,7 @@ search), ``explain.py`` (reasons of a failed one), ``outcome.py`` (what ``alloca
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable, Sequence
 from decimal import Decimal
 from typing import Literal
@@ -126,6 +127,19 @@ class Allocator:
         self._matches: dict[tuple[str, int], bool | SelectorError] = {}
         self._out_of_time = out_of_time
         self._available: dict[PoolID, dict[str, dict[str, Decimal]]] = {}
+
+    def rebased(self, allocated: AllocatedState) -> Allocator:
+        """The same allocator on another allocated state (preemption's what-ifs): views and
+        selector results are kept, the counters left per pool are computed again."""
+        other = copy.copy(self)
+        other.allocated = allocated
+        other._available = {}
+        return other
+
+    def consumes_counters(self, node: Node, devices: Iterable[DeviceID]) -> bool:
+        """Whether any of these devices of ``node``'s pools draws on a shared counter set."""
+        counted = self._view(node).counted
+        return any(d in counted for d in devices)
 
     # --- per node ------------------------------------------------------------------------
 

@@ -169,6 +169,11 @@ class NodeView:
     devices: list[Candidate]
     #: ``devices`` in the order the search tries them: as they are, or smallest first (best-fit).
     search_order: list[Candidate]
+    #: Devices that draw on a shared counter set (KEP-4815).
+    counted: frozenset[DeviceID] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.counted = frozenset(c.id for c in self.devices if c.counters)
 
 
 class Search:

@@ -15,7 +15,7 @@ from typing import Any, Generic, TypeVar
 
 from operators.allocator.features import Features
 from operators.api.ids import DeviceID
-from operators.api.resource import ResourceClaim
+from operators.api.resource import DeviceRequestAllocationResult, ResourceClaim
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +32,48 @@ class AllocatedState:
             device in self.devices
             or device in self.capacity
             or any(d == device for d, _ in self.shared)
+        )
+
+    def without(self, holdings: Iterable[Holding]) -> AllocatedState:
+        """The state once these allocations are gone (preemption's victims released them).
+
+        A shared device keeps its capacity entry while other shares of it remain; a device
+        held exclusively by two claims (a double allocation) is not expected here.
+        """
+        holdings = list(holdings)
+        if not holdings:
+            return self
+        devices = {d for h in holdings for d in h.devices}
+        shared = {s for h in holdings for s in h.shared}
+        remaining_shared = self.shared - shared
+        capacity = {d: dict(c) for d, c in self.capacity.items()}
+        for h in holdings:
+            for device, name, value in h.consumed:
+                have = capacity.get(device)
+                if have is not None and name in have:
+                    have[name] -= value
+        still_shared = {d for d, _ in remaining_shared}
+        for device in {d for h in holdings for d in h.capacity_devices}:
+            if device not in still_shared:
+                capacity.pop(device, None)
+        return AllocatedState(self.devices - devices, remaining_shared, capacity)
+
+    def plus(self, holdings: Iterable[Holding]) -> AllocatedState:
+        """The state with these allocations taken as well (devices nominated for a pod)."""
+        holdings = list(holdings)
+        if not holdings:
+            return self
+        capacity = {d: dict(c) for d, c in self.capacity.items()}
+        for h in holdings:
+            for device in h.capacity_devices:
+                capacity.setdefault(device, {})
+            for device, name, value in h.consumed:
+                have = capacity.setdefault(device, {})
+                have[name] = have.get(name, Decimal(0)) + value
+        return AllocatedState(
+            self.devices | {d for h in holdings for d in h.devices},
+            self.shared | {s for h in holdings for s in h.shared},
+            capacity,
         )
 
     @classmethod
@@ -72,11 +114,18 @@ class Holding:
 
     @classmethod
     def of(cls, claim: ResourceClaim, features: Features) -> Holding:
+        return cls.of_results(claim.allocated_results(), features)
+
+    @classmethod
+    def of_results(
+        cls, results: Iterable[DeviceRequestAllocationResult], features: Features
+    ) -> Holding:
+        """What these allocation results take (a claim's, or a nominated pod's planned ones)."""
         devices: list[DeviceID] = []
         shared: list[tuple[DeviceID, str]] = []
         consumed: list[tuple[DeviceID, str, Decimal]] = []
         capacity_devices: list[DeviceID] = []
-        for result in claim.allocated_results():
+        for result in results:
             if result.admin_access:
                 continue
             device = result.device_id

@@ -130,6 +130,7 @@ class PodSpec(KubeModel):
     overhead: dict[str, Quantity] = Field(default_factory=dict)
     priority: int | None = None
     priority_class_name: str | None = None
+    preemption_policy: str | None = None
     restart_policy: str | None = None
     service_account_name: str | None = None
 
@@ -203,6 +204,76 @@ class Pod(KubeModel):
 
     def condition(self, type_: str) -> PodCondition | None:
         return next((c for c in self.status.conditions if c.type == type_), None)
+
+
+# --- priority and disruption budgets -------------------------------------------------------
+
+PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
+PREEMPT_NEVER = "Never"
+
+
+class PriorityClass(KubeModel):
+    """scheduling.k8s.io/v1 PriorityClass: a pod's priority when admission did not fill it in."""
+
+    api_version: str | None = "scheduling.k8s.io/v1"
+    kind: str | None = "PriorityClass"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    value: int = 0
+    global_default: bool | None = None
+    preemption_policy: str | None = None
+
+
+class LabelSelectorRequirement(KubeModel):
+    key: str | None = None
+    operator: str | None = None  # In, NotIn, Exists, DoesNotExist
+    values: list[str] = Field(default_factory=list)
+
+
+class LabelSelector(KubeModel):
+    """metav1.LabelSelector: matchLabels and matchExpressions, ANDed."""
+
+    match_labels: dict[str, str] = Field(default_factory=dict)
+    match_expressions: list[LabelSelectorRequirement] = Field(default_factory=list)
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.match_labels and not self.match_expressions
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        if any(labels.get(k) != v for k, v in self.match_labels.items()):
+            return False
+        for r in self.match_expressions:
+            key = r.key or ""
+            if r.operator == "In" and labels.get(key) not in r.values:
+                return False
+            if r.operator == "NotIn" and key in labels and labels[key] in r.values:
+                return False
+            if r.operator == "Exists" and key not in labels:
+                return False
+            if r.operator == "DoesNotExist" and key in labels:
+                return False
+            if r.operator not in ("In", "NotIn", "Exists", "DoesNotExist"):
+                return False  # invalid: upstream's conversion fails, and the budget is skipped
+        return True
+
+
+class PodDisruptionBudgetSpec(KubeModel):
+    selector: LabelSelector | None = None
+
+
+class PodDisruptionBudgetStatus(KubeModel):
+    disruptions_allowed: int = 0
+    disrupted_pods: dict[str, str] = Field(default_factory=dict)
+
+
+class PodDisruptionBudget(KubeModel):
+    """policy/v1 PodDisruptionBudget: what preemption reads of it (selector, status)."""
+
+    api_version: str | None = "policy/v1"
+    kind: str | None = "PodDisruptionBudget"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: PodDisruptionBudgetSpec = Field(default_factory=PodDisruptionBudgetSpec)
+    status: PodDisruptionBudgetStatus = Field(default_factory=PodDisruptionBudgetStatus)
 
 
 # --- nodes ---------------------------------------------------------------------------------

@@ -59,6 +59,8 @@ RESOURCES: Final[dict[str, Resource]] = {
         Resource("v1", "events", True, "Event"),
         Resource("v1", "serviceaccounts", True, "ServiceAccount"),
         Resource("v1", "configmaps", True, "ConfigMap"),
+        Resource("scheduling.k8s.io/v1", "priorityclasses", False, "PriorityClass"),
+        Resource("policy/v1", "poddisruptionbudgets", True, "PodDisruptionBudget"),
         Resource("coordination.k8s.io/v1", "leases", True, "Lease"),
         Resource("apps/v1", "deployments", True, "Deployment"),
         Resource("apps/v1", "daemonsets", True, "DaemonSet"),

@@ -16,6 +16,8 @@ TEMPLATES = ("resource.k8s.io", "v1", "resourceclaimtemplates")
 SLICES = ("resource.k8s.io", "v1", "resourceslices")
 CLASSES = ("resource.k8s.io", "v1", "deviceclasses")
 TAINT_RULES = ("resource.k8s.io", "v1beta2", "devicetaintrules")
+PRIORITY_CLASSES = ("scheduling.k8s.io", "v1", "priorityclasses")
+PDBS = ("policy", "v1", "poddisruptionbudgets")
 
 
 class IndexView:

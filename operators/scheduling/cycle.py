@@ -162,7 +162,7 @@ def run_cycle(
         reason = node_failure(pod, node, requests, node_usage)
         if reason is not None:
             return reason
-        claim = _unavailable_claim(allocated, node)
+        claim = unavailable_claim(allocated, node)
         if claim is None:
             return None
         unavailable[claim.key] = None
@@ -286,7 +286,7 @@ def run_cycle(
     )
 
 
-def _unavailable_claim(claims: Sequence[ResourceClaim], node: Node) -> ResourceClaim | None:
+def unavailable_claim(claims: Sequence[ResourceClaim], node: Node) -> ResourceClaim | None:
     """The first allocated claim whose allocation cannot be used on ``node``."""
     for claim in claims:
         allocation = claim.status.allocation

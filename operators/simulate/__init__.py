@@ -38,6 +38,11 @@ EXAMPLES = """examples:
   # what if I add this pod to the cluster I am connected to?
   kopf-dra simulate --from-cluster -f new-pod.yaml --pod team-a/new-trainer --explain -o table
 
+  # which pods would a high-priority pod evict, and what would that free? (nothing is evicted)
+  kubectl get nodes,pods,resourceslices,deviceclasses,resourceclaims,priorityclasses,pdb \\
+      -A -o yaml > snap.yaml
+  kopf-dra simulate -f snap.yaml -f trainer.yaml --pod team-a/trainer -o table
+
   # do these claims fit on this node together?
   kopf-dra simulate -f snap.yaml --node gpu-3 --claim team-a/gpu --claim team-a/nic
 """
@@ -110,6 +115,19 @@ def build_parser() -> argparse.ArgumentParser:
         f"{KUBERNETES_RELEASE}'s)",
     )
     p.add_argument(
+        "--no-preemption",
+        dest="preemption",
+        action="store_false",
+        help="as the scheduler's --no-preemption: do not say which pods would be evicted",
+    )
+    p.add_argument(
+        "--preemption-alternatives",
+        choices=["no-preemption-first", "rank-first"],
+        default="no-preemption-first",
+        help="as the scheduler's flag: whether an alternative that fits without preemption "
+        "beats a higher-ranked one that needs it",
+    )
+    p.add_argument(
         "--explain",
         action="store_true",
         help="per request, which classes, selectors and checks eliminated which devices",
@@ -174,6 +192,8 @@ def run(args: argparse.Namespace, now: datetime.datetime) -> engine.Answer | Non
         binding_timeout=args.binding_timeout,
         explain=args.explain,
         feature_gates=args.feature_gates,
+        preemption=args.preemption,
+        preemption_alternatives=args.preemption_alternatives,
     )
     if args.pod is not None:
         if args.claim:

@@ -4,9 +4,11 @@
 through ``resolve_claims`` (a claim not yet generated from its template is generated in memory,
 as the claim-template controller would), the binding conditions of claims already allocated
 for it, node usage from the bound pods, the allocator over every allocated claim,
-``run_cycle`` with the same policies, the nominated node preferred, and upstream's PostFilter
-(a claim no node can use, held by nobody else, is deallocated and the pod tried again). A pod
-held by scheduling gates is answered as if they were lifted. ``node_answer`` answers the
+``run_cycle`` with the same policies, the nominated node preferred, upstream's PostFilter
+(a claim no node can use, held by nobody else, is deallocated and the pod tried again), and
+then preemption (``scheduling.preemption``): which pods would be evicted from which node, and
+what their eviction frees, without evicting anybody. A pod held by scheduling gates is
+answered as if they were lifted. ``node_answer`` answers the
 narrower question "do these claims fit on this node together".
 """
 
@@ -38,6 +40,7 @@ from operators.api.timestamps import age
 from operators.cel import CELEnvironment
 from operators.controllers.claim_templates.planning import claim_from_template
 from operators.controllers.scheduler import planning
+from operators.scheduling import preemption
 from operators.scheduling.binding import Binding, binding_verdict
 from operators.scheduling.cycle import (
     ClaimsNotReady,
@@ -47,7 +50,8 @@ from operators.scheduling.cycle import (
     run_cycle,
     unschedulable_message,
 )
-from operators.scheduling.nodes import UsageTracker, pod_requests
+from operators.scheduling.nodes import NodeUsage, UsageTracker, pod_requests
+from operators.scheduling.preemption import AlternativesPolicy, RunningPod
 from operators.scheduling.score import Score, ScorePolicy
 from operators.simulate.snapshot import InputError, Snapshot
 
@@ -65,6 +69,8 @@ class Options:
     explain: bool = False
     #: --feature-gates as given (checked); the rest are Kubernetes' defaults.
     feature_gates: Mapping[str, bool] = dataclasses.field(default_factory=dict)
+    preemption: bool = True
+    preemption_alternatives: AlternativesPolicy = "no-preemption-first"
 
 
 @dataclasses.dataclass
@@ -86,6 +92,18 @@ class Answer:
     reasons: list[str] = dataclasses.field(default_factory=list)
     nodes: dict[str, NodeAnswer] = dataclasses.field(default_factory=dict)
     notes: list[str] = dataclasses.field(default_factory=list)
+    preemption: PreemptionAnswer | None = None
+
+
+@dataclasses.dataclass
+class PreemptionAnswer:
+    """What the scheduler's preemption would do: nothing yet is evicted by ``simulate``."""
+
+    outcome: Literal["victims", "none", "not-eligible"]
+    message: str
+    priority: int
+    node: str | None = None
+    victims: list[tuple[str, int, tuple[str, ...]]] = dataclasses.field(default_factory=list)
 
 
 def _allocator(snapshot: Snapshot, options: Options, leave_out: set[str]) -> Allocator:
@@ -215,12 +233,85 @@ def pod_answer(
             "deallocates it (PostFilter) and tries again"
         )
     answer = _answer(result, fit.node if fit is not None else None, claims, nodes, notes)
+    fit_rank = fit.score.rank if fit is not None else None
+    if (
+        options.preemption
+        and result.pod_error is None
+        and preemption.wanted(fit_rank, options.preemption_alternatives)
+    ):
+        answer.preemption = _preemption(
+            snapshot, pod, claims, nodes, usage, options, released, now, fit_rank
+        )
+        if answer.outcome == "unsatisfiable":
+            answer.reasons = [
+                f"{r} preemption: {answer.preemption.message}" for r in answer.reasons
+            ]
     if options.explain and allocator is not None:
         unallocated = [c for c in claims if not c.is_allocated]
         for name, node_answer in answer.nodes.items():
             if node_answer.outcome == "unsatisfiable" or node_answer.chosen:
                 node_answer.explanation = allocator.breakdown(snapshot.nodes[name], unallocated)
     return answer
+
+
+def _preemption(
+    snapshot: Snapshot,
+    pod: Pod,
+    claims: Sequence[ResourceClaim],
+    nodes: Sequence[Node],
+    usage: dict[str, NodeUsage],
+    options: Options,
+    released: set[str],
+    now: datetime.datetime,
+    better_than: int | None,
+) -> PreemptionAnswer:
+    """The scheduler's preemption on the snapshot: eligibility, then the victims' search."""
+    priority = preemption.priority_of(pod, snapshot.priority_classes)
+    lower: dict[str, list[RunningPod]] = {}
+    for key, other in sorted(snapshot.pods.items()):
+        on = other.spec.node_name
+        if not on or other.status.phase in TERMINAL_PHASES or key == planning.pod_key(pod):
+            continue
+        value = preemption.priority_of(other, snapshot.priority_classes).value
+        if value >= priority.value:
+            continue
+        namespace = other.metadata.namespace or ""
+        held = tuple(
+            c
+            for name in sorted(other.claim_names())
+            if (c := snapshot.claims.get(ObjectKey(namespace, name))) is not None
+            and c.is_allocated
+            and c.is_reserved_for(other.metadata.uid or "")
+        )
+        lower.setdefault(on, []).append(RunningPod(other, value, held))
+    nominated = pod.status.nominated_node_name
+    reason = preemption.eligibility(
+        priority, nominated, lower.get(nominated, ()) if nominated else ()
+    )
+    if reason is not None:
+        return PreemptionAnswer("not-eligible", reason, priority.value)
+    result = preemption.preempt(
+        pod,
+        priority,
+        claims,
+        nodes,
+        usage,
+        lower,
+        _allocator(snapshot, options, released)
+        if any(not c.is_allocated for c in claims)
+        else None,
+        [preemption.Budget.of(b) for b in snapshot.budgets.values()],
+        now,
+        features=Features.from_gates(resolve(options.feature_gates)),
+        alternatives=options.preemption_alternatives,
+        better_than=better_than,
+    )
+    candidate = result.candidate
+    message = result.message(len(nodes))
+    if candidate is None:
+        return PreemptionAnswer("none", message, priority.value)
+    victims = [(v.key, v.priority, candidate.freed.get(v.key, ())) for v in candidate.victims]
+    return PreemptionAnswer("victims", message, priority.value, candidate.node, victims)
 
 
 def _deallocated(claim: ResourceClaim) -> ResourceClaim:

@@ -4,7 +4,10 @@ The JSON keys are stable: ``outcome`` (success, unsatisfiable, waiting, error), 
 ``node`` (the chosen one), ``allocations`` (claim -> AllocationResult, each carried once: the
 chosen node's entry does not repeat them), ``reasons`` (the scheduler's own unschedulable
 message), ``nodes`` (per node: outcome, reason, score and its parts, and the allocations of
-feasible nodes not chosen), ``notes`` (what the answer assumed).
+feasible nodes not chosen), ``notes`` (what the answer assumed), ``preemption`` (when the pod
+fits nowhere: ``outcome`` victims, none or not-eligible, the pod's ``priority``, the ``node``
+and the ``victims`` with their priority and the devices their eviction frees, and the
+``message`` the scheduler gives; nothing is evicted).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import yaml
 
 from operators.allocator.explain import ClaimBreakdown
 from operators.api.resource import AllocationResult
-from operators.simulate.engine import Answer, NodeAnswer
+from operators.simulate.engine import Answer, NodeAnswer, PreemptionAnswer
 
 SHOWN = 4  # device names listed per explanation line
 
@@ -31,6 +34,22 @@ def as_json(answer: Answer) -> dict[str, Any]:
         "reasons": answer.reasons,
         "nodes": {name: _node_json(n) for name, n in sorted(answer.nodes.items())},
         "notes": answer.notes,
+        "preemption": _preemption_json(answer.preemption),
+    }
+
+
+def _preemption_json(p: PreemptionAnswer | None) -> dict[str, Any] | None:
+    if p is None:
+        return None
+    return {
+        "outcome": p.outcome,
+        "priority": p.priority,
+        "node": p.node,
+        "victims": [
+            {"pod": pod, "priority": priority, "frees": list(frees)}
+            for pod, priority, frees in p.victims
+        ],
+        "message": p.message,
     }
 
 
@@ -120,6 +139,15 @@ def table(answer: Answer) -> str:
                 )
                 for reason, devices in r.eliminated:
                     lines.append(f"    {len(devices):4} {reason}: {_listed(devices)}")
+    if answer.preemption is not None:
+        p = answer.preemption
+        lines.append("")
+        where = f" on {p.node}" if p.node else ""
+        lines.append(f"PREEMPT  {p.outcome}{where} (priority {p.priority}): {p.message}")
+        for pod, priority, frees in p.victims:
+            freed = f"  frees {_listed(frees)}" if frees else ""
+            lines.append(f"  VICTIM {pod} (priority {priority}){freed}")
+        lines.append("NOTE     preemption is simulated: nobody is evicted")
     for note in answer.notes:
         lines.append(f"NOTE     {note}")
     return "\n".join(lines) + "\n"

@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from operators.api.base import KubeModel
-from operators.api.core import Node, Pod
+from operators.api.core import Node, Pod, PodDisruptionBudget, PriorityClass
 from operators.api.keys import ObjectKey
 from operators.api.resource import (
     DeviceClass,
@@ -50,6 +50,15 @@ KINDS: dict[str, Kind] = {
         Kind("ResourceClaim", ResourceClaim, ("resource.k8s.io/v1",), True),
         Kind("ResourceClaimTemplate", ResourceClaimTemplate, ("resource.k8s.io/v1",), True),
         Kind("DeviceTaintRule", DeviceTaintRule, ("resource.k8s.io/v1beta2",), False),
+        # What preemption reads: priorities, and disruption budgets.
+        Kind("PriorityClass", PriorityClass, ("scheduling.k8s.io/v1",), False, complete=False),
+        Kind(
+            "PodDisruptionBudget",
+            PodDisruptionBudget,
+            ("policy/v1",),
+            True,
+            complete=False,
+        ),
     )
 }
 # Groups whose kinds we know all of: an unknown kind there is a typo, not something to skip.
@@ -129,6 +138,8 @@ class Snapshot:
     claims: dict[ObjectKey, ResourceClaim] = dataclasses.field(default_factory=dict)
     templates: dict[ObjectKey, ResourceClaimTemplate] = dataclasses.field(default_factory=dict)
     taint_rules: dict[str, DeviceTaintRule] = dataclasses.field(default_factory=dict)
+    priority_classes: dict[str, PriorityClass] = dataclasses.field(default_factory=dict)
+    budgets: dict[ObjectKey, PodDisruptionBudget] = dataclasses.field(default_factory=dict)
     bodies: dict[tuple[str, ObjectKey], dict[str, Any]] = dataclasses.field(default_factory=dict)
 
     def add(self, kind: str, body: dict[str, Any]) -> None:
@@ -149,6 +160,10 @@ class Snapshot:
             self.templates[key] = obj
         elif isinstance(obj, DeviceTaintRule):
             self.taint_rules[key.name] = obj
+        elif isinstance(obj, PriorityClass):
+            self.priority_classes[key.name] = obj
+        elif isinstance(obj, PodDisruptionBudget):
+            self.budgets[key] = obj
 
     def claim_in(self, namespace: str) -> dict[str, ResourceClaim]:
         """The namespace's claims by name (what ``resolve_claims`` is given)."""

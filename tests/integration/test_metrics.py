@@ -65,6 +65,8 @@ SCHEDULER = RUNTIME | {
     "kopf_dra_scheduler_allocator_duration_seconds",
     "kopf_dra_scheduler_pods_waiting_binding_conditions",
     "kopf_dra_scheduler_double_allocations_total",
+    "scheduler_preemption_attempts_total",
+    "scheduler_preemption_victims",
 }
 CLAIM_TEMPLATES = RUNTIME | {"resourceclaim_controller_creates_total"}
 RESERVATIONS = RUNTIME | {

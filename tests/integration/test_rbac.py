@@ -156,22 +156,30 @@ async def test_components_do_their_job_with_their_own_identities(
         await eventually(claim_gone, what="the generated claim deleted by reservations")
 
 
-async def test_the_scheduler_may_not_delete_or_create_pods_nor_touch_slices(
+async def test_the_scheduler_may_evict_but_not_create_or_change_pods_nor_touch_slices(
     as_account: Any, kube: KubeAPI, namespace: str
 ) -> None:
-    await kube.create(pod_body("victim", namespace))
+    """Preemption deletes victims (as kube-scheduler may); nothing else about pods changes.
+    The pods are another scheduler's: no scheduler of a later test places them."""
+    await kube.create(pod_body("bystander", namespace, scheduler="default-scheduler"))
+    victim = await kube.create(pod_body("victim", namespace, scheduler="default-scheduler"))
     scheduler: KubeAPI = await as_account("kopf-dra-scheduler")
-    await scheduler.get("Pod", "victim", namespace)  # it may read pods
+    await scheduler.get("Pod", "bystander", namespace)  # it may read pods
+    await scheduler.list("PriorityClass")  # and what preemption needs to know
+    await scheduler.list("PodDisruptionBudget", namespace)
     with pytest.raises(ApiError) as denied:
-        await scheduler.delete("Pod", "victim", namespace)
+        await scheduler.patch("Pod", "bystander", {"metadata": {"labels": {"x": "y"}}}, namespace)
     assert denied.value.status == 403
     with pytest.raises(ApiError) as denied:
-        await scheduler.create(pod_body("intruder", namespace))
+        await scheduler.create(pod_body("intruder", namespace, scheduler="default-scheduler"))
     assert denied.value.status == 403
     with pytest.raises(ApiError) as denied:
         await scheduler.delete("ResourceSlice", "any-slice")
     assert denied.value.status == 403
-    await kube.get("Pod", "victim", namespace)
+    await scheduler.delete("Pod", "victim", namespace, uid=victim["metadata"]["uid"])
+    with pytest.raises(NotFoundError):
+        await kube.get("Pod", "victim", namespace)
+    await kube.get("Pod", "bystander", namespace)
 
 
 async def test_only_components_with_resourceclaims_binding_write_allocations(

@@ -258,6 +258,10 @@ async def test_a_tenants_expensive_selectors_do_not_stall_another_tenants_pod(
         after = (await kube.get("Lease", lease, namespace))["spec"]
         assert after["holderIdentity"] == before["holderIdentity"]
         assert after["leaseTransitions"] == before["leaseTransitions"]
+    # Pending forever otherwise: every later test's scheduler would spend its filter timeouts
+    # on them (the control plane is shared by the session).
+    for i in range(3):
+        await kube.delete("Pod", f"hostile-{i}", namespace)
 
 
 class DecisionOrder(Scheduler):

@@ -57,13 +57,14 @@ def test_the_kind_config_disables_the_upstream_claim_controller_and_labels_worke
 SCENARIOS = sorted(p.name for p in EXAMPLES.iterdir() if p.is_dir())
 
 
-def test_the_six_scenarios_exist() -> None:
+def test_the_seven_scenarios_exist() -> None:
     assert SCENARIOS == [
         "admin-access",
         "fabric-gpu",
         "mig-partitions",
         "multi-host-shared-claim",
         "prioritized-alternatives",
+        "priority-preemption",
         "shared-nic-bandwidth",
     ]
 

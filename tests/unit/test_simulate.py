@@ -110,7 +110,16 @@ def run(*argv: str) -> tuple[int, dict[str, Any]]:
 def test_node_success(snapshot: Path) -> None:
     code, result = run("-f", str(snapshot), "--node", "node-2", "--claim", "default/h100")
     assert code == 0
-    assert set(result) == {"outcome", "error", "node", "allocations", "reasons", "nodes", "notes"}
+    assert set(result) == {
+        "outcome",
+        "error",
+        "node",
+        "allocations",
+        "reasons",
+        "nodes",
+        "notes",
+        "preemption",
+    }
     assert result["outcome"] == "success"
     devices = result["allocations"]["default/h100"]["devices"]["results"]
     assert [(d["request"], d["device"]) for d in devices] == [("gpu", "gpu-1")]
@@ -452,6 +461,111 @@ def test_a_stranded_claim_is_released_as_the_scheduler_would(
     assert any(
         "claim default/one is allocated where no node can use it" in n for n in result["notes"]
     )
+
+
+def allocated_to(pod: str, device: str) -> dict[str, Any]:
+    return {
+        "allocation": {
+            "devices": {
+                "results": [
+                    {
+                        "request": "gpu",
+                        "driver": "gpu.example.com",
+                        "pool": "node-2",
+                        "device": device,
+                    }
+                ]
+            },
+            "nodeSelector": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchFields": [
+                            {"key": "metadata.name", "operator": "In", "values": ["node-2"]}
+                        ]
+                    }
+                ]
+            },
+        },
+        "reservedFor": [{"resource": "pods", "name": pod, "uid": f"{pod}-uid"}],
+    }
+
+
+def test_preemption_names_the_victims_and_evicts_nobody(tmp_path: Path) -> None:
+    """Both GPUs held by pods of a lower PriorityClass (spec.priority not filled in: the
+    class is looked up, as without the Priority admission plugin): one of them would go."""
+    docs = list(yaml.safe_load_all(SNAPSHOT))
+    for name, value in (("low", 10), ("high", 1000)):
+        docs.append(
+            {
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": name},
+                "value": value,
+            }
+        )
+    for i in range(2):
+        docs.append(
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceClaim",
+                "metadata": {"name": f"held-{i}", "namespace": "default"},
+                "spec": {
+                    "devices": {
+                        "requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]
+                    }
+                },
+                "status": allocated_to(f"low-{i}", f"gpu-{i}"),
+            }
+        )
+        docs.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": f"low-{i}", "namespace": "default", "uid": f"low-{i}-uid"},
+                "spec": {
+                    "nodeName": "node-2",
+                    "priorityClassName": "low",
+                    "resourceClaims": [{"name": "gpu", "resourceClaimName": f"held-{i}"}],
+                    "containers": [{"name": "c", "image": "busybox"}],
+                },
+                "status": {"phase": "Running"},
+            }
+        )
+    docs.append(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "trainer", "namespace": "default", "uid": "trainer-uid"},
+            "spec": {
+                "priorityClassName": "high",
+                "resourceClaims": [{"name": "gpu", "resourceClaimName": "one"}],
+                "containers": [{"name": "c", "image": "busybox"}],
+            },
+        }
+    )
+    path = tmp_path / "preemption.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    code, result = run("-f", str(path), "--pod", "default/trainer")
+    assert code == 1, "the pod does not fit until the victim is gone"
+    preemption = result["preemption"]
+    assert preemption["outcome"] == "victims"
+    assert preemption["node"] == "node-2"
+    assert preemption["priority"] == 1000
+    assert preemption["victims"] == [
+        {"pod": "default/low-1", "priority": 10, "frees": ["gpu.example.com/node-2/gpu-1"]}
+    ]
+    (reason,) = result["reasons"]
+    assert reason.endswith(
+        " preemption: node node-2: preempting default/low-1 (frees gpu.example.com/node-2/gpu-1)"
+    )
+    out = io.StringIO()
+    main(["-f", str(path), "--pod", "default/trainer", "-o", "table"], out=out)
+    assert "PREEMPT  victims on node-2 (priority 1000)" in out.getvalue()
+    assert (
+        "VICTIM default/low-1 (priority 10)  frees gpu.example.com/node-2/gpu-1" in out.getvalue()
+    )
+    _, without = run("-f", str(path), "--pod", "default/trainer", "--no-preemption")
+    assert without["preemption"] is None
 
 
 def test_explain_names_the_selector_that_eliminated_devices(snapshot: Path) -> None:

@@ -37,7 +37,7 @@ class ReservationController(Controller[ReservationSettings]):
 
     def __init__(self, settings: ReservationSettings, **kwargs: Any) -> None:
         super().__init__(settings, **kwargs)
-        self.pods = LocalStore("Pod", {"pods": _pod_summary})
+        self.pods = LocalStore("Pod", {"pods": planning.pod_summary})
         self.claims = LocalStore(
             "ResourceClaim", {"claims": by_key, "claims_by_pod": _claims_by_pod}
         )
@@ -146,21 +146,6 @@ class ReservationController(Controller[ReservationSettings]):
         """A claim watch event: into the store, and to reconcile."""
         if self.claims.apply(kw["type"], kw["body"]):
             self.queue.add(ObjectKey.of(kw["body"]))
-
-
-def _pod_summary(body: Mapping[str, Any]) -> dict[Any, Any]:
-    """What the plan needs of a pod, kept small: every pod of the cluster is in this store."""
-    meta = body.get("metadata") or {}
-    return {
-        ObjectKey.of(body): {
-            "metadata": {
-                "uid": meta.get("uid"),
-                "deletionTimestamp": meta.get("deletionTimestamp"),
-            },
-            "spec": {"nodeName": (body.get("spec") or {}).get("nodeName")},
-            "status": {"phase": (body.get("status") or {}).get("phase")},
-        }
-    }
 
 
 def _claims_by_pod(body: Mapping[str, Any]) -> dict[Any, Any]:

@@ -45,6 +45,22 @@ class PodInfo:
         )
 
 
+def pod_summary(body: Mapping[str, Any]) -> dict[Any, Any]:
+    """What the plan needs of a pod, kept small: every pod of the cluster is in such a store
+    (an index entry by (namespace, name), read back with ``PodInfo.from_body``)."""
+    meta = body.get("metadata") or {}
+    return {
+        ObjectKey.of(body): {
+            "metadata": {
+                "uid": meta.get("uid"),
+                "deletionTimestamp": meta.get("deletionTimestamp"),
+            },
+            "spec": {"nodeName": (body.get("spec") or {}).get("nodeName")},
+            "status": {"phase": (body.get("status") or {}).get("phase")},
+        }
+    }
+
+
 @dataclasses.dataclass(frozen=True)
 class Removal:
     consumer: ResourceClaimConsumerReference

@@ -11,17 +11,18 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, Generic, TypeVar
 
-from operators.allocator import Allocator, Features, NodeViewCache
+from operators.allocator import AllocatedState, Allocator, Features, NodeViewCache
 from operators.allocator.allocator import Policy
 from operators.allocator.selectors import CelSelectorEngine
 from operators.allocator.state import AllocatedTracker, Holding
 from operators.api.base import KubeModel
-from operators.api.core import Node, Pod
+from operators.api.core import Node, Pod, PodDisruptionBudget, PriorityClass
 from operators.api.ids import DeviceID
 from operators.api.keys import ObjectKey
 from operators.api.names import TERMINAL_PHASES
 from operators.api.resource import DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice
 from operators.cel import CELEnvironment
+from operators.controllers.reservations.planning import pod_summary
 from operators.runtime.indices import IndexView
 from operators.runtime.stores import LocalStore, Stores, by_key
 from operators.scheduling.ledger import InFlightLedger
@@ -86,7 +87,12 @@ class SchedulerCache:
         self.indices = IndexView()
         self.pods = LocalStore(
             "Pod",
-            {"pending": self._pending_index, "pods_by_claim": self._pods_by_claim_index},
+            {
+                "pending": self._pending_index,
+                "pods_by_claim": self._pods_by_claim_index,
+                "pods_on_node": _on_node,
+                "pod_info": pod_summary,
+            },
             on_change=self._pod_placement,
         )
         self.claims = LocalStore(
@@ -103,6 +109,9 @@ class SchedulerCache:
         self.classes: ModelCache[DeviceClass] = ModelCache(DeviceClass)
         self.taint_rules: ModelCache[DeviceTaintRule] = ModelCache(DeviceTaintRule)
         self.claim_models: ModelCache[ResourceClaim] = ModelCache(ResourceClaim)
+        self.pod_models: ModelCache[Pod] = ModelCache(Pod)
+        self.priority_classes: ModelCache[PriorityClass] = ModelCache(PriorityClass)
+        self.budgets: ModelCache[PodDisruptionBudget] = ModelCache(PodDisruptionBudget)
         self.views = NodeViewCache()
         self.selectors = CelSelectorEngine(CELEnvironment())
 
@@ -163,16 +172,48 @@ class SchedulerCache:
     def all_nodes(self) -> list[Node]:
         return self.all_of(self.nodes, "nodes")
 
+    def classes_by_name(self) -> dict[str, PriorityClass]:
+        return {
+            c.metadata.name or "": c for c in self.all_of(self.priority_classes, "priority_classes")
+        }
+
+    def running_on(self, node: str) -> list[Pod]:
+        """Pods bound to ``node`` and not finished (parsed once per resourceVersion)."""
+        return [
+            self.pod_models.parse(ObjectKey.of(body), body)
+            for body in self.indices.values("pods_on_node", node)
+        ]
+
+    def nodes_with_pods(self) -> list[str]:
+        return list(self.indices.keys("pods_on_node"))
+
+    def held_by(self, pod: Pod) -> tuple[ResourceClaim, ...]:
+        """The pod's allocated claims that are reserved for it."""
+        namespace = pod.metadata.namespace or ""
+        uid = pod.metadata.uid or ""
+        held = []
+        for name in sorted(pod.claim_names()):
+            claim = self.claim(ObjectKey(namespace, name))
+            if claim is not None and claim.is_allocated and claim.is_reserved_for(uid):
+                held.append(claim)
+        return tuple(held)
+
+    def allocated_keys(self) -> list[ObjectKey]:
+        return list(self.indices.keys("allocated_claims"))
+
     def allocator(
         self,
         policy: Policy,
         share_ids: Callable[[], str],
         out_of_time: Callable[[], bool] | None = None,
         kind: type[Allocator] = Allocator,
+        allocated: AllocatedState | None = None,
     ) -> Allocator:
+        """``allocated``: the state to allocate against (default: every allocated and
+        in-flight claim; the scheduler adds the devices nominated for other pods)."""
         return kind(
             self.features,
-            self.allocated.state(),
+            allocated if allocated is not None else self.allocated.state(),
             self.all_of(self.classes, "classes"),
             self.all_of(self.slices, "slices"),
             self.selectors,
@@ -253,9 +294,18 @@ class SchedulerCache:
         """Keep node usage current with the pod store (bound pods count on their node)."""
         if body is None or (body.get("status") or {}).get("phase") in TERMINAL_PHASES:
             self.usage.forget(key)
+            self.pod_models.forget(key)
             return
         node = (body.get("spec") or {}).get("nodeName")
         self.usage.observe(key, (node, pod_requests(Pod.load(body))) if node else None)
+
+
+def _on_node(body: Mapping[str, Any]) -> dict[Any, Any]:
+    """Bound pods that still run (preemption's candidates), by node."""
+    node = (body.get("spec") or {}).get("nodeName")
+    if not node or (body.get("status") or {}).get("phase") in TERMINAL_PHASES:
+        return {}
+    return {node: body}
 
 
 def _allocated(body: Mapping[str, Any]) -> dict[Any, Any]:

@@ -15,13 +15,13 @@ import dataclasses
 import json
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import kopf
 import structlog
 
-from operators.allocator import Features
+from operators.allocator import AllocatedState, Features, OutOfTimeError
 from operators.allocator.allocator import Allocator
 from operators.allocator.outcome import Outcome
 from operators.api.core import Node, Pod
@@ -29,6 +29,7 @@ from operators.api.keys import ObjectKey
 from operators.api.names import TERMINAL_PHASES
 from operators.api.resource import ResourceClaim
 from operators.api.timestamps import age
+from operators.controllers.reservations.planning import PodInfo, pods_to_look_up
 from operators.controllers.scheduler import metrics, planning
 from operators.controllers.scheduler.binder import Binder
 from operators.controllers.scheduler.cache import ModelCache, SchedulerCache
@@ -38,8 +39,16 @@ from operators.observability import fields
 from operators.runtime.actions import PostEvent
 from operators.runtime.controller import Controller
 from operators.runtime.errors import Requeue, TemporaryError
-from operators.runtime.indices import CLAIMS, CLASSES, SLICES, TAINT_RULES
+from operators.runtime.indices import (
+    CLAIMS,
+    CLASSES,
+    PDBS,
+    PRIORITY_CLASSES,
+    SLICES,
+    TAINT_RULES,
+)
 from operators.runtime.queue import WorkQueue
+from operators.scheduling import preemption
 from operators.scheduling.binding import Binding, allocated_node, binding_verdict
 from operators.scheduling.cycle import (
     ClaimsNotReady,
@@ -50,7 +59,8 @@ from operators.scheduling.cycle import (
     run_cycle,
     unschedulable_message,
 )
-from operators.scheduling.nodes import pod_requests
+from operators.scheduling.nodes import NodeUsage, pod_requests
+from operators.scheduling.preemption import Nomination, PodPriority, RunningPod
 
 log = structlog.get_logger(__name__)
 
@@ -97,7 +107,7 @@ class Scheduler(Controller[SchedulerSettings]):
 
     component = COMPONENT
     metrics_registry = metrics.REGISTRY
-    kopf_indices = ("nodes", "slices", "classes", "taint_rules")
+    kopf_indices = ("nodes", "slices", "classes", "taint_rules", "priority_classes", "pdbs")
 
     def __init__(self, settings: SchedulerSettings, **kwargs: Any) -> None:
         super().__init__(settings, **kwargs)
@@ -122,6 +132,10 @@ class Scheduler(Controller[SchedulerSettings]):
         )
         self.binder = Binder(self)
         self.pods = PodStates()
+        # Preemption: what each preemptor was promised on its nominated node, and whose
+        # victim each evicted pod is (its disappearance brings the preemptor back at once).
+        self.nominations: dict[ObjectKey, Nomination] = {}
+        self.victims: dict[str, ObjectKey] = {}
         self._flush: asyncio.Task[None] | None = None
         metrics.PENDING_PODS.samples = self.pending_pods
 
@@ -154,6 +168,12 @@ class Scheduler(Controller[SchedulerSettings]):
             self.pods.attempts[key] = self.pods.attempts.get(key, 0) + 1
             self.pods.attempt_started[key] = started
         nodes = self.cache.all_nodes()
+        priority = preemption.priority_of(pod, self.cache.classes_by_name())
+        # Devices nominated for preemptors of higher or equal priority are not ours to take.
+        protected = preemption.protected(self.nominations, key, priority.value)
+        promised = [self.nominations[k] for k in protected]
+        state = self.cache.allocated.state().plus(n.holding for n in promised) if promised else None
+        usage = preemption.with_nominated(self.cache.usage.usage, promised)
         budget = _Budget(self, key)
         allocator = (
             self.cache.allocator(
@@ -161,12 +181,17 @@ class Scheduler(Controller[SchedulerSettings]):
                 lambda: str(uuid.uuid4()),
                 budget.spent,
                 kind=TimedAllocator,
+                allocated=state,
             )
             if any(not c.is_allocated for c in claims)
             else None
         )
-        specs = "|".join(
-            json.dumps(c.spec.dump(), sort_keys=True) for c in claims if not c.is_allocated
+        specs = (
+            "|".join(
+                json.dumps(c.spec.dump(), sort_keys=True) for c in claims if not c.is_allocated
+            )
+            + "|nominated:"
+            + ",".join(map(str, protected))
         )
         if len(self.pods.unsatisfiable) > MAX_UNSATISFIABLE_SPECS:
             self.pods.unsatisfiable.clear()
@@ -179,7 +204,7 @@ class Scheduler(Controller[SchedulerSettings]):
             pod,
             claims,
             nodes,
-            dict(self.cache.usage.usage),
+            usage,
             allocator,
             policy=self.settings.score_policy,
             known_unsatisfiable=self.pods.unsatisfiable.setdefault(specs, {}),
@@ -196,10 +221,20 @@ class Scheduler(Controller[SchedulerSettings]):
             self.queue.yield_turn(key)
             return
         self.pods.spent.pop(key, None)
+        context = _Context(pod, priority, claims, nodes, usage, state)
         if fit is None:
-            await self._unschedulable(pod, claims, len(nodes), result)
+            await self._unschedulable(context, result)
             return
+        if (
+            self.settings.preemption
+            and preemption.wanted(fit.score.rank, self.settings.preemption_alternatives)
+            and await self._preempt(context, better_than=fit.score.rank) is not None
+        ):
+            # rank-first: victims make room for a better alternative than the one that fits.
+            self.attempt_ended(key, "unschedulable")
+            raise Requeue(self.settings.unschedulable_retry, "waiting for preemption victims")
         self.pods.unschedulable.discard(key)
+        self.nominations.pop(key, None)  # its devices are in the ledger from here on
         # Reserve: devices of this attempt are taken for every later cycle.
         plan = planning.reservations(pod, claims, fit.results, self.clock.now())
         for reservation in plan:
@@ -271,13 +306,26 @@ class Scheduler(Controller[SchedulerSettings]):
             except NotFoundError:
                 return
 
-    async def _unschedulable(
-        self, pod: Pod, claims: list[ResourceClaim], total: int, result: CycleResult
-    ) -> None:
+    async def _unschedulable(self, context: _Context, result: CycleResult) -> None:
+        pod, claims = context.pod, context.claims
         key = planning.pod_key(pod)
         self.attempt_ended(key, "unschedulable")
-        await self._post_filter(pod, claims, result)
-        message = unschedulable_message(total, result)
+        message = unschedulable_message(len(context.nodes), result)
+        # PostFilter, in this order: the pod's own stranded claim; the claims of its victims,
+        # once they are gone; and only when neither can help, preemption.
+        recovered = await self._post_filter(pod, claims, result)
+        if not recovered and await self._release_victims(pod):
+            recovered = True
+            message += " preemption: the claims of preempted pods are being released."
+        if (
+            not recovered
+            and self.settings.preemption
+            and result.pod_error is None
+            and not result.timed_out
+        ):
+            outcome = await self._preempt(context)
+            assert outcome is not None  # without ``better_than`` there is always an answer
+            message += f" preemption: {outcome}"
         self.pods.unschedulable.add(key)
         shown = pod.condition("PodScheduled")
         said = shown is not None and shown.status == "False" and shown.message == message
@@ -297,16 +345,16 @@ class Scheduler(Controller[SchedulerSettings]):
 
     async def _post_filter(
         self, pod: Pod, claims: list[ResourceClaim], result: CycleResult
-    ) -> None:
+    ) -> bool:
         """A claim whose allocation no node can use, held by nobody else, is deallocated so the
         pod can be placed again (upstream's PostFilter). Its event brings the pod back."""
         stranded = planning.stranded_claim(pod, claims, result.unavailable)
         if stranded is None or planning.claim_key(stranded) in self.cache.ledger:
-            return
+            return False
         try:
             written = await self.apply(planning.deallocation(stranded))
         except (ConflictError, NotFoundError):
-            return  # changed meanwhile: its event brings the pod back
+            return True  # changed meanwhile: its event brings the pod back
         assert written is not None
         self.cache.written(ResourceClaim.load(written))
         self.pods.unsatisfiable.clear()
@@ -314,6 +362,252 @@ class Scheduler(Controller[SchedulerSettings]):
             "deallocated a claim no node can use (PostFilter)",
             **{fields.POD: pod.key, fields.CLAIM: stranded.key},
         )
+        return True
+
+    # --- preemption ----------------------------------------------------------------------------
+
+    async def _preempt(self, context: _Context, better_than: int | None = None) -> str | None:
+        """Find victims for the pod and evict them; the explanation for the pod's message, or
+        None when no preemption happened and the pod has a fit to bind (rank-first)."""
+        metrics.PREEMPTION_ATTEMPTS.inc()
+        pod, priority = context.pod, context.priority
+        key = planning.pod_key(pod)
+        nominated = self.pods.nominated.get(key) or pod.status.nominated_node_name
+        lower = self._lower_priority_pods(priority.value)
+        reason = preemption.eligibility(
+            priority, nominated, lower.get(nominated, ()) if nominated else ()
+        )
+        if reason == preemption.TERMINATING and nominated and key not in self.nominations:
+            await self._renominate(context, nominated, lower.get(nominated, ()))
+        if reason is not None:
+            return reason if better_than is None else None
+        allocator = self.cache.allocator(
+            self.settings.allocation_policy,
+            lambda: str(uuid.uuid4()),
+            self._deadline(),
+            allocated=context.state,
+        )
+        try:
+            result = await asyncio.to_thread(
+                preemption.preempt,
+                pod,
+                priority,
+                context.claims,
+                context.nodes,
+                context.usage,
+                lower,
+                allocator if any(not c.is_allocated for c in context.claims) else None,
+                self._budgets(),
+                self.clock.now(),
+                features=self.features,
+                alternatives=self.settings.preemption_alternatives,
+                better_than=better_than,
+            )
+        except OutOfTimeError as e:
+            return f"{e.message} while looking for victims"
+        candidate = result.candidate
+        if candidate is None:
+            if better_than is None and nominated:
+                await self._clear_nomination(pod)
+            return result.message(len(context.nodes)) if better_than is None else None
+        await self._evict(pod, priority, candidate)
+        return result.message(len(context.nodes))
+
+    def _lower_priority_pods(self, priority: int) -> dict[str, list[RunningPod]]:
+        """Pods bound to each node with a priority below ``priority``, with their claims."""
+        classes = self.cache.classes_by_name()
+        out: dict[str, list[RunningPod]] = {}
+        for node in self.cache.nodes_with_pods():
+            for pod in self.cache.running_on(node):
+                value = preemption.priority_of(pod, classes).value
+                if value < priority:
+                    running = RunningPod(pod, value, self.cache.held_by(pod))
+                    out.setdefault(node, []).append(running)
+        return out
+
+    def _budgets(self) -> list[preemption.Budget]:
+        return [preemption.Budget.of(b) for b in self.cache.all_of(self.cache.budgets, "pdbs")]
+
+    def _deadline(self) -> Callable[[], bool] | None:
+        """The victims' search gets the filter timeout of its own (none without
+        DRASchedulerFilterTimeout)."""
+        limit = self.filter_timeout
+        if not limit:
+            return None
+        started = self.clock.monotonic()
+        return lambda: self.clock.monotonic() - started >= limit
+
+    async def _evict(
+        self, pod: Pod, priority: PodPriority, candidate: preemption.Candidate
+    ) -> None:
+        """The writes, in order, each safe to repeat: nominate the preemptor, then per victim
+        the DisruptionTarget condition and the deletion with its grace period; lower-priority
+        pods nominated to the node lose their nomination."""
+        key = planning.pod_key(pod)
+        node = candidate.node
+        self.nominations[key] = Nomination.of(pod, priority.value, candidate, self.features)
+        self.pods.nominated[key] = node
+        description = candidate.describe()
+        log.info("preempting", **{fields.POD: str(key), fields.NODE: node}, victims=description)
+        try:
+            await self.apply(planning.nominate(pod, node))
+        except NotFoundError:
+            self.nominations.pop(key, None)
+            return
+        metrics.PREEMPTION_VICTIMS.observe(len(candidate.victims))
+        now = self.clock.now()
+        for victim in candidate.victims:
+            self.victims[victim.uid] = key
+            if victim.pod.metadata.is_deleting:
+                continue  # its graceful deletion runs already
+            try:
+                await self.apply(
+                    planning.disruption_target(victim.pod, self.settings.scheduler_name, now)
+                )
+                await self.apply(planning.eviction(victim.pod))
+            except (NotFoundError, ConflictError):
+                continue  # gone, or replaced by another pod of that name: not ours to delete
+            await self.post(planning.preempted_event(victim.pod, pod, node))
+        await self._clear_lower_nominations(node, priority.value, key)
+        await self.post(planning.preempting_event(pod, description))
+
+    async def _renominate(
+        self, context: _Context, node: str, on_node: Sequence[RunningPod]
+    ) -> None:
+        """After a restart: the devices a nominated preemptor waits for, from its victims
+        still terminating, are protected again."""
+        terminating = [p for p in on_node if p.pod.metadata.is_deleting]
+        chosen = [n for n in context.nodes if n.metadata.name == node]
+        if not terminating or not chosen:
+            return
+        allocator = self.cache.allocator(
+            self.settings.allocation_policy,
+            lambda: str(uuid.uuid4()),
+            self._deadline(),
+            allocated=context.state,
+        )
+        try:
+            result = await asyncio.to_thread(
+                preemption.preempt,
+                context.pod,
+                context.priority,
+                context.claims,
+                chosen,
+                context.usage,
+                {node: terminating},
+                allocator if any(not c.is_allocated for c in context.claims) else None,
+                (),
+                self.clock.now(),
+                features=self.features,
+            )
+        except OutOfTimeError:
+            return
+        if result.candidate is not None:
+            key = planning.pod_key(context.pod)
+            self.nominations[key] = Nomination.of(
+                context.pod, context.priority.value, result.candidate, self.features
+            )
+            for victim in result.candidate.victims:
+                self.victims[victim.uid] = key
+
+    async def _clear_nomination(self, pod: Pod) -> None:
+        """Preemption no longer helps: the nomination goes (upstream), unless it is the node of
+        a failed binding attempt (KEP-5007), which is not preemption's to take back."""
+        key = planning.pod_key(pod)
+        if key in self.pods.nominated and key not in self.nominations:
+            return
+        self._drop_nomination(key)
+        try:
+            await self.apply(planning.nominate(pod, None))
+        except NotFoundError:
+            return
+
+    def _drop_nomination(self, key: ObjectKey) -> None:
+        self.pods.nominated.pop(key, None)
+        if self.nominations.pop(key, None) is not None:
+            self.requeue_unschedulable()  # what it was promised is anybody's again
+
+    async def _clear_lower_nominations(
+        self, node: str, priority: int, preemptor: ObjectKey
+    ) -> None:
+        """Pods of lower priority nominated to the node may no longer fit there (upstream)."""
+        classes = self.cache.classes_by_name()
+        for key in self.cache.pending_keys():
+            if key == preemptor:
+                continue
+            other = self.cache.pending(key)
+            if other is None:
+                continue
+            if (self.pods.nominated.get(key) or other.status.nominated_node_name) != node:
+                continue
+            if preemption.priority_of(other, classes).value >= priority:
+                continue
+            self.pods.nominated.pop(key, None)
+            self.nominations.pop(key, None)
+            try:
+                await self.apply(planning.nominate(other, None))
+            except NotFoundError:
+                continue
+            self.queue.add(key)
+
+    async def _release_victims(self, pod: Pod) -> bool:
+        """Claims on the pod's nominated node whose consumers are all gone (its victims,
+        deleted or finished) are deallocated now, by the reservation cleanup's rules, rather
+        than at the cleanup's next pass. True when something is being released, by this
+        write or a concurrent one (then no new victims are sought)."""
+        key = planning.pod_key(pod)
+        node = self.pods.nominated.get(key) or pod.status.nominated_node_name
+        if not node:
+            return False
+        released = False
+        for claim_key in self.cache.allocated_keys():
+            claim = self.cache.claim(claim_key)
+            if (
+                claim is None
+                or claim_key in self.cache.ledger
+                or not claim.status.reserved_for
+                or allocated_node(claim) != node
+            ):
+                continue
+            pods = await self._consumers(claim)
+            if pods is None:
+                continue
+            action = planning.victim_claim_release(claim, pods)
+            if action is None:
+                continue
+            # Being released (by this write, or by the reservation cleanup's if it came first):
+            # its devices are about to be free, so evicting more pods would be one too many.
+            released = True
+            try:
+                written = await self.apply(action)
+            except (ConflictError, NotFoundError):
+                continue  # changed meanwhile: its event brings the pod back
+            assert written is not None
+            self.cache.written(ResourceClaim.load(written))
+            self.pods.unsatisfiable.clear()
+            log.info(
+                "released the claim of a preemption victim",
+                **{fields.POD: str(key), fields.CLAIM: claim.key, fields.NODE: node},
+            )
+        return released
+
+    async def _consumers(self, claim: ResourceClaim) -> dict[str, PodInfo | None] | None:
+        """The pods the claim's release depends on, or None while one of its consumers is
+        cached as running (no reads then). Pods missing from the cache are read: one created a
+        moment ago may hold the claim already (as the reservation cleanup checks)."""
+        namespace = claim.metadata.namespace or ""
+        for ref in claim.status.reserved_for:
+            body = self.indices.one("pod_info", ObjectKey(namespace, ref.name or ""))
+            info = None if body is None else PodInfo.from_body(body)
+            if info is not None and info.uid == ref.uid and info.phase not in TERMINAL_PHASES:
+                return None
+        found: dict[str, PodInfo | None] = {}
+        for name in sorted(pods_to_look_up(claim)):
+            body = self.indices.one("pod_info", ObjectKey(namespace, name))
+            if body is None:
+                body = await self._read_or_none("Pod", ObjectKey(namespace, name))
+            found[name] = None if body is None else PodInfo.from_body(body)
+        return found
 
     def attempt_ended(self, key: ObjectKey, result: str) -> None:
         """kube-scheduler's attempt metrics: ``result`` is scheduled, unschedulable or error;
@@ -439,6 +733,8 @@ class Scheduler(Controller[SchedulerSettings]):
                 self.repairs.add(key)
 
     async def deactivate(self) -> None:
+        self.nominations.clear()
+        self.victims.clear()
         await self.queue.stop()
         await self.repairs.stop()
         await self.binder.cancel_all()
@@ -470,6 +766,8 @@ class Scheduler(Controller[SchedulerSettings]):
         kopf.index(*CLASSES, id="classes", registry=registry)(index)
         if self.taint_rules:
             kopf.index(*TAINT_RULES, id="taint_rules", registry=registry)(index)
+        kopf.index(*PRIORITY_CLASSES, id="priority_classes", registry=registry)(index)
+        kopf.index(*PDBS, id="pdbs", registry=registry)(index)
 
         @kopf.on.event("pods", registry=registry)
         async def pod_changed(**kw: Any) -> None:
@@ -484,6 +782,10 @@ class Scheduler(Controller[SchedulerSettings]):
             s.pods.bound.discard(key)
             if kw["type"] == "DELETED" or body.get("status", {}).get("phase") in TERMINAL_PHASES:
                 s.pods.forget(key)
+                s._drop_nomination(key)
+                preemptor = s.victims.pop((body.get("metadata") or {}).get("uid") or "", None)
+                if preemptor is not None:
+                    s.queue.add(preemptor)  # its victim is gone: release the claims now
                 if body.get("spec", {}).get("nodeName"):
                     s.requeue_unschedulable()  # room on a node
 
@@ -519,7 +821,30 @@ class Scheduler(Controller[SchedulerSettings]):
         kopf.on.event(*CLASSES, registry=registry)(cluster_changed(cache.classes))
         if self.taint_rules:
             kopf.on.event(*TAINT_RULES, registry=registry)(cluster_changed(cache.taint_rules))
+
+        def listed(model_cache: ModelCache[Any]) -> Any:
+            async def handler(**kw: Any) -> None:
+                s.indices.attach(kw)
+                model_cache.changed()
+
+            return handler
+
+        kopf.on.event(*PRIORITY_CLASSES, registry=registry)(listed(cache.priority_classes))
+        kopf.on.event(*PDBS, registry=registry)(listed(cache.budgets))
         del pod_changed, claim_changed
+
+
+@dataclasses.dataclass(frozen=True)
+class _Context:
+    """What one cycle saw, for its PostFilter: the pod, its priority and claims, the nodes,
+    their usage and the allocated state (with the nominations it had to leave alone)."""
+
+    pod: Pod
+    priority: PodPriority
+    claims: list[ResourceClaim]
+    nodes: list[Node]
+    usage: dict[str, NodeUsage]
+    state: AllocatedState | None
 
 
 class TimedAllocator(Allocator):

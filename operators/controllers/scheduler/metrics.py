@@ -61,3 +61,14 @@ DOUBLE_ALLOCATIONS = Counter(
     ["repaired"],
     registry=REGISTRY,
 )
+PREEMPTION_ATTEMPTS = Counter(
+    "scheduler_preemption_attempts_total",
+    "Total preemption attempts in the cluster till now",
+    registry=REGISTRY,
+)
+PREEMPTION_VICTIMS = Histogram(
+    "scheduler_preemption_victims",
+    "Number of selected preemption victims",
+    buckets=(1, 2, 4, 8, 16, 32, 64),
+    registry=REGISTRY,
+)

@@ -14,6 +14,9 @@ The rules that keep devices from being given twice or held for nobody live here:
 - ``binding_failed``: KEP-5007's failure or timeout of binding conditions.
 - ``stranded_claim``: upstream's PostFilter, for a claim whose allocation no node can use.
 - ``double_allocation_victim``: which of two claims holding one device gives it back.
+- preemption (``disruption_target``, ``eviction``, ``victim_claim_release``): the victim's
+  condition, its deletion with its grace period, and its claims released once it is gone,
+  by the reservation cleanup's own rules.
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ from operators.api.keys import ObjectKey
 from operators.api.names import DELETE_PROTECTION_FINALIZER
 from operators.api.resource import AllocationResult, ResourceClaim
 from operators.api.timestamps import format_time
-from operators.runtime.actions import Bind, Patch, PostEvent, ReplaceStatus
+from operators.controllers.reservations import planning as cleanup
+from operators.runtime.actions import Bind, Delete, Patch, PostEvent, ReplaceStatus
 
 WARNING = "Warning"
 NORMAL = "Normal"
@@ -171,8 +175,9 @@ def binding_failed(claim: ResourceClaim, pod_uid: str) -> ReplaceStatus | None:
     return ReplaceStatus(body=edited_status(claim, unreserve=(pod_uid,), deallocate=deallocate))
 
 
-def nominate(pod: Pod, node: str) -> Patch:
-    """The node of a failed binding attempt: the retry prefers it (the device is there now)."""
+def nominate(pod: Pod, node: str | None) -> Patch:
+    """The node of a failed binding attempt (the device is there now), or of a preemption:
+    the retry prefers it. None clears it (preemption no longer helps, as upstream)."""
     return Patch(
         kind="Pod",
         key=pod_key(pod),
@@ -237,6 +242,73 @@ def unschedulable(pod: Pod, message: str, now: datetime.datetime) -> Patch:
 
 def failed_scheduling(pod: Pod, message: str) -> PostEvent:
     return PostEvent(obj=pod.dump(), type=WARNING, reason="FailedScheduling", message=message)
+
+
+# --- preemption ------------------------------------------------------------------------------
+
+DISRUPTION_TARGET = "DisruptionTarget"
+PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
+# Reasons of the reservation cleanup that mean the pod is gone or done. Its other rule (a pod
+# being deleted before it was ever bound) is not the scheduler's: a victim is bound, and a
+# deletionTimestamp alone never frees devices here.
+GONE = frozenset({"PodNotFound", "PodReplaced", "PodDone"})
+
+
+def disruption_target(victim: Pod, scheduler_name: str, now: datetime.datetime) -> Patch:
+    """kube-scheduler's condition on a victim before it is deleted (keyed by type: writing it
+    again changes nothing)."""
+    return Patch(
+        kind="Pod",
+        key=pod_key(victim),
+        patch={
+            "status": {
+                "conditions": [
+                    {
+                        "type": DISRUPTION_TARGET,
+                        "status": "True",
+                        "reason": PREEMPTION_BY_SCHEDULER,
+                        "message": f"{scheduler_name}: preempting to accommodate a higher "
+                        "priority pod",
+                        "lastTransitionTime": format_time(now),
+                    }
+                ]
+            }
+        },
+        resource_version=None,
+        patch_type="strategic",
+        subresource="status",
+    )
+
+
+def eviction(victim: Pod) -> Delete:
+    """The victim (this uid only) deleted with its own grace period: never forced."""
+    return Delete(kind="Pod", key=pod_key(victim), uid=victim.metadata.uid)
+
+
+def preempted_event(victim: Pod, preemptor: Pod, node: str) -> PostEvent:
+    return PostEvent(
+        obj=victim.dump(),
+        type=NORMAL,
+        reason="Preempted",
+        message=f"Preempted by pod {preemptor.metadata.uid} on node {node}",
+    )
+
+
+def preempting_event(preemptor: Pod, description: str) -> PostEvent:
+    return PostEvent(obj=preemptor.dump(), type=NORMAL, reason="Preempting", message=description)
+
+
+def victim_claim_release(
+    claim: ResourceClaim, pods: Mapping[str, cleanup.PodInfo | None]
+) -> ReplaceStatus | None:
+    """A claim whose consumers are all gone (deleted, replaced, or Succeeded/Failed): the
+    reservation cleanup's write (remove the reservations, then deallocate, in one status
+    write), done by the scheduler at once so the preemptor need not wait for the cleanup's
+    pass. ``pods`` holds every name of ``cleanup.pods_to_look_up``. None: not (yet) free."""
+    plan = cleanup.plan_claim(claim, pods)
+    if not plan.deallocate or any(r.reason not in GONE for r in plan.removals):
+        return None
+    return cleanup.status_write(claim, plan)
 
 
 # --- repair ----------------------------------------------------------------------------------

@@ -38,6 +38,17 @@ class SchedulerSettings(LeaderElectionSettings):
     unschedulable_retry: float = Field(
         default=30.0, description="Seconds before an unschedulable pod is tried again anyway"
     )
+    preemption: bool = Field(
+        default=True,
+        description="Evict pods of lower priority for a pod that fits nowhere, as "
+        "kube-scheduler's DefaultPreemption, devices included (KEP-5690)",
+    )
+    preemption_alternatives: Literal["no-preemption-first", "rank-first"] = Field(
+        default="no-preemption-first",
+        description="Prioritized alternatives (KEP-4816) and preemption: no-preemption-first: "
+        "an alternative that fits without evicting anybody beats a higher-ranked one that needs "
+        "an eviction; rank-first: evict lower-priority pods for a higher-ranked alternative",
+    )
     scheduled_events: bool = Field(
         default=False, description="Post a Normal 'Scheduled' Event per pod (one more write)"
     )

@@ -10,6 +10,7 @@ import pytest
 from operators.api.core import Pod
 from operators.api.names import DELETE_PROTECTION_FINALIZER
 from operators.api.resource import AllocationResult, ResourceClaim
+from operators.controllers.reservations.planning import PodInfo
 from operators.controllers.scheduler import planning
 from operators.controllers.scheduler.planning import PodState
 from operators.runtime.actions import ReplaceStatus
@@ -244,3 +245,59 @@ def test_bind_names_the_pod_by_uid() -> None:
     body = planning.bind(pod(), "node-1").body()
     assert body["metadata"] == {"name": "p", "namespace": "ns", "uid": "p"}
     assert body["target"]["name"] == "node-1"
+
+
+# --- preemption -------------------------------------------------------------------------------
+
+
+def victim(uid: str = "v", deleting: bool = False) -> Pod:
+    meta: dict[str, Any] = {"name": "victim", "namespace": "ns", "uid": uid}
+    if deleting:
+        meta["deletionTimestamp"] = STAMP
+    return Pod.load({"metadata": meta, "spec": {"nodeName": "node-1"}})
+
+
+def test_a_victim_gets_kube_schedulers_condition_then_a_graceful_deletion() -> None:
+    condition = planning.disruption_target(victim(), "kopf-dra", NOW)
+    assert condition.subresource == "status"
+    assert condition.patch_type == "strategic", "merged by type: writing it again changes nothing"
+    assert condition.patch["status"]["conditions"] == [
+        {
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": "PreemptionByScheduler",
+            "message": "kopf-dra: preempting to accommodate a higher priority pod",
+            "lastTransitionTime": STAMP,
+        }
+    ]
+    eviction = planning.eviction(victim())
+    assert (eviction.kind, eviction.uid) == ("Pod", "v"), "this pod only, with its grace period"
+
+
+def test_a_gone_victims_claim_is_released_by_the_cleanups_rules() -> None:
+    held = claim(allocated=allocation(), reserved=("v",))
+    gone = planning.victim_claim_release(held, {"v": None})
+    assert isinstance(gone, ReplaceStatus)
+    assert "allocation" not in gone.body["status"]
+    assert "reservedFor" not in gone.body["status"]
+    assert gone.body["metadata"]["resourceVersion"] == "7"
+    done = PodInfo(uid="v", phase="Failed", node_name="node-1")
+    assert planning.victim_claim_release(held, {"v": done}) is not None
+
+
+def test_a_victim_merely_being_deleted_keeps_its_claim() -> None:
+    held = claim(allocated=allocation(), reserved=("v",))
+    terminating = PodInfo(uid="v", phase="Running", deleting=True, node_name="node-1")
+    assert planning.victim_claim_release(held, {"v": terminating}) is None
+    unbound = PodInfo(uid="v", phase="Pending", deleting=True)
+    assert planning.victim_claim_release(held, {"v": unbound}) is None, "not the scheduler's rule"
+
+
+def test_a_claim_shared_with_a_running_pod_is_not_released() -> None:
+    shared = claim(allocated=allocation(), reserved=("v", "w"))
+    running = PodInfo(uid="w", phase="Running", node_name="node-1")
+    assert planning.victim_claim_release(shared, {"v": None, "w": running}) is None
+
+
+def test_clearing_a_nomination_writes_null() -> None:
+    assert planning.nominate(victim(), None).patch == {"status": {"nominatedNodeName": None}}

@@ -1,0 +1,559 @@
+"""Preemption for pods with DRA devices (PostFilter), pure: who would have to go, and where.
+
+kube-scheduler's DefaultPreemption, with what KEP-5690 adds for devices. A pod that fits
+nowhere may evict pods of lower priority from one node:
+
+1. Eligibility: ``preemptionPolicy: Never`` never preempts; a pod whose nominated node still
+   has a terminating pod of lower priority waits for it instead of preempting again.
+2. Per node (at most ``max(10% of nodes, 100)`` candidates, nodes in name order): remove every
+   pod of lower priority, releasing what their claims hold when every consumer of the claim is
+   removed (all its devices, the counters its partitions consume in shared counter sets, the
+   capacity its shares consume), and run the real node filters and allocator on that state.
+   Then put the pods back one at a time, highest priority first, those whose eviction would
+   violate a PodDisruptionBudget before the others (``SelectVictimsOnNode``): a pod whose
+   return still leaves room stays. Claims shared with a pod that stays, claims of multi-node
+   or network-attached devices and devices with binding conditions are never released
+   (KEP-5690's scope); when they are what blocks the pod, the message says so.
+3. Among candidate nodes (``pick``): fewest PDB violations, lowest priority of the
+   highest-priority victim, smallest sum of priorities, fewest victims, latest start time of
+   the highest-priority victims, then node order.
+
+Prioritized alternatives (KEP-4816): with ``no-preemption-first`` (the default) an alternative
+that fits without evicting anybody beats a higher-ranked one that needs an eviction, so a pod
+that fits anywhere never preempts, and a victim is reprieved whenever the pod still fits with a
+lower-ranked alternative. With ``rank-first``, the scheduler preempts for a better-ranked
+alternative than the best that fits now (``better_than``), reprieves only while the best rank
+reached stays, and ranks candidates by the alternative first.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from collections import Counter
+from collections.abc import Collection, Hashable, Mapping, Sequence
+from decimal import Decimal
+from typing import Literal, TypeVar
+
+from operators.allocator import Allocator, Features, Status
+from operators.allocator.state import Holding
+from operators.api.core import (
+    PREEMPT_LOWER_PRIORITY,
+    PREEMPT_NEVER,
+    LabelSelector,
+    Node,
+    Pod,
+    PodDisruptionBudget,
+    PriorityClass,
+)
+from operators.api.ids import DeviceID
+from operators.api.resource import AllocationResult, ResourceClaim
+from operators.api.timestamps import parse_time
+from operators.scheduling.binding import allocated_node
+from operators.scheduling.cycle import unavailable_claim
+from operators.scheduling.nodes import NodeUsage, node_failure, pod_requests
+from operators.scheduling.score import subrequest_rank
+
+AlternativesPolicy = Literal["no-preemption-first", "rank-first"]
+ALTERNATIVES_POLICIES: tuple[AlternativesPolicy, ...] = ("no-preemption-first", "rank-first")
+MIN_CANDIDATE_NODES_PERCENTAGE = 10  # DefaultPreemptionArgs' defaults
+MIN_CANDIDATE_NODES_ABSOLUTE = 100
+# Upstream adds MaxInt32+1 to every priority before summing, so that negative ones count.
+_PRIORITY_OFFSET = 2**31
+
+NEVER = "not eligible due to preemptionPolicy=Never."
+TERMINATING = "not eligible due to a terminating pod on the nominated node."
+NO_VICTIMS = "No preemption victims found for incoming pod"
+NOT_HELPFUL = "Preemption is not helpful for scheduling"
+# Why a lower-priority pod's claim stays allocated (KEP-5690's non-goals).
+SHARED = "a claim shared with pods that are not preempted"
+MULTI_NODE = "a multi-node or network-attached device"
+BINDING_CONDITIONS = "a device with binding conditions"
+
+
+# --- priorities and budgets ------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class PodPriority:
+    value: int
+    preempts: bool  # preemptionPolicy is not Never
+
+
+def priority_of(pod: Pod, classes: Mapping[str, PriorityClass]) -> PodPriority:
+    """spec.priority and spec.preemptionPolicy as the Priority admission plugin fills them in;
+    where a pod got neither (admission without that plugin), its PriorityClass's (the global
+    default class for a pod naming none), else 0 and PreemptLowerPriority."""
+    name = pod.spec.priority_class_name
+    if name:
+        found = classes.get(name)
+    else:
+        defaults = [c for c in classes.values() if c.global_default]
+        found = min(defaults, key=lambda c: c.value) if defaults else None
+    value = pod.spec.priority
+    if value is None:
+        value = found.value if found is not None else 0
+    policy = pod.spec.preemption_policy or (found.preemption_policy if found is not None else None)
+    return PodPriority(value, (policy or PREEMPT_LOWER_PRIORITY) != PREEMPT_NEVER)
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    """A PodDisruptionBudget as preemption reads it: selector and ``status.disruptionsAllowed``
+    (kept current by the disruption controller, or by tests where none runs)."""
+
+    namespace: str
+    selector: LabelSelector | None
+    allowed: int
+    disrupted: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, pdb: PodDisruptionBudget) -> Budget:
+        return cls(
+            pdb.metadata.namespace or "",
+            pdb.spec.selector,
+            pdb.status.disruptions_allowed,
+            frozenset(pdb.status.disrupted_pods),
+        )
+
+    def covers(self, pod: Pod) -> bool:
+        """Upstream: a nil or empty selector matches nothing; pods the API server already
+        counts as disrupted are not counted again."""
+        if pod.metadata.namespace != self.namespace or self.selector is None:
+            return False
+        if self.selector.is_empty or (pod.metadata.name or "") in self.disrupted:
+            return False
+        return self.selector.matches(pod.metadata.labels)
+
+
+# --- the pods on a node --------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class RunningPod:
+    """A pod bound to a node: what preemption needs to know to evict it."""
+
+    pod: Pod
+    priority: int
+    claims: tuple[ResourceClaim, ...] = ()  # its allocated claims (reserved for it)
+
+    @property
+    def uid(self) -> str:
+        return self.pod.metadata.uid or ""
+
+    @property
+    def key(self) -> str:
+        return self.pod.key
+
+    def started(self, now: datetime.datetime) -> datetime.datetime:
+        """status.startTime; a pod not started yet counts as started now (upstream)."""
+        return parse_time(self.pod.status.start_time) or now
+
+
+def more_important_first(pods: Sequence[RunningPod], now: datetime.datetime) -> list[RunningPod]:
+    """Upstream's MoreImportantPod: higher priority first, then the one started earlier."""
+    return sorted(pods, key=lambda p: (-p.priority, p.started(now), p.key))
+
+
+def release_blocker(claim: ResourceClaim, node: str, removed: Collection[str]) -> str | None:
+    """Why evicting the pods ``removed`` (uids) does not free ``claim``'s devices, if so."""
+    results = claim.allocated_results()
+    if any(r.binding_conditions for r in results):
+        return BINDING_CONDITIONS
+    if allocated_node(claim) != node:
+        return MULTI_NODE
+    for ref in claim.status.reserved_for:
+        if ref.resource != "pods" or ref.api_group or (ref.uid or "") not in removed:
+            return SHARED
+    return None
+
+
+def device_names(claim: ResourceClaim) -> list[str]:
+    """driver/pool/device of each result (shares marked), as messages name devices."""
+    return [
+        f"{r.driver}/{r.pool}/{r.device}" + (" (share)" if r.share_id else "")
+        for r in claim.allocated_results()
+        if not r.admin_access
+    ]
+
+
+# --- nominations ----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Nomination:
+    """What a preemptor was promised on its nominated node while its victims go: the devices
+    its allocation would take there, and what it requests of the node."""
+
+    node: str
+    priority: int
+    holding: Holding
+    requests: Mapping[str, Decimal]
+
+    @classmethod
+    def of(cls, pod: Pod, priority: int, candidate: Candidate, features: Features) -> Nomination:
+        results = [r for a in candidate.results.values() for r in a.devices.results]
+        return cls(
+            candidate.node, priority, Holding.of_results(results, features), pod_requests(pod)
+        )
+
+
+K = TypeVar("K", bound=Hashable)
+
+
+def protected(nominations: Mapping[K, Nomination], pod: K, priority: int) -> list[K]:
+    """The nominations a pod of ``priority`` must leave alone: other pods' of higher or equal
+    priority (upstream's addNominatedPods)."""
+    return sorted(
+        (k for k, n in nominations.items() if k != pod and n.priority >= priority), key=str
+    )
+
+
+def with_nominated(
+    usage: Mapping[str, NodeUsage], nominations: Sequence[Nomination]
+) -> dict[str, NodeUsage]:
+    """Node usage with the nominated pods counted on their nodes."""
+    out = dict(usage)
+    for n in nominations:
+        before = out.get(n.node, NodeUsage())
+        requests = dict(before.requests)
+        for name, value in n.requests.items():
+            requests[name] = requests.get(name, Decimal(0)) + value
+        out[n.node] = NodeUsage(requests, before.pods + 1)
+    return out
+
+
+# --- the search ----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    """A node where evicting ``victims`` (highest priority first) makes room."""
+
+    node: str
+    victims: tuple[RunningPod, ...]
+    pdb_violations: int
+    results: Mapping[str, AllocationResult]  # claim key -> what the preemptor would get
+    freed: Mapping[str, tuple[str, ...]]  # victim pod key -> devices its eviction frees
+    rank: int = 0
+
+    def order(self, now: datetime.datetime) -> tuple[int, int, int, int, float]:
+        """pickOneNodeForPreemption's criteria, smaller first."""
+        if not self.victims:
+            return (self.pdb_violations, -_PRIORITY_OFFSET, 0, 0, 0.0)
+        highest = self.victims[0].priority
+        total = sum(v.priority + _PRIORITY_OFFSET for v in self.victims)
+        earliest = min(v.started(now) for v in self.victims if v.priority == highest)
+        return (self.pdb_violations, highest, total, len(self.victims), -earliest.timestamp())
+
+    def describe(self) -> str:
+        """The victims and what each frees, for the pod's message and Event."""
+        parts = []
+        for victim in self.victims:
+            freed = self.freed.get(victim.key, ())
+            parts.append(victim.key + (f" (frees {', '.join(freed)})" if freed else ""))
+        return f"node {self.node}: preempting " + "; ".join(parts or ["nobody"])
+
+
+@dataclasses.dataclass(frozen=True)
+class Preemption:
+    """The chosen candidate, or why no node qualifies (node -> reason)."""
+
+    candidate: Candidate | None
+    failures: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    not_eligible: str | None = None
+    nodes_tried: int = 0
+    allocations: int = 0  # allocator calls (the cost, for benchmarks)
+
+    def message(self, total_nodes: int) -> str:
+        """What follows kube-scheduler's "preemption: " in the PodScheduled message."""
+        if self.not_eligible is not None:
+            return self.not_eligible
+        if self.candidate is not None:
+            return self.candidate.describe()
+        counts = Counter(self.failures.values())
+        parts = [f"{n} {r}" for r, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+        return f"0/{total_nodes} nodes are available: " + ", ".join(parts) + "."
+
+
+@dataclasses.dataclass(frozen=True)
+class _Fit:
+    results: Mapping[str, AllocationResult]
+    rank: int
+
+    @property
+    def devices(self) -> frozenset[DeviceID]:
+        return frozenset(r.device_id for a in self.results.values() for r in a.devices.results)
+
+
+class _Search:
+    """The preemptor and the cluster snapshot every trial on every node shares."""
+
+    def __init__(
+        self,
+        pod: Pod,
+        claims: Sequence[ResourceClaim],
+        usage: Mapping[str, NodeUsage],
+        allocator: Allocator | None,
+        features: Features,
+    ) -> None:
+        self.pod = pod
+        self.requests = pod_requests(pod)
+        self.to_allocate = [c for c in claims if not c.is_allocated]
+        self.allocated = [c for c in claims if c.is_allocated]
+        self.usage = usage
+        self.allocator = allocator
+        self.features = features
+        self.calls = 0
+        self._pod_requests: dict[str, Mapping[str, Decimal]] = {}
+        self._holdings: dict[str, Holding] = {}
+
+    def unresolvable(self, node: Node) -> bool:
+        """A filter no eviction changes: readiness, cordon, taints, affinity, an allocated
+        claim of the pod that cannot be used there."""
+        free = NodeUsage()  # resources are what evictions change; judged separately
+        if node_failure(self.pod, node, self.requests, free) is not None:
+            return True
+        return unavailable_claim(self.allocated, node) is not None
+
+    def fits(self, node: Node, pods: Sequence[RunningPod], removed: Collection[str]) -> _Fit | None:
+        """Whether the pod fits on ``node`` once the pods ``removed`` (uids) are gone."""
+        name = node.metadata.name or ""
+        if not self._room(node, pods, removed):
+            return None
+        if not self.to_allocate:
+            return _Fit({}, 0)
+        assert self.allocator is not None
+        released = {
+            c.key: c
+            for p in pods
+            if p.uid in removed
+            for c in p.claims
+            if release_blocker(c, name, removed) is None
+        }
+        state = self.allocator.allocated.without(self._holding(c) for c in released.values())
+        self.calls += 1
+        outcome = self.allocator.rebased(state).allocate(node, self.to_allocate)
+        if outcome.status is not Status.SUCCESS:
+            return None
+        results = dict(zip((c.key for c in self.to_allocate), outcome.results, strict=True))
+        return _Fit(results, subrequest_rank(self.to_allocate, results))
+
+    def still_fits(
+        self,
+        node: Node,
+        pods: Sequence[RunningPod],
+        removed: Collection[str],
+        back: RunningPod,
+        fit: _Fit,
+    ) -> bool:
+        """Whether ``fit`` stays valid with ``back`` put back (``removed`` no longer has it):
+        the node's resources still suffice, and the claims that stop being released take
+        none of its devices, and neither they nor its devices draw on shared counters (where
+        they would, only the allocator can tell). Saves the allocator call of most reprieves."""
+        name = node.metadata.name or ""
+        if not self._room(node, pods, removed):
+            return False
+        if not self.to_allocate:
+            return True
+        assert self.allocator is not None
+        was_removed = {*removed, back.uid}
+        held: set[DeviceID] = set()
+        for c in back.claims:
+            if release_blocker(c, name, was_removed) is None:
+                h = self._holding(c)
+                held.update(h.devices)
+                held.update(d for d, _ in h.shared)
+        taken = fit.devices
+        if held & taken:
+            return False
+        return not self.allocator.consumes_counters(node, held | taken)
+
+    def _room(self, node: Node, pods: Sequence[RunningPod], removed: Collection[str]) -> bool:
+        """The node filters pass once the pods ``removed`` no longer request anything."""
+        before = self.usage.get(node.metadata.name or "", NodeUsage())
+        requests = dict(before.requests)
+        gone = 0
+        for p in pods:
+            if p.uid in removed:
+                gone += 1
+                for resource, value in self._requests(p).items():
+                    requests[resource] = requests.get(resource, Decimal(0)) - value
+        usage = NodeUsage(requests, before.pods - gone)
+        return node_failure(self.pod, node, self.requests, usage) is None
+
+    def _requests(self, p: RunningPod) -> Mapping[str, Decimal]:
+        found = self._pod_requests.get(p.uid)
+        if found is None:
+            found = self._pod_requests[p.uid] = pod_requests(p.pod)
+        return found
+
+    def _holding(self, claim: ResourceClaim) -> Holding:
+        found = self._holdings.get(claim.key)
+        if found is None:
+            found = self._holdings[claim.key] = Holding.of(claim, self.features)
+        return found
+
+
+def _split_by_budget(
+    pods: Sequence[RunningPod], budgets: Sequence[Budget]
+) -> tuple[list[RunningPod], list[RunningPod]]:
+    """filterPodsWithPDBViolation: pods (most important first) whose eviction would take a
+    budget below zero, and the others; each eviction uses one allowed disruption."""
+    allowed = [b.allowed for b in budgets]
+    violating: list[RunningPod] = []
+    other: list[RunningPod] = []
+    for p in pods:
+        violated = False
+        for i, budget in enumerate(budgets):
+            if budget.covers(p.pod):
+                allowed[i] -= 1
+                if allowed[i] < 0:
+                    violated = True
+        (violating if violated else other).append(p)
+    return violating, other
+
+
+def _select_victims(
+    search: _Search,
+    node: Node,
+    lower: Sequence[RunningPod],
+    budgets: Sequence[Budget],
+    now: datetime.datetime,
+    alternatives: AlternativesPolicy,
+    better_than: int | None,
+) -> Candidate | str:
+    """SelectVictimsOnNode: the fewest lower-priority pods whose eviction makes room, or the
+    reason there is none."""
+    name = node.metadata.name or ""
+    everyone = {p.uid for p in lower}
+    fit = search.fits(node, lower, everyone)
+    if fit is None or (better_than is not None and fit.rank >= better_than):
+        blockers = sorted(
+            {b for p in lower for c in p.claims if (b := release_blocker(c, name, everyone))}
+        )
+        return NO_VICTIMS + (f": the devices are held by {blockers[0]}" if blockers else "")
+    best_rank = fit.rank
+    removed = set(everyone)
+    victims: list[RunningPod] = []
+    violations = 0
+    final = fit
+    violating, other = _split_by_budget(more_important_first(lower, now), budgets)
+    for violates, group in ((True, violating), (False, other)):
+        for p in group:
+            removed.discard(p.uid)
+            if search.still_fits(node, lower, removed, p, final):
+                continue  # the allocation found stays valid: no need to search again
+            kept = search.fits(node, lower, removed)
+            if kept is not None and (alternatives != "rank-first" or kept.rank <= best_rank):
+                final = kept
+                continue
+            # A failed reprieve restores the set of the last fit: ``final`` stays its answer.
+            removed.add(p.uid)
+            victims.append(p)
+            violations += violates
+    ordered = tuple(more_important_first(victims, now))
+    freed = {
+        v.key: tuple(
+            d
+            for c in v.claims
+            if release_blocker(c, name, removed) is None
+            for d in device_names(c)
+        )
+        for v in ordered
+    }
+    return Candidate(name, ordered, violations, final.results, freed, final.rank)
+
+
+def wanted(fit_rank: int | None, alternatives: AlternativesPolicy) -> bool:
+    """Whether to look for victims after a cycle whose best fit has ``fit_rank`` (None: the
+    pod fits nowhere). With no-preemption-first a pod that fits never preempts; with
+    rank-first it does for a better alternative than the one that fits."""
+    return fit_rank is None or (alternatives == "rank-first" and fit_rank > 0)
+
+
+def candidates_wanted(nodes: int) -> int:
+    """GetOffsetAndNumCandidates: 10% of the nodes, at least 100, at most all."""
+    return min(
+        nodes, max(nodes * MIN_CANDIDATE_NODES_PERCENTAGE // 100, MIN_CANDIDATE_NODES_ABSOLUTE)
+    )
+
+
+def eligibility(
+    priority: PodPriority, nominated: str | None, on_nominated: Sequence[RunningPod]
+) -> str | None:
+    """PodEligibleToPreemptOthers: why the pod may not preempt now, or None."""
+    if not priority.preempts:
+        return NEVER
+    if nominated and any(
+        p.pod.metadata.is_deleting and p.priority < priority.value for p in on_nominated
+    ):
+        return TERMINATING
+    return None
+
+
+def preempt(
+    pod: Pod,
+    priority: PodPriority,
+    claims: Sequence[ResourceClaim],
+    nodes: Sequence[Node],
+    usage: Mapping[str, NodeUsage],
+    on_node: Mapping[str, Sequence[RunningPod]],
+    allocator: Allocator | None,
+    budgets: Sequence[Budget],
+    now: datetime.datetime,
+    *,
+    features: Features,
+    alternatives: AlternativesPolicy = "no-preemption-first",
+    better_than: int | None = None,
+) -> Preemption:
+    """Find the node and victims for ``pod`` (eligibility is checked by the caller).
+
+    ``allocator`` is the one the cycle used (the allocated state with the in-flight ledger and
+    the devices nominated for pods of higher or equal priority), None when no claim needs
+    allocating. ``on_node`` lists the pods bound to each node. ``better_than`` (rank-first
+    only): the rank of the best alternative that fits without preemption; only a better one
+    is worth evicting for.
+    """
+    search = _Search(pod, claims, usage, allocator, features)
+    ordered = sorted(nodes, key=lambda n: n.metadata.name or "")
+    wanted = candidates_wanted(len(ordered))
+    failures: dict[str, str] = {}
+    found: list[tuple[int, Candidate]] = []
+    non_violating = 0
+    tried = 0
+    for position, node in enumerate(ordered):
+        name = node.metadata.name or ""
+        if search.unresolvable(node):
+            failures[name] = NOT_HELPFUL
+            continue
+        lower = [p for p in on_node.get(name, ()) if p.priority < priority.value]
+        if not lower:
+            failures[name] = NO_VICTIMS
+            continue
+        tried += 1
+        outcome = _select_victims(search, node, lower, budgets, now, alternatives, better_than)
+        if isinstance(outcome, str):
+            failures[name] = outcome
+            continue
+        found.append((position, outcome))
+        non_violating += outcome.pdb_violations == 0
+        if non_violating and len(found) >= wanted:
+            break
+    chosen = pick([c for _, c in found], now, alternatives)
+    return Preemption(chosen, failures, nodes_tried=tried, allocations=search.calls)
+
+
+def pick(
+    candidates: Sequence[Candidate], now: datetime.datetime, alternatives: AlternativesPolicy
+) -> Candidate | None:
+    """pickOneNodeForPreemption; ties keep the earlier candidate (node order). A node that
+    needs no victim at all wins at once, as upstream."""
+    for c in candidates:
+        if not c.victims:
+            return c
+    if not candidates:
+        return None
+    if alternatives == "rank-first":
+        return min(candidates, key=lambda c: (c.rank, *c.order(now)))
+    return min(candidates, key=lambda c: (*c.order(now), c.rank))
