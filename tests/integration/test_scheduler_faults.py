@@ -201,8 +201,8 @@ async def test_a_tenants_expensive_selectors_do_not_stall_another_tenants_pod(
     kube: KubeAPI, kubeconfig: Any, namespace: str, driver: str, api: Any
 ) -> None:
     """Allocation runs off the event loop, yields to other namespaces' pods after a slice, and
-    stops at the filter timeout: the plain pod of another tenant is bound first, the scheduler
-    never loses its lease, and every expensive pod gets an answer."""
+    stops at CEL's cost limit or the filter timeout: the plain pod of another tenant is bound
+    first, the scheduler never loses its lease, and every expensive pod gets an answer."""
     await gpu_cluster(kube, driver, nodes=2, per_node=8)
     other = await create_namespace(api)
     lease = unique("tenants")
@@ -240,7 +240,9 @@ async def test_a_tenants_expensive_selectors_do_not_stall_another_tenants_pod(
                     within=90,
                     what=f"hostile-{i} answered",
                 )
-                assert "timed out trying to allocate devices" in message
+                # Answered: refused at CEL's per-evaluation cost limit where a device is tried,
+                # or at the filter timeout, whichever comes first on this machine.
+                assert "nodes are available" in message
             # The plain pod did not wait for them, whatever the machine's speed: the attempt
             # that placed it came right after it was last queued, or after one attempt of
             # theirs (which may have been finishing its slice).
