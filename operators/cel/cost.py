@@ -1080,7 +1080,12 @@ def _comparison_charge(args: list[Any], result: Any) -> int:
 
 
 def equality_charge(args: list[Any], result: Any) -> int:
-    """``==``/``!=``: 1 when the left operand is a Kubernetes type, else the size rule."""
+    """``==``: 1 when the left operand is a Kubernetes type, else the size rule."""
     if type(args[0]) in _K8S_TYPES:
         return 1
+    return _comparison_charge(args, result)
+
+
+def inequality_charge(args: list[Any], result: Any) -> int:
+    """``!=``: always the size rule (Kubernetes' estimator prices only ``_==_``)."""
     return _comparison_charge(args, result)

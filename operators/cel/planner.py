@@ -27,7 +27,14 @@ from collections.abc import Callable
 from typing import Any
 
 from . import types as t
-from .cost import LIST_CREATE, MAP_CREATE, CostFn, call_cost, equality_charge
+from .cost import (
+    LIST_CREATE,
+    MAP_CREATE,
+    CostFn,
+    call_cost,
+    equality_charge,
+    inequality_charge,
+)
 from .library import FUNCTIONS, Function, Overload, compile_regex, runtime_matches
 from .runtime import (
     _MISSING,
@@ -741,6 +748,7 @@ class Planner:
         left, right = (self.plan(a) for a in e.args)
         lf, rf = left.fn(), right.fn()
         negate = e.function == "_!=_"
+        charge = inequality_charge if negate else equality_charge
         lt, rt = e.args[0].type, e.args[1].type
         scalar = lt == rt and lt.kind in (t.Kind.INT, t.Kind.BOOL, t.Kind.UINT, t.Kind.DOUBLE)
         string = lt == rt == t.STRING
@@ -751,7 +759,7 @@ class Planner:
                 b = rf(act) if a is ERR_ARG else ERR_ARG
             except CelError as exc:
                 error, b = (error or exc), ERR_ARG
-            act[COST] += equality_charge([a, b], None)
+            act[COST] += charge([a, b], None)
             assert error is not None
             raise error
 
@@ -765,7 +773,7 @@ class Planner:
                 try:
                     b = rf(act)
                 except CelError as exc:
-                    act[COST] += equality_charge([a, ERR_ARG], None)
+                    act[COST] += charge([a, ERR_ARG], None)
                     raise exc from None
                 if string:
                     smallest = min(len(a), len(b))
@@ -786,7 +794,7 @@ class Planner:
                 b = rf(act)
             except CelError as exc:
                 error, b = (error or exc), ERR_ARG
-            act[COST] += equality_charge([a, b], None)
+            act[COST] += charge([a, b], None)
             if error is not None:
                 raise error
             if negate:
