@@ -253,8 +253,6 @@ async def test_a_tenants_expensive_selectors_do_not_stall_another_tenants_pod(
             queued = max(i for i, e in enumerate(events[: placed - 1]) if e == ("queued", "plain"))
             between = [e for e in events[queued : placed - 1] if e[0] == "start"]
             assert len(between) <= 1, events
-            answered = {name for what, name in events if what == "answered"}
-            assert answered == {f"hostile-{i}" for i in range(3)}
         finally:
             watcher.cancel()
         assert lost == []
