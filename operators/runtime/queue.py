@@ -220,11 +220,10 @@ class WorkQueue(Generic[K]):
                     self._retries.inc()
                     self.add_after(key, delay)
             else:
-                if key in self._yielded:
-                    self._yielded.discard(key)
-                else:
+                if key not in self._yielded:
                     self.forget(key)
             finally:
+                self._yielded.discard(key)
                 self.processed += 1
                 self._work.observe(self._clock() - self._started_at.pop(key, started))
                 self._active.discard(key)
