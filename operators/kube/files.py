@@ -10,7 +10,6 @@ from typing import Final
 
 PACKAGE: Final = Path(__file__).resolve().parents[1]
 CHECKOUT: Final = PACKAGE.parent
-SHARED: Final = ("manifests", "crds", "hack/controlplane", "hack/node")
 
 
 def project_root() -> Path:
