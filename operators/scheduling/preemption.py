@@ -480,11 +480,19 @@ def candidates_wanted(nodes: int) -> int:
 
 
 def eligibility(
-    priority: PodPriority, nominated: str | None, on_nominated: Sequence[RunningPod]
+    priority: PodPriority,
+    nominated: str | None,
+    on_nominated: Sequence[RunningPod],
+    *,
+    evicting: bool = False,
 ) -> str | None:
-    """PodEligibleToPreemptOthers: why the pod may not preempt now, or None."""
+    """PodEligibleToPreemptOthers: why the pod may not preempt now, or None. ``evicting``: the
+    pod's own victims are not gone yet, although the cache may not show their deletion yet
+    (upstream keeps such a pod out of the queue while its preemption's calls run)."""
     if not priority.preempts:
         return NEVER
+    if nominated and evicting:
+        return TERMINATING
     if nominated and any(
         p.pod.metadata.is_deleting and p.priority < priority.value for p in on_nominated
     ):

@@ -32,7 +32,7 @@ from operators.api.timestamps import age
 from operators.controllers.reservations.planning import PodInfo, pods_to_look_up
 from operators.controllers.scheduler import metrics, planning
 from operators.controllers.scheduler.binder import Binder
-from operators.controllers.scheduler.cache import ModelCache, SchedulerCache
+from operators.controllers.scheduler.cache import ModelCache, SchedulerCache, worth_an_attempt
 from operators.controllers.scheduler.settings import SchedulerSettings
 from operators.kube.api import ConflictError, NotFoundError
 from operators.observability import fields
@@ -375,7 +375,10 @@ class Scheduler(Controller[SchedulerSettings]):
         nominated = self.pods.nominated.get(key) or pod.status.nominated_node_name
         lower = self._lower_priority_pods(priority.value)
         reason = preemption.eligibility(
-            priority, nominated, lower.get(nominated, ()) if nominated else ()
+            priority,
+            nominated,
+            lower.get(nominated, ()) if nominated else (),
+            evicting=key in self.victims.values(),
         )
         if reason == preemption.TERMINATING and nominated and key not in self.nominations:
             await self._renominate(context, nominated, lower.get(nominated, ()))
@@ -466,7 +469,10 @@ class Scheduler(Controller[SchedulerSettings]):
                 )
                 await self.apply(planning.eviction(victim.pod))
             except (NotFoundError, ConflictError):
-                continue  # gone, or replaced by another pod of that name: not ours to delete
+                # Gone, or replaced by another pod of that name: not ours to delete, nor to
+                # wait for.
+                self.victims.pop(victim.uid, None)
+                continue
             await self.post(planning.preempted_event(victim.pod, pod, node))
         await self._clear_lower_nominations(node, priority.value, key)
         await self.post(planning.preempting_event(pod, description))
@@ -773,11 +779,13 @@ class Scheduler(Controller[SchedulerSettings]):
         async def pod_changed(**kw: Any) -> None:
             s.indices.attach(kw)
             body = kw["body"]
+            key = ObjectKey.of(body)
+            before = cache.indices.one("pending", key)
             if not cache.pods.apply(kw["type"], body):
                 return
-            key = ObjectKey.of(body)
             if cache.is_pending(body) and kw["type"] != "DELETED":
-                s.queue.add(key)
+                if worth_an_attempt(before, body):
+                    s.queue.add(key)
                 return
             s.pods.bound.discard(key)
             if kw["type"] == "DELETED" or body.get("status", {}).get("phase") in TERMINAL_PHASES:

@@ -3,12 +3,14 @@ without a cluster: stores are fed events the way the kopf handlers feed them."""
 
 from __future__ import annotations
 
+import copy
 from decimal import Decimal
 from typing import Any
 
 from operators.api.ids import DeviceID
 from operators.api.keys import ObjectKey
 from operators.api.resource import ResourceClaim
+from operators.controllers.scheduler.cache import worth_an_attempt
 from operators.controllers.scheduler.handlers import Scheduler
 from operators.controllers.scheduler.settings import SchedulerSettings
 
@@ -70,3 +72,32 @@ async def test_node_usage_counts_bound_and_assumed_pods() -> None:
     assert (usage.pods, usage.requests["cpu"]) == (1, Decimal(1))
     s.cache.pods.apply("DELETED", _pod("a", "node-1"))
     assert "node-1" not in s.cache.usage.usage
+
+
+def test_only_a_pending_pods_own_changes_bring_it_back_for_another_attempt() -> None:
+    """The scheduler's own status writes (PodScheduled, nominatedNodeName) come back as
+    events; an attempt for them would only repeat the last one."""
+    pending: dict[str, Any] = {
+        "metadata": {"name": "p", "namespace": "ns", "resourceVersion": "1", "labels": {"a": "1"}},
+        "spec": {"schedulerName": "kopf-dra"},
+        "status": {"phase": "Pending"},
+    }
+    written = copy.deepcopy(pending)
+    written["metadata"]["resourceVersion"] = "2"
+    written["metadata"]["managedFields"] = [{"manager": "kopf-dra-scheduler"}]
+    written["status"]["nominatedNodeName"] = "node-a"
+    written["status"]["conditions"] = [{"type": "PodScheduled", "status": "False"}]
+    assert not worth_an_attempt(pending, written)
+    assert worth_an_attempt(None, written)
+    relabelled = copy.deepcopy(written)
+    relabelled["metadata"]["labels"] = {"a": "2"}
+    assert worth_an_attempt(written, relabelled)
+    ungated = copy.deepcopy(written)
+    ungated["spec"]["schedulingGates"] = []
+    assert worth_an_attempt(written, ungated)
+    claims = copy.deepcopy(written)
+    claims["status"]["resourceClaimStatuses"] = [{"name": "gpu", "resourceClaimName": "p-gpu"}]
+    assert worth_an_attempt(written, claims)
+    deleting = copy.deepcopy(written)
+    deleting["metadata"]["deletionTimestamp"] = "2026-11-26T00:00:00Z"
+    assert worth_an_attempt(written, deleting)

@@ -601,6 +601,16 @@ def test_eligibility() -> None:
     assert eligibility(PodPriority(100, True), "n", [important]) is None
 
 
+def test_a_preemptor_whose_victims_are_not_gone_yet_preempts_nobody_else() -> None:
+    """Its own eviction may not be in the cache yet: the victim still looks running there,
+    and a second preemption would evict one pod too many."""
+    stale = RunningPod(pod("v", 1, on="n"), 1)
+    assert eligibility(PodPriority(100, True), "n", [stale]) is None
+    assert eligibility(PodPriority(100, True), "n", [stale], evicting=True) == TERMINATING
+    assert eligibility(PodPriority(100, True), "n", [], evicting=True) == TERMINATING
+    assert eligibility(PodPriority(100, False), "n", [], evicting=True) == NEVER
+
+
 # --- properties -----------------------------------------------------------------------------
 
 
