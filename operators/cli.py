@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+import zoneinfo
 from collections.abc import Sequence
 from pathlib import Path
 
 from operators import __version__
+from operators.cel import install_zone_loader
 from operators.components import COMPONENTS
 from operators.settings import SettingsError
 
@@ -85,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    install_zone_loader(zoneinfo.ZoneInfo)  # CEL's getHours("Europe/Paris"), as Go's tz database
     parser = build_parser()
     if argv[:1] == ["simulate"]:
         return _simulate(argv[1:])

@@ -3,6 +3,7 @@
 Public API (see environment.py for the usage sketch):
 - :class:`CELEnvironment`: ``compile()``, ``matches()``, ``device_view()``, ``forget_slice()``
 - :func:`check_selector`: the API server's verdict on a new selector (for input validation)
+- :func:`install_zone_loader`: IANA time zone names for timestamp getters (the CLI's zoneinfo)
 - :class:`CompiledSelector`: ``evaluate(view, context=...)``, ``expression``, ``estimated_cost``
 - :class:`SliceKey`, :class:`DeviceView`, :func:`build_device_view`
 - errors: :class:`InvalidSelectorError` (reason InvalidSelector),
@@ -17,6 +18,7 @@ from .compiler import DEFAULT_COST_LIMIT, MAX_EXPRESSION_LENGTH, check_selector
 from .device import DeviceLike, DeviceView, build_device_view, split_qualified_name
 from .environment import CacheStats, CELEnvironment, CompiledSelector, SliceKey
 from .errors import InvalidSelectorError, SelectorError, SelectorEvaluationError
+from .library.timestamps import install_zone_loader
 from .values import CIDRValue, IPValue, QuantityValue, SemverValue, URLValue
 
 __all__ = [
@@ -38,5 +40,6 @@ __all__ = [
     "URLValue",
     "build_device_view",
     "check_selector",
+    "install_zone_loader",
     "split_qualified_name",
 ]

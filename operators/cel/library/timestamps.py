@@ -2,7 +2,9 @@
 
 Timestamps are nanoseconds since the Unix epoch, from year 0001 to 9999; durations int64
 nanoseconds. Getters take a time zone: UTC, a fixed offset ("+05:30") or, when the caller
-gave the environment a zone loader, an IANA name (the core reads no files itself).
+the process installed a zone loader (``install_zone_loader``, the CLI does at startup: Go's
+``time.LoadLocation`` reads the system's zone database), an IANA name; the core reads no files
+itself.
 """
 
 from __future__ import annotations
@@ -21,10 +23,16 @@ MIN_UNIX = -62135596800  # 0001-01-01T00:00:00Z
 MAX_UNIX = 253402300799  # 9999-12-31T23:59:59Z
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
-# Resolves an IANA zone name (the caller's zoneinfo.ZoneInfo, say); None: names fail.
+# Resolves an IANA zone name (the caller's zoneinfo.ZoneInfo, say); None: the process's.
 ZONES: ContextVar[Callable[[str], datetime.tzinfo] | None] = ContextVar(
     "cel_time_zones", default=None
 )
+_PROCESS_ZONES: list[Callable[[str], datetime.tzinfo]] = []
+
+
+def install_zone_loader(loader: Callable[[str], datetime.tzinfo]) -> None:
+    """The process's IANA zone names, for every evaluation on any thread (once, at startup)."""
+    _PROCESS_ZONES[:] = [loader]
 
 
 def _timestamp(nanos: int) -> Timestamp:
@@ -213,7 +221,7 @@ def _zone(name: str) -> datetime.tzinfo:
     if ":" not in name:
         if name in ("", "UTC"):
             return datetime.UTC
-        loader = ZONES.get()
+        loader = ZONES.get() or (_PROCESS_ZONES[0] if _PROCESS_ZONES else None)
         if loader is None:
             raise CelError(f"unknown time zone {name}")
         try:

@@ -238,23 +238,37 @@ class ClaimTemplateController(Controller[ClaimTemplateSettings]):
         """A pod watch event (kopf's handler kwargs): into the store; pods to reconcile."""
         self.indices.attach(kw)
         body = kw["body"]
+        key = ObjectKey.of(body)
         if kw["type"] == "DELETED":
             uid = (body.get("metadata") or {}).get("uid") or ""
-            self._created.pop((ObjectKey.of(body).namespace, uid), None)
-        if self.pods.apply(kw["type"], body) and _has_template_claims(body):
-            self.queue.add(ObjectKey.of(body))
+            self._created.pop((key.namespace, uid), None)
+        before = planning.pod_signature(self.indices.one("pods", key))
+        if (
+            self.pods.apply(kw["type"], body)
+            and _has_template_claims(body)
+            and planning.pod_signature(body) != before
+        ):
+            self.queue.add(key)
 
     def on_claim(self, kw: Mapping[str, Any]) -> None:
         """A claim watch event: into the store; its owner and the pods that record it."""
         self.indices.attach(kw)
-        self.claims.apply(kw["type"], kw["body"])
-        key = ObjectKey.of(kw["body"])
-        owner = controller_pod(kw["body"])
-        if owner is not None:
-            self.queue.add(ObjectKey(key.namespace, owner[0]))
+        body = kw["body"]
+        key = ObjectKey.of(body)
+        before = planning.claim_signature(self.indices.one("claims", key))
+        if not self.claims.apply(kw["type"], body):
+            return
+        if kw["type"] != "DELETED" and planning.claim_signature(body) == before:
+            return  # its reservations or devices moved: nothing a pod's plan reads
+        owner = controller_pod(body)
+        pods = [owner[0]] if owner is not None else []
         # Pods whose status names this claim (it may be someone else's: a conflict).
-        for pod_name in self.indices.values("pods_by_recorded_claim", key):
-            self.queue.add(ObjectKey(key.namespace, pod_name))
+        pods += self.indices.values("pods_by_recorded_claim", key)
+        for name in dict.fromkeys(pods):
+            pod_key = ObjectKey(key.namespace, name)
+            pod = self.indices.one("pods", pod_key)
+            if kw["type"] == "DELETED" or not planning.records(pod, body):
+                self.queue.add(pod_key)
 
 
 def _pods_by_template(body: Mapping[str, Any]) -> dict[Any, Any]:

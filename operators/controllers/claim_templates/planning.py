@@ -13,7 +13,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from operators.api.core import Pod
-from operators.api.keys import ObjectKey
+from operators.api.keys import ObjectKey, controller_pod
 from operators.api.names import POD_CLAIM_NAME_ANNOTATION
 from operators.api.resource import ResourceClaim, ResourceClaimTemplate
 from operators.runtime.actions import Create, Delete, Patch, PostEvent
@@ -115,6 +115,56 @@ def claim_from_template(pod: Pod, entry: str, template: ResourceClaimTemplate) -
 def in_scope(pod: Pod, scheduler_names: Collection[str], all_pods: bool) -> bool:
     """Pods this controller acts on: ours by scheduler name, or all when kcm's is off."""
     return all_pods or (pod.spec.scheduler_name or "default-scheduler") in scheduler_names
+
+
+def pod_signature(body: Mapping[str, Any] | None) -> tuple[Any, ...] | None:
+    """What ``plan_pod`` reads of a pod: an update that leaves it alone (the scheduler's
+    conditions, the binding, the kubelet's container states) brings no reconcile."""
+    if body is None:
+        return None
+    meta = body.get("metadata") or {}
+    spec = body.get("spec") or {}
+    status = body.get("status") or {}
+    return (
+        meta.get("uid"),
+        bool(meta.get("deletionTimestamp")),
+        spec.get("schedulerName"),
+        spec.get("resourceClaims"),
+        status.get("phase"),
+        status.get("resourceClaimStatuses"),
+    )
+
+
+def claim_signature(body: Mapping[str, Any] | None) -> tuple[Any, ...] | None:
+    """What ``plan_pod`` reads of a claim (who it was generated for, its age, whether it is
+    allocated or going): its reservations and devices bring no reconcile of the pod."""
+    if body is None:
+        return None
+    meta = body.get("metadata") or {}
+    return (
+        meta.get("uid"),
+        meta.get("creationTimestamp"),
+        bool(meta.get("deletionTimestamp")),
+        meta.get("ownerReferences"),
+        (meta.get("annotations") or {}).get(POD_CLAIM_NAME_ANNOTATION),
+        bool((body.get("status") or {}).get("allocation")),
+    )
+
+
+def records(pod: Mapping[str, Any] | None, claim: Mapping[str, Any]) -> bool:
+    """The pod it was generated for names this claim in its status for its entry: the claim
+    is settled, and its changes matter to no plan (a duplicate is another claim)."""
+    if pod is None:
+        return False
+    meta = claim.get("metadata") or {}
+    entry = (meta.get("annotations") or {}).get(POD_CLAIM_NAME_ANNOTATION)
+    owner = controller_pod(claim)
+    if entry is None or owner is None or owner[1] != (pod.get("metadata") or {}).get("uid"):
+        return False
+    statuses = (pod.get("status") or {}).get("resourceClaimStatuses") or []
+    return any(
+        s.get("name") == entry and s.get("resourceClaimName") == meta.get("name") for s in statuses
+    )
 
 
 def _oldest_first(claims: Sequence[ResourceClaim]) -> list[ResourceClaim]:

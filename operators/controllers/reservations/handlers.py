@@ -135,10 +135,15 @@ class ReservationController(Controller[ReservationSettings]):
         register_feeds(registry, self.on_pod, self.on_claim)
 
     def on_pod(self, kw: Mapping[str, Any]) -> None:
-        """A pod watch event (kopf's handler kwargs): into the store; its claims to reconcile."""
+        """A pod watch event (kopf's handler kwargs): into the store; its claims to reconcile,
+        unless what the plans read of it (uid, phase, deletion, node) stayed the same."""
+        key = ObjectKey.of(kw["body"])
+        before = self.indices.one("pods", key)
         if not self.pods.apply(kw["type"], kw["body"]):
             return
-        namespace, name = ObjectKey.of(kw["body"])
+        if kw["type"] != "DELETED" and before == self.indices.one("pods", key):
+            return
+        namespace, name = key
         for claim_name in self.indices.values("claims_by_pod", (namespace, name)):
             self.queue.add(ObjectKey(namespace, claim_name))
 

@@ -3,15 +3,21 @@ the cost model names and the planner calls."""
 
 from __future__ import annotations
 
+import zoneinfo
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from operators.cel import CELEnvironment, InvalidSelectorError, SelectorEvaluationError
+from operators.cel import (
+    CELEnvironment,
+    InvalidSelectorError,
+    SelectorEvaluationError,
+    install_zone_loader,
+)
 from operators.cel import types as t
 from operators.cel.compiler import compile_program
-from operators.cel.library import FUNCTIONS, REGISTRY, Registry, runtime_matches
+from operators.cel.library import FUNCTIONS, REGISTRY, Registry, runtime_matches, timestamps
 from operators.cel.library._registry import parse_signature
 from operators.cel.runtime import CelError, Uint
 
@@ -169,3 +175,21 @@ def test_the_scratch_declaration_is_gone_afterwards() -> None:
     assert "testOnlyTwice" not in FUNCTIONS
     with pytest.raises(InvalidSelectorError, match="undeclared reference"):
         compile_program("testOnlyTwice(21) == 42")
+
+
+def test_iana_zone_names_come_from_the_loader_the_process_installed() -> None:
+    """The core reads no tz database: names resolve through the loader the CLI installs
+    (zoneinfo, as Go's time.LoadLocation reads the system's), offsets and UTC always."""
+    expression = 'timestamp("2020-01-01T00:00:00Z").getHours("America/New_York") == 19'
+    saved = list(timestamps._PROCESS_ZONES)
+    try:
+        timestamps._PROCESS_ZONES.clear()
+        assert "unknown time zone America/New_York" in _fails(expression)
+        assert _holds('timestamp("2020-01-01T00:00:00Z").getHours("-05:00") == 19')
+        install_zone_loader(zoneinfo.ZoneInfo)
+        assert _holds(expression)
+        assert "unknown time zone Mars/Olympus" in _fails(
+            'timestamp("2020-01-01T00:00:00Z").getHours("Mars/Olympus") == 0'
+        )
+    finally:
+        timestamps._PROCESS_ZONES[:] = saved

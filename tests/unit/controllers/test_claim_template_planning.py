@@ -250,3 +250,51 @@ def test_scope_by_scheduler_name(
 ) -> None:
     p = Pod.load({"spec": {"schedulerName": scheduler} if scheduler else {}})
     assert planning.in_scope(p, names, all_pods) is expected
+
+
+# --- which events bring a reconcile ------------------------------------------------------------
+
+
+def test_updates_a_pods_plan_does_not_read_bring_no_reconcile() -> None:
+    """The scheduler's condition, the binding and a label leave the signature (and so the plan)
+    as it was; the recorded claims, the phase and the deletion change it."""
+    waiting = pod(("gpu", "gpu-template")).dump()
+    bound = pod(("gpu", "gpu-template")).dump()
+    bound["spec"]["nodeName"] = "node-1"
+    bound["metadata"]["labels"] = {"app": "x"}
+    bound["metadata"]["resourceVersion"] = "8"
+    bound["status"]["conditions"] = [{"type": "PodScheduled", "status": "True"}]
+    assert planning.pod_signature(waiting) == planning.pod_signature(bound)
+    templates = {"gpu-template": template()}
+    assert planning.plan_pod(Pod.load(waiting), templates, {}) == planning.plan_pod(
+        Pod.load(bound), templates, {}
+    )
+    for changed in (
+        pod(("gpu", "gpu-template"), statuses={"gpu": "trainer-gpu-abcde"}),
+        pod(("gpu", "gpu-template"), phase="Succeeded"),
+        pod(("gpu", "gpu-template"), deleting=True),
+        pod(("gpu", "gpu-template"), ("nic", "gpu-template")),
+    ):
+        assert planning.pod_signature(changed.dump()) != planning.pod_signature(waiting)
+    assert planning.pod_signature(None) is None
+
+
+def test_a_claim_matters_to_its_pods_plan_until_the_pod_records_it() -> None:
+    claim = generated("trainer-gpu-abcde", "gpu").dump()
+    reserved = generated("trainer-gpu-abcde", "gpu").dump()
+    reserved["status"] = {"reservedFor": [{"resource": "pods", "name": "trainer", "uid": "u"}]}
+    reserved["metadata"]["resourceVersion"] = "9"
+    assert planning.claim_signature(claim) == planning.claim_signature(reserved)
+    allocated = generated("trainer-gpu-abcde", "gpu", allocated=True).dump()
+    assert planning.claim_signature(allocated) != planning.claim_signature(claim)
+
+    recording = pod(("gpu", "gpu-template"), statuses={"gpu": "trainer-gpu-abcde"}).dump()
+    assert planning.records(recording, claim)
+    assert not planning.records(None, claim)
+    assert not planning.records(pod(("gpu", "gpu-template")).dump(), claim)
+    other_entry = pod(("nic", "gpu-template"), statuses={"nic": "trainer-gpu-abcde"}).dump()
+    assert not planning.records(other_entry, claim)
+    duplicate = generated("trainer-gpu-fghij", "gpu").dump()
+    assert not planning.records(recording, duplicate)
+    someone_elses = generated("trainer-gpu-abcde", "gpu", uid="another-pod").dump()
+    assert not planning.records(recording, someone_elses)

@@ -6,10 +6,13 @@ from typing import Any
 
 import pytest
 
+from operators.api.keys import ObjectKey
 from operators.api.names import DELETE_PROTECTION_FINALIZER, POD_CLAIM_NAME_ANNOTATION
 from operators.api.resource import ResourceClaim
 from operators.controllers.reservations import planning
+from operators.controllers.reservations.handlers import ReservationController
 from operators.controllers.reservations.planning import PodInfo
+from operators.controllers.reservations.settings import ReservationSettings
 
 ALLOCATION = {
     "devices": {
@@ -180,3 +183,36 @@ def test_generated_claim_of_a_done_pod_is_unreserved_deallocated_and_deleted() -
 def test_pods_to_look_up_names_consumers_and_owner() -> None:
     c = claim(("p1", "u1"), generated_for=("p0", "u0"), other_consumer=True)
     assert planning.pods_to_look_up(c) == {"p0", "p1"}
+
+
+async def test_a_pods_update_queues_its_claims_only_when_the_plan_reads_what_changed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Status churn of a running pod (conditions, container states) queues nothing; its
+    phase, deletion or removal queue the claims it reserves."""
+    controller = ReservationController(ReservationSettings())
+    added: list[ObjectKey] = []
+    monkeypatch.setattr(controller.queue, "add", added.append)
+    claim = {
+        "metadata": {"name": "c", "namespace": "ns", "uid": "cu", "resourceVersion": "1"},
+        "status": {"reservedFor": [{"resource": "pods", "name": "p", "uid": "pu"}]},
+    }
+    controller.on_claim({"type": "ADDED", "body": claim})
+    pod: dict[str, Any] = {
+        "metadata": {"name": "p", "namespace": "ns", "uid": "pu", "resourceVersion": "2"},
+        "spec": {"nodeName": "n"},
+        "status": {"phase": "Running"},
+    }
+
+    def update(version: str, status: dict[str, Any], kind: str = "MODIFIED") -> list[ObjectKey]:
+        added.clear()
+        body = {**pod, "metadata": {**pod["metadata"], "resourceVersion": version}}
+        controller.on_pod({"type": kind, "body": {**body, "status": status}})
+        return list(added)
+
+    claim_key = [ObjectKey("ns", "c")]
+    assert update("2", {"phase": "Running"}, "ADDED") == claim_key
+    ready = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    assert update("3", ready) == []
+    assert update("4", {"phase": "Succeeded"}) == claim_key
+    assert update("5", {"phase": "Succeeded"}, "DELETED") == claim_key
