@@ -6,7 +6,7 @@ rounds:
 
 - kopf-dra: ``claims`` (claim-templates and reservations in one process, as
   kube-controller-manager runs its resourceclaim controller; ``--separate``: one process each)
-  and ``scheduler``;
+  and ``scheduler``; with ``--all-pods``, since no resourceclaim controller runs beside them;
 - upstream: kube-scheduler and kube-controller-manager (``--controllers=resourceclaim-controller``)
   of the pinned release, built like the control plane (``hack/controlplane/build-upstream.sh``),
   client QPS/burst 5000, the control plane's DRA feature gates, leader election on as both
@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from bench.bench_scheduler import COMPONENTS, SEPARATE, WORKLOADS, churn, run
+from bench.bench_scheduler import COMPONENTS, KOPF_DRA_ENV, SEPARATE, WORKLOADS, churn, run
 from operators.kube import controlplane
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -124,7 +124,7 @@ def one_round(
 ) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp, controlplane.running(Path(tmp) / "cp") as cp:
         logs = Path(tmp)
-        env = {**os.environ, "KUBECONFIG": str(cp.kubeconfig), "KOPF_DRA_LOG_LEVEL": "WARNING"}
+        env = {**os.environ, "KUBECONFIG": str(cp.kubeconfig), **KOPF_DRA_ENV}
         if system == "kopf-dra":
             argv, scheduler_name = kopf_dra_argv(cp.kubeconfig, separate), "kopf-dra"
         else:

@@ -44,6 +44,9 @@ DRIVER = "bench.example.com"
 NAMESPACE = "bench"
 WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE")
 COMPONENTS = ("claims", "scheduler")
+# No kube-controller-manager runs beside kopf-dra here, so its claim controllers act on every
+# pod (``--all-pods``), as in a cluster where they replace its resourceclaim controller.
+KOPF_DRA_ENV = {"KOPF_DRA_LOG_LEVEL": "WARNING", "KOPF_DRA_ALL_PODS": "true"}
 SEPARATE = ("claim-templates", "reservations", "scheduler")
 
 
@@ -287,7 +290,7 @@ def main() -> int:
     components = SEPARATE if args.separate else COMPONENTS
     with tempfile.TemporaryDirectory() as tmp, controlplane.running(Path(tmp) / "cp") as cp:
         logs = Path(tmp)
-        env = {**os.environ, "KUBECONFIG": str(cp.kubeconfig), "KOPF_DRA_LOG_LEVEL": "WARNING"}
+        env = {**os.environ, "KUBECONFIG": str(cp.kubeconfig), **KOPF_DRA_ENV}
         procs = [
             subprocess.Popen(
                 [

@@ -3,8 +3,9 @@ writes.
 
 Claims it created are remembered until its claim store shows them (kube-controller-manager
 keeps the same "mutation cache"): a retry after a 409 on the pod status then adopts the claim
-it created instead of creating a second one. Right before creating a claim it reads the pod
-live, so a claim kube-controller-manager recorded a moment ago is adopted, not duplicated.
+it created instead of creating a second one. Where kube-controller-manager's controller may
+run too (without ``all_pods``), it reads the pod live right before creating a claim, so a claim
+that one recorded a moment ago is adopted, not duplicated.
 """
 
 from __future__ import annotations
@@ -147,25 +148,13 @@ class ClaimTemplateController(Controller[ClaimTemplateSettings]):
         what we created (the plan adopts them); the live read closes the window in which
         kube-controller-manager created a claim and recorded it while our pod cache lagged. A
         narrower window (its claim created, not yet recorded) can still give two claims; the
-        plan then keeps the recorded one and deletes the other while it is unallocated.
+        plan then keeps the recorded one and deletes the other while it is unallocated. With
+        ``all_pods`` nobody else creates claims, and the read (a third of the controller's
+        requests per pod) is left out, as kube-controller-manager has none.
         """
         namespace = pod.metadata.namespace or ""
-        try:
-            live = Pod.load(await self.api.get("Pod", pod.metadata.name or "", namespace))
-        except NotFoundError:
+        if not self.settings.all_pods and await self._recorded_meanwhile(pod, action):
             return None
-        if live.metadata.uid != pod.metadata.uid:
-            return None
-        for status in live.status.resource_claim_statuses:
-            if status.name == action.entry and status.resource_claim_name:
-                log.info(
-                    "claim recorded meanwhile",
-                    **{
-                        fields.POD: pod.metadata.key,
-                        fields.CLAIM: f"{namespace}/{status.resource_claim_name}",
-                    },
-                )
-                return None
         admin_access = admin_access_label(action.claim)
         try:
             created = await self.apply(planning.creation(action))
@@ -180,6 +169,29 @@ class ClaimTemplateController(Controller[ClaimTemplateSettings]):
             "created claim", **{fields.POD: pod.metadata.key, fields.CLAIM: f"{namespace}/{name}"}
         )
         return planning.RecordStatus(action.entry, name)
+
+    async def _recorded_meanwhile(self, pod: Pod, action: planning.CreateClaim) -> bool:
+        """The live pod is gone, replaced, or records a claim for the entry already (created
+        by kube-controller-manager while our pod cache lagged). Not asked with ``all_pods``:
+        then no other controller creates claims for pods (kube-controller-manager's is off)."""
+        namespace = pod.metadata.namespace or ""
+        try:
+            live = Pod.load(await self.api.get("Pod", pod.metadata.name or "", namespace))
+        except NotFoundError:
+            return True
+        if live.metadata.uid != pod.metadata.uid:
+            return True
+        for status in live.status.resource_claim_statuses:
+            if status.name == action.entry and status.resource_claim_name:
+                log.info(
+                    "claim recorded meanwhile",
+                    **{
+                        fields.POD: pod.metadata.key,
+                        fields.CLAIM: f"{namespace}/{status.resource_claim_name}",
+                    },
+                )
+                return True
+        return False
 
     async def _delete_duplicate(self, pod: Pod, action: planning.DeleteDuplicate) -> None:
         log.info(
