@@ -891,7 +891,7 @@ class Planner:
 
     def plan_bind(self, e: Comprehension) -> Plan:
         slot = self.new_slot()
-        init = self.plan(e.accu_init).fn()
+        init = _bound_value(self.plan(e.accu_init).fn())
         self.scopes.append({e.accu_var: (slot, True)})
         self.lazy[slot] = init
         result = self.plan(e.result).fn()
@@ -902,6 +902,18 @@ class Planner:
             return result(act)
 
         return Dyn(bind)
+
+
+def _bound_value(init: Fn) -> Fn:
+    """What ``cel.bind`` binds: an empty ``device.attributes`` or ``device.capacity`` binds as
+    a plain empty map upstream, without the default domain (``has(m.x)`` is false, ``m.x`` an
+    error), while a non-empty one keeps it; measured against cel-go by the oracle."""
+
+    def value(act: Act) -> Any:
+        bound = init(act)
+        return {} if type(bound) is DomainMap and not bound else bound
+
+    return value
 
 
 def _set_key(value: Any) -> Any:

@@ -100,6 +100,9 @@ ROWS: list[tuple[str, str]] = [
     ('{?\'k\': device.attributes["d.example.com"]["a"][?0]}.size() == 1', "compile error"),
     # Versions past uint64 do not parse.
     ('semver("99999999999999999999.0.0") == semver("1.0.0")', "error"),
+    # IANA zone names, from the zone database the process loads (as Go's time.LoadLocation).
+    ("timestamp('2024-01-01T00:00:00Z').getHours('America/New_York') == 19", "true"),
+    ("timestamp('2024-01-01T00:00:00Z').getHours('Mars/Olympus') == 19", "error"),
 ]
 
 
@@ -115,6 +118,28 @@ def upstream() -> Oracle:
 def test_regression_row(upstream: Oracle, expression: str, outcome: str) -> None:
     assert upstream.ask(expression, [DEVICE]) == [outcome], "the row no longer holds upstream"
     assert ours(expression, [DEVICE]) == [outcome]
+
+
+NO_ATTRIBUTES: J = {"name": "dev-2", "attributes": {}, "capacity": {}}
+
+# (expression, upstream's outcome on NO_ATTRIBUTES, on DEVICE): cel.bind binds an empty
+# attribute or capacity map as a plain map, without the default domain; a non-empty one, or
+# the same map anywhere else, keeps it.
+BIND_ROWS: list[tuple[str, str, str]] = [
+    ("cel.bind(m, device.attributes, has(m.nope))", "false", "true"),
+    ("cel.bind(m, device.capacity, m.?nope.hasValue())", "false", "true"),
+    ("cel.bind(m, device.attributes, m.nope.size() == 0)", "error", "true"),
+    ("cel.bind(m, device.attributes, cel.bind(n, m, has(n.nope)))", "false", "true"),
+    ("[device.attributes].all(m, has(m.nope))", "true", "true"),
+    ("cel.bind(m, device, has(m.attributes.nope))", "true", "true"),
+]
+
+
+@pytest.mark.parametrize(("expression", "empty", "full"), BIND_ROWS, ids=[r[0] for r in BIND_ROWS])
+def test_bind_row(upstream: Oracle, expression: str, empty: str, full: str) -> None:
+    devices = [NO_ATTRIBUTES, DEVICE]
+    assert upstream.ask(expression, devices) == [empty, full], "the row no longer holds upstream"
+    assert ours(expression, devices) == [empty, full]
 
 
 def _range(n: int) -> str:
