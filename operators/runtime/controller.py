@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import kopf
@@ -33,7 +32,7 @@ from operators.runtime.apply import Applier
 from operators.runtime.clock import SYSTEM_CLOCK, Clock
 from operators.runtime.errors import NotLeaderError, Requeue
 from operators.runtime.events import EventRecorder
-from operators.runtime.indices import CLAIMS, IndexView
+from operators.runtime.indices import IndexView
 from operators.runtime.leader import LeaderElector, LeaseConfig, default_identity
 from operators.runtime.metrics import REGISTRY as RUNTIME_METRICS
 from operators.runtime.queue import WorkQueue
@@ -84,24 +83,6 @@ def register_lifecycle(registry: kopf.OperatorRegistry, target: Lifecycle) -> No
         await target.stop()
 
     del start, stop
-
-
-EventFeed = Callable[[Mapping[str, Any]], None]
-
-
-def register_feeds(registry: kopf.OperatorRegistry, on_pod: EventFeed, on_claim: EventFeed) -> None:
-    """One kopf event handler for pods and one for claims, handing kopf's kwargs on (the
-    feeds put the bodies in stores and enqueue keys: no I/O, no waiting)."""
-
-    @kopf.on.event("pods", registry=registry)
-    async def pod_changed(**kw: Any) -> None:
-        on_pod(kw)
-
-    @kopf.on.event(*CLAIMS, registry=registry)
-    async def claim_changed(**kw: Any) -> None:
-        on_claim(kw)
-
-    del pod_changed, claim_changed
 
 
 class Controller(Generic[S]):

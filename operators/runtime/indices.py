@@ -12,7 +12,6 @@ from typing import Any
 
 # kopf resource specs of the kinds our operators index.
 CLAIMS = ("resource.k8s.io", "v1", "resourceclaims")
-TEMPLATES = ("resource.k8s.io", "v1", "resourceclaimtemplates")
 SLICES = ("resource.k8s.io", "v1", "resourceslices")
 CLASSES = ("resource.k8s.io", "v1", "deviceclasses")
 TAINT_RULES = ("resource.k8s.io", "v1beta2", "devicetaintrules")

@@ -4,7 +4,8 @@ kopf gates every event of an indexed kind on a global readiness toggle set, and 
 keep arriving (1000 pods created in a burst) each new object adds a toggle and wakes every
 waiting worker: quadratic work that took half of the scheduler's CPU. So pods and claims are
 kept here instead: filled by one LIST at startup (no cycle runs before that, as with an
-informer's initial list), then kept current by kopf event handlers, never letting an older
+informer's initial list), then kept current by watch events (kopf's handlers in the scheduler,
+``runtime.informer`` in the claim controllers), never letting an older
 resourceVersion overwrite a newer one. Derived indices have kopf's shape (key -> values) and
 are read through the same ``IndexView`` as kopf's own.
 """

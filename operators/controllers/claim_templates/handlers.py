@@ -24,9 +24,10 @@ from operators.controllers.claim_templates.settings import ClaimTemplateSettings
 from operators.kube.api import ApiError, ConflictError, NotFoundError
 from operators.observability import fields
 from operators.observability.metrics import admin_access_label
-from operators.runtime.controller import Controller, register_feeds
+from operators.runtime.controller import Controller
 from operators.runtime.errors import UnknownOutcomeError
-from operators.runtime.indices import TEMPLATES, SupersededVersions
+from operators.runtime.indices import SupersededVersions
+from operators.runtime.informer import EventFeed, Feeds
 from operators.runtime.queue import WorkQueue
 from operators.runtime.stores import LocalStore, Stores, by_key
 
@@ -43,7 +44,6 @@ def _has_template_claims(body: Mapping[str, Any], **_: Any) -> bool:
 class ClaimTemplateController(Controller[ClaimTemplateSettings]):
     component = COMPONENT
     metrics_registry = metrics.REGISTRY
-    kopf_indices = ("templates",)
 
     def __init__(self, settings: ClaimTemplateSettings, **kwargs: Any) -> None:
         super().__init__(settings, **kwargs)
@@ -61,13 +61,17 @@ class ClaimTemplateController(Controller[ClaimTemplateSettings]):
             {"claims": by_key, "claims_by_owner": _claims_by_owner},
             on_change=self._seen,
         )
-        self.stores = Stores(self.indices, self.pods, self.claims)
+        self.templates = LocalStore("ResourceClaimTemplate", {"templates": by_key})
+        self.stores = Stores(self.indices, self.pods, self.claims, self.templates)
         self.queue: WorkQueue[ObjectKey] = WorkQueue(
             self.reconcile, name="claim-templates", workers=settings.workers, clock=self.clock
         )
         self._superseded = SupersededVersions()
         # Claims we created that the store has not shown yet: (namespace, pod uid) -> bodies.
         self._created: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+        #: Pod, claim and template events, when this controller runs alone (``claims`` feeds
+        #: it itself).
+        self.feeds: Feeds | None = None
 
     def _seen(self, key: ObjectKey, body: Mapping[str, Any] | None) -> None:
         owner = controller_pod(body) if body is not None else None
@@ -210,6 +214,8 @@ class ClaimTemplateController(Controller[ClaimTemplateSettings]):
 
     async def prepare(self) -> None:
         await self.stores.start(self.api)
+        if self.feeds is not None:
+            await self.feeds.start(self.api)
 
     async def activate(self) -> None:
         self.queue.start()
@@ -221,34 +227,32 @@ class ClaimTemplateController(Controller[ClaimTemplateSettings]):
         self._created.clear()
 
     async def release(self) -> None:
+        if self.feeds is not None:
+            await self.feeds.stop()
         await self.stores.stop()
 
     def register_handlers(self, registry: kopf.OperatorRegistry) -> None:
-        """Templates in a kopf index; pods and claims churn, so they live in local stores."""
-        self.register_template_handlers(registry)
-        register_feeds(registry, self.on_pod, self.on_claim)
+        """Pods, claims and templates live in local stores (``runtime.stores``), fed by
+        informers of our own (``runtime.informer``) rather than kopf handlers."""
+        self.feeds = Feeds(self.feeds_by_kind())
 
-    def register_template_handlers(self, registry: kopf.OperatorRegistry) -> None:
-        """The template index and its event handler (the pods and claims come from
-        ``on_pod`` and ``on_claim``, which the ``claims`` component shares with reservations)."""
-        controller = self
+    def feeds_by_kind(self) -> dict[str, EventFeed]:
+        return {
+            "Pod": self.on_pod,
+            "ResourceClaim": self.on_claim,
+            "ResourceClaimTemplate": self.on_template,
+        }
 
-        @kopf.index(*TEMPLATES, id="templates", registry=registry)
-        async def templates(**kw: Any) -> dict[Any, Any]:
-            return by_key(kw["body"])
-
-        @kopf.on.event(*TEMPLATES, registry=registry)
-        async def template_changed(**kw: Any) -> None:
-            controller.indices.attach(kw)
-            key = ObjectKey.of(kw["body"])
-            for pod_name in controller.indices.values("pods_by_template", key):
-                controller.queue.add(ObjectKey(key.namespace, pod_name))
-
-        del templates, template_changed
+    def on_template(self, kw: Mapping[str, Any]) -> None:
+        """A template event: into the store; the pods that name it."""
+        if not self.templates.apply(kw["type"], kw["body"]):
+            return
+        key = ObjectKey.of(kw["body"])
+        for pod_name in self.indices.values("pods_by_template", key):
+            self.queue.add(ObjectKey(key.namespace, pod_name))
 
     def on_pod(self, kw: Mapping[str, Any]) -> None:
-        """A pod watch event (kopf's handler kwargs): into the store; pods to reconcile."""
-        self.indices.attach(kw)
+        """A pod watch event: into the store; pods to reconcile."""
         body = kw["body"]
         key = ObjectKey.of(body)
         if kw["type"] == "DELETED":
@@ -264,7 +268,6 @@ class ClaimTemplateController(Controller[ClaimTemplateSettings]):
 
     def on_claim(self, kw: Mapping[str, Any]) -> None:
         """A claim watch event: into the store; its owner and the pods that record it."""
-        self.indices.attach(kw)
         body = kw["body"]
         key = ObjectKey.of(body)
         before = planning.claim_signature(self.indices.one("claims", key))

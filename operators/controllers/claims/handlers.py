@@ -1,11 +1,11 @@
 """Both claim controllers behind one pod watch and one claim watch, as kube-controller-manager's
 single resourceclaim controller has them.
 
-Separately, each process decodes every pod and claim event and runs it through kopf; that
-dispatch, not the controllers' own work, was most of their CPU. Here one kopf handler per kind
-feeds both controllers' stores. Each controller keeps its queue, its Lease and its writes, so
-this process and the separate ``claim-templates`` and ``reservations`` ones can replace each
-other (the Leases are the same, so never two write at once).
+Separately, each process decodes every pod and claim event; here one informer per kind
+(``runtime.informer``, past kopf's per-event dispatch) feeds both controllers' stores. Each
+controller keeps its queue, its Lease and its writes, so this process and the separate
+``claim-templates`` and ``reservations`` ones can replace each other (the Leases are the
+same, so never two write at once).
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from operators.controllers.claim_templates.handlers import ClaimTemplateControll
 from operators.controllers.claims.settings import ClaimsSettings
 from operators.controllers.reservations.handlers import ReservationController
 from operators.runtime.clock import SYSTEM_CLOCK, Clock
-from operators.runtime.controller import register_feeds, register_lifecycle
+from operators.runtime.controller import register_lifecycle
+from operators.runtime.informer import Feeds
 from operators.runtime.serving import Endpoints, Server
 from operators.settings import SettingsError
 
@@ -34,6 +35,8 @@ class ClaimsController:
         self.templates = ClaimTemplateController(settings.templates(), clock=clock)
         self.reservations = ReservationController(settings.reservations(), clock=clock)
         self.server = Server(settings, self.endpoints())
+        self.feeds = self._feeds()
+        self._feeding = False
 
     def endpoints(self) -> Endpoints:
         """Both controllers' metrics and checks (names prefixed by their component)."""
@@ -55,8 +58,11 @@ class ClaimsController:
         )
 
     def register(self, registry: kopf.OperatorRegistry) -> None:
+        register_lifecycle(registry, self)
+
+    def _feeds(self) -> Feeds:
+        """One informer per kind, feeding both controllers."""
         templates, reservations = self.templates, self.reservations
-        templates.register_template_handlers(registry)
 
         def on_pod(kw: Mapping[str, Any]) -> None:
             templates.on_pod(kw)
@@ -66,8 +72,13 @@ class ClaimsController:
             templates.on_claim(kw)
             reservations.on_claim(kw)
 
-        register_feeds(registry, on_pod, on_claim)
-        register_lifecycle(registry, self)
+        return Feeds(
+            {
+                "Pod": on_pod,
+                "ResourceClaim": on_claim,
+                "ResourceClaimTemplate": templates.on_template,
+            }
+        )
 
     async def start(self) -> None:
         """Probes first; each controller's start is idempotent, so kopf may retry this."""
@@ -77,9 +88,13 @@ class ClaimsController:
             raise kopf.PermanentError(str(e)) from None
         await self.templates.start()
         await self.reservations.start()
+        if not self._feeding:
+            await self.feeds.start(self.templates.api)
+            self._feeding = True
 
     async def stop(self) -> None:
         """Never raises (each controller's stop does not)."""
+        await self.feeds.stop()
         await self.reservations.stop()
         await self.templates.stop()
         await self.server.stop()

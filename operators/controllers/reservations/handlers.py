@@ -21,8 +21,9 @@ from operators.controllers.reservations.settings import ReservationSettings
 from operators.kube.api import NotFoundError
 from operators.observability import fields
 from operators.observability.metrics import claim_labels
-from operators.runtime.controller import Controller, register_feeds
+from operators.runtime.controller import Controller
 from operators.runtime.indices import SupersededVersions
+from operators.runtime.informer import Feeds
 from operators.runtime.queue import WorkQueue
 from operators.runtime.stores import LocalStore, Stores, by_key
 
@@ -46,6 +47,8 @@ class ReservationController(Controller[ReservationSettings]):
             self.reconcile, name="reservations", workers=settings.workers, clock=self.clock
         )
         self._superseded = SupersededVersions()
+        #: Pod and claim events, when this controller runs alone (``claims`` feeds it itself).
+        self.feeds: Feeds | None = None
 
     async def _pods(self, namespace: str, names: set[str]) -> dict[str, planning.PodInfo | None]:
         found: dict[str, planning.PodInfo | None] = {}
@@ -118,6 +121,8 @@ class ReservationController(Controller[ReservationSettings]):
 
     async def prepare(self) -> None:
         await self.stores.start(self.api)
+        if self.feeds is not None:
+            await self.feeds.start(self.api)
         metrics.CLAIMS.samples = self._claim_counts
 
     async def activate(self) -> None:
@@ -128,14 +133,17 @@ class ReservationController(Controller[ReservationSettings]):
         await self.queue.stop()
 
     async def release(self) -> None:
+        if self.feeds is not None:
+            await self.feeds.stop()
         await self.stores.stop()
 
     def register_handlers(self, registry: kopf.OperatorRegistry) -> None:
-        """Pods and claims live in local stores (``runtime.stores``); handlers feed, enqueue."""
-        register_feeds(registry, self.on_pod, self.on_claim)
+        """Pods and claims live in local stores (``runtime.stores``), fed by informers of our
+        own (``runtime.informer``) rather than kopf handlers: the feeds store and enqueue."""
+        self.feeds = Feeds({"Pod": self.on_pod, "ResourceClaim": self.on_claim})
 
     def on_pod(self, kw: Mapping[str, Any]) -> None:
-        """A pod watch event (kopf's handler kwargs): into the store; its claims to reconcile,
+        """A pod watch event: into the store; its claims to reconcile,
         unless what the plans read of it (uid, phase, deletion, node) stayed the same."""
         key = ObjectKey.of(kw["body"])
         before = self.indices.one("pods", key)
