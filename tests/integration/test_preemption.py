@@ -145,10 +145,10 @@ async def pods_removed_afterwards(kube: KubeAPI, namespace: str) -> AsyncIterato
 
 
 @pytest.fixture
-async def scheduler(kubeconfig: Any) -> AsyncIterator[None]:
-    _, registry = start_scheduler(kubeconfig, unschedulable_retry=2.0)
+async def scheduler(kubeconfig: Any) -> AsyncIterator[Scheduler]:
+    replica, registry = start_scheduler(kubeconfig, unschedulable_retry=2.0)
     async with running_operator(registry, "scheduler"):
-        yield
+        yield replica
 
 
 def kind_class(driver: str, kind: str) -> dict[str, Any]:
@@ -192,7 +192,7 @@ async def mig_node(kube: KubeAPI, driver: str) -> str:
 
 
 async def test_a_whole_gpu_holder_is_preempted_for_a_mig_partition_of_that_gpu(
-    kube: KubeAPI, namespace: str, driver: str, scheduler: None
+    kube: KubeAPI, namespace: str, driver: str, scheduler: Scheduler
 ) -> None:
     classes = await priority_classes(kube)
     node = await mig_node(kube, driver)
@@ -235,7 +235,7 @@ async def test_a_whole_gpu_holder_is_preempted_for_a_mig_partition_of_that_gpu(
 
 
 async def test_two_small_nic_shares_are_preempted_for_one_large_share(
-    kube: KubeAPI, namespace: str, driver: str, scheduler: None
+    kube: KubeAPI, namespace: str, driver: str, scheduler: Scheduler
 ) -> None:
     classes = await priority_classes(kube)
     node = unique("node")
@@ -280,7 +280,7 @@ async def test_two_small_nic_shares_are_preempted_for_one_large_share(
 
 
 async def test_no_preemption_when_it_would_not_help(
-    kube: KubeAPI, namespace: str, driver: str, scheduler: None
+    kube: KubeAPI, namespace: str, driver: str, scheduler: Scheduler
 ) -> None:
     """Holders of equal priority, a pod that may not preempt, and a device no eviction frees:
     each explained, nobody evicted."""
@@ -309,7 +309,7 @@ async def test_no_preemption_when_it_would_not_help(
 
 
 async def test_a_budget_steers_preemption_to_the_unprotected_pod(
-    kube: KubeAPI, namespace: str, driver: str, scheduler: None
+    kube: KubeAPI, namespace: str, driver: str, scheduler: Scheduler
 ) -> None:
     """Two nodes, one low-priority holder each; a PodDisruptionBudget (status written here:
     no disruption controller runs) allows no disruption of the first."""
@@ -352,7 +352,7 @@ async def test_a_budget_steers_preemption_to_the_unprotected_pod(
 
 
 async def test_the_pods_own_stranded_claim_is_recovered_before_anybody_is_preempted(
-    kube: KubeAPI, namespace: str, driver: str, scheduler: None
+    kube: KubeAPI, namespace: str, driver: str, scheduler: Scheduler
 ) -> None:
     """Its claim allocated on a cordoned node: PostFilter deallocates it and the pod goes to a
     free device; the low-priority holder elsewhere is never touched."""
@@ -400,6 +400,14 @@ async def test_the_pods_own_stranded_claim_is_recovered_before_anybody_is_preemp
     node = await kube.get("Node", cordoned)
     node["spec"]["unschedulable"] = True
     await kube.replace(node)
+
+    async def cordon_seen() -> bool:
+        # Nodes and pods come on separate watches: the pod's release must not overtake the
+        # cordon on its way to the scheduler (no scheduler orders events of two kinds).
+        seen = scheduler.indices.one("nodes", cordoned) or {}
+        return bool((seen.get("spec") or {}).get("unschedulable"))
+
+    await eventually(cordon_seen, what="the scheduler seeing the cordon")
     await kube.patch("Pod", "mine", {"spec": {"schedulingGates": None}}, namespace)
     assert await eventually(lambda: bound_node(kube, namespace, "mine"), what="mine") == free
     assert await untouched(kube, namespace, "holder")

@@ -15,7 +15,7 @@ import dataclasses
 import json
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import kopf
@@ -40,13 +40,13 @@ from operators.runtime.actions import PostEvent
 from operators.runtime.controller import Controller
 from operators.runtime.errors import Requeue, TemporaryError
 from operators.runtime.indices import (
-    CLAIMS,
     CLASSES,
     PDBS,
     PRIORITY_CLASSES,
     SLICES,
     TAINT_RULES,
 )
+from operators.runtime.informer import Feeds
 from operators.runtime.queue import WorkQueue
 from operators.scheduling import preemption
 from operators.scheduling.binding import Binding, allocated_node, binding_verdict
@@ -136,6 +136,7 @@ class Scheduler(Controller[SchedulerSettings]):
         # victim each evicted pod is (its disappearance brings the preemptor back at once).
         self.nominations: dict[ObjectKey, Nomination] = {}
         self.victims: dict[str, ObjectKey] = {}
+        self.feeds = Feeds({"Pod": self.on_pod, "ResourceClaim": self.on_claim})
         self._flush: asyncio.Task[None] | None = None
         metrics.PENDING_PODS.samples = self.pending_pods
 
@@ -724,8 +725,9 @@ class Scheduler(Controller[SchedulerSettings]):
     # --- leadership ----------------------------------------------------------------------------
 
     async def prepare(self) -> None:
-        # Pods and claims are listed before any cycle can run (informer-style).
+        # Pods and claims are listed before any cycle can run, then kept current by informers.
         await self.cache.stores.start(self.api)
+        await self.feeds.start(self.api)
 
     async def activate(self) -> None:
         self.queue.start()
@@ -749,14 +751,59 @@ class Scheduler(Controller[SchedulerSettings]):
         self.pods.bound.clear()
 
     async def release(self) -> None:
+        await self.feeds.stop()
         await self.cache.stores.stop()
+
+    # --- watch events ------------------------------------------------------------------------
+
+    def on_pod(self, kw: Mapping[str, Any]) -> None:
+        """A pod watch event (from the informer): into the cache; what it may unblock, queued."""
+        body = kw["body"]
+        key = ObjectKey.of(body)
+        before = self.cache.indices.one("pending", key)
+        if not self.cache.pods.apply(kw["type"], body):
+            return
+        if self.cache.is_pending(body) and kw["type"] != "DELETED":
+            if worth_an_attempt(before, body):
+                self.queue.add(key)
+            return
+        self.pods.bound.discard(key)
+        if kw["type"] == "DELETED" or body.get("status", {}).get("phase") in TERMINAL_PHASES:
+            self.pods.forget(key)
+            self._drop_nomination(key)
+            preemptor = self.victims.pop((body.get("metadata") or {}).get("uid") or "", None)
+            if preemptor is not None:
+                self.queue.add(preemptor)  # its victim is gone: release the claims now
+            if body.get("spec", {}).get("nodeName"):
+                self.requeue_unschedulable()  # room on a node
+
+    def on_claim(self, kw: Mapping[str, Any]) -> None:
+        """A claim watch event (from the informer): into the cache; its pods, queued."""
+        body = kw["body"]
+        key = ObjectKey.of(body)
+        was_allocated = self.cache.was_allocated(key)
+        if not self.cache.observe_claim(kw["type"], body):
+            return
+        for pod in self.cache.pods_naming(key):
+            self.queue.add(pod)
+        for ref in (body.get("status") or {}).get("reservedFor") or []:
+            if ref.get("resource") == "pods":
+                self.queue.add(ObjectKey(key.namespace, ref.get("name") or ""))
+        allocated = bool((body.get("status") or {}).get("allocation"))
+        if was_allocated and (kw["type"] == "DELETED" or not allocated):
+            self.requeue_unschedulable()  # its devices are free again
+        if allocated and kw["type"] != "DELETED" and self.cache.conflicts(key):
+            self.repairs.add(key)
 
     # --- kopf side ---------------------------------------------------------------------------
 
     def register_handlers(self, registry: kopf.OperatorRegistry) -> None:
-        """Pods and claims live in local stores (``runtime.stores``); nodes, slices, classes
-        and taint rules, which change rarely, in kopf indices, which gate every handler until
-        their initial lists are complete. Handlers are coroutines: kopf runs plain functions
+        """Pods and claims live in local stores (``runtime.stores``), fed by informers of our
+        own (``on_pod``, ``on_claim``; kopf's per-event dispatch cost more than the stores);
+        nodes, slices, classes, taint rules, PriorityClasses and PDBs, which change rarely, in
+        kopf indices, which gate every handler until their initial lists are complete (the
+        built-in PriorityClasses always give a first handler call, which hands them over).
+        Handlers are coroutines: kopf runs plain functions
         in a thread pool, and the queue and the ledger belong to the event loop."""
         s = self
         cache = self.cache
@@ -774,47 +821,6 @@ class Scheduler(Controller[SchedulerSettings]):
             kopf.index(*TAINT_RULES, id="taint_rules", registry=registry)(index)
         kopf.index(*PRIORITY_CLASSES, id="priority_classes", registry=registry)(index)
         kopf.index(*PDBS, id="pdbs", registry=registry)(index)
-
-        @kopf.on.event("pods", registry=registry)
-        async def pod_changed(**kw: Any) -> None:
-            s.indices.attach(kw)
-            body = kw["body"]
-            key = ObjectKey.of(body)
-            before = cache.indices.one("pending", key)
-            if not cache.pods.apply(kw["type"], body):
-                return
-            if cache.is_pending(body) and kw["type"] != "DELETED":
-                if worth_an_attempt(before, body):
-                    s.queue.add(key)
-                return
-            s.pods.bound.discard(key)
-            if kw["type"] == "DELETED" or body.get("status", {}).get("phase") in TERMINAL_PHASES:
-                s.pods.forget(key)
-                s._drop_nomination(key)
-                preemptor = s.victims.pop((body.get("metadata") or {}).get("uid") or "", None)
-                if preemptor is not None:
-                    s.queue.add(preemptor)  # its victim is gone: release the claims now
-                if body.get("spec", {}).get("nodeName"):
-                    s.requeue_unschedulable()  # room on a node
-
-        @kopf.on.event(*CLAIMS, registry=registry)
-        async def claim_changed(**kw: Any) -> None:
-            s.indices.attach(kw)
-            body = kw["body"]
-            key = ObjectKey.of(body)
-            was_allocated = cache.was_allocated(key)
-            if not cache.observe_claim(kw["type"], body):
-                return
-            for pod in cache.pods_naming(key):
-                s.queue.add(pod)
-            for ref in (body.get("status") or {}).get("reservedFor") or []:
-                if ref.get("resource") == "pods":
-                    s.queue.add(ObjectKey(key.namespace, ref.get("name") or ""))
-            allocated = bool((body.get("status") or {}).get("allocation"))
-            if was_allocated and (kw["type"] == "DELETED" or not allocated):
-                s.requeue_unschedulable()  # its devices are free again
-            if allocated and kw["type"] != "DELETED" and cache.conflicts(key):
-                s.repairs.add(key)
 
         def cluster_changed(model_cache: ModelCache[Any]) -> Any:
             async def handler(**kw: Any) -> None:
@@ -839,7 +845,6 @@ class Scheduler(Controller[SchedulerSettings]):
 
         kopf.on.event(*PRIORITY_CLASSES, registry=registry)(listed(cache.priority_classes))
         kopf.on.event(*PDBS, registry=registry)(listed(cache.budgets))
-        del pod_changed, claim_changed
 
 
 @dataclasses.dataclass(frozen=True)
