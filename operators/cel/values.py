@@ -351,7 +351,7 @@ def _parse_quantity(text: str, shared: bool) -> QuantityValue:
             if _fits(result) and not (mantissa not in (0, 1) and value == _INT64_MIN):
                 return QuantityValue(result if positive else -result, scale, shared=shared)
     sign, number = "", value_text
-    if number[:1] in "+-":
+    if number and number[0] in "+-":  # ("" is in every string: a bare suffix has no sign)
         sign, number = number[0], number[1:]
     whole, _, fraction = number.partition(".")
     if not (whole + fraction) or not set(whole + fraction) <= _DIGITS:

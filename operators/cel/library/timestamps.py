@@ -237,19 +237,38 @@ def _zone(name: str) -> datetime.tzinfo:
     return datetime.timezone(datetime.timedelta(minutes=offset))
 
 
-def _in_zone(value: Any, zone: str | None) -> tuple[datetime.datetime, int]:
+# 400 Gregorian years: the same calendar, weekdays included, 146,097 days later.
+_CYCLE_DAYS, _CYCLE_YEARS = 146_097, 400
+
+
+def _in_zone(value: Any, zone: str | None) -> tuple[datetime.datetime, int, int]:
+    """The local time, its nanoseconds and a year correction: a zone west of UTC puts year 1's
+    first hours in year 0 (east: 9999's last in 10000), which Go's time keeps and Python's
+    cannot, so such a moment is converted 400 years inward and its year corrected."""
     seconds, frac = divmod(value.nanos, NANOS)
     moment = _EPOCH + datetime.timedelta(seconds=seconds)
-    if zone is not None:
-        moment = moment.astimezone(_zone(zone))
-    return moment, frac
+    if zone is None:
+        return moment, frac, 0
+    tz = _zone(zone)
+    try:
+        return moment.astimezone(tz), frac, 0
+    except OverflowError:
+        shift = _CYCLE_YEARS if moment.year < 5000 else -_CYCLE_YEARS
+        inward = moment + datetime.timedelta(days=_CYCLE_DAYS * shift // _CYCLE_YEARS)
+        return inward.astimezone(tz), frac, -shift
 
 
 def _getter(
-    name: str, overload: str, read: Callable[[datetime.datetime, int], int], tz: str = "_with_tz"
+    name: str,
+    overload: str,
+    read: Callable[[datetime.datetime, int], int],
+    tz: str = "_with_tz",
+    *,
+    year: bool = False,
 ) -> None:
     def timestamp_getter(value: Any, zone: Any = None) -> int:
-        return read(*_in_zone(value, zone))
+        moment, frac, years = _in_zone(value, zone)
+        return read(moment, frac) + (years if year else 0)
 
     timestamp_getter.__name__ = overload
     method(
@@ -259,7 +278,7 @@ def _getter(
     )(timestamp_getter)
 
 
-_getter("getFullYear", "timestamp_to_year", lambda t, f: t.year)
+_getter("getFullYear", "timestamp_to_year", lambda t, f: t.year, year=True)
 _getter("getMonth", "timestamp_to_month", lambda t, f: t.month - 1)
 _getter("getDayOfYear", "timestamp_to_day_of_year", lambda t, f: t.timetuple().tm_yday - 1)
 _getter("getDayOfMonth", "timestamp_to_day_of_month", lambda t, f: t.day - 1)

@@ -103,6 +103,13 @@ ROWS: list[tuple[str, str]] = [
     # IANA zone names, from the zone database the process loads (as Go's time.LoadLocation).
     ("timestamp('2024-01-01T00:00:00Z').getHours('America/New_York') == 19", "true"),
     ("timestamp('2024-01-01T00:00:00Z').getHours('Mars/Olympus') == 19", "error"),
+    # Local time before year 1 and after 9999, as Go's time keeps it.
+    ("timestamp('0001-01-01T00:00:00Z').getFullYear('America/New_York') == 0", "true"),
+    ("timestamp('0001-01-01T00:00:00Z').getMinutes('America/New_York') == 3", "true"),
+    ("timestamp('9999-12-31T23:00:00Z').getFullYear('+05:00') == 10000", "true"),
+    # A bare suffix is no quantity.
+    ("quantity('Ei') == quantity('0')", "error"),
+    ("isQuantity('Ei')", "false"),
 ]
 
 
