@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable
 
 
@@ -19,3 +20,12 @@ async def wait_at_most(awaitable: Awaitable[object], seconds: float | None) -> b
     except TimeoutError:
         return False
     return True
+
+
+async def cancel_and_wait(task: asyncio.Task[None] | None) -> None:
+    """Cancel a background task and wait until it has ended (None: nothing to stop)."""
+    if task is None:
+        return
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task

@@ -20,14 +20,15 @@ The first LIST happens in ``start``, so a controller's stores are filled before 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import structlog
 
+from operators.aio import cancel_and_wait
 from operators.api.keys import ObjectKey
 from operators.kube.api import ApiError, KubeAPI
+from operators.runtime.stores import resource_version
 
 log = structlog.get_logger(__name__)
 
@@ -37,13 +38,6 @@ BACKOFF = (0.2, 10.0)
 
 class GoneError(Exception):
     """The watch's resourceVersion is too old (410): only a new LIST can go on."""
-
-
-def _version(body: Mapping[str, Any]) -> int:
-    try:
-        return int((body.get("metadata") or {}).get("resourceVersion") or 0)
-    except ValueError:
-        return 0
 
 
 class Informer:
@@ -65,11 +59,8 @@ class Informer:
         self._task = asyncio.create_task(self._run(api), name=f"informer-{self.kind}")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     def _deliver(self, event_type: str, body: Mapping[str, Any]) -> None:
         key = ObjectKey.of(body)
@@ -77,7 +68,7 @@ class Informer:
             self._known.pop(key, None)
         else:
             uid = (body.get("metadata") or {}).get("uid") or ""
-            self._known[key] = (_version(body), uid)
+            self._known[key] = (resource_version(body), uid)
         try:
             self.feed({"type": event_type, "body": body})
         except Exception as e:  # a bug in one feed must not stop everyone's events
@@ -86,7 +77,7 @@ class Informer:
     async def _list(self, api: KubeAPI) -> str:
         listing = await api.list(self.kind)
         api_version = listing.get("apiVersion", "v1")
-        listed_at = _version(listing)
+        listed_at = resource_version(listing)
         seen: set[ObjectKey] = set()
         for item in listing.get("items") or []:
             item.setdefault("kind", self.kind)

@@ -13,12 +13,12 @@ are read through the same ``IndexView`` as kopf's own.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from typing import Any
 
 import structlog
 
+from operators.aio import cancel_and_wait
 from operators.api.keys import ObjectKey
 from operators.kube.api import ApiError, KubeAPI
 from operators.runtime.indices import IndexView
@@ -34,7 +34,8 @@ def by_key(body: Body) -> dict[Hashable, Any]:
     return {ObjectKey.of(body): dict(body)}
 
 
-def _version(body: Body) -> int:
+def resource_version(body: Body) -> int:
+    """The object's (or a listing's) resourceVersion as a number; 0 when absent."""
     try:
         return int((body.get("metadata") or {}).get("resourceVersion") or 0)
     except ValueError:
@@ -104,7 +105,7 @@ class LocalStore:
     def apply(self, event_type: str | None, body: Body) -> bool:
         """Take a watch event; False when it is older than what the store has."""
         key = ObjectKey.of(body)
-        version = _version(body)
+        version = resource_version(body)
         if version and version < self._versions.get(key, 0):
             return False
         if event_type == "DELETED" or (self.when is not None and not self.when(body)):
@@ -140,7 +141,7 @@ class LocalStore:
             item.setdefault("apiVersion", api_version)
             self.apply("ADDED", item)
             seen.add(ObjectKey.of(item))
-        listed_at = _version(listing)
+        listed_at = resource_version(listing)
         for key, version in list(self._versions.items()):
             if key not in seen and version < listed_at:
                 self._remove(key)
@@ -186,8 +187,5 @@ class Stores:
                 self.on_resync()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
