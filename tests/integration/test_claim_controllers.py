@@ -251,14 +251,15 @@ async def test_missing_template_is_reported_then_claim_created_when_it_appears(
 async def test_conflicting_claim_name_is_reported_and_left_alone(
     kube: KubeAPI, namespace: str
 ) -> None:
-    await kube.create(template_body("gpu-template", namespace))
     foreign = await kube.create(claim_body("someone-elses", namespace))
     pod = await kube.create(pod_body("confused", namespace, TEMPLATE_ENTRY))
-    # Another actor recorded a claim this pod does not own.
+    # Another actor recorded a claim this pod does not own. The template comes after: until
+    # then the controller can create nothing, so the record surely comes first.
     pod["status"] = {
         "resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "someone-elses"}]
     }
     await kube.replace_status(pod)
+    await kube.create(template_body("gpu-template", namespace))
     events = await eventually(
         lambda: events_for(kube, namespace, "confused", "ResourceClaimConflict"),
         what="a conflict event",
