@@ -63,10 +63,6 @@ def configure_kopf(
     settings.scanning.disabled = True
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
-    # kopf holds each event 0.1 s by default for a newer one of the same object; the kinds
-    # left to kopf change rarely, and a node cordoned must not reach the scheduler long after
-    # a pod its own informer delivered at once (client-go's informers hold nothing back).
-    settings.batching.batch_window = 0.01
     settings.networking.request_timeout = ours.api_timeout if ours is not None else 60
     settings.networking.connect_timeout = ours.api_connect_timeout if ours is not None else 5
 

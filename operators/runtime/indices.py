@@ -13,10 +13,6 @@ from typing import Any
 # kopf resource specs of the kinds our operators index.
 CLAIMS = ("resource.k8s.io", "v1", "resourceclaims")
 SLICES = ("resource.k8s.io", "v1", "resourceslices")
-CLASSES = ("resource.k8s.io", "v1", "deviceclasses")
-TAINT_RULES = ("resource.k8s.io", "v1beta2", "devicetaintrules")
-PRIORITY_CLASSES = ("scheduling.k8s.io", "v1", "priorityclasses")
-PDBS = ("policy", "v1", "poddisruptionbudgets")
 
 
 class IndexView:

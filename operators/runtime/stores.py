@@ -1,11 +1,10 @@
-"""Watch-fed stores for high-churn kinds (pods, claims), without kopf's indices.
+"""Watch-fed stores, without kopf's indices.
 
 kopf gates every event of an indexed kind on a global readiness toggle set, and while objects
-keep arriving (1000 pods created in a burst) each new object adds a toggle and wakes every
-waiting worker: quadratic work that took half of the scheduler's CPU. So pods and claims are
-kept here instead: filled by one LIST at startup (no cycle runs before that, as with an
-informer's initial list), then kept current by watch events (kopf's handlers in the scheduler,
-``runtime.informer`` in the claim controllers), never letting an older
+keep arriving (1000 pods created in a burst, 5000 nodes joining) each new object adds a toggle
+and wakes every waiting worker: quadratic work that took half of the scheduler's CPU. So the
+kinds a reconcile reads are kept here instead: filled by one LIST at startup (no reconcile runs
+before that), then kept current by watch events (``runtime.informer``), never letting an older
 resourceVersion overwrite a newer one. Derived indices have kopf's shape (key -> values) and
 are read through the same ``IndexView`` as kopf's own.
 """
@@ -170,9 +169,12 @@ class Stores:
             for name, index in store.indices.items():
                 view.add(name, index)
 
-    async def start(self, api: KubeAPI) -> None:
-        for store in self.stores:
-            await store.prefill(api)
+    async def start(self, api: KubeAPI, *, prefill: bool = True) -> None:
+        """``prefill=False``: informers list the kinds themselves (``runtime.informer``);
+        only the periodic resync starts here."""
+        if prefill:
+            for store in self.stores:
+                await store.prefill(api)
         self._task = asyncio.create_task(self._resync(api), name="store-resync")
 
     async def _resync(self, api: KubeAPI) -> None:

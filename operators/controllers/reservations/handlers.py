@@ -120,7 +120,9 @@ class ReservationController(Controller[ReservationSettings]):
     # --- lifecycle ------------------------------------------------------------------------
 
     async def prepare(self) -> None:
-        await self.stores.start(self.api)
+        # Separate, the informers list; in the claims process, its shared feeds start after
+        # both controllers, which must be filled before they lead.
+        await self.stores.start(self.api, prefill=self.feeds is None)
         if self.feeds is not None:
             await self.feeds.start(self.api)
         metrics.CLAIMS.samples = self._claim_counts

@@ -1,6 +1,6 @@
 """The scheduler's cache: what it knows of the cluster, parsed once, with derived totals.
 
-kopf's indices hold raw dicts; parsing every slice for every pod would dominate the cycle, and
+The stores hold raw dicts; parsing every slice for every pod would dominate the cycle, and
 the allocator's per-node view cache is keyed by the identity of slice objects. So each kind is
 parsed once per resourceVersion (``ModelCache``), and lists are rebuilt only when something of
 that kind changed (the event handlers bump a version per kind).
@@ -73,9 +73,9 @@ class ModelCache(Generic[M]):
 class SchedulerCache:
     """Everything the scheduler knows, and nothing it must ask the API server during a cycle.
 
-    Pods and claims are watch-fed stores (``runtime.stores``); nodes, slices, classes and taint
-    rules are kopf indices. On top: the in-flight ledger (allocations written, or about to be,
-    that the claim store has not shown yet, as kube-scheduler's assume cache), the devices
+    Every kind is a store (``runtime.stores``) fed by an informer (``runtime.informer``). On
+    top: the in-flight ledger (allocations written, or about to be, that the claim store has
+    not shown yet, as kube-scheduler's assume cache), the devices
     every claim holds (``AllocatedTracker``) and what bound pods request per node
     (``UsageTracker``), both kept as running totals so that a cycle never walks all claims or
     all pods.
@@ -100,7 +100,19 @@ class SchedulerCache:
             {"claims": by_key, "allocated_claims": _allocated},
             on_change=lambda key, _body: self.track(key),
         )
-        self.stores = Stores(self.indices, self.pods, self.claims)
+        # The kinds that change rarely: cluster-scoped ones by name, PDBs by namespace/name.
+        self.listed = {
+            index: LocalStore(kind, {index: key_of})
+            for index, kind, key_of in (
+                ("nodes", "Node", by_name),
+                ("slices", "ResourceSlice", by_name),
+                ("classes", "DeviceClass", by_name),
+                ("taint_rules", "DeviceTaintRule", by_name),
+                ("priority_classes", "PriorityClass", by_name),
+                ("pdbs", "PodDisruptionBudget", by_key),
+            )
+        }
+        self.stores = Stores(self.indices, self.pods, self.claims, *self.listed.values())
         self.ledger: InFlightLedger[ObjectKey] = InFlightLedger(on_change=self.track)
         self.allocated: AllocatedTracker[ObjectKey] = AllocatedTracker(features)
         self.usage = UsageTracker()
@@ -330,6 +342,10 @@ def _on_node(body: Mapping[str, Any]) -> dict[Any, Any]:
     if not node or (body.get("status") or {}).get("phase") in TERMINAL_PHASES:
         return {}
     return {node: body}
+
+
+def by_name(body: Mapping[str, Any]) -> dict[Any, Any]:
+    return {ObjectKey.of(body).name: dict(body)}
 
 
 def _allocated(body: Mapping[str, Any]) -> dict[Any, Any]:

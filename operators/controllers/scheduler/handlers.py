@@ -18,7 +18,6 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import kopf
 import structlog
 
 from operators.allocator import AllocatedState, Features, OutOfTimeError
@@ -39,14 +38,7 @@ from operators.observability import fields
 from operators.runtime.actions import PostEvent
 from operators.runtime.controller import Controller
 from operators.runtime.errors import Requeue, TemporaryError
-from operators.runtime.indices import (
-    CLASSES,
-    PDBS,
-    PRIORITY_CLASSES,
-    SLICES,
-    TAINT_RULES,
-)
-from operators.runtime.informer import Feeds
+from operators.runtime.informer import EventFeed, Feeds
 from operators.runtime.queue import WorkQueue
 from operators.scheduling import preemption
 from operators.scheduling.binding import Binding, allocated_node, binding_verdict
@@ -107,7 +99,6 @@ class Scheduler(Controller[SchedulerSettings]):
 
     component = COMPONENT
     metrics_registry = metrics.REGISTRY
-    kopf_indices = ("nodes", "slices", "classes", "taint_rules", "priority_classes", "pdbs")
 
     def __init__(self, settings: SchedulerSettings, **kwargs: Any) -> None:
         super().__init__(settings, **kwargs)
@@ -117,8 +108,6 @@ class Scheduler(Controller[SchedulerSettings]):
         # kube-scheduler watches DeviceTaintRules only with DRADeviceTaintRules on: off, there
         # are none (the API server may not even serve them).
         self.taint_rules = settings.gate("DRADeviceTaintRules")
-        if not self.taint_rules:
-            self.indices.add("taint_rules", {})
         #: kube-scheduler's filter timeout, as DRASchedulerFilterTimeout has it (off: none).
         self.filter_timeout = (
             settings.filter_timeout if settings.gate("DRASchedulerFilterTimeout") else 0.0
@@ -136,14 +125,13 @@ class Scheduler(Controller[SchedulerSettings]):
         # victim each evicted pod is (its disappearance brings the preemptor back at once).
         self.nominations: dict[ObjectKey, Nomination] = {}
         self.victims: dict[str, ObjectKey] = {}
-        self.feeds = Feeds({"Pod": self.on_pod, "ResourceClaim": self.on_claim})
+        self.feeds = Feeds(self._feeds_by_kind())
         self._flush: asyncio.Task[None] | None = None
         metrics.PENDING_PODS.samples = self.pending_pods
 
     # --- the scheduling cycle ----------------------------------------------------------------
 
     async def schedule(self, key: ObjectKey) -> None:
-        self.require_indices()
         if not self.active or key in self.binder or key in self.pods.bound:
             return
         pod = self.cache.pending(key)
@@ -725,8 +713,8 @@ class Scheduler(Controller[SchedulerSettings]):
     # --- leadership ----------------------------------------------------------------------------
 
     async def prepare(self) -> None:
-        # Pods and claims are listed before any cycle can run, then kept current by informers.
-        await self.cache.stores.start(self.api)
+        # Every kind is listed before any cycle can run, then kept current by informers (whose
+        # re-list on an expired watch reports deletions: no periodic resync is needed).
         await self.feeds.start(self.api)
 
     async def activate(self) -> None:
@@ -752,7 +740,6 @@ class Scheduler(Controller[SchedulerSettings]):
 
     async def release(self) -> None:
         await self.feeds.stop()
-        await self.cache.stores.stop()
 
     # --- watch events ------------------------------------------------------------------------
 
@@ -795,56 +782,36 @@ class Scheduler(Controller[SchedulerSettings]):
         if allocated and kw["type"] != "DELETED" and self.cache.conflicts(key):
             self.repairs.add(key)
 
-    # --- kopf side ---------------------------------------------------------------------------
-
-    def register_handlers(self, registry: kopf.OperatorRegistry) -> None:
-        """Pods and claims live in local stores (``runtime.stores``), fed by informers of our
-        own (``on_pod``, ``on_claim``; kopf's per-event dispatch cost more than the stores);
-        nodes, slices, classes, taint rules, PriorityClasses and PDBs, which change rarely, in
-        kopf indices, which gate every handler until their initial lists are complete (the
-        built-in PriorityClasses always give a first handler call, which hands them over).
-        Handlers are coroutines: kopf runs plain functions
-        in a thread pool, and the queue and the ledger belong to the event loop."""
-        s = self
+    def _feeds_by_kind(self) -> dict[str, EventFeed]:
+        """Pods and claims to their handlers above; the kinds that change rarely into their
+        stores, where nodes, slices, classes and taint rules may make room for the
+        unschedulable pods. kube-scheduler watches DeviceTaintRules only with
+        DRADeviceTaintRules on: off, there are none (the API server may not even serve them)."""
         cache = self.cache
 
-        def by_name(**kw: Any) -> dict[Any, Any]:
-            return {ObjectKey.of(kw["body"]).name: dict(kw["body"])}
+        def listed(index: str, models: ModelCache[Any], room: bool) -> EventFeed:
+            store = cache.listed[index]
 
-        async def index(**kw: Any) -> dict[Any, Any]:
-            return by_name(**kw)
+            def feed(kw: Mapping[str, Any]) -> None:
+                if store.apply(kw["type"], kw["body"]):
+                    models.changed()
+                    if room:
+                        self.requeue_unschedulable()
 
-        kopf.index("nodes", id="nodes", registry=registry)(index)
-        kopf.index(*SLICES, id="slices", registry=registry)(index)
-        kopf.index(*CLASSES, id="classes", registry=registry)(index)
+            return feed
+
+        feeds = {
+            "Pod": self.on_pod,
+            "ResourceClaim": self.on_claim,
+            "Node": listed("nodes", cache.nodes, True),
+            "ResourceSlice": listed("slices", cache.slices, True),
+            "DeviceClass": listed("classes", cache.classes, True),
+            "PriorityClass": listed("priority_classes", cache.priority_classes, False),
+            "PodDisruptionBudget": listed("pdbs", cache.budgets, False),
+        }
         if self.taint_rules:
-            kopf.index(*TAINT_RULES, id="taint_rules", registry=registry)(index)
-        kopf.index(*PRIORITY_CLASSES, id="priority_classes", registry=registry)(index)
-        kopf.index(*PDBS, id="pdbs", registry=registry)(index)
-
-        def cluster_changed(model_cache: ModelCache[Any]) -> Any:
-            async def handler(**kw: Any) -> None:
-                s.indices.attach(kw)
-                model_cache.changed()
-                s.requeue_unschedulable()
-
-            return handler
-
-        kopf.on.event("nodes", registry=registry)(cluster_changed(cache.nodes))
-        kopf.on.event(*SLICES, registry=registry)(cluster_changed(cache.slices))
-        kopf.on.event(*CLASSES, registry=registry)(cluster_changed(cache.classes))
-        if self.taint_rules:
-            kopf.on.event(*TAINT_RULES, registry=registry)(cluster_changed(cache.taint_rules))
-
-        def listed(model_cache: ModelCache[Any]) -> Any:
-            async def handler(**kw: Any) -> None:
-                s.indices.attach(kw)
-                model_cache.changed()
-
-            return handler
-
-        kopf.on.event(*PRIORITY_CLASSES, registry=registry)(listed(cache.priority_classes))
-        kopf.on.event(*PDBS, registry=registry)(listed(cache.budgets))
+            feeds["DeviceTaintRule"] = listed("taint_rules", cache.taint_rules, True)
+        return feeds
 
 
 @dataclasses.dataclass(frozen=True)
