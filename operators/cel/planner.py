@@ -101,7 +101,7 @@ _CONVERSIONS = frozenset(
 _PRIMITIVES = (bool, int, Uint, float, str)
 _REGEX_FUNCTIONS = frozenset({"matches", "find", "findAll"})
 # Functions whose 1- or 2-argument overloads cel-go binds as variadic (an argument that fails
-# stops the others and the call is not charged).
+# stops the others, and the call is charged only if it was the last).
 _VARARGS = frozenset({"string_format"})
 
 
@@ -1012,8 +1012,10 @@ def _memoized(plan: Plan, copy: Callable[[Any], Any] | None) -> Plan:
 
 
 def _call(impl: Callable[..., Any], args: list[Fn], charge: int | CostFn, varargs: bool) -> Plan:
-    """A strict call: arguments in order; a failed one is the result (cel-go evaluates the
-    rest first for unary and binary calls, and charges the call; not for variadic ones)."""
+    """A strict call: arguments in order; a failed one is the result. cel-go evaluates the
+    rest first for unary and binary calls, and charges the call; a variadic one stops at the
+    failed argument, and is charged only when that was the last (every argument on the cost
+    tracker's stack)."""
     if isinstance(charge, int):
         fixed = charge
         if len(args) == 1:
@@ -1053,23 +1055,33 @@ def _call(impl: Callable[..., Any], args: list[Fn], charge: int | CostFn, vararg
 
             return Dyn(zero)
 
+        last = len(args) - 1
+
         def variadic(act: Act) -> Any:
-            values = [a(act) for a in args]
+            values = []
+            for i, a in enumerate(args):
+                try:
+                    values.append(a(act))
+                except CelError:
+                    if i == last:  # every argument was evaluated: cel-go charges the call
+                        act[COST] += fixed
+                    raise
             act[COST] += fixed
             return impl(*values)
 
         return Dyn(variadic)
 
     sized = charge
+    last = len(args) - 1
 
     def sized_call(act: Act) -> Any:
         values: list[Any] = []
         error: CelError | None = None
-        for a in args:
+        for i, a in enumerate(args):
             try:
                 values.append(a(act))
             except CelError as exc:
-                if varargs:
+                if varargs and i < last:
                     raise
                 error = error or exc
                 values.append(ERR_ARG)

@@ -190,6 +190,11 @@ COST_ROWS: list[str] = [
     "cidr('::/0').containsIP('::1')",
     "cidr('10.0.0.0/32').containsCIDR(cidr('10.0.0.0/32'))",
     "cidr('::/127').containsIP(ip('::1'))",
+    # A variadic call stops at a failed argument; charged only when it was the last one.
+    '"-12".format(device.attributes["o.example.com"].l) == "" || true',
+    '"a".replace("a", "b", device.attributes["o.example.com"].l) == "" || true',
+    '"a".replace("a", device.attributes["o.example.com"].l, 1) == "" || true',
+    '"abc".substring(device.attributes["o.example.com"].l, 2) == "" || true',
 ]
 
 
