@@ -26,7 +26,7 @@ from operators.api.core import Node, Pod
 from operators.api.limits import ResourceClaimReservedForMaxSize
 from operators.api.resource import AllocationResult, ResourceClaim
 from operators.scheduling.nodes import NodeUsage, node_failure, pod_requests
-from operators.scheduling.score import Score, ScorePolicy
+from operators.scheduling.score import NodeOrder, Score, ScoreKey, ScorePolicy
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,6 +117,7 @@ def run_cycle(
     best_only: bool = False,
     nominated: str | None = None,
     explain_all: bool = False,
+    node_order: NodeOrder | None = None,
 ) -> CycleResult:
     """Filter every node, allocate the pod's unallocated claims on each, score the fits.
 
@@ -132,9 +133,10 @@ def run_cycle(
     (rank and binding devices 0, their utilisation known before allocating), and the visit
     stops once a fit beats every node not yet visited: the chosen node is the one a full scan
     picks, for a fraction of the allocator calls. ``nominated`` is visited first, and a fit
-    there ends the visit (it is preferred whatever its score). ``explain_all`` explains every
-    node that does not fit even when others do (``simulate``; the scheduler only needs why
-    when nothing fits).
+    there ends the visit (it is preferred whatever its score). ``node_order`` keeps the
+    ranking of nodes by bound across cycles (the scheduler's: the same visit, cheaper).
+    ``explain_all`` explains every node that does not fit even when others do (``simulate``;
+    the scheduler only needs why when nothing fits).
     """
     requests = pod_requests(pod)
     to_allocate = [c for c in claims if not c.is_allocated]
@@ -168,28 +170,29 @@ def run_cycle(
         unavailable[claim.key] = None
         return f"node(s) didn't match allocated claim {claim.key}'s node selector"
 
-    bounds = (
-        {
-            n.metadata.name or "": Score.upper_bound(
-                n, usage.get(n.metadata.name or "", NodeUsage()), requests, policy
-            )
-            for n in nodes
-        }
-        if best_only
-        else {}
-    )
-    order = sorted(
-        nodes, key=(lambda n: bounds[n.metadata.name or ""].key()) if best_only else _node_name
-    )
-    if nominated:
-        order.sort(key=lambda n: n.metadata.name != nominated)  # stable: nominated first
+    bounds: Sequence[ScoreKey] = ()  # best_only: each visited node's bound, in visit order
+    order: Sequence[Node]
+    if best_only:
+        bounds, order = (node_order or NodeOrder()).ranked(nodes, usage, requests, policy)
+    else:
+        order = sorted(nodes, key=_node_name)
+    if nominated:  # visited first, the others in the same order
+        at = next((i for i, n in enumerate(order) if n.metadata.name == nominated), None)
+        if at is not None:
+            order = [order[at], *order[:at], *order[at + 1 :]]
+            if best_only:
+                bounds = [bounds[at], *bounds[:at], *bounds[at + 1 :]]
     timed_out = False
     for position, node in enumerate(order):
         name = node.metadata.name or ""
         if (
             best_only
             and fits
-            and (name == nominated or fits[0].node == nominated or (fits[0].score <= bounds[name]))
+            and (
+                name == nominated
+                or fits[0].node == nominated
+                or fits[0].score.key() <= bounds[position]
+            )
         ):
             break
         if to_allocate and known_unsatisfiable is not None and name in known_unsatisfiable:

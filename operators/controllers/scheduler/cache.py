@@ -27,6 +27,7 @@ from operators.runtime.indices import IndexView
 from operators.runtime.stores import LocalStore, Stores, by_key
 from operators.scheduling.ledger import InFlightLedger
 from operators.scheduling.nodes import UsageTracker, pod_requests
+from operators.scheduling.score import NodeOrder
 
 M = TypeVar("M", bound=KubeModel)
 
@@ -125,6 +126,7 @@ class SchedulerCache:
         self.priority_classes: ModelCache[PriorityClass] = ModelCache(PriorityClass)
         self.budgets: ModelCache[PodDisruptionBudget] = ModelCache(PodDisruptionBudget)
         self.views = NodeViewCache()
+        self.order = NodeOrder()  # one cycle at a time ranks with it, as with ``views``
         self.selectors = CelSelectorEngine(CELEnvironment())
 
     # --- reads ---------------------------------------------------------------------------

@@ -199,6 +199,7 @@ class Scheduler(Controller[SchedulerSettings]):
             known_unsatisfiable=self.pods.unsatisfiable.setdefault(specs, {}),
             best_only=True,
             nominated=nominated,
+            node_order=self.cache.order,
         )
         if isinstance(allocator, TimedAllocator):
             metrics.ALLOCATOR_DURATION.observe(allocator.seconds)
