@@ -20,6 +20,7 @@ import kopf
 
 from operators.kube.client import ClientConfigError, connection_fields, make_configuration
 from operators.observability.logging import configure
+from operators.runtime import memory
 from operators.settings import Settings
 
 PERSISTENCE_DOMAIN = "kopf-dra.io"
@@ -111,6 +112,7 @@ def main_for(
         print(f"kopf-dra run {component}: {e}", file=sys.stderr)
         return 2
     configure(component, level=settings.log_level, json_output=settings.log_json)
+    memory.tune()
     asyncio.run(
         run_operator(registry=build_registry(settings), component=component, settings=settings)
     )
@@ -154,4 +156,5 @@ class OperatorApp(Generic[S]):
     def install_as_kopf_default(self) -> None:
         """``kopf run -m`` runs kopf's default registry: point it at this operator's (called
         by each controller's ``main`` module, the one ``kopf run -m`` imports)."""
+        memory.tune()
         kopf.set_default_registry(self.build_registry(self.settings_class.load()))

@@ -27,6 +27,7 @@ from prometheus_client import CollectorRegistry
 
 from operators.kube.api import KubeAPI
 from operators.kube.client import make_api
+from operators.runtime import memory
 from operators.runtime.actions import PostEvent, Write
 from operators.runtime.apply import Applier
 from operators.runtime.clock import SYSTEM_CLOCK, Clock
@@ -214,6 +215,7 @@ class Controller(Generic[S]):
                 await self._close()
                 raise
             self._started = True
+            memory.listed()
             if isinstance(self.settings, LeaderElectionSettings):
                 self.elector = LeaderElector(
                     api,

@@ -18,6 +18,7 @@ import kopf
 from operators.controllers.claim_templates.handlers import ClaimTemplateController
 from operators.controllers.claims.settings import ClaimsSettings
 from operators.controllers.reservations.handlers import ReservationController
+from operators.runtime import memory
 from operators.runtime.clock import SYSTEM_CLOCK, Clock
 from operators.runtime.controller import register_lifecycle
 from operators.runtime.informer import Feeds
@@ -91,6 +92,7 @@ class ClaimsController:
         if not self._feeding:
             await self.feeds.start(self.templates.api)
             self._feeding = True
+            memory.listed()
 
     async def stop(self) -> None:
         """Never raises (each controller's stop does not)."""
