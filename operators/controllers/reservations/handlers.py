@@ -158,9 +158,14 @@ class ReservationController(Controller[ReservationSettings]):
             self.queue.add(ObjectKey(namespace, claim_name))
 
     def on_claim(self, kw: Mapping[str, Any]) -> None:
-        """A claim watch event: into the store, and to reconcile."""
-        if self.claims.apply(kw["type"], kw["body"]):
-            self.queue.add(ObjectKey.of(kw["body"]))
+        """A claim watch event: into the store; to reconcile unless what the plan reads of it
+        stayed the same (a deletion always: the queue forgets the key)."""
+        key = ObjectKey.of(kw["body"])
+        before = planning.claim_signature(self.indices.one("claims", key))
+        if not self.claims.apply(kw["type"], kw["body"]):
+            return
+        if kw["type"] == "DELETED" or before != planning.claim_signature(kw["body"]):
+            self.queue.add(key)
 
 
 def _claims_by_pod(body: Mapping[str, Any]) -> dict[Any, Any]:

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from operators.api.claim_status import edited_status
-from operators.api.keys import ObjectKey
+from operators.api.keys import ObjectKey, controller_pod
 from operators.api.names import (
     DELETE_PROTECTION_FINALIZER,
     POD_CLAIM_NAME_ANNOTATION,
@@ -119,6 +119,29 @@ def pods_to_look_up(claim: ResourceClaim) -> set[str]:
     if owner is not None:
         names.add(owner[0])
     return names
+
+
+def claim_signature(body: Mapping[str, Any] | None) -> tuple[Any, ...] | None:
+    """What ``plan_claim`` reads of a claim (its pods aside): an event that leaves it alone
+    (the scheduler's finalizer on a claim not being deleted, device statuses) brings no
+    reconcile."""
+    if body is None:
+        return None
+    meta = body.get("metadata") or {}
+    status = body.get("status") or {}
+    deleting = bool(meta.get("deletionTimestamp"))
+    generated = POD_CLAIM_NAME_ANNOTATION in (meta.get("annotations") or {})
+    return (
+        meta.get("uid"),
+        tuple(
+            (r.get("apiGroup") or "", r.get("resource"), r.get("name"), r.get("uid"))
+            for r in status.get("reservedFor") or []
+        ),
+        bool(status.get("allocation")),
+        deleting,
+        deleting and DELETE_PROTECTION_FINALIZER in (meta.get("finalizers") or []),
+        controller_pod(body) if generated else None,
+    )
 
 
 def plan_claim(claim: ResourceClaim, pods: Mapping[str, PodInfo | None]) -> ClaimPlan:

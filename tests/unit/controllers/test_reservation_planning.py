@@ -216,3 +216,35 @@ async def test_a_pods_update_queues_its_claims_only_when_the_plan_reads_what_cha
     assert update("3", ready) == []
     assert update("4", {"phase": "Succeeded"}) == claim_key
     assert update("5", {"phase": "Succeeded"}, "DELETED") == claim_key
+
+
+def test_a_claims_update_is_reconciled_only_when_the_plan_reads_what_changed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The scheduler's finalizer on a claim that is not being deleted, or its device
+    statuses, queue nothing; reservations, allocation and deletion do."""
+    controller = ReservationController(ReservationSettings())
+    added: list[ObjectKey] = []
+    monkeypatch.setattr(controller.queue, "add", added.append)
+    body = claim(generated_for=("p0", "u0"), allocated=False, finalizer=False).dump()
+    version = 11
+
+    def event(kind: str = "MODIFIED", **changes: Any) -> bool:
+        nonlocal body, version
+        version += 1
+        meta = {**body["metadata"], "resourceVersion": str(version)}
+        meta.update(changes.pop("metadata", {}))
+        body = {**body, "metadata": meta, **changes}
+        added.clear()
+        controller.on_claim({"type": kind, "body": body})
+        return added == [ObjectKey("ns", "c")]
+
+    assert event("ADDED")
+    assert not event(metadata={"finalizers": [DELETE_PROTECTION_FINALIZER]})
+    reserved = {"reservedFor": [{"resource": "pods", "name": "p0", "uid": "u0"}]}
+    assert event(status={**reserved, "allocation": ALLOCATION})
+    assert not event(status={**reserved, "allocation": ALLOCATION, "devices": []})
+    assert event(status={"allocation": ALLOCATION})  # unreserved
+    assert event(metadata={"deletionTimestamp": "2026-01-01T00:00:00Z"})
+    assert event(metadata={"finalizers": []})  # a deleting claim's finalizer is read
+    assert event("DELETED")
