@@ -66,13 +66,14 @@ class ReservationController(Controller[ReservationSettings]):
         body = self.indices.one("claims", key)
         if body is None:
             return
-        claim = ResourceClaim.load(body)
-        if self._superseded.is_stale(key, claim.metadata.resource_version):
+        if self._superseded.is_stale(key, (body.get("metadata") or {}).get("resourceVersion")):
             return
-        pods = await self._pods(key.namespace, planning.pods_to_look_up(claim))
-        plan = planning.plan_claim(claim, pods)
+        facts = planning.ClaimFacts.of(body)  # most claims need nothing: decide unparsed
+        pods = await self._pods(key.namespace, facts.pods_to_look_up())
+        plan = planning.plan_claim(facts, pods)
         if plan.idle:
             return
+        claim = ResourceClaim.load(body)
         context = {fields.CLAIM: claim.key}
         resource_version = claim.metadata.resource_version
         if plan.status_write:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from operators.api.claim_status import edited_status
 from operators.api.keys import ObjectKey, controller_pod
@@ -21,7 +21,7 @@ from operators.api.names import (
     POD_CLAIM_NAME_ANNOTATION,
     TERMINAL_PHASES,
 )
-from operators.api.resource import ResourceClaim, ResourceClaimConsumerReference
+from operators.api.resource import ResourceClaim
 from operators.runtime.actions import Delete, Patch, ReplaceStatus
 
 
@@ -63,7 +63,7 @@ def pod_summary(body: Mapping[str, Any]) -> dict[Any, Any]:
 
 @dataclasses.dataclass(frozen=True)
 class Removal:
-    consumer: ResourceClaimConsumerReference
+    consumer: Consumer
     reason: str  # PodNotFound, PodReplaced, PodDone, PodDeletedUnscheduled
 
 
@@ -85,11 +85,74 @@ class ClaimPlan:
         return not (self.status_write or self.remove_finalizer or self.delete)
 
 
-def is_pod_consumer(ref: ResourceClaimConsumerReference) -> bool:
+class ConsumerRef(Protocol):
+    """What the plan reads of a ``reservedFor`` entry (the model's, or ``Consumer``)."""
+
+    @property
+    def api_group(self) -> str | None: ...
+    @property
+    def resource(self) -> str | None: ...
+    @property
+    def name(self) -> str | None: ...
+    @property
+    def uid(self) -> str | None: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class Consumer:
+    api_group: str
+    resource: str | None
+    name: str
+    uid: str
+
+
+@dataclasses.dataclass(frozen=True)
+class ClaimFacts:
+    """Everything ``plan_claim`` reads of a claim (its pods aside), taken from the raw body:
+    the cleanup decides without parsing the whole claim, which it does only to write."""
+
+    uid: str | None
+    consumers: tuple[Consumer, ...]
+    allocated: bool
+    deleting: bool
+    protected: bool  # the delete-protection finalizer is on
+    owner: tuple[str, str] | None  # (pod name, pod uid) of a generated claim
+
+    @classmethod
+    def of(cls, claim: ResourceClaim | Mapping[str, Any]) -> ClaimFacts:
+        body = claim.dump() if isinstance(claim, ResourceClaim) else claim
+        meta = body.get("metadata") or {}
+        status = body.get("status") or {}
+        generated = POD_CLAIM_NAME_ANNOTATION in (meta.get("annotations") or {})
+        return cls(
+            uid=meta.get("uid"),
+            consumers=tuple(
+                Consumer(
+                    r.get("apiGroup") or "",
+                    r.get("resource"),
+                    r.get("name") or "",
+                    r.get("uid") or "",
+                )
+                for r in status.get("reservedFor") or []
+            ),
+            allocated=status.get("allocation") is not None,
+            deleting=meta.get("deletionTimestamp") is not None,
+            protected=DELETE_PROTECTION_FINALIZER in (meta.get("finalizers") or []),
+            owner=controller_pod(body) if generated else None,
+        )
+
+    def pods_to_look_up(self) -> set[str]:
+        names = {r.name for r in self.consumers if is_pod_consumer(r)}
+        if self.owner is not None:
+            names.add(self.owner[0])
+        return names
+
+
+def is_pod_consumer(ref: ConsumerRef) -> bool:
     return (ref.api_group or "") == "" and ref.resource == "pods"
 
 
-def stale_reason(ref: ResourceClaimConsumerReference, pod: PodInfo | None) -> str | None:
+def stale_reason(ref: ConsumerRef, pod: PodInfo | None) -> str | None:
     """Why a pod consumer entry no longer holds the claim, or None if it still does."""
     if pod is None:
         return "PodNotFound"
@@ -104,21 +167,13 @@ def stale_reason(ref: ResourceClaimConsumerReference, pod: PodInfo | None) -> st
 
 def generated_owner(claim: ResourceClaim) -> tuple[str, str] | None:
     """(pod name, pod uid) when the claim was generated for a pod from a template."""
-    owner = claim.metadata.controller_ref()
-    if owner is None or owner.kind != "Pod" or owner.api_version != "v1":
-        return None
-    if POD_CLAIM_NAME_ANNOTATION not in claim.metadata.annotations:
-        return None
-    return owner.name or "", owner.uid or ""
+    return ClaimFacts.of(claim).owner
 
 
-def pods_to_look_up(claim: ResourceClaim) -> set[str]:
+def pods_to_look_up(claim: ResourceClaim | ClaimFacts) -> set[str]:
     """Names of the pods whose state the plan depends on (consumers and the owner)."""
-    names = {r.name or "" for r in claim.status.reserved_for if is_pod_consumer(r)}
-    owner = generated_owner(claim)
-    if owner is not None:
-        names.add(owner[0])
-    return names
+    facts = claim if isinstance(claim, ClaimFacts) else ClaimFacts.of(claim)
+    return facts.pods_to_look_up()
 
 
 def claim_signature(body: Mapping[str, Any] | None) -> tuple[Any, ...] | None:
@@ -127,47 +182,33 @@ def claim_signature(body: Mapping[str, Any] | None) -> tuple[Any, ...] | None:
     reconcile."""
     if body is None:
         return None
-    meta = body.get("metadata") or {}
-    status = body.get("status") or {}
-    deleting = bool(meta.get("deletionTimestamp"))
-    generated = POD_CLAIM_NAME_ANNOTATION in (meta.get("annotations") or {})
-    return (
-        meta.get("uid"),
-        tuple(
-            (r.get("apiGroup") or "", r.get("resource"), r.get("name"), r.get("uid"))
-            for r in status.get("reservedFor") or []
-        ),
-        bool(status.get("allocation")),
-        deleting,
-        deleting and DELETE_PROTECTION_FINALIZER in (meta.get("finalizers") or []),
-        controller_pod(body) if generated else None,
+    facts = ClaimFacts.of(body)
+    # The finalizer matters only to a claim being deleted.
+    return dataclasses.astuple(
+        dataclasses.replace(facts, protected=facts.protected and facts.deleting)
     )
 
 
-def plan_claim(claim: ResourceClaim, pods: Mapping[str, PodInfo | None]) -> ClaimPlan:
+def plan_claim(claim: ResourceClaim | ClaimFacts, pods: Mapping[str, PodInfo | None]) -> ClaimPlan:
     """Decide the writes for ``claim``; ``pods`` holds every name of ``pods_to_look_up``."""
+    facts = claim if isinstance(claim, ClaimFacts) else ClaimFacts.of(claim)
     removals = tuple(
         Removal(ref, reason)
-        for ref in claim.status.reserved_for
-        if is_pod_consumer(ref)
-        and (reason := stale_reason(ref, pods.get(ref.name or ""))) is not None
+        for ref in facts.consumers
+        if is_pod_consumer(ref) and (reason := stale_reason(ref, pods.get(ref.name))) is not None
     )
-    remaining = len(claim.status.reserved_for) - len(removals)
-    deleting = claim.metadata.is_deleting
-    deallocate = claim.is_allocated and remaining == 0 and (bool(removals) or deleting)
-    allocated_after = claim.is_allocated and not deallocate
+    remaining = len(facts.consumers) - len(removals)
+    deleting = facts.deleting
+    deallocate = facts.allocated and remaining == 0 and (bool(removals) or deleting)
+    allocated_after = facts.allocated and not deallocate
 
     delete = False
-    owner = generated_owner(claim)
+    owner = facts.owner
     if owner is not None and not deleting and remaining == 0:
         pod = pods.get(owner[0])
         delete = pod is None or pod.uid != owner[1] or pod.phase in TERMINAL_PHASES
 
-    remove_finalizer = (
-        deleting
-        and not allocated_after
-        and DELETE_PROTECTION_FINALIZER in claim.metadata.finalizers
-    )
+    remove_finalizer = deleting and not allocated_after and facts.protected
     return ClaimPlan(removals, deallocate, remove_finalizer, delete)
 
 

@@ -248,3 +248,26 @@ def test_a_claims_update_is_reconciled_only_when_the_plan_reads_what_changed(
     assert event(metadata={"deletionTimestamp": "2026-01-01T00:00:00Z"})
     assert event(metadata={"finalizers": []})  # a deleting claim's finalizer is read
     assert event("DELETED")
+
+
+@pytest.mark.parametrize("deleting", [False, True])
+@pytest.mark.parametrize("generated", [False, True])
+def test_the_facts_of_a_raw_claim_are_those_of_the_parsed_one(
+    deleting: bool, generated: bool
+) -> None:
+    """The cleanup decides on the raw body (ClaimFacts) and parses only to write: both must
+    read the same claim."""
+    parsed = claim(
+        ("p1", "u1"),
+        deleting=deleting,
+        generated_for=("p0", "u0") if generated else None,
+        other_consumer=True,
+    )
+    raw = parsed.dump()
+    assert planning.ClaimFacts.of(raw) == planning.ClaimFacts.of(parsed)
+    facts = planning.ClaimFacts.of(raw)
+    assert facts.consumers[0] == planning.Consumer("", "pods", "p1", "u1")
+    assert (facts.allocated, facts.deleting, facts.protected) == (True, deleting, True)
+    assert facts.owner == (("p0", "u0") if generated else None)
+    unallocated = {**raw, "status": {}}
+    assert not planning.ClaimFacts.of(unallocated).allocated
