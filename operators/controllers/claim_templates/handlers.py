@@ -67,6 +67,10 @@ class ClaimTemplateController(Controller[ClaimTemplateSettings]):
             self.reconcile, name="claim-templates", workers=settings.workers, clock=self.clock
         )
         self._superseded = SupersededVersions()
+        # The pod version our own status write produced, per pod: its plan is the one just
+        # carried out, so its watch event brings no reconcile (unless one was skipped
+        # meanwhile, waiting for it: ``reconcile`` then drops the entry).
+        self._written: dict[ObjectKey, str] = {}
         # Claims we created that the store has not shown yet: (namespace, pod uid) -> bodies.
         self._created: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
         #: Pod, claim and template events, when this controller runs alone (``claims`` feeds
@@ -123,6 +127,7 @@ class ClaimTemplateController(Controller[ClaimTemplateSettings]):
         if not planning.in_scope(pod, self.settings.scheduler_names, self.settings.all_pods):
             return
         if self._superseded.is_stale(key, pod.metadata.resource_version):
+            self._written.pop(key, None)  # our write's event must bring the pod back
             return
         actions = planning.plan_pod(pod, self._templates_for(pod), self._claims_for(pod))
         records: list[planning.RecordStatus] = []
@@ -140,10 +145,13 @@ class ClaimTemplateController(Controller[ClaimTemplateSettings]):
         if records:
             # A 409 (stale cached pod) propagates: the queue retries and adopts the claim.
             try:
-                await self.apply(planning.recording(pod, records))
+                written = await self.apply(planning.recording(pod, records))
             except NotFoundError:
                 return
             self._superseded.wrote(key, pod.metadata.resource_version)
+            version = ((written or {}).get("metadata") or {}).get("resourceVersion")
+            if version:
+                self._written[key] = version
 
     async def _create(self, pod: Pod, action: planning.CreateClaim) -> planning.RecordStatus | None:
         """Create the claim, unless the live pod shows one recorded since our cache saw it.
@@ -227,6 +235,7 @@ class ClaimTemplateController(Controller[ClaimTemplateSettings]):
     async def deactivate(self) -> None:
         await self.queue.stop()
         self._created.clear()
+        self._written.clear()
 
     async def release(self) -> None:
         if self.feeds is not None:
@@ -257,9 +266,17 @@ class ClaimTemplateController(Controller[ClaimTemplateSettings]):
         """A pod watch event: into the store; pods to reconcile."""
         body = kw["body"]
         key = ObjectKey.of(body)
+        version = (body.get("metadata") or {}).get("resourceVersion")
         if kw["type"] == "DELETED":
             uid = (body.get("metadata") or {}).get("uid") or ""
             self._created.pop((key.namespace, uid), None)
+            self._written.pop(key, None)
+        elif version and self._written.get(key) == version:
+            # Our own status write: the store takes it, the plan has nothing left to do.
+            del self._written[key]
+            self.pods.apply(kw["type"], body)
+            self._superseded.is_stale(key, version)  # forgets the versions it replaced
+            return
         before = planning.pod_signature(self.indices.one("pods", key))
         if (
             self.pods.apply(kw["type"], body)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from operators.api.core import Pod
+from operators.api.keys import ObjectKey
 from operators.api.resource import ResourceClaimTemplate
 from operators.controllers.claim_templates import planning
 from operators.controllers.claim_templates.handlers import ClaimTemplateController
@@ -62,3 +63,52 @@ def test_the_store_showing_the_claim_ends_the_entry() -> None:
     controller._created[("ns", "pod-uid")] = {"p-gpu-abcde": created("p-gpu-abcde")}
     controller.claims.apply("ADDED", created("p-gpu-abcde"))
     assert controller._created == {}
+
+
+def _controller(monkeypatch: Any) -> tuple[ClaimTemplateController, list[Any]]:
+    """A controller whose writes succeed as the API server would answer them, and whose queue
+    records what is added."""
+    controller = ClaimTemplateController(ClaimTemplateSettings(all_pods=True))
+    controller.templates.apply("ADDED", {**TEMPLATE.dump(), "kind": "ResourceClaimTemplate"})
+    controller.pods.apply("ADDED", POD)
+    added: list[Any] = []
+    monkeypatch.setattr(controller.queue, "add", added.append)
+
+    async def apply(action: Any) -> dict[str, Any]:
+        if isinstance(action, planning.CreateClaim) or getattr(action, "kind", "") != "Pod":
+            return created("p-gpu-abcde")
+        return recorded()
+
+    monkeypatch.setattr(controller, "apply", apply)
+    return controller, added
+
+
+def recorded() -> dict[str, Any]:
+    """The pod after our status write."""
+    statuses = [{"name": "gpu", "resourceClaimName": "p-gpu-abcde"}]
+    return {
+        **POD,
+        "metadata": {**POD["metadata"], "resourceVersion": "6"},
+        "status": {"resourceClaimStatuses": statuses},
+    }
+
+
+async def test_the_event_of_our_own_status_write_brings_no_reconcile(monkeypatch: Any) -> None:
+    controller, added = _controller(monkeypatch)
+    await controller.reconcile(ObjectKey("ns", "p"))
+    controller.on_pod({"type": "MODIFIED", "body": recorded()})
+    assert added == []
+    stored = controller.indices.one("pods", ObjectKey("ns", "p"))
+    assert stored["metadata"]["resourceVersion"] == "6"
+
+
+async def test_a_reconcile_skipped_before_that_event_is_run_when_it_comes(
+    monkeypatch: Any,
+) -> None:
+    """Something asked for the pod while the store still showed the version our write
+    replaced (a claim event): that reconcile was skipped, so the write's event brings it."""
+    controller, added = _controller(monkeypatch)
+    await controller.reconcile(ObjectKey("ns", "p"))
+    await controller.reconcile(ObjectKey("ns", "p"))  # stale store: skipped
+    controller.on_pod({"type": "MODIFIED", "body": recorded()})
+    assert added == [ObjectKey("ns", "p")]
