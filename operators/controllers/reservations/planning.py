@@ -100,6 +100,8 @@ class ConsumerRef(Protocol):
 
 @dataclasses.dataclass(frozen=True)
 class Consumer:
+    """A ``reservedFor`` entry read from the raw claim (the model is parsed only to write)."""
+
     api_group: str
     resource: str | None
     name: str
