@@ -149,6 +149,16 @@ class Scheduler(Controller[SchedulerSettings]):
             log.debug("pod waits for its claims", pod=str(key), reason=resolved.reason)
             return
         claims = resolved
+        shared = [
+            c for c in claims if c.is_allocated and self.cache.conflicts(planning.claim_key(c))
+        ]
+        if shared:
+            # A device of its claim is in another claim's allocation too (two schedulers, a
+            # resumed old leader): the repair decides who gives it back. Binding first would
+            # leave two bound pods on one device, which nothing can repair.
+            for claim in shared:
+                self.repairs.add(planning.claim_key(claim))
+            raise Requeue(1.0, f"resourceclaim {shared[0].key} shares a device with another claim")
         if await self._binding_conditions(pod, claims):
             return
 

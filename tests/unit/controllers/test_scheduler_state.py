@@ -7,12 +7,15 @@ import copy
 from decimal import Decimal
 from typing import Any
 
+import pytest
+
 from operators.api.ids import DeviceID
 from operators.api.keys import ObjectKey
 from operators.api.resource import ResourceClaim
 from operators.controllers.scheduler.cache import worth_an_attempt
 from operators.controllers.scheduler.handlers import Scheduler
 from operators.controllers.scheduler.settings import SchedulerSettings
+from operators.runtime.errors import Requeue
 
 DEVICE = DeviceID("gpu.example.com", "node-1", "gpu-0")
 KEY = ObjectKey("ns", "c")
@@ -101,3 +104,27 @@ def test_only_a_pending_pods_own_changes_bring_it_back_for_another_attempt() -> 
     deleting = copy.deepcopy(written)
     deleting["metadata"]["deletionTimestamp"] = "2026-11-26T00:00:00Z"
     assert worth_an_attempt(written, deleting)
+
+
+async def test_a_pod_whose_claim_shares_a_device_waits_for_the_repair(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its claim was allocated and reserved for it by another scheduler, on a device another
+    claim holds: binding it now would leave two bound pods on one device."""
+    s = Scheduler(SchedulerSettings())
+    s.active = True
+    repairs: list[ObjectKey] = []
+    monkeypatch.setattr(s.repairs, "add", repairs.append)
+    first = _claim("5", allocated=True)
+    second = copy.deepcopy(first)
+    second["metadata"].update(name="second", uid="u2")
+    second["status"]["reservedFor"] = [{"resource": "pods", "name": "waiting", "uid": "waiting"}]
+    s.cache.claims.apply("ADDED", first)
+    s.cache.claims.apply("ADDED", second)
+    pod = _pod("waiting", None)
+    pod["spec"]["schedulerName"] = s.settings.scheduler_name
+    pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "second"}]
+    s.cache.pods.apply("ADDED", pod)
+    with pytest.raises(Requeue, match="resourceclaim ns/second shares a device"):
+        await s.schedule(ObjectKey("ns", "waiting"))
+    assert repairs == [ObjectKey("ns", "second")]
