@@ -184,11 +184,9 @@ def claim_signature(body: Mapping[str, Any] | None) -> tuple[Any, ...] | None:
     reconcile."""
     if body is None:
         return None
-    facts = ClaimFacts.of(body)
+    f = ClaimFacts.of(body)
     # The finalizer matters only to a claim being deleted.
-    return dataclasses.astuple(
-        dataclasses.replace(facts, protected=facts.protected and facts.deleting)
-    )
+    return (f.uid, f.consumers, f.allocated, f.deleting, f.protected and f.deleting, f.owner)
 
 
 def plan_claim(claim: ResourceClaim | ClaimFacts, pods: Mapping[str, PodInfo | None]) -> ClaimPlan:
