@@ -225,7 +225,10 @@ class QuantityValue:
         """``copy := *q; copy.Add(y)`` (or Sub): the copy shares q's decimal, if any."""
         result = QuantityValue(self.value, self.scale, self.dec, pointer=True)
         if result.dec is None and other.dec is None:
-            total = _add_int64(result.value, result.scale, sign * other.value, other.scale)
+            addend = sign * other.value
+            if addend == 1 << 63:  # int64Amount.Sub negates in int64: -MinInt64 wraps
+                addend = -(1 << 63)
+            total = _add_int64(result.value, result.scale, addend, other.scale)
             if total is not None:
                 result.value, result.scale = total
                 return result

@@ -41,6 +41,10 @@ ROWS: list[tuple[str, str]] = [
     ('sign(quantity("-1")) == -1', "true"),
     ('quantity("-1").sign() == -1', "compile error"),
     ('quantity("8Ei").isInteger()', "false"),
+    # Sub negates in int64 first, as Go's int64Amount.Sub does: -MinInt64 wraps to itself.
+    ("quantity('1').sub(-9223372036854775808).isGreaterThan(quantity('1'))", "false"),
+    ("quantity('0').sub(-9223372036854775808) == quantity('-9223372036854775808')", "true"),
+    ("quantity('1').sub(quantity('-9223372036854775808')).isLessThan(quantity('0'))", "false"),
     ('quantity("1000m").isInteger()', "false"),
     ('quantity("1.0").isInteger()', "false"),
     ('quantity("9223372036854775807").isInteger()', "false"),
