@@ -84,6 +84,10 @@ class SupersededVersions:
         self._versions.pop(key, None)
         return False
 
+    def forget(self, key: Hashable) -> None:
+        """The cache has moved past our writes (their own watch event arrived)."""
+        self._versions.pop(key, None)
+
     def wrote(self, key: Hashable, previous_version: str | None) -> None:
         if previous_version:
             self._versions.setdefault(key, set()).add(previous_version)

@@ -175,6 +175,19 @@ class NodeOrder:
         while len(self._rankings) > self.shapes:
             self._rankings.popitem(last=False)
         basis = ranking.basis
+        if not basis:  # a new shape (or the first cycle): one sort, not n insertions
+            entries = []
+            for node in nodes:
+                name = node.metadata.name or ""
+                node_usage = usage.get(name)
+                key = Score.upper_bound(node, node_usage or NodeUsage(), requests, policy).key()
+                basis[name] = (node, node_usage, key)
+                entries.append((key, node))
+            entries.sort(key=lambda entry: entry[0])
+            ranking.keys = [key for key, _ in entries]
+            ranking.nodes = [node for _, node in entries]
+            ranking.listed = nodes
+            return ranking.keys, ranking.nodes
         seen: set[str] | None = None if nodes is ranking.listed else set()
         for node in nodes:
             name = node.metadata.name or ""

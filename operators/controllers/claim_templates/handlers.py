@@ -275,7 +275,7 @@ class ClaimTemplateController(Controller[ClaimTemplateSettings]):
             # Our own status write: the store takes it, the plan has nothing left to do.
             del self._written[key]
             self.pods.apply(kw["type"], body)
-            self._superseded.is_stale(key, version)  # forgets the versions it replaced
+            self._superseded.forget(key)
             return
         before = planning.pod_signature(self.indices.one("pods", key))
         if (

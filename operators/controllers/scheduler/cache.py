@@ -113,6 +113,8 @@ class SchedulerCache:
                 ("pdbs", "PodDisruptionBudget", by_key),
             )
         }
+        # Registered in the view only: the scheduler's informers fill and keep them (their
+        # re-list on an expired watch reports deletions), so ``Stores.start`` never runs here.
         self.stores = Stores(self.indices, self.pods, self.claims, *self.listed.values())
         self.ledger: InFlightLedger[ObjectKey] = InFlightLedger(on_change=self.track)
         self.allocated: AllocatedTracker[ObjectKey] = AllocatedTracker(features)
