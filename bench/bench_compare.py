@@ -13,7 +13,8 @@ rounds:
   ship it.
 
 Printed per system: pods/s, p50/p99 latency, API writes per pod and CPU-seconds per process
-(kube-apiserver and etcd included), then the ratio of the medians with the spread across rounds.
+(kube-apiserver and etcd included), the API server's requests and etcd's calls and disk counters
+(medians), then the ratio of the medians with the spread across rounds.
 Nothing is asserted.
 """
 
@@ -142,9 +143,16 @@ def one_round(
                     pids,
                     scheduler_name=scheduler_name,
                     during=churn(nodes) if with_churn else None,
+                    etcd_url=f"http://127.0.0.1:{cp.etcd_port}",
                 )
 
             return asyncio.run(measured())
+
+
+def median_counts(rounds: list[dict[str, int]]) -> dict[str, int]:
+    """Per key, the median over the rounds (a round without the key counts 0)."""
+    keys = sorted({k for r in rounds for k in r})
+    return {k: int(statistics.median(r.get(k, 0) for r in rounds)) for k in keys}
 
 
 def summary(name: str, results: list[dict[str, Any]]) -> dict[str, float]:
@@ -163,6 +171,8 @@ def summary(name: str, results: list[dict[str, Any]]) -> dict[str, float]:
         f"unbound {max(r['unbound'] for r in results)}"
     )
     print(f"            CPU s (medians): {', '.join(f'{p} {s:.1f}' for p, s in med.items())}")
+    for label, key in (("API requests", "requests"), ("etcd requests", "etcd_requests")):
+        print(f"            {label} (medians): {median_counts([r[key] for r in results])}")
     return {"rate": statistics.median(rates), **med}
 
 

@@ -11,8 +11,10 @@ The claim controllers (``kopf-dra run claims``: claim-templates and reservations
 cluster. Reported: pods/s from the first creation to the
 last binding, p50/p99 latency from a pod's creation to its binding, API writes per pod counted
 from the API server's own ``apiserver_request_total`` (the benchmark's own pod creations are
-subtracted), and how many pods were left unbound. Targets on this machine: >= 30 pods/s,
-<= 5 writes per pod, none left unbound.
+subtracted), and how many pods were left unbound; beside them every request the API server
+served by verb and resource, and what etcd did for it (gRPC calls by method, WAL writes and
+bytes, backend commits), so that a difference in etcd's CPU can be traced. Targets on this
+machine: >= 30 pods/s, <= 5 writes per pod, none left unbound.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ import time
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
+
+import aiohttp
 
 from operators.kube import controlplane
 from operators.kube.api import KubeAPI
@@ -50,8 +54,8 @@ KOPF_DRA_ENV = {"KOPF_DRA_LOG_LEVEL": "WARNING", "KOPF_DRA_ALL_PODS": "true"}
 SEPARATE = ("claim-templates", "reservations", "scheduler")
 
 
-async def writes(kube: KubeAPI) -> dict[str, float]:
-    """Mutating requests served so far, by resource (from the API server's metrics)."""
+async def requests(kube: KubeAPI) -> dict[str, float]:
+    """Requests served so far, keyed ``VERB resource[/subresource]`` (the API server's metrics)."""
     text = await kube.api_client.call_api(
         "/metrics",
         "GET",
@@ -67,13 +71,43 @@ async def writes(kube: KubeAPI) -> dict[str, float]:
         if not line.startswith("apiserver_request_total{"):
             continue
         labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
-        if labels.get("verb") not in WRITE_VERBS:
-            continue
         resource = labels.get("resource", "")
         if labels.get("subresource"):
             resource += "/" + labels["subresource"]
-        counts[resource] = counts.get(resource, 0.0) + float(line.rsplit(" ", 1)[1])
+        key = f"{labels.get('verb', '')} {resource}"
+        counts[key] = counts.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
     return counts
+
+
+ETCD_COUNTERS = {
+    "etcd_disk_wal_fsync_duration_seconds_count": "wal fsyncs",
+    "etcd_disk_wal_write_duration_seconds_count": "wal writes",
+    "etcd_disk_wal_write_bytes_total": "wal bytes",
+    "etcd_disk_backend_commit_duration_seconds_count": "backend commits",
+    "etcd_network_client_grpc_sent_bytes_total": "bytes sent",
+}
+
+
+async def etcd_requests(url: str) -> dict[str, float]:
+    """gRPC calls etcd has handled so far by method, and its disk and network counters: what
+    the API server asked of it and what that cost."""
+    async with aiohttp.ClientSession() as session, session.get(f"{url}/metrics") as response:
+        body = await response.text()
+    counts: dict[str, float] = {}
+    for line in body.splitlines():
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        if name == "grpc_server_handled_total":
+            key = dict(re.findall(r'(\w+)="([^"]*)"', line)).get("grpc_method", "")
+        elif name in ETCD_COUNTERS:
+            key = ETCD_COUNTERS[name]
+        else:
+            continue
+        counts[key] = counts.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
+    return counts
+
+
+def grown(before: dict[str, float], after: dict[str, float]) -> dict[str, int]:
+    return {k: int(v - before.get(k, 0)) for k, v in sorted(after.items()) if v > before.get(k, 0)}
 
 
 def cpu_seconds(pid: int) -> float:
@@ -185,6 +219,7 @@ async def run(
     *,
     scheduler_name: str = "kopf-dra",
     during: Callable[[KubeAPI], Coroutine[Any, Any, None]] | None = None,
+    etcd_url: str | None = None,
 ) -> dict[str, Any]:
     """Create the workload's pods as fast as possible and time their binding.
 
@@ -198,7 +233,8 @@ async def run(
         await setup(kube, nodes, devices)
         # Let the operators finish their initial lists before the clock starts.
         await asyncio.sleep(3)
-        before = await writes(kube)
+        before = await requests(kube)
+        etcd_before = await etcd_requests(etcd_url) if etcd_url else {}
         cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
         created: dict[str, float] = {}
         bound: dict[str, float] = {}
@@ -255,14 +291,19 @@ async def run(
             background.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await background
-        after = await writes(kube)
+        after = await requests(kube)
+        etcd_after = await etcd_requests(etcd_url) if etcd_url else {}
         cpu = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in pids.items()}
-    delta = {k: after.get(k, 0) - before.get(k, 0) for k in after}
-    delta = {k: v for k, v in delta.items() if v > 0}
+    served = grown(before, after)
+    delta: dict[str, int] = {}
+    for key, count in served.items():
+        verb, resource = key.split(" ", 1)
+        if verb in WRITE_VERBS:
+            delta[resource] = delta.get(resource, 0) + count
     # The components' writes on pods and claims; the benchmark's own pod creations, the API
     # server's own leases/endpoints and Events (kept apart) are not counted.
     component = ("pods/status", "pods/binding", "resourceclaims", "resourceclaims/status")
-    component_writes = sum(delta.get(k, 0.0) for k in component)
+    component_writes = sum(delta.get(k, 0) for k in component)
     latencies = sorted(bound[n] - created[n] for n in bound)
     return {
         "workload": f"{workload}: {nodes} nodes x {devices} devices, {pods} pods",
@@ -274,7 +315,9 @@ async def run(
         "p99_s": latencies[int(len(latencies) * 0.99) - 1] if latencies else float("nan"),
         "fits": fits,
         "writes_per_pod": component_writes / pods,
-        "writes_by_resource": {k: int(v) for k, v in sorted(delta.items())},
+        "writes_by_resource": delta,
+        "requests": served,
+        "etcd_requests": grown(etcd_before, etcd_after),
         "cpu_seconds": cpu,
     }
 
@@ -315,7 +358,13 @@ def main() -> int:
             )
             nodes = WORKLOADS[args.workload][0]
             result = asyncio.run(
-                run(cp.kubeconfig, args.workload, pids, during=churn(nodes) if args.churn else None)
+                run(
+                    cp.kubeconfig,
+                    args.workload,
+                    pids,
+                    during=churn(nodes) if args.churn else None,
+                    etcd_url=f"http://127.0.0.1:{cp.etcd_port}",
+                )
             )
         finally:
             for p in procs:
@@ -345,6 +394,8 @@ def main() -> int:
         f"  API writes per pod {result['writes_per_pod']:.2f} (target <= 5): "
         f"{result['writes_by_resource']}"
     )
+    print(f"  API requests: {result['requests']}")
+    print(f"  etcd requests: {result['etcd_requests']}")
     cpu = ", ".join(f"{name} {seconds:.1f}" for name, seconds in result["cpu_seconds"].items())
     print(f"  CPU seconds while measured (2 cores = {2 * result['seconds']:.0f}): {cpu}")
     return 0 if result["bound"] == result["fits"] else 1
