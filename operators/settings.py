@@ -27,6 +27,10 @@ from pydantic import (
 from operators.api.features import GATES, KUBERNETES_RELEASE, parse_feature_gates, resolve
 
 ENV_PREFIX = "KOPF_DRA_"
+# kube-controller-manager's resourceclaim controller syncs 50 objects at once by default
+# (ConcurrentSyncs): fewer serialise the claim writes, and each then costs etcd a wake-up of its
+# own (measured: etcd's CPU 2.2 -> 1.5 s on the default benchmark going from 4 to 50).
+CLAIM_CONTROLLER_WORKERS = 50
 
 
 class SettingsError(ValueError):

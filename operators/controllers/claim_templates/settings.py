@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from operators.settings import LeaderElectionSettings
+from operators.settings import CLAIM_CONTROLLER_WORKERS, LeaderElectionSettings
 
 
 class ClaimTemplateSettings(LeaderElectionSettings):
@@ -17,5 +17,7 @@ class ClaimTemplateSettings(LeaderElectionSettings):
         description="Act on every pod (when kube-controller-manager runs with "
         "--controllers=*,-resourceclaim-controller)",
     )
-    workers: int = Field(default=4, description="Pods reconciled concurrently")
+    workers: int = Field(
+        default=CLAIM_CONTROLLER_WORKERS, description="Pods reconciled concurrently"
+    )
     lease_name: str = Field(default="kopf-dra-claim-templates", description="Name of the Lease")

@@ -7,10 +7,13 @@ from pydantic import Field
 
 from operators.controllers.claim_templates.settings import ClaimTemplateSettings
 from operators.controllers.reservations.settings import ReservationSettings
+from operators.settings import CLAIM_CONTROLLER_WORKERS
 
 
 class ClaimsSettings(ClaimTemplateSettings):
-    reservation_workers: int = Field(default=4, description="Claims cleaned up concurrently")
+    reservation_workers: int = Field(
+        default=CLAIM_CONTROLLER_WORKERS, description="Claims cleaned up concurrently"
+    )
     reservations_lease_name: str = Field(
         default="kopf-dra-reservations",
         description="Name of the reservation cleanup's Lease (the same as `run reservations`, so "
