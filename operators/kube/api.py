@@ -201,10 +201,12 @@ class ApiTimeouts:
     total: float = 30.0
 
     def client_timeout(self, total: float | None = None) -> aiohttp.ClientTimeout:
+        """``connect`` bounds opening a connection only: aiohttp's own ``connect`` also counts
+        the wait for a free connection of the pool, and a burst of writes queued there (a
+        scheduler binding hundreds of pods while the API server is slow) would fail as
+        "connection timeout" with their outcome unknown though none was sent."""
         limit = self.total if total is None else min(total, self.total)
-        return aiohttp.ClientTimeout(
-            total=limit, connect=min(self.connect, limit), sock_connect=min(self.connect, limit)
-        )
+        return aiohttp.ClientTimeout(total=limit, sock_connect=min(self.connect, limit))
 
 
 class KubeAPI:
@@ -487,9 +489,7 @@ class KubeAPI:
             _preload_content=False,
             # The server ends the watch after timeout_seconds; the connect timeout is ours.
             _request_timeout=aiohttp.ClientTimeout(
-                total=timeout_seconds + 10,
-                connect=self.timeouts.connect,
-                sock_connect=self.timeouts.connect,
+                total=timeout_seconds + 10, sock_connect=self.timeouts.connect
             ),
         )
         try:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
+from aiohttp import web
+from kubernetes_asyncio import client
 
+from operators.kube.api import ApiTimeouts, KubeAPI
 from operators.kube.client import connection_fields, make_api_client, make_configuration
 
 KUBECONFIG = """
@@ -41,3 +45,32 @@ async def test_proxy_variables_are_honoured(
     async with await make_api_client(kubeconfig) as api_client:
         assert api_client.rest_client.pool_manager.trust_env is True
     assert connection_fields(await make_configuration(kubeconfig))["trust_env"] is True
+
+
+async def test_a_request_waiting_for_a_pooled_connection_is_not_a_connect_timeout() -> None:
+    """The connect timeout bounds opening a connection; waiting behind the pool's busy ones is
+    bounded by the request's own timeout only (a scheduler's burst of bindings queues there)."""
+
+    async def slow_pod(request: web.Request) -> web.Response:
+        await asyncio.sleep(0.5)  # a slow API server: ten connect timeouts long
+        name = request.match_info["name"]
+        return web.json_response({"kind": "Pod", "metadata": {"name": name}})
+
+    app = web.Application()
+    app.router.add_get("/api/v1/namespaces/default/pods/{name}", slow_pod)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    configuration = client.Configuration(host=f"http://127.0.0.1:{port}")
+    configuration.connection_pool_maxsize = 1
+    try:
+        async with client.ApiClient(configuration) as api_client:
+            api = KubeAPI(api_client, ApiTimeouts(connect=0.05, total=10.0))
+            first, second = await asyncio.gather(
+                api.get("Pod", "a", "default"), api.get("Pod", "b", "default")
+            )
+    finally:
+        await runner.cleanup()
+    assert (first["metadata"]["name"], second["metadata"]["name"]) == ("a", "b")
