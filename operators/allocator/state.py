@@ -162,6 +162,9 @@ class AllocatedTracker(Generic[K]):
         self._consumed: dict[DeviceID, dict[str, Decimal]] = {}
         self._consumers: Counter[tuple[DeviceID, str]] = Counter()
         self._state: AllocatedState | None = AllocatedState()
+        # Bumped whenever a claim gives up what it held (deallocated, deleted, reallocated):
+        # a scheduling cycle that started at an older count may have missed room.
+        self.releases = 0
 
     def __len__(self) -> int:
         return len(self._held)
@@ -178,6 +181,7 @@ class AllocatedTracker(Generic[K]):
             return
         if old is not None:
             self._apply(key, old, -1)
+            self.releases += 1
         if holding is not None:
             self._held[key] = holding
             self._apply(key, holding, 1)

@@ -58,6 +58,7 @@ log = structlog.get_logger(__name__)
 
 COMPONENT = "scheduler"
 REQUEUE_COALESCE = 0.2  # seconds
+INITIAL_BACKOFF = 1.0  # seconds: kube-scheduler's podInitialBackoffSeconds
 MAX_UNSATISFIABLE_SPECS = 1000
 
 
@@ -195,6 +196,7 @@ class Scheduler(Controller[SchedulerSettings]):
         if len(self.pods.unsatisfiable) > MAX_UNSATISFIABLE_SPECS:
             self.pods.unsatisfiable.clear()
         nominated = self.pods.nominated.get(key) or pod.status.nominated_node_name
+        releases = self.cache.allocated.releases
         # Off the event loop: watches, lease renewals and other pods' binds go on meanwhile.
         # The cycle gets snapshots (usage copied, the allocator's state frozen); one cycle at
         # a time, so the view and selector caches it fills are its own.
@@ -221,13 +223,14 @@ class Scheduler(Controller[SchedulerSettings]):
             self.queue.yield_turn(key)
             return
         self.pods.spent.pop(key, None)
-        context = _Context(pod, priority, claims, nodes, usage, state)
+        context = _Context(pod, priority, claims, nodes, usage, state, releases)
         if fit is None:
             await self._unschedulable(context, result)
             return
         if (
             self.settings.preemption
             and preemption.wanted(fit.score.rank, self.settings.preemption_alternatives)
+            and not self._freed_since(context)
             and await self._preempt(context, better_than=fit.score.rank) is not None
         ):
             # rank-first: victims make room for a better alternative than the one that fits.
@@ -317,7 +320,14 @@ class Scheduler(Controller[SchedulerSettings]):
         if not recovered and await self._release_victims(pod):
             recovered = True
             message += " preemption: the claims of preempted pods are being released."
-        if (
+        # A claim gave up devices since the cycle's snapshot (a victim's claim released by the
+        # reservation cleanup): nobody is evicted for room that may be there already; the pod
+        # comes back after the initial backoff, as upstream's queue treats an event that came
+        # in flight, and a new cycle sees the devices.
+        freed = not recovered and self._freed_since(context)
+        if freed:
+            message += " preemption: not attempted, devices were freed meanwhile."
+        elif (
             not recovered
             and self.settings.preemption
             and result.pod_error is None
@@ -341,7 +351,12 @@ class Scheduler(Controller[SchedulerSettings]):
             await self.post(planning.failed_scheduling(pod, message))
         if result.timed_out:
             raise TemporaryError(f"pod {key}: {message}")  # retried with backoff
+        if freed:
+            raise Requeue(INITIAL_BACKOFF, "devices were freed during the attempt")
         raise Requeue(self.settings.unschedulable_retry, "unschedulable")
+
+    def _freed_since(self, context: _Context) -> bool:
+        return self.cache.allocated.releases != context.releases
 
     async def _post_filter(
         self, pod: Pod, claims: list[ResourceClaim], result: CycleResult
@@ -836,6 +851,7 @@ class _Context:
     nodes: list[Node]
     usage: dict[str, NodeUsage]
     state: AllocatedState | None
+    releases: int  # the allocation tracker's count when the cycle took its snapshot
 
 
 class TimedAllocator(Allocator):

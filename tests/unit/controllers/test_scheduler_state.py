@@ -12,10 +12,12 @@ import pytest
 from operators.api.ids import DeviceID
 from operators.api.keys import ObjectKey
 from operators.api.resource import ResourceClaim
+from operators.controllers.scheduler import handlers
 from operators.controllers.scheduler.cache import worth_an_attempt
 from operators.controllers.scheduler.handlers import Scheduler
 from operators.controllers.scheduler.settings import SchedulerSettings
 from operators.runtime.errors import Requeue
+from operators.scheduling.cycle import run_cycle
 
 DEVICE = DeviceID("gpu.example.com", "node-1", "gpu-0")
 KEY = ObjectKey("ns", "c")
@@ -128,3 +130,112 @@ async def test_a_pod_whose_claim_shares_a_device_waits_for_the_repair(
     with pytest.raises(Requeue, match="resourceclaim ns/second shares a device"):
         await s.schedule(ObjectKey("ns", "waiting"))
     assert repairs == [ObjectKey("ns", "second")]
+
+
+async def test_nobody_is_evicted_for_devices_freed_while_the_cycle_ran(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An earlier victim is gone and its claim is released (by the reservation cleanup) while
+    the preemptor's cycle runs on a snapshot that still shows the claim allocated: evicting
+    the pod on the other node then would be one victim too many. The pod comes back instead,
+    for a cycle that sees the device."""
+    s = Scheduler(SchedulerSettings())
+    s.active = True
+    feeds = s._feeds_by_kind()
+
+    def feed(body: dict[str, Any]) -> None:
+        feeds[body["kind"]]({"type": "ADDED", "body": body})
+
+    def held_on(node: str, pod: str) -> dict[str, Any]:
+        claim = _claim("5", allocated=True)
+        claim["metadata"].update(name=pod, uid=pod)
+        allocation = claim["status"]["allocation"]
+        allocation["devices"]["results"][0]["pool"] = node
+        field = {"key": "metadata.name", "operator": "In", "values": [node]}
+        allocation["nodeSelector"] = {"nodeSelectorTerms": [{"matchFields": [field]}]}
+        claim["status"]["reservedFor"] = [{"resource": "pods", "name": pod, "uid": pod}]
+        return claim
+
+    meta = {"resourceVersion": "1"}
+    feed(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": "x", **meta},
+            "spec": {},
+        }
+    )
+    for node in ("node-1", "node-2"):
+        status = {
+            "allocatable": {"cpu": "8", "memory": "16Gi", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        }
+        feed(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": node, **meta},
+                "status": status,
+            }
+        )
+        pool = {"name": node, "generation": 1, "resourceSliceCount": 1}
+        spec = {
+            "driver": DEVICE.driver,
+            "nodeName": node,
+            "pool": pool,
+            "devices": [{"name": DEVICE.device}],
+        }
+        feed(
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceSlice",
+                "metadata": {"name": node, **meta},
+                "spec": spec,
+            }
+        )
+    # node-1: the earlier victim is gone, its claim not yet released; node-2: a running batch pod.
+    gone = held_on("node-1", "gone")
+    feed(gone)
+    feed(held_on("node-2", "batch"))
+    batch = _pod("batch", "node-2")
+    batch["spec"].update(priority=0, resourceClaims=[{"name": "gpu", "resourceClaimName": "batch"}])
+    feed(batch)
+    wanted = _claim("1", allocated=False)
+    wanted["metadata"].update(name="wanted", uid="w")
+    feed(wanted)
+    preemptor = _pod("preemptor", None)
+    preemptor["spec"].update(
+        schedulerName=s.settings.scheduler_name,
+        priority=100,
+        resourceClaims=[{"name": "gpu", "resourceClaimName": "wanted"}],
+    )
+    feed(preemptor)
+
+    released = copy.deepcopy(gone)
+    released["metadata"]["resourceVersion"] = "6"
+    released["status"] = {}
+    real_cycle = run_cycle
+
+    def cycle(*args: Any, **kwargs: Any) -> Any:
+        result = real_cycle(*args, **kwargs)
+        s.cache.observe_claim("MODIFIED", released)  # the cleanup's write, seen meanwhile
+        return result
+
+    writes: list[Any] = []
+
+    async def apply(action: Any) -> dict[str, Any]:
+        writes.append(action)
+        return {}
+
+    async def post(event: Any) -> bool:
+        return True
+
+    monkeypatch.setattr(handlers, "run_cycle", cycle)
+    monkeypatch.setattr(s, "apply", apply)
+    monkeypatch.setattr(s, "post", post)
+    with pytest.raises(Requeue, match="devices were freed during the attempt") as raised:
+        await s.schedule(ObjectKey("ns", "preemptor"))
+    assert raised.value.delay == handlers.INITIAL_BACKOFF
+    assert not s.victims, "nobody evicted"
+    (condition,) = writes
+    assert "devices were freed meanwhile" in str(condition)
