@@ -324,15 +324,16 @@ class Scheduler(Controller[SchedulerSettings]):
         # reservation cleanup): nobody is evicted for room that may be there already; the pod
         # comes back after the initial backoff, as upstream's queue treats an event that came
         # in flight, and a new cycle sees the devices.
-        freed = not recovered and self._freed_since(context)
-        if freed:
-            message += " preemption: not attempted, devices were freed meanwhile."
-        elif (
+        freed = self._freed_since(context)
+        preempting = (
             not recovered
             and self.settings.preemption
             and result.pod_error is None
             and not result.timed_out
-        ):
+        )
+        if preempting and freed:
+            message += " preemption: not attempted, devices were freed meanwhile."
+        elif preempting:
             outcome = await self._preempt(context)
             assert outcome is not None  # without ``better_than`` there is always an answer
             message += f" preemption: {outcome}"
