@@ -46,7 +46,7 @@ WORKLOADS = {
 }
 DRIVER = "bench.example.com"
 NAMESPACE = "bench"
-WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE")
+WRITE_VERBS = ("POST", "PUT", "PATCH", "APPLY", "DELETE")  # APPLY: server-side apply
 COMPONENTS = ("claims", "scheduler")
 # No kube-controller-manager runs beside kopf-dra here, so its claim controllers act on every
 # pod (``--all-pods``), as in a cluster where they replace its resourceclaim controller.
