@@ -128,6 +128,7 @@ class Scheduler(Controller[SchedulerSettings]):
         self.victims: dict[str, ObjectKey] = {}
         self.feeds = Feeds(self._feeds_by_kind())
         self._flush: asyncio.Task[None] | None = None
+        self.moves = 0  # calls of requeue_unschedulable: a cycle that saw one came in flight
         metrics.PENDING_PODS.samples = self.pending_pods
 
     # --- the scheduling cycle ----------------------------------------------------------------
@@ -196,7 +197,7 @@ class Scheduler(Controller[SchedulerSettings]):
         if len(self.pods.unsatisfiable) > MAX_UNSATISFIABLE_SPECS:
             self.pods.unsatisfiable.clear()
         nominated = self.pods.nominated.get(key) or pod.status.nominated_node_name
-        releases = self.cache.allocated.releases
+        releases, moves = self.cache.allocated.releases, self.moves
         # Off the event loop: watches, lease renewals and other pods' binds go on meanwhile.
         # The cycle gets snapshots (usage copied, the allocator's state frozen); one cycle at
         # a time, so the view and selector caches it fills are its own.
@@ -223,7 +224,7 @@ class Scheduler(Controller[SchedulerSettings]):
             self.queue.yield_turn(key)
             return
         self.pods.spent.pop(key, None)
-        context = _Context(pod, priority, claims, nodes, usage, state, releases)
+        context = _Context(pod, priority, claims, nodes, usage, state, releases, moves)
         if fit is None:
             await self._unschedulable(context, result)
             return
@@ -354,6 +355,10 @@ class Scheduler(Controller[SchedulerSettings]):
             raise TemporaryError(f"pod {key}: {message}")  # retried with backoff
         if freed:
             raise Requeue(INITIAL_BACKOFF, "devices were freed during the attempt")
+        if self.moves != context.moves:
+            # Something that may make room changed while the cycle ran; the requeue it caused
+            # may have come before the pod was unschedulable, so it would wait the full retry.
+            raise Requeue(INITIAL_BACKOFF, "the cluster changed during the attempt")
         raise Requeue(self.settings.unschedulable_retry, "unschedulable")
 
     def _freed_since(self, context: _Context) -> bool:
@@ -663,6 +668,7 @@ class Scheduler(Controller[SchedulerSettings]):
         """
         # Freed devices, counters or capacity may fit claims that did not fit before.
         self.pods.unsatisfiable.clear()
+        self.moves += 1
         if self._flush is None or self._flush.done():
             self._flush = asyncio.get_running_loop().create_task(self._requeue_later())
 
@@ -853,6 +859,7 @@ class _Context:
     usage: dict[str, NodeUsage]
     state: AllocatedState | None
     releases: int  # the allocation tracker's count when the cycle took its snapshot
+    moves: int  # the scheduler's count of room-making changes then
 
 
 class TimedAllocator(Allocator):

@@ -3,6 +3,7 @@ without a cluster: stores are fed events the way the kopf handlers feed them."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from decimal import Decimal
 from typing import Any
@@ -241,3 +242,49 @@ async def test_nobody_is_evicted_for_devices_freed_while_the_cycle_ran(
     assert not s.victims, "nobody evicted"
     (condition,) = writes
     assert ("devices were freed meanwhile" in str(condition)) is preemption
+
+
+@pytest.mark.parametrize("node_joins", [True, False])
+async def test_a_change_that_came_in_flight_brings_an_unschedulable_pod_back_soon(
+    monkeypatch: pytest.MonkeyPatch, node_joins: bool
+) -> None:
+    """A node joined while the pod's cycle ran: the requeue that event caused came before the
+    pod was unschedulable, so without a shorter retry it would wait the full 30 s."""
+    s = Scheduler(SchedulerSettings())
+    s.active = True
+    feeds = s._feeds_by_kind()
+    loop = asyncio.get_running_loop()
+    pod = _pod("waiting", None, cpu="100")  # fits no node
+    pod["spec"]["schedulerName"] = s.settings.scheduler_name
+    feeds["Pod"]({"type": "ADDED", "body": pod})
+    joined = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "node-1", "resourceVersion": "1"},
+        "status": {
+            "allocatable": {"cpu": "8"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+    def cycle(*args: Any, **kwargs: Any) -> Any:
+        if node_joins:  # the node's watch event, handled on the loop while the cycle runs
+            loop.call_soon_threadsafe(feeds["Node"], {"type": "ADDED", "body": joined})
+        return run_cycle(*args, **kwargs)
+
+    async def apply(action: Any) -> dict[str, Any]:
+        return {}
+
+    async def post(event: Any) -> bool:
+        return True
+
+    monkeypatch.setattr(handlers, "run_cycle", cycle)
+    monkeypatch.setattr(s, "apply", apply)
+    monkeypatch.setattr(s, "post", post)
+    with pytest.raises(Requeue) as raised:
+        await s.schedule(ObjectKey("ns", "waiting"))
+    if node_joins:
+        assert raised.value.delay == handlers.INITIAL_BACKOFF
+        assert raised.value.reason == "the cluster changed during the attempt"
+    else:
+        assert raised.value.delay == s.settings.unschedulable_retry
