@@ -340,6 +340,24 @@ def worth_an_attempt(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> b
     return significant(old) != significant(new)
 
 
+def node_may_make_room(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
+    """Whether a node's update may fit a pod that fitted nowhere: its labels, spec (taints,
+    unschedulable), allocatable or condition statuses changed. Not a status report that only
+    renews heartbeat times, images or addresses, which kubelets send all the time and which
+    would otherwise bring every unschedulable pod back and drop what the cycles learned (as
+    kube-scheduler's queueing hints skip such updates)."""
+    if old is None:
+        return True
+
+    def significant(body: Mapping[str, Any]) -> tuple[Any, ...]:
+        status = body.get("status") or {}
+        conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
+        labels = (body.get("metadata") or {}).get("labels")
+        return labels, body.get("spec"), status.get("allocatable"), conditions
+
+    return significant(old) != significant(new)
+
+
 def _on_node(body: Mapping[str, Any]) -> dict[Any, Any]:
     """Bound pods that still run (preemption's candidates), by node."""
     node = (body.get("spec") or {}).get("nodeName")

@@ -31,7 +31,12 @@ from operators.api.timestamps import age
 from operators.controllers.reservations.planning import PodInfo, pods_to_look_up
 from operators.controllers.scheduler import metrics, planning
 from operators.controllers.scheduler.binder import Binder
-from operators.controllers.scheduler.cache import ModelCache, SchedulerCache, worth_an_attempt
+from operators.controllers.scheduler.cache import (
+    ModelCache,
+    SchedulerCache,
+    node_may_make_room,
+    worth_an_attempt,
+)
 from operators.controllers.scheduler.settings import SchedulerSettings
 from operators.kube.api import ConflictError, NotFoundError
 from operators.observability import fields
@@ -60,6 +65,8 @@ COMPONENT = "scheduler"
 REQUEUE_COALESCE = 0.2  # seconds
 INITIAL_BACKOFF = 1.0  # seconds: kube-scheduler's podInitialBackoffSeconds
 MAX_UNSATISFIABLE_SPECS = 1000
+# (old body or None, new body): whether a change of a listed kind may make room.
+RoomCheck = Callable[[Mapping[str, Any] | None, Mapping[str, Any]], bool]
 
 
 @dataclasses.dataclass
@@ -822,13 +829,19 @@ class Scheduler(Controller[SchedulerSettings]):
         DRADeviceTaintRules on: off, there are none (the API server may not even serve them)."""
         cache = self.cache
 
-        def listed(index: str, models: ModelCache[Any], room: bool) -> EventFeed:
+        def listed(
+            index: str, models: ModelCache[Any], room: bool, matters: RoomCheck | None = None
+        ) -> EventFeed:
             store = cache.listed[index]
 
             def feed(kw: Mapping[str, Any]) -> None:
-                if store.apply(kw["type"], kw["body"]):
+                body = kw["body"]
+                old = None
+                if matters is not None and kw["type"] != "DELETED":
+                    old = store.indices[index].last(ObjectKey.of(body).name)
+                if store.apply(kw["type"], body):
                     models.changed()
-                    if room:
+                    if room and (matters is None or matters(old, body)):
                         self.requeue_unschedulable()
 
             return feed
@@ -836,7 +849,7 @@ class Scheduler(Controller[SchedulerSettings]):
         feeds = {
             "Pod": self.on_pod,
             "ResourceClaim": self.on_claim,
-            "Node": listed("nodes", cache.nodes, True),
+            "Node": listed("nodes", cache.nodes, True, node_may_make_room),
             "ResourceSlice": listed("slices", cache.slices, True),
             "DeviceClass": listed("classes", cache.classes, True),
             "PriorityClass": listed("priority_classes", cache.priority_classes, False),

@@ -288,3 +288,54 @@ async def test_a_change_that_came_in_flight_brings_an_unschedulable_pod_back_soo
         assert raised.value.reason == "the cluster changed during the attempt"
     else:
         assert raised.value.delay == s.settings.unschedulable_retry
+
+
+async def test_only_node_updates_that_may_make_room_bring_unschedulable_pods_back() -> None:
+    """A kubelet's status report that renews heartbeats only changes nothing a cycle reads;
+    labels, taints, unschedulable, allocatable and condition statuses may."""
+    s = Scheduler(SchedulerSettings())
+    feed = s._feeds_by_kind()["Node"]
+    node: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "node-1", "resourceVersion": "1", "labels": {"zone": "a"}},
+        "spec": {},
+        "status": {
+            "allocatable": {"cpu": "8"},
+            "conditions": [
+                {"type": "Ready", "status": "True", "lastHeartbeatTime": "2026-11-27T00:00:00Z"}
+            ],
+            "images": [],
+        },
+    }
+    version = 1
+
+    def update(change: Any) -> int:
+        nonlocal node, version
+        node = copy.deepcopy(node)
+        version += 1
+        node["metadata"]["resourceVersion"] = str(version)
+        change(node)
+        before = s.moves
+        feed({"type": "MODIFIED", "body": node})
+        return s.moves - before
+
+    feed({"type": "ADDED", "body": node})
+    assert s.moves == 1, "a new node may make room"
+
+    def heartbeat(n: Any) -> None:
+        n["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-11-27T00:05:00Z"
+        n["status"]["images"] = [{"names": ["pause"], "sizeBytes": 1}]
+
+    assert update(heartbeat) == 0
+    (stored,) = s.cache.all_nodes()
+    assert stored.metadata.resource_version == str(version), "stored all the same"
+    assert update(lambda n: n["status"]["conditions"][0].update(status="False")) == 1
+    assert update(lambda n: n["status"]["conditions"][0].update(status="True")) == 1
+    assert update(lambda n: n["metadata"]["labels"].update(zone="b")) == 1
+    assert update(lambda n: n["spec"].update(taints=[{"key": "k", "effect": "NoSchedule"}])) == 1
+    assert update(lambda n: n["spec"].update(unschedulable=True)) == 1
+    assert update(lambda n: n["status"]["allocatable"].update(cpu="16")) == 1
+    before = s.moves
+    feed({"type": "DELETED", "body": node})
+    assert s.moves == before + 1
