@@ -69,8 +69,9 @@ def resolve_claims(
     return found
 
 
-# A node where claims did not fit, and the allocated state that outcome was computed on.
-KnownOutcome = tuple[AllocatedState, Outcome]
+# A node where claims did not fit, the allocated state that outcome was computed on, and the
+# claims (keys, in order) it was computed for: another pod's, of the same specs.
+KnownOutcome = tuple[AllocatedState, Outcome, tuple[str, ...]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,8 +145,11 @@ def run_cycle(
     failures: dict[str, str] = {}
     details: dict[str, str] = {}
     fits: list[NodeFit] = []
-    unsatisfiable: list[tuple[str, Outcome]] = []
+    # By node: the outcome, and its claims' keys to this pod's (an outcome known from another
+    # pod's claims of the same specs explains this pod's claims, not that pod's).
+    unsatisfiable: list[tuple[str, Outcome, Mapping[str, str]]] = []
     skipped: list[Node] = []
+    keys = tuple(c.key for c in to_allocate)
     for claim in allocated:
         if not claim.is_reserved_for(pod.metadata.uid or "") and (
             len(claim.status.reserved_for) >= ResourceClaimReservedForMaxSize
@@ -223,9 +227,9 @@ def run_cycle(
                 failures[name] = key
                 continue
             if outcome.status is Status.UNSATISFIABLE:
-                unsatisfiable.append((name, outcome))
+                unsatisfiable.append((name, outcome, {}))
                 if known_unsatisfiable is not None:
-                    known_unsatisfiable[name] = (allocator.allocated, outcome)
+                    known_unsatisfiable[name] = (allocator.allocated, outcome, keys)
                 continue
             results = dict(zip((c.key for c in to_allocate), outcome.results, strict=True))
         score = Score.of(node, node_usage, requests, to_allocate, results, policy)
@@ -243,7 +247,7 @@ def run_cycle(
                 continue
             assert allocator is not None
             assert known_unsatisfiable is not None
-            basis, outcome = known_unsatisfiable[name]
+            basis, outcome, computed_for = known_unsatisfiable[name]
             if basis is not allocator.allocated and not timed_out:
                 try:  # devices were taken since: explain it as it is now
                     outcome = allocator.allocate(node, to_allocate)
@@ -251,25 +255,26 @@ def run_cycle(
                     timed_out = True
                     failures[name] = e.message
                     continue
-                known_unsatisfiable[name] = (allocator.allocated, outcome)
+                known_unsatisfiable[name] = (allocator.allocated, outcome, keys)
+                computed_for = keys
             if outcome.status is Status.ERROR:
                 failures[name] = f"node(s) had errors in their resource pools: {outcome.error}"
             else:
-                unsatisfiable.append((name, outcome))
+                unsatisfiable.append((name, outcome, dict(zip(computed_for, keys, strict=True))))
     else:
         for node in skipped:  # a fit exists: no explanation needed
             failures.setdefault(node.metadata.name or "", "cannot allocate all claims")
     # One detail per grouped reason: that of the first node by name, whatever the visit order.
     unsatisfiable.sort(key=lambda item: item[0])
     explanations: dict[str, str] = {}
-    for name, outcome in unsatisfiable:
+    for name, outcome, renamed in unsatisfiable:
         # Explanations cost a pass over every device: only an unschedulable pod needs them.
         try:
             first = outcome.reasons[0] if (explain_all or not fits) and outcome.reasons else None
         except OutOfTimeError:
             timed_out, first = True, None
         where = (
-            f"cannot allocate claim {first.claim}"
+            f"cannot allocate claim {renamed.get(first.claim, first.claim)}"
             + (f", request {first.request}" if first.request else "")
             if first is not None
             else "cannot allocate all claims"

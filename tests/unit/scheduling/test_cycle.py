@@ -741,6 +741,29 @@ def test_all_nodes_known_unsatisfiable_still_get_an_explanation() -> None:
     assert "nodes are available" in unschedulable_message(1, got)
 
 
+def test_a_node_known_from_another_pods_claim_explains_this_pods_claim() -> None:
+    """Pods of one template have claims of the same specs under their own names: the outcome
+    learned from the first pod's claim explains the second's by the second's name."""
+    slices = [slice_many(SLICE1, NODE1, POOL1, DRIVER_A, 1)]
+    known: dict[str, KnownOutcome] = {}
+    the_allocator = allocator(CLASSES, slices)
+    first = [gpu_claim(CLAIM0, count=2)]
+    run_cycle(pod(), first, [node(NODE1)], {}, the_allocator, known_unsatisfiable=known)
+    counting = CountingAllocator(the_allocator)
+    second = [gpu_claim(CLAIM1, count=2)]
+    got = run_cycle(
+        pod(),
+        second,
+        [node(NODE1)],
+        {},
+        counting,  # type: ignore[arg-type]
+        known_unsatisfiable=known,
+    )
+    assert counting.asked == []  # still learned, not computed again
+    (reason,) = got.failures.values()
+    assert reason.startswith(f"cannot allocate claim {KEY1}"), reason
+
+
 def test_known_unsatisfiable_nodes_are_explained_by_their_node_filters_first() -> None:
     """Skipping them costs no filter run while a fit exists; an unschedulable pod still gets
     kube-scheduler's explanation, node filters before DynamicResources."""
