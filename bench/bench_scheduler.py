@@ -70,13 +70,18 @@ async def requests(kube: KubeAPI) -> dict[str, float]:
     for line in body.splitlines():
         if not line.startswith("apiserver_request_total{"):
             continue
-        labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
+        labels, value = sample(line)
         resource = labels.get("resource", "")
         if labels.get("subresource"):
             resource += "/" + labels["subresource"]
         key = f"{labels.get('verb', '')} {resource}"
-        counts[key] = counts.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
+        counts[key] = counts.get(key, 0.0) + value
     return counts
+
+
+def sample(line: str) -> tuple[dict[str, str], float]:
+    """A Prometheus text-format sample line: its labels and its value."""
+    return dict(re.findall(r'(\w+)="([^"]*)"', line)), float(line.rsplit(" ", 1)[1])
 
 
 ETCD_COUNTERS = {
@@ -96,13 +101,11 @@ async def etcd_requests(url: str) -> dict[str, float]:
     counts: dict[str, float] = {}
     for line in body.splitlines():
         name = line.split("{", 1)[0].split(" ", 1)[0]
-        if name == "grpc_server_handled_total":
-            key = dict(re.findall(r'(\w+)="([^"]*)"', line)).get("grpc_method", "")
-        elif name in ETCD_COUNTERS:
-            key = ETCD_COUNTERS[name]
-        else:
+        if name != "grpc_server_handled_total" and name not in ETCD_COUNTERS:
             continue
-        counts[key] = counts.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
+        labels, value = sample(line)
+        key = ETCD_COUNTERS.get(name) or labels.get("grpc_method", "")
+        counts[key] = counts.get(key, 0.0) + value
     return counts
 
 

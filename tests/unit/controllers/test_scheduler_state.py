@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -133,6 +134,24 @@ async def test_a_pod_whose_claim_shares_a_device_waits_for_the_repair(
     assert repairs == [ObjectKey("ns", "second")]
 
 
+def _offline(s: Scheduler, monkeypatch: pytest.MonkeyPatch, cycle: Callable[..., Any]) -> list[Any]:
+    """The scheduler with ``cycle`` for its cycles and no API server: writes are recorded (and
+    answered with an empty body), Events accepted. Returns the record."""
+    writes: list[Any] = []
+
+    async def apply(action: Any) -> dict[str, Any]:
+        writes.append(action)
+        return {}
+
+    async def post(event: Any) -> bool:
+        return True
+
+    monkeypatch.setattr(handlers, "run_cycle", cycle)
+    monkeypatch.setattr(s, "apply", apply)
+    monkeypatch.setattr(s, "post", post)
+    return writes
+
+
 @pytest.mark.parametrize("preemption", [True, False])
 async def test_nobody_is_evicted_for_devices_freed_while_the_cycle_ran(
     monkeypatch: pytest.MonkeyPatch, preemption: bool
@@ -224,18 +243,7 @@ async def test_nobody_is_evicted_for_devices_freed_while_the_cycle_ran(
         s.cache.observe_claim("MODIFIED", released)  # the cleanup's write, seen meanwhile
         return result
 
-    writes: list[Any] = []
-
-    async def apply(action: Any) -> dict[str, Any]:
-        writes.append(action)
-        return {}
-
-    async def post(event: Any) -> bool:
-        return True
-
-    monkeypatch.setattr(handlers, "run_cycle", cycle)
-    monkeypatch.setattr(s, "apply", apply)
-    monkeypatch.setattr(s, "post", post)
+    writes = _offline(s, monkeypatch, cycle)
     with pytest.raises(Requeue, match="devices were freed during the attempt") as raised:
         await s.schedule(ObjectKey("ns", "preemptor"))
     assert raised.value.delay == handlers.INITIAL_BACKOFF
@@ -272,15 +280,7 @@ async def test_a_change_that_came_in_flight_brings_an_unschedulable_pod_back_soo
             loop.call_soon_threadsafe(feeds["Node"], {"type": "ADDED", "body": joined})
         return run_cycle(*args, **kwargs)
 
-    async def apply(action: Any) -> dict[str, Any]:
-        return {}
-
-    async def post(event: Any) -> bool:
-        return True
-
-    monkeypatch.setattr(handlers, "run_cycle", cycle)
-    monkeypatch.setattr(s, "apply", apply)
-    monkeypatch.setattr(s, "post", post)
+    _offline(s, monkeypatch, cycle)
     with pytest.raises(Requeue) as raised:
         await s.schedule(ObjectKey("ns", "waiting"))
     if node_joins:
