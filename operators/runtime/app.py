@@ -14,14 +14,15 @@ import dataclasses
 import sys
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 import kopf
 
 from operators.kube.client import ClientConfigError, connection_fields, make_configuration
 from operators.observability.logging import configure
 from operators.runtime import memory
-from operators.settings import Settings
+from operators.runtime.leader import default_identity
+from operators.settings import LeaderElectionSettings, Settings
 
 PERSISTENCE_DOMAIN = "kopf-dra.io"
 
@@ -80,6 +81,16 @@ def register_login(registry: kopf.OperatorRegistry, kubeconfig: str | None) -> N
         return kopf.ConnectionInfo(**connection_fields(configuration))  # type: ignore[arg-type]
 
 
+def operator_identity(settings: Settings | None) -> str:
+    """kopf's name for this process: the replica's identity (``KOPF_DRA_IDENTITY``, the pod's
+    name in the manifests) or the Lease's default form, never kopf's own default, which asks
+    the passwd database (``getpass.getuser()``) and crashes for a uid without an entry, as
+    65532 has none in most images."""
+    if isinstance(settings, LeaderElectionSettings) and settings.identity:
+        return settings.identity
+    return default_identity()
+
+
 async def run_operator(
     *,
     registry: kopf.OperatorRegistry,
@@ -94,6 +105,7 @@ async def run_operator(
     await kopf.operator(
         registry=registry,
         settings=kopf_settings,
+        identity=cast("Any", operator_identity(settings)),
         clusterwide=True,
         stop_flag=stop_flag,
         ready_flag=ready_flag,
