@@ -7,7 +7,8 @@ Usage, once per scheduling cycle::
     outcome = allocator.allocate(node, claims_of_pod)   # per node
     outcome.status  # SUCCESS (outcome.results), UNSATISFIABLE (outcome.reasons), ERROR
 
-``allocate`` raises InvalidInputError (and subclasses) only for bad claims or classes.
+``allocate`` raises InvalidInputError (and subclasses) only for bad claims or classes, and
+OutOfTimeError once the caller's ``out_of_time`` says so.
 """
 
 from operators.allocator.allocator import Allocator, NodeViewCache, Policy

@@ -7,7 +7,8 @@ dynamic-resource-allocation, "experimental" channel): claims, then requests, the
 backtracking without permutations. Same inputs give the same devices as kube-scheduler.
 
 Outcomes: ``fits`` with one AllocationResult per claim, ``unsatisfiable`` with reasons, or
-``error`` (a failure of this node, e.g. invalid pools). Bad input raises InvalidInputError.
+``error`` (a failure of this node: invalid pools, or an "All" request on a pool that is being
+updated or invalid). Bad input raises InvalidInputError.
 Nothing is persisted; the only randomness (shareIDs) comes from the injected ``share_ids``.
 
 Modules: ``search.py`` (one call's search), ``results.py`` (AllocationResults of a successful
@@ -22,6 +23,7 @@ from decimal import Decimal
 from typing import Literal
 
 from operators.allocator.errors import (
+    AllocatorError,
     InvalidInputError,
     InvalidNodeSelectorError,
     InvalidPoolError,
@@ -252,9 +254,20 @@ class Allocator:
         return breakdown(search)
 
     def allocate(self, node: Node, claims: Sequence[ResourceClaim]) -> Outcome:
-        """Find devices for all claims on ``node`` (claims must not be allocated yet)."""
+        """Find devices for all claims on ``node`` (claims must not be allocated yet).
+
+        Raises only InvalidInputError (no node can help) and OutOfTimeError (the caller's
+        budget); any other AllocatorError, such as a NodeAllocationError for an "All" request
+        on a pool being updated, is this node's ERROR outcome, so callers (the scheduler's
+        cycle, ``simulate``) need no other except clause.
+        """
         search = Search(self, node, list(claims), self._view(node))
-        done = search.run()
+        try:
+            done = search.run()
+        except (InvalidInputError, OutOfTimeError):
+            raise
+        except AllocatorError as e:
+            return Outcome(Status.ERROR, error=e, stats=Stats(search.steps))
         stats = Stats(search.steps)
         if not done:
             bad = [p for p in search.pools if p.invalid]

@@ -10,7 +10,7 @@ import enum
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from operators.allocator.errors import NodeAllocationError
+from operators.allocator.errors import AllocatorError
 from operators.api.resource import AllocationResult
 
 
@@ -51,7 +51,7 @@ class Outcome:
 
     status: Status
     results: tuple[AllocationResult, ...] = ()
-    error: NodeAllocationError | None = None
+    error: AllocatorError | None = None  # a failure of this node (NodeAllocationError)
     stats: Stats = Stats()
     explain: Callable[[], Sequence[Reason]] | None = field(default=None, repr=False, compare=False)
     _reasons: list[tuple[Reason, ...]] = field(default_factory=list, repr=False, compare=False)

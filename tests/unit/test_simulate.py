@@ -228,6 +228,48 @@ def test_invalid_pool_is_a_node_error(tmp_path: Path) -> None:
     assert "duplicate device name gpu-0" in result["error"]
 
 
+def test_all_devices_of_a_pool_being_updated_fail_that_node(tmp_path: Path) -> None:
+    """A driver between slice updates (one of two slices seen): a request for all devices
+    cannot be answered on that node; simulate says so in its JSON, as a node error."""
+    docs = list(yaml.safe_load_all(SNAPSHOT))
+    for d in docs:
+        if d["kind"] == "ResourceSlice":
+            d["spec"]["pool"]["resourceSliceCount"] = 2
+    every = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "every", "namespace": "default"},
+        "spec": {
+            "devices": {
+                "requests": [
+                    {"name": "gpu", "exactly": {"deviceClassName": "gpu", "allocationMode": "All"}}
+                ]
+            }
+        },
+    }
+    pod_ = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "all", "namespace": "default"},
+        "spec": {
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": "every"}],
+            "containers": [{"name": "c", "image": "busybox"}],
+        },
+    }
+    path = tmp_path / "updating.yaml"
+    path.write_text(yaml.safe_dump_all([*docs, every, pod_]))
+    updating = (
+        "claim default/every, request gpu: asks for all devices, but resource pool "
+        "gpu.example.com/node-2 is currently being updated"
+    )
+    code, result = run("-f", str(path), "--node", "node-2", "--claim", "default/every")
+    assert (code, result["outcome"], result["error"]) == (2, "error", updating)
+    code, result = run("-f", str(path), "--pod", "default/all")
+    assert (code, result["outcome"]) == (1, "unsatisfiable")
+    assert result["nodes"]["node-2"]["outcome"] == "error"
+    assert updating in result["reasons"][0]
+
+
 # --- validated input ---------------------------------------------------------------------------
 
 CLAIM_WITH = """

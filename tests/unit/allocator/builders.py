@@ -416,8 +416,10 @@ class Case:
 
     @property
     def raises(self) -> bool:
-        """Upstream errors that are invalid input raise; node failures are outcomes."""
-        return "invalid resource pools" not in (self.error or "")
+        """Upstream errors that are invalid input raise; node failures (invalid pools, an
+        "All" request on a pool being updated or invalid) are outcomes."""
+        error = self.error or ""
+        return not any(s in error for s in ("invalid resource pools", "asks for all devices"))
 
     marks: Sequence[Any] = ()
 

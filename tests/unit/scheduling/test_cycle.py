@@ -44,12 +44,14 @@ from tests.unit.allocator.builders import (
     SLICE2,
     SUBREQ0,
     SUBREQ1,
+    all_request,
     allocation,
     claim,
     device,
     device_class,
     local_node_selector,
     node_label_selector,
+    pool,
     prioritized,
     request,
     result,
@@ -445,6 +447,29 @@ def test_invalid_pool_is_a_node_error() -> None:
         NODE1: "node(s) had errors in their resource pools: invalid resource pools were "
         f"encountered: {DRIVER_A}/{POOL1} (duplicate device name {DEVICE1})"
     }
+
+
+@pytest.mark.parametrize("best_only", [False, True])
+def test_all_devices_of_a_pool_being_updated_is_a_node_error(best_only: bool) -> None:
+    """node-1's driver published one of its pool's two slices: a request for all devices
+    fails that node (upstream's message), and node-2, whose pool is complete, gets the pod."""
+    slices = [
+        slice_(SLICE1, NODE1, pool(POOL1, 2), DRIVER_A, device(DEVICE0)),
+        slice_many(SLICE2, NODE2, POOL2, DRIVER_A, 1),
+    ]
+    c = in_namespace(claim(CLAIM0, all_request(REQ0, CLASS_A)))
+    updating = (
+        f"node(s) had errors in their resource pools: claim {KEY0}, request {REQ0}: asks for "
+        f"all devices, but resource pool {DRIVER_A}/{POOL1} is currently being updated"
+    )
+    nodes = [node(NODE1), node(NODE2)]
+    got = run_cycle(pod(), [c], nodes, {}, allocator(CLASSES, slices), best_only=best_only)
+    assert [f.node for f in got.fits] == [NODE2]
+    if not best_only:
+        assert got.failures == {NODE1: updating}
+    alone = run_cycle(pod(), [c], nodes[:1], {}, allocator(CLASSES, slices), best_only=best_only)
+    assert alone.pod_error is None
+    assert unschedulable_message(1, alone) == f"0/1 nodes are available: 1 {updating}."
 
 
 # --- run_cycle: scoring ------------------------------------------------------------------
