@@ -251,6 +251,8 @@ def run_cycle(
             if basis is not allocator.allocated and not timed_out:
                 try:  # devices were taken since: explain it as it is now
                     outcome = allocator.allocate(node, to_allocate)
+                except InvalidInputError as e:  # a class or selector changed since
+                    return CycleResult((), {}, {}, str(e))
                 except OutOfTimeError as e:
                     timed_out = True
                     failures[name] = e.message

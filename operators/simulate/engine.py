@@ -25,6 +25,7 @@ from operators.allocator import (
     Features,
     InvalidInputError,
     Outcome,
+    OutOfTimeError,
     Status,
 )
 from operators.allocator.allocator import Policy
@@ -237,6 +238,7 @@ def pod_answer(
     if (
         options.preemption
         and result.pod_error is None
+        and not result.timed_out  # as the scheduler: no victims for undecided nodes
         and preemption.wanted(fit_rank, options.preemption_alternatives)
     ):
         answer.preemption = _preemption(
@@ -373,6 +375,8 @@ def node_answer(
         outcome: Outcome = allocator.allocate(node, pending)
     except InvalidInputError as e:  # the claims themselves are wrong
         return Answer("error", error=str(e))
+    except OutOfTimeError as e:  # simulate gives no budget; if one ran out, no verdict
+        return Answer("error", error=str(e), nodes={node_name: NodeAnswer("error")})
     answer = NodeAnswer("success")
     if outcome.status is Status.ERROR:
         return Answer("error", error=str(outcome.error), nodes={node_name: NodeAnswer("error")})
