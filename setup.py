@@ -1,5 +1,5 @@
-"""The wheel carries manifests/, crds/ and hack/controlplane/ as operators/_share/ (see
-operators/kube/files.py): everything else is in pyproject.toml."""
+"""The wheel carries manifests/, crds/ and hack/{controlplane,node,cluster}/ as
+operators/_share/ (see operators/kube/files.py): everything else is in pyproject.toml."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-SHARED = ("manifests", "crds", "hack/controlplane", "hack/node")
+SHARED = ("manifests", "crds", "hack/controlplane", "hack/node", "hack/cluster")
 
 
 class BuildWithShare(build_py):

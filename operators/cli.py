@@ -36,6 +36,30 @@ def _control_plane(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cluster(args: argparse.Namespace) -> int:
+    """The complete local cluster in the foreground: up until SIGINT or SIGTERM, then down."""
+    import signal
+    import threading
+
+    from operators.kube import cluster
+
+    names = cluster.node_names(args.nodes)
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    try:
+        with cluster.running(Path(args.state_dir), names, [Path(i) for i in args.image]) as c:
+            print(f"local cluster {', '.join(n for n, _ in names)} is up ({c.timings})")
+            print(f"export KUBECONFIG={c.kubeconfig}", flush=True)
+            while not stop.wait(1.0):
+                c.check()
+    except cluster.ClusterError as e:
+        print(f"kopf-dra cluster: {e}", file=sys.stderr)
+        return 1
+    print("local cluster stopped; the host is as it was")
+    return 0
+
+
 def _run(args: argparse.Namespace, rest: list[str]) -> int:
     app = COMPONENTS[args.component].runnable()
     parser = argparse.ArgumentParser(prog=f"kopf-dra run {args.component}")
@@ -82,6 +106,23 @@ def build_parser() -> argparse.ArgumentParser:
     cp = sub.add_parser("control-plane", help="the local kube-apiserver + etcd")
     cp.add_argument("action", choices=["up", "down", "env"])
     cp.add_argument("--state-dir", default=None, help="default: ~/.cache/kopf-dra/local")
+    cl = sub.add_parser(
+        "cluster",
+        help="a complete local cluster (real kubelets, kube-proxy, CoreDNS), in the foreground",
+    )
+    cl.add_argument("action", choices=["up"])
+    cl.add_argument("--nodes", type=int, default=2, help="how many kubelet nodes (default 2)")
+    cl.add_argument(
+        "--image",
+        action="append",
+        default=[],
+        help="an OCI image archive to import into every node (make image prints one); repeatable",
+    )
+    cl.add_argument(
+        "--state-dir",
+        default=str(Path.home() / ".cache" / "kopf-dra" / "cluster"),
+        help="certificates, kubeconfig, logs (default: ~/.cache/kopf-dra/cluster)",
+    )
     return parser
 
 
@@ -106,6 +147,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "control-plane":
         return _control_plane(args)
+    if args.command == "cluster":
+        return _cluster(args)
     parser.print_help()
     return 2
 

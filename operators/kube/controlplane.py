@@ -50,8 +50,27 @@ FEATURE_GATES = {
     "DRAResourcePoolStatus": False,
 }
 RUNTIME_CONFIG = "resource.k8s.io/v1beta2=true"
+#: Service ClusterIPs: the benchmarking range (RFC 2544) beside the real nodes' pod subnets
+#: (198.18.x.0/24), so that no packet for a Service ever leaves this machine, routed or not.
+SERVICE_CIDR = "198.19.0.0/24"
+#: The ``kubernetes`` Service's ClusterIP (the range's first address), in the serving cert.
+KUBERNETES_SERVICE_IP = "198.19.0.1"
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 STARTUP_TIMEOUT = 90.0
+#: Pod creations at Metadata level: enough for Pod Security's audit-violations annotations.
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [
+        {
+            "level": "Metadata",
+            "verbs": ["create"],
+            "resources": [{"group": "", "resources": ["pods"]}],
+        },
+        {"level": "None"},
+    ],
+}
 
 
 class ControlPlaneError(RuntimeError):
@@ -101,14 +120,18 @@ def _openssl(*args: str, cwd: Path) -> None:
         raise ControlPlaneError(str(e)) from None
 
 
-def generate_pki(pki: Path) -> None:
-    """A CA, the apiserver's serving cert, an admin client cert and service-account keys."""
+def generate_pki(pki: Path, addresses: tuple[str, ...] = ()) -> None:
+    """A CA, the apiserver's serving cert, an admin client cert and service-account keys.
+
+    The serving cert names loopback, the ``kubernetes`` Service (its names and ClusterIP, as
+    pods reach it) and ``addresses`` (the host's, where it serves pods on real nodes)."""
     pki.mkdir(parents=True, exist_ok=True)
     if (pki / "admin.crt").exists():
         return
+    ips = ",".join(f"IP:{a}" for a in ("127.0.0.1", KUBERNETES_SERVICE_IP, *addresses))
     (pki / "san.cnf").write_text(
-        "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,"
-        "DNS:kubernetes.default,DNS:kubernetes.default.svc\n"
+        f"subjectAltName={ips},DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,"
+        "DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local\n"
     )
     steps: list[tuple[str, ...]] = [
         ("genrsa", "-out", "ca.key", "2048"),
@@ -232,6 +255,11 @@ class ControlPlane:
     state_dir: Path
     bin_dir: Path
     tie_to_parent: bool = True
+    #: Where kube-apiserver listens and what it advertises (the ``kubernetes`` Service's
+    #: endpoint): loopback, or the host's address when pods on real nodes must reach it.
+    address: str = "127.0.0.1"
+    #: Where to write the audit log of pod creations (Pod Security's audit annotations).
+    audit_log: Path | None = None
     api_port: int = 0
     etcd_port: int = 0
     processes: list[subprocess.Popen[bytes]] = dataclasses.field(default_factory=list)
@@ -243,7 +271,7 @@ class ControlPlane:
 
     @property
     def server(self) -> str:
-        return f"https://127.0.0.1:{self.api_port}"
+        return f"https://{self.address}:{self.api_port}"
 
     @property
     def pki(self) -> Path:
@@ -264,7 +292,7 @@ class ControlPlane:
 
     def start(self) -> None:
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        generate_pki(self.pki)
+        generate_pki(self.pki, () if self.address == "127.0.0.1" else (self.address,))
         self.api_port = self.api_port or free_port()
         self.etcd_port = self.etcd_port or free_port()
         etcd_peer = free_port()
@@ -289,8 +317,8 @@ class ControlPlane:
         return [
             str(self.bin_dir / "kube-apiserver"),
             f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
+            f"--bind-address={self.address}",
+            f"--advertise-address={self.address}",
             f"--secure-port={self.api_port}",
             f"--cert-dir={pki}",
             f"--tls-cert-file={pki / 'apiserver.crt'}",
@@ -301,7 +329,7 @@ class ControlPlane:
             f"--service-account-signing-key-file={pki / 'sa.key'}",
             f"--api-audiences={SERVICE_ACCOUNT_ISSUER}",
             "--authorization-mode=RBAC",
-            "--service-cluster-ip-range=10.0.0.0/24",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
             "--allow-privileged=true",
             f"--runtime-config={RUNTIME_CONFIG}",
             "--feature-gates="
@@ -314,7 +342,15 @@ class ControlPlane:
             "--kubelet-preferred-address-types=InternalIP",
             "--storage-media-type=application/json",
             "--v=1",
+            *self._audit_args(),
         ]
+
+    def _audit_args(self) -> list[str]:
+        if self.audit_log is None:
+            return []
+        policy = self.state_dir / "audit-policy.json"
+        policy.write_text(json.dumps(AUDIT_POLICY))
+        return [f"--audit-policy-file={policy}", f"--audit-log-path={self.audit_log}"]
 
     def restart_apiserver(self, grace: float = 5.0, timeout: float = STARTUP_TIMEOUT) -> None:
         """Stop kube-apiserver (SIGTERM, SIGKILL after ``grace`` s) and start it again on the

@@ -1,7 +1,7 @@
-"""Where the project's non-Python files are: ``manifests/``, ``crds/`` and
-``hack/controlplane/`` of a checkout, or the copy a wheel carries in ``operators/_share/``
-(setup.py puts it there), so that ``kopf-dra demo`` and ``control-plane up`` work from
-``pip install kopf-dra`` as from a clone."""
+"""Where the project's non-Python files are: ``manifests/``, ``crds/``, ``hack/controlplane/``,
+``hack/node/`` and ``hack/cluster/`` of a checkout, or the copy a wheel carries in
+``operators/_share/`` (setup.py puts it there), so that ``kopf-dra demo``, ``control-plane up``
+and ``cluster up`` work from ``pip install kopf-dra`` as from a clone."""
 
 from __future__ import annotations
 

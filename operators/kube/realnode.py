@@ -54,6 +54,8 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 KUBELET_PATH = "/usr/local/bin:/usr/bin:/bin"
 #: Pod addresses: the benchmarking range (RFC 2544), on a bridge no host interface joins.
 POD_SUBNET = "198.18.{index}.0/24"
+#: Every node's pod subnet (kube-proxy's cluster CIDR in the complete local cluster).
+POD_CIDR = "198.18.0.0/16"
 STARTUP_TIMEOUT = 120.0
 
 
@@ -142,9 +144,9 @@ class HostState:
     absent: list[Path] = dataclasses.field(default_factory=list)
 
     @classmethod
-    def record(cls) -> HostState:
+    def record(cls, extra_sysctls: Sequence[str] = ()) -> HostState:
         state = cls()
-        for name in SYSCTLS:
+        for name in (*SYSCTLS, *extra_sysctls):
             path = Path("/proc/sys") / name
             if path.exists():
                 state.sysctls[name] = path.read_text().strip()
@@ -163,7 +165,7 @@ class HostState:
                 problems.append(f"sysctl {name}: {e}")
         for path in self.absent:  # deepest first: FIXED_PATHS lists children before parents
             if path.exists():
-                _unmount_below(path)
+                unmount_below(path)
                 shutil.rmtree(path, ignore_errors=True)
                 if path.exists():
                     problems.append(f"{path} could not be removed")
@@ -180,7 +182,7 @@ def _mounts_below(path: Path) -> list[str]:
     return points
 
 
-def _unmount_below(path: Path) -> None:
+def unmount_below(path: Path) -> None:
     for point in sorted(_mounts_below(path), key=len, reverse=True):
         subprocess.run(["umount", "-l", point], capture_output=True, check=False)
 
@@ -200,6 +202,10 @@ class RealNode:
     node_ip: str
     kubelet_port: int = 0
     processes: dict[str, subprocess.Popen[bytes]] = dataclasses.field(default_factory=dict)
+    #: Cluster DNS (the complete local cluster): the bridge becomes the pods' default gateway,
+    #: so they reach the API server and Services, and the kubelet points them at this resolver.
+    cluster_dns: str | None = None
+    images: tuple[Path, ...] = ()
 
     @property
     def kubelet_dir(self) -> Path:
@@ -284,7 +290,10 @@ class RealNode:
                 {
                     "type": "bridge",
                     "bridge": self.bridge,
-                    "isGateway": False,
+                    # In a cluster, pods reach the API server and Services through the host:
+                    # isGateway alone gives the bridge an address but the pods no default route.
+                    "isGateway": self.cluster_dns is not None,
+                    "isDefaultGateway": self.cluster_dns is not None,
                     "ipMasq": False,
                     "ipam": {
                         "type": "host-local",
@@ -296,7 +305,13 @@ class RealNode:
         }
 
     def kubelet_config(self, feature_gates: Mapping[str, bool]) -> dict[str, Any]:
+        dns: dict[str, Any] = (
+            {"clusterDNS": [self.cluster_dns], "clusterDomain": "cluster.local"}
+            if self.cluster_dns
+            else {}
+        )
         return {
+            **dns,
             "apiVersion": "kubelet.config.k8s.io/v1beta1",
             "kind": "KubeletConfiguration",
             # This machine mounts cgroup v1 (with a cgroup2 hierarchy beside it).
@@ -389,7 +404,7 @@ class RealNode:
             time.sleep(0.2)
 
     def import_images(self) -> None:
-        for archive in sorted((self.bin_dir / "images").glob("*.tar")):
+        for archive in [*sorted((self.bin_dir / "images").glob("*.tar")), *self.images]:
             self.ctr("images", "import", str(archive))
 
     def start_kubelet(self) -> None:
@@ -475,7 +490,7 @@ class RealNode:
         for name in ("kubelet", "containerd"):
             self.stop_process(name)
         self.kill_workloads()
-        _unmount_below(self.home)
+        unmount_below(self.home)
         self.remove_cgroups()
         subprocess.run(["ip", "link", "delete", self.bridge], capture_output=True, check=False)
 
@@ -524,7 +539,7 @@ class RealNodes:
         for node in self.nodes:
             node.teardown()
         problems = self.host.restore()
-        _unmount_below(self.base)
+        unmount_below(self.base)
         shutil.rmtree(self.base, ignore_errors=True)
         return problems
 
@@ -534,16 +549,31 @@ def start(
     kubeconfig: Path,
     base: Path,
     host: HostState,
+    *,
+    cluster_dns: str | None = None,
+    images: Sequence[Path] = (),
 ) -> RealNodes:
     """Build (if needed) and start one containerd and one kubelet per name, importing the
-    images; returns once every kubelet answers (the caller waits for the Nodes to be Ready)."""
+    images (``images``: archives beyond the pause and busybox ones); returns once every kubelet
+    answers (the caller waits for the Nodes to be Ready). In a cluster (``cluster_dns``), each
+    node's directory is named after it, so that a kept kustomize overlay can name its paths."""
     started = time.monotonic()
     bin_dir = ensure_binaries()
     built = time.monotonic()
     ip = host_ip()
     base.mkdir(parents=True, exist_ok=True)
     nodes = [
-        RealNode(name, i, base / f"n{i}", labels, bin_dir, ip, controlplane.free_port())
+        RealNode(
+            name,
+            i,
+            base / (name if cluster_dns else f"n{i}"),
+            labels,
+            bin_dir,
+            ip,
+            controlplane.free_port(),
+            cluster_dns=cluster_dns,
+            images=tuple(images),
+        )
         for i, (name, labels) in enumerate(names)
     ]
     result = RealNodes(nodes, base, host)

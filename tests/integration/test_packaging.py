@@ -28,7 +28,7 @@ from operators.components import COMPONENTS
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = (
     "pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "LICENSE", "operators",
-    "manifests", "crds", "hack/controlplane", "hack/node",
+    "manifests", "crds", "hack/controlplane", "hack/node", "hack/cluster",
 )  # fmt: skip
 
 
@@ -93,10 +93,12 @@ def test_the_wheel_holds_the_package_and_its_typing_marker(wheel: Path) -> None:
     assert set(COMPONENTS)
     assert all(f"{c.module.replace('.', '/')}.py" in names for c in COMPONENTS.values())
     assert not any(n.startswith(("tests/", "e2e/", "bench/")) for n in names)
-    # What `kopf-dra demo` and `control-plane up` need outside the Python package.
+    # What `kopf-dra demo`, `control-plane up` and `cluster up` need outside the Python package.
     share = "operators/_share/"
     assert f"{share}hack/controlplane/build.sh" in names
     assert f"{share}hack/controlplane/go.mod" in names
+    assert f"{share}hack/cluster/build.sh" in names
+    assert f"{share}hack/cluster/coredns.yaml" in names
     assert f"{share}crds/resourcepoolstatuses.yaml" in names
     assert f"{share}manifests/kustomization.yaml" in names
     assert f"{share}manifests/examples/mig-partitions/kustomization.yaml" in names

@@ -1,0 +1,368 @@
+"""A complete local cluster: what kind gives elsewhere, built on this machine from source.
+
+kube-apiserver and etcd (``controlplane``), kube-controller-manager with every controller but
+``resourceclaim-controller`` (kopf-dra's job), kube-scheduler for every pod that is not
+kopf-dra's, real kubelet nodes with containerd (``realnode``), kube-proxy in nftables mode for
+Service routing, and CoreDNS as cluster DNS (``hack/cluster/coredns.yaml``). Pods reach the API
+server through the ``kubernetes`` Service, as in any cluster: kube-apiserver serves and
+advertises the host's address, each node's bridge is its pods' default gateway, and kube-proxy
+maps the Service's ClusterIP to that address.
+
+What it changes on the host, and undoes at teardown (``Cluster.stop`` returns what it could
+not): the nodes' sysctls, directories and bridges (``realnode.HostState``), kube-proxy's
+nftables tables (``kube-proxy --cleanup``), a table of its own that drops any pod or Service
+packet that would leave the machine (``GUARD_TABLE``), and the node directories under
+``NODE_BASE``. The host's nftables ruleset is recorded before and compared after.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+
+from operators.kube import controlplane, realnode
+from operators.kube.files import project_root
+
+BUILD_SCRIPT = project_root() / "hack" / "cluster" / "build.sh"
+UPSTREAM_BUILD_SCRIPT = project_root() / "hack" / "controlplane" / "build-upstream.sh"
+COREDNS_MANIFEST = project_root() / "hack" / "cluster" / "coredns.yaml"
+#: The nodes' directories, named after the nodes: a kept overlay names the driver's paths below
+#: (e2e/cluster/overlay). Short, since unix socket paths live below.
+NODE_BASE = Path("/var/lib/kopf-dra-cluster")
+#: kube-dns's ClusterIP (hack/cluster/coredns.yaml), the kubelets' clusterDNS.
+CLUSTER_DNS = "198.19.0.10"
+#: An nftables table of our own: pods and Services never send a packet off this machine.
+GUARD_TABLE = "kopf-dra-cluster-guard"
+#: What kube-proxy may change besides its tables (it is told to leave conntrack alone).
+PROXY_SYSCTLS = (
+    "net/ipv4/conf/all/route_localnet",
+    "net/bridge/bridge-nf-call-iptables",
+    "net/netfilter/nf_conntrack_max",
+)
+#: kube-controller-manager's controllers: all but the one kopf-dra's claim controllers replace.
+CONTROLLERS = "*,-resourceclaim-controller"
+#: kube-proxy, kcm and the scheduler need nft and friends: unlike the kubelet, /usr/sbin.
+SBIN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+STARTUP_TIMEOUT = 180.0
+
+
+class ClusterError(RuntimeError):
+    """The local cluster could not be built, started or torn down cleanly."""
+
+
+def missing_prerequisites() -> list[str]:
+    """What this machine lacks for the cluster (empty: it can run one); each names the fix."""
+    missing = realnode.missing_prerequisites()
+    if shutil.which("nft", path=SBIN_PATH) is None:
+        missing.append("nft, for kube-proxy's nftables mode (Debian's nftables)")
+    return missing
+
+
+def node_names(count: int) -> list[tuple[str, dict[str, str]]]:
+    """kind's worker names (kopf-dra-worker, kopf-dra-worker2, ...), each wired to rack-a and
+    fabric1 as the e2e scenarios expect (``demo.WIRED``)."""
+    if count < 1:
+        raise ClusterError(f"--nodes must be at least 1, got {count}")
+    wired = {"example.kopf-dra.io/rack": "rack-a", "resource.kopf-dra.io/fabric": "fabric1"}
+    return [(f"kopf-dra-worker{i + 1 if i else ''}", dict(wired)) for i in range(count)]
+
+
+def _build(script: Path) -> Path:
+    proc = subprocess.run(["bash", str(script)], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise ClusterError(f"{script.name} failed:\n{proc.stderr[-4000:]}")
+    return Path(proc.stdout.strip().splitlines()[-1])
+
+
+def _nft(*args: str, stdin: str | None = None) -> str:
+    proc = subprocess.run(
+        ["nft", *args], input=stdin, capture_output=True, text=True, check=False,
+        env={**os.environ, "PATH": SBIN_PATH},
+    )  # fmt: skip
+    if proc.returncode != 0:
+        raise ClusterError(f"nft {' '.join(args)}: {proc.stderr.strip()}")
+    return proc.stdout
+
+
+def ruleset() -> str:
+    """The host's whole nftables ruleset (iptables-nft's tables included)."""
+    return _nft("list", "ruleset")
+
+
+def guard_rules(host_ip: str) -> str:
+    """Forwarded pod packets may go to pods only (Services are DNATed before forwarding, the
+    host's own address is input, not forward); host packets to a ClusterIP that kube-proxy has
+    not mapped (yet) are dropped instead of taking the default route."""
+    return f"""table inet {GUARD_TABLE} {{
+    chain forward {{
+        type filter hook forward priority filter; policy accept;
+        ip saddr {realnode.POD_CIDR} ip daddr != {realnode.POD_CIDR} drop
+    }}
+    chain output {{
+        type filter hook output priority filter; policy accept;
+        ip daddr {controlplane.SERVICE_CIDR} drop
+    }}
+}}
+"""
+
+
+@dataclasses.dataclass
+class Cluster:
+    """A started cluster; ``stop`` tears it down and says what it could not restore."""
+
+    control_plane: controlplane.ControlPlane
+    state_dir: Path
+    host_ip: str
+    upstream_bin: Path
+    cluster_bin: Path
+    ruleset_before: str
+    nodes: realnode.RealNodes | None = None
+    processes: dict[str, subprocess.Popen[bytes]] = dataclasses.field(default_factory=dict)
+    timings: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.control_plane.kubeconfig
+
+    @property
+    def kubectl(self) -> Path:
+        return self.cluster_bin / "kubectl"
+
+    @property
+    def audit_log(self) -> Path:
+        return self.state_dir / "audit.log"
+
+    def run_kubectl(self, *args: str, stdin: str | None = None) -> str:
+        proc = subprocess.run(
+            [str(self.kubectl), "--kubeconfig", str(self.kubeconfig), *args],
+            input=stdin, capture_output=True, text=True, check=False, timeout=180,
+        )  # fmt: skip
+        if proc.returncode != 0:
+            raise ClusterError(f"kubectl {' '.join(args)}: {proc.stderr.strip()}")
+        return proc.stdout
+
+    def _spawn(self, name: str, argv: list[str]) -> None:
+        with open(self.state_dir / f"{name}.log", "ab") as out:
+            self.processes[name] = subprocess.Popen(
+                argv,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, "PATH": SBIN_PATH},
+                preexec_fn=controlplane.die_with_parent,
+            )
+
+    def check(self) -> None:
+        """Raise if a component has exited (the nodes' processes included)."""
+        for name, proc in self.processes.items():
+            if proc.poll() is not None:
+                log = self.state_dir / f"{name}.log"
+                tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
+                raise ClusterError(f"{name} exited with {proc.returncode}; {log}:\n{tail}")
+        if self.nodes is not None:
+            self.nodes.check()
+
+    def start_components(self) -> None:
+        gates = ",".join(f"{g}={str(on).lower()}" for g, on in controlplane.FEATURE_GATES.items())
+        pki = self.control_plane.pki
+        kubeconfig = str(self.kubeconfig)
+        self._spawn(
+            "kube-controller-manager",
+            [
+                str(self.upstream_bin / "kube-controller-manager"),
+                f"--kubeconfig={kubeconfig}",
+                f"--controllers={CONTROLLERS}",
+                f"--root-ca-file={pki / 'ca.crt'}",
+                f"--service-account-private-key-file={pki / 'sa.key'}",
+                "--use-service-account-credentials=true",
+                f"--service-cluster-ip-range={controlplane.SERVICE_CIDR}",
+                f"--feature-gates={gates}",
+                "--leader-elect=false",
+                "--secure-port=0",
+                "--v=1",
+            ],
+        )
+        self._spawn(
+            "kube-scheduler",
+            [
+                str(self.upstream_bin / "kube-scheduler"),
+                f"--kubeconfig={kubeconfig}",
+                f"--feature-gates={gates}",
+                "--leader-elect=false",
+                "--secure-port=0",
+                "--v=1",
+            ],
+        )
+        config = self.state_dir / "kube-proxy.json"
+        config.write_text(json.dumps(self.proxy_config(), indent=2))
+        self._spawn(
+            "kube-proxy",
+            [str(self.cluster_bin / "kube-proxy"), f"--config={config}", "--v=1"],
+        )
+
+    def proxy_config(self) -> dict[str, object]:
+        first_node = "kopf-dra-worker"
+        return {
+            "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+            "kind": "KubeProxyConfiguration",
+            "mode": "nftables",
+            "clientConnection": {"kubeconfig": str(self.kubeconfig)},
+            "hostnameOverride": first_node,
+            "bindAddress": self.host_ip,
+            "clusterCIDR": realnode.POD_CIDR,
+            "detectLocalMode": "ClusterCIDR",
+            # Every node's bridge is on this host: a pod reaching a Service whose endpoint is
+            # on its own bridge would get the reply straight from it, un-NATed. Masquerading
+            # all Service traffic sends the reply back through the host.
+            "nftables": {"masqueradeAll": True, "syncPeriod": "30s", "minSyncPeriod": "0s"},
+            "nodePortAddresses": [f"{self.host_ip}/32"],
+            # Leave the host's conntrack tunables as they are (0: do not set).
+            "conntrack": {
+                "maxPerCore": 0,
+                "min": 0,
+                "tcpEstablishedTimeout": "0s",
+                "tcpCloseWaitTimeout": "0s",
+            },
+            "healthzBindAddress": f"127.0.0.1:{controlplane.free_port()}",
+            "metricsBindAddress": f"127.0.0.1:{controlplane.free_port()}",
+        }
+
+    def stop(self) -> list[str]:
+        """Stop everything, in the reverse of starting; returns what was left changed."""
+        problems: list[str] = []
+        for name in ("kube-proxy", "kube-scheduler", "kube-controller-manager"):
+            proc = self.processes.pop(name, None)
+            if proc is not None:
+                _terminate(proc)
+        cleanup = subprocess.run(
+            [str(self.cluster_bin / "kube-proxy"), "--cleanup"],
+            capture_output=True, text=True, check=False, env={**os.environ, "PATH": SBIN_PATH},
+        )  # fmt: skip
+        if cleanup.returncode != 0:
+            problems.append(f"kube-proxy --cleanup: {cleanup.stderr.strip()[-500:]}")
+        if self.nodes is not None:
+            problems += self.nodes.stop()
+            self.nodes = None
+        self.control_plane.stop()
+        with contextlib.suppress(ClusterError):
+            _nft("delete", "table", "inet", GUARD_TABLE)
+        after = ruleset()
+        if after != self.ruleset_before:
+            problems.append("the host's nftables ruleset differs from before the cluster")
+        return problems
+
+
+def _terminate(proc: subprocess.Popen[bytes], grace: float = 10.0) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+def start(
+    state_dir: Path,
+    nodes: Sequence[tuple[str, Mapping[str, str]]],
+    images: Sequence[Path] = (),
+) -> Cluster:
+    """Build what is missing and start a cluster; the caller holds ``realnode.host_lock()``
+    and must ``stop()`` it. Returns once every node is Ready and cluster DNS answers."""
+    started = time.monotonic()
+    missing = missing_prerequisites()
+    if missing:
+        raise ClusterError("the local cluster needs: " + "; ".join(missing))
+    apiserver_bin = controlplane.ensure_binaries()
+    upstream_bin = _build(UPSTREAM_BUILD_SCRIPT)
+    cluster_bin = _build(BUILD_SCRIPT)
+    realnode.ensure_binaries()
+    built = time.monotonic()
+    host = realnode.HostState.record(PROXY_SYSCTLS)
+    before = ruleset()
+    ip = realnode.host_ip()
+    state_dir.mkdir(parents=True, exist_ok=True)
+    cp = controlplane.ControlPlane(state_dir=state_dir, bin_dir=apiserver_bin, address=ip)
+    cluster = Cluster(cp, state_dir, ip, upstream_bin, cluster_bin, before)
+    try:
+        _nft("-f", "-", stdin=guard_rules(ip))
+        cp.audit_log = cluster.audit_log
+        cp.start()
+        cluster.start_components()
+        cluster.run_kubectl("apply", "--server-side", "-f", str(COREDNS_MANIFEST))
+        if NODE_BASE.exists():  # left by a run that was killed: nothing of it is running now
+            realnode.unmount_below(NODE_BASE)
+            shutil.rmtree(NODE_BASE)
+        cluster.nodes = realnode.start(
+            nodes,
+            cp.kubeconfig,
+            NODE_BASE,
+            host,
+            cluster_dns=CLUSTER_DNS,
+            images=[cluster_bin / "images" / "coredns.tar", *images],
+        )
+        cluster.nodes.timings["lock wait"] = 0.0
+        _wait(cluster, "every node Ready", lambda: _nodes_ready(cluster, len(nodes)))
+        _wait(cluster, "CoreDNS available", lambda: _coredns_available(cluster))
+    except BaseException:
+        cluster.stop()
+        raise
+    cluster.timings = {"build": built - started, "start": time.monotonic() - built}
+    return cluster
+
+
+def _wait(cluster: Cluster, what: str, probe: object, within: float = STARTUP_TIMEOUT) -> None:
+    assert callable(probe)
+    deadline = time.monotonic() + within
+    while not probe():
+        cluster.check()
+        if time.monotonic() > deadline:
+            raise ClusterError(f"the local cluster: not {what} after {within:.0f}s")
+        time.sleep(0.5)
+
+
+def _nodes_ready(cluster: Cluster, count: int) -> bool:
+    items = json.loads(cluster.run_kubectl("get", "nodes", "-o", "json"))["items"]
+    ready = [
+        n
+        for n in items
+        if any(
+            c["type"] == "Ready" and c["status"] == "True"
+            for c in n.get("status", {}).get("conditions", [])
+        )
+    ]
+    return len(ready) >= count
+
+
+def _coredns_available(cluster: Cluster) -> bool:
+    deployment = json.loads(
+        cluster.run_kubectl("-n", "kube-system", "get", "deployment", "coredns", "-o", "json")
+    )
+    return bool(deployment.get("status", {}).get("availableReplicas"))
+
+
+@contextlib.contextmanager
+def running(
+    state_dir: Path,
+    nodes: Sequence[tuple[str, Mapping[str, str]]],
+    images: Sequence[Path] = (),
+) -> Iterator[Cluster]:
+    """Hold the host lock, start a cluster, yield it, and always tear it down; raises
+    ``ClusterError`` at exit if the host was not restored."""
+    with realnode.host_lock():
+        cluster = start(state_dir, nodes, images)
+        try:
+            yield cluster
+        finally:
+            problems = cluster.stop()
+            if problems:
+                raise ClusterError("teardown left the host changed: " + "; ".join(problems))
