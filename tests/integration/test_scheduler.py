@@ -118,6 +118,41 @@ async def test_unschedulable_pod_is_explained_and_retried_when_devices_appear(
     )
 
 
+async def test_all_devices_wait_for_a_pool_being_updated(
+    kube: KubeAPI, namespace: str, driver: str, scheduler: Scheduler
+) -> None:
+    """A driver between slice updates (one of its pool's two slices published): a claim for
+    all devices cannot be answered there; the pod says why, and binds once the slice is in."""
+    node = unique("node")
+    await create_node(kube, node)
+    await kube.create(device_class_body(driver, driver))
+    await kube.create(slice_body(unique("slice"), driver, node, gpus(2), count=2))
+    claim = claim_body("every", namespace, device_class=driver)
+    claim["spec"]["devices"]["requests"][0]["exactly"]["allocationMode"] = "All"
+    await kube.create(claim)
+    pod = pod_body("whole", namespace, {"name": "gpu", "resourceClaimName": "every"})
+    pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}  # other tests' nodes: one reason
+    await kube.create(pod)
+
+    async def unschedulable() -> dict[str, Any] | None:
+        condition = await pod_condition(kube, namespace, "whole")
+        return condition if condition and condition.get("reason") == "Unschedulable" else None
+
+    condition = await eventually(unschedulable, what="PodScheduled=False")
+    assert (
+        f"1 node(s) had errors in their resource pools: claim {namespace}/every, request gpu: "
+        f"asks for all devices, but resource pool {driver}/{node} is currently being updated"
+    ) in condition["message"]
+    second = [{**d, "name": f"gpu-{i + 2}"} for i, d in enumerate(gpus(2))]
+    await kube.create(slice_body(unique("slice"), driver, node, second, count=2))
+    bound = await eventually(
+        lambda: bound_node(kube, namespace, "whole"), within=15, what="bound after the slice"
+    )
+    assert bound == node
+    claimed = await kube.get("ResourceClaim", "every", namespace)
+    assert sorted(devices_of(claimed)) == [f"{node}/gpu-{i}" for i in range(4)]
+
+
 async def test_two_pods_racing_for_the_last_device(
     kube: KubeAPI, namespace: str, driver: str, scheduler: Scheduler
 ) -> None:
