@@ -25,7 +25,7 @@ DEMO_ARGS += $(if $(REAL_NODE),--real-node)
 PY_PATHS := operators tests bench e2e hack/config_reference.py hack/node/oci-image.py
 
 .PHONY: help venv lint fmt test unit integration e2e e2e-node e2e-kind chaos image docs helm bench bench-scheduler bench-compare bench-tenants bench-fabric simulate-differential \
-        control-plane control-plane-up control-plane-down run clean cel-oracle
+        control-plane control-plane-up control-plane-down run clean cel-oracle allocator-oracle
 
 help:
 	@echo "make run               the whole system on virtual nodes, with a live view (Ctrl-C stops)"
@@ -45,6 +45,7 @@ help:
 	@echo "make bench             CEL and allocator benchmarks (bench/)"
 	@echo "make simulate-differential  simulate against the running scheduler on 200 random states"
 	@echo "make cel-oracle        100,000 random CEL evaluations against Kubernetes' (CEL_ORACLE_ARGS=--examples N)"
+	@echo "make allocator-oracle  20,000 random allocator problems against Kubernetes' (ALLOCATOR_ORACLE_ARGS=--seed S)"
 	@echo "make bench-scheduler   scheduler throughput on the local control plane (BENCH_ARGS=--workload upstream)"
 	@echo "make bench-fabric      fabric attach-to-bind latency on the local control plane"
 	@echo "make bench-compare     kopf-dra against kube-scheduler + kube-controller-manager, side by side"
@@ -139,6 +140,12 @@ bench: $(STAMP)
 CEL_ORACLE_ARGS ?= --examples 100000
 cel-oracle: $(STAMP)
 	$(PY) -m tests.unit.cel.differential $(CEL_ORACLE_ARGS)
+
+# Random problems, allocated by kopf-dra and by Kubernetes' own allocator (hack/allocator-oracle,
+# needs Go); prints the seed, the counts and every distinct disagreement (make test: 150).
+ALLOCATOR_ORACLE_ARGS ?= --examples 20000
+allocator-oracle: $(STAMP)
+	$(PY) -m tests.unit.allocator.differential $(ALLOCATOR_ORACLE_ARGS)
 
 # simulate's answers against the running scheduler's on 200 random cluster states (make test: 12).
 simulate-differential: $(STAMP) control-plane

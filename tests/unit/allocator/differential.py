@@ -1,0 +1,406 @@
+"""Differential runs of kopf-dra's allocator against upstream's (hack/allocator-oracle).
+
+The oracle runs k8s.io/dynamic-resource-allocation v0.36.3's structured allocator
+("experimental" channel) on the same JSON; both must agree on the outcome and, when it fits,
+on every device, request name, config, node selector and consumed capacity (shareIDs
+normalised). An exception out of ``Allocator.allocate`` other than InvalidInputError (what it
+may raise for bad claims) is a finding too: the scheduler's cycle would not survive it.
+
+``python -m tests.unit.allocator.differential --examples 20000`` generates that many random
+problems (a random seed, printed, unless given) and prints every distinct disagreement
+(``make allocator-oracle``); ``test_differential.py`` draws 150 with ``make test``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import itertools
+import json
+import random
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from hypothesis import strategies as st
+
+from operators.allocator import AllocatedState, Allocator, Features, InvalidInputError, Status
+from operators.api.core import Node
+from operators.api.quantity import Quantity
+from operators.api.resource import DeviceClass, ResourceClaim, ResourceSlice
+from operators.cel.syntax import allow_deep_recursion
+
+from .builders import J
+from .engine import engine
+
+ROOT = Path(__file__).resolve().parents[3]
+BUILD = ROOT / "hack" / "allocator-oracle" / "build.sh"
+DRIVERS = ("a.example.com", "b.example.com")
+GATES = tuple(Features.all().gates())
+allow_deep_recursion()  # what CEL's first compile does, before hypothesis notes the limit
+
+
+class NoToolchainError(RuntimeError):
+    """No Go toolchain: the oracle cannot be built."""
+
+
+@functools.cache
+def oracle() -> str:
+    """The oracle binary, built once per source version (hack/allocator-oracle/build.sh)."""
+    if shutil.which("go") is None:
+        raise NoToolchainError("no Go toolchain on PATH: cannot build hack/allocator-oracle")
+    done = subprocess.run(
+        ["bash", str(BUILD)], capture_output=True, text=True, check=False, timeout=1800
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"building the oracle failed:\n{done.stderr[-4000:]}")
+    return done.stdout.strip().splitlines()[-1]
+
+
+# --- generation --------------------------------------------------------------------------
+
+
+@st.composite
+def device_json(draw: st.DrawFn, name: str, counters: list[str], shareable: bool) -> J:
+    d: J = {"name": name}
+    attrs: J = {"numa": {"int": draw(st.integers(0, 2))}}
+    if draw(st.booleans()):
+        attrs["model"] = {"string": draw(st.sampled_from(["x", "y"]))}
+    if draw(st.integers(0, 4)) == 0:
+        attrs["links"] = {
+            "strings": draw(st.lists(st.sampled_from("pqr"), min_size=1, max_size=2, unique=True))
+        }
+    d["attributes"] = attrs
+    use_counters: bool = draw(st.booleans())
+    if counters and use_counters:
+        d["consumesCounters"] = [
+            {
+                "counterSet": draw(st.sampled_from(counters)),
+                "counters": {"c": {"value": str(draw(st.integers(1, 3)))}},
+            }
+        ]
+    if shareable and draw(st.booleans()):
+        d["allowMultipleAllocations"] = True
+        cap: J = {"value": str(draw(st.integers(2, 6)))}
+        policy = draw(st.sampled_from(["none", "range", "values"]))
+        if policy == "range":
+            cap["requestPolicy"] = {
+                "default": "1",
+                "validRange": {"min": "1", "step": "1", "max": "4"},
+            }
+        elif policy == "values":
+            cap["requestPolicy"] = {"default": "1", "validValues": ["1", "2", "4"]}
+        d["capacity"] = {"bw": cap}
+    if draw(st.integers(0, 5)) == 0:
+        d["taints"] = [
+            {
+                "key": "k",
+                "value": "v",
+                "effect": draw(st.sampled_from(["NoSchedule", "NoExecute", "None"])),
+            }
+        ]
+    if draw(st.integers(0, 6)) == 0:
+        d["bindingConditions"] = ["ready"]
+        d["bindingFailureConditions"] = ["failed"]
+    return d
+
+
+@st.composite
+def problem(draw: st.DrawFn) -> J:
+    features = {g: draw(st.booleans()) if draw(st.integers(0, 11)) == 0 else True for g in GATES}
+    slices: list[J] = []
+    for p in range(draw(st.integers(1, 3))):
+        driver = DRIVERS[p % 2]
+        pool_name = f"pool-{p}"
+        where = draw(st.sampled_from(["n1", "n1", "all", "n2", "selector"]))
+        counters = ["cs"] if draw(st.booleans()) else []
+        n_slices = draw(st.integers(1, 2))
+        total = n_slices + (1 if counters else 0)
+        # Sometimes a slice is missing: an incomplete pool.
+        declared = total + (1 if draw(st.integers(0, 8)) == 0 else 0)
+        for s in range(n_slices):
+            devices = [
+                draw(device_json(f"d{s}{k}", counters, shareable=True))
+                for k in range(draw(st.integers(0, 3)))
+            ]
+            spec: J = {
+                "driver": driver,
+                "pool": {"name": pool_name, "generation": 1, "resourceSliceCount": declared},
+                "devices": devices,
+            }
+            _place(spec, where)
+            slices.append({"metadata": {"name": f"{pool_name}-s{s}"}, "spec": spec})
+        if counters:
+            spec = {
+                "driver": driver,
+                "pool": {"name": pool_name, "generation": 1, "resourceSliceCount": declared},
+                "sharedCounters": [
+                    {"name": "cs", "counters": {"c": {"value": str(draw(st.integers(1, 5)))}}}
+                ],
+            }
+            _place(spec, where)
+            slices.append({"metadata": {"name": f"{pool_name}-counters"}, "spec": spec})
+    classes = [
+        {
+            "metadata": {"name": f"cls-{i}"},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{d}"'}}]},
+        }
+        for i, d in enumerate(DRIVERS)
+    ]
+    claims = [draw(claim_json(f"c{i}")) for i in range(draw(st.integers(1, 2)))]
+    history = [draw(claim_json(f"h{i}")) for i in range(draw(st.integers(0, 2)))]
+    return {
+        "features": features,
+        "slices": slices,
+        "classes": classes,
+        "claims": claims,
+        "history": history,
+    }
+
+
+def _place(spec: J, where: str) -> None:
+    if where in ("n1", "n2"):
+        spec["nodeName"] = where
+    elif where == "all":
+        spec["allNodes"] = True
+    else:
+        spec["nodeSelector"] = {
+            "nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["z1"]}]}
+            ]
+        }
+
+
+@st.composite
+def exact_json(draw: st.DrawFn, name: str, sub: bool) -> J:
+    r: J = {"deviceClassName": f"cls-{draw(st.integers(0, 1))}"}
+    if draw(st.integers(0, 4)) == 0:
+        r["allocationMode"] = "All"
+    else:
+        r["allocationMode"] = "ExactCount"
+        r["count"] = draw(st.integers(1, 2))
+    if draw(st.booleans()):
+        bound = draw(st.integers(0, 2))
+        expression = (
+            f'device.attributes["{DRIVERS[0]}"].numa <= {bound} || device.driver == "{DRIVERS[1]}"'
+        )
+        r["selectors"] = [{"cel": {"expression": expression}}]
+    if draw(st.integers(0, 3)) == 0:
+        r["tolerations"] = [
+            {
+                "key": "k",
+                "operator": "Exists",
+                "effect": draw(st.sampled_from(["NoSchedule", "NoExecute"])),
+            }
+        ]
+    if draw(st.integers(0, 5)) == 0:
+        r["capacity"] = {"requests": {"bw": str(draw(st.integers(1, 3)))}}
+    if not sub and draw(st.integers(0, 6)) == 0:
+        r["adminAccess"] = True
+    if sub:
+        r["name"] = name
+    return r
+
+
+@st.composite
+def claim_json(draw: st.DrawFn, name: str) -> J:
+    requests: list[J] = []
+    for i in range(draw(st.integers(1, 2))):
+        if draw(st.integers(0, 3)) == 0:
+            subs = [draw(exact_json(f"s{j}", True)) for j in range(draw(st.integers(1, 3)))]
+            requests.append({"name": f"r{i}", "firstAvailable": subs})
+        else:
+            requests.append({"name": f"r{i}", "exactly": draw(exact_json(f"r{i}", False))})
+    devices: J = {"requests": requests}
+    kind = draw(st.sampled_from(["none", "none", "match", "distinct", "match-links"]))
+    attr = {"match": "numa", "distinct": "numa", "match-links": "links"}.get(kind)
+    if attr is not None:
+        key = "distinctAttribute" if kind == "distinct" else "matchAttribute"
+        devices["constraints"] = [{key: f"{DRIVERS[0]}/{attr}"}]
+    if draw(st.integers(0, 3)) == 0:
+        devices["config"] = [
+            {"requests": ["r0"], "opaque": {"driver": DRIVERS[0], "parameters": {"x": 1}}}
+        ]
+    return {"metadata": {"name": name, "namespace": "ns"}, "spec": {"devices": devices}}
+
+
+# --- running both ------------------------------------------------------------------------
+
+NODE = {"metadata": {"name": "n1", "labels": {"zone": "z1"}}}
+
+
+def features_of(p: J) -> Features:
+    return Features.from_gates(p["features"])
+
+
+def ours(p: J, allocated: list[J]) -> J:
+    f = features_of(p)
+    ids = itertools.count()
+    a = Allocator(
+        f,
+        AllocatedState.from_claims([ResourceClaim.load(c) for c in allocated], f),
+        [DeviceClass.load(c) for c in p["classes"]],
+        [ResourceSlice.load(s) for s in p["slices"]],
+        engine(),
+        share_ids=lambda: f"00000000-0000-0000-0000-{next(ids):012d}",
+    )
+    try:
+        out = a.allocate(Node.load(NODE), [ResourceClaim.load(c) for c in p["claims"]])
+    except InvalidInputError as e:  # what allocate may raise; anything else is a finding
+        return {"outcome": "error", "error": str(e), "allocations": []}
+    if out.status is Status.ERROR:
+        return {"outcome": "error", "error": str(out.error), "allocations": []}
+    return {"outcome": out.status.value, "allocations": [r.dump() for r in out.results]}
+
+
+def theirs(p: J, allocated: list[J], claims: list[J] | None = None) -> J:
+    payload = {
+        "features": p["features"],
+        "node": NODE,
+        "classes": p["classes"],
+        "slices": p["slices"],
+        "claims": p["claims"] if claims is None else claims,
+        "allocated": allocated,
+    }
+    done = subprocess.run(
+        [oracle()],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    result: J = json.loads(done.stdout)
+    return result
+
+
+def history(p: J) -> list[J]:
+    """Allocate the history claims one by one with the oracle, as the scheduler would have."""
+    done: list[J] = []
+    for c in p["history"]:
+        out = theirs(p, done, [c])
+        if out["outcome"] == "success":
+            done.append({**c, "status": {"allocation": out["allocations"][0]}})
+    return done
+
+
+def normal(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        out: J = {}
+        for k, v in obj.items():
+            if v in (None, [], {}):
+                continue
+            if k == "shareID":
+                out[k] = "<share>"
+            elif k == "consumedCapacity":
+                out[k] = {n: Quantity(x).canonical() for n, x in v.items()}
+            elif k == "parameters":
+                out[k] = v
+            else:
+                out[k] = normal(v)
+        return out
+    if isinstance(obj, list):
+        return [normal(x) for x in obj]
+    return obj
+
+
+def compare(p: J) -> tuple[str | None, J, J]:
+    """Run both on ``p`` (its history claims allocated first, by the oracle): (the kind of
+    disagreement, "outcome" or "allocations", None when they agree; ours; upstream's)."""
+    allocated = history(p)
+    want = theirs(p, allocated)
+    got = ours(p, allocated)
+    if got["outcome"] != want["outcome"]:
+        return "outcome", got, want
+    if want["outcome"] == "success" and normal(got["allocations"]) != normal(want["allocations"]):
+        return "allocations", got, want
+    return None, got, want
+
+
+Finding = tuple[str, J, J, J]  # kind, problem, ours, theirs
+
+
+def _shape(text: str) -> str:
+    """An error message without its names, so that one kind of error is one finding."""
+    return " ".join(w for w in text.split()[:12] if not any(c in w for c in "/-0123456789"))
+
+
+def run_corpus(examples: int, seed: int) -> tuple[Counter[str], list[Finding]]:
+    """Generate ``examples`` problems (a seed always generates the same ones); (counts, one
+    finding per distinct disagreement). Counts: problems, upstream's outcomes, and the
+    problems where upstream refused an "All" request on a pool being updated or invalid."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import seed as seeded
+
+    found: dict[str, Finding] = {}
+    counted: Counter[str] = Counter()
+
+    @settings(
+        max_examples=examples,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(problem())
+    def run(p: J) -> None:
+        if counted["problems"] >= examples:
+            return
+        counted["problems"] += 1
+        if counted["problems"] % 1000 == 0:
+            print(f"... {counted['problems']} problems, {len(found)} findings", flush=True)
+        try:
+            kind, got, want = compare(p)
+        except Exception as exc:  # a crash is a finding, not the end of a long run
+            key = f"crash:{type(exc).__name__}:{_shape(str(exc))}"
+            found.setdefault(key, (f"crash {exc!r}", p, {}, {}))
+            counted["crashes"] += 1
+            return
+        counted[f"upstream {want['outcome']}"] += 1
+        if "asks for all devices" in (want.get("error") or ""):
+            counted["upstream: all devices of a pool being updated or invalid"] += 1
+        if kind is None:
+            return
+        key = f"{kind}:{got['outcome']}->{want['outcome']}:{_shape(want.get('error') or '')}"
+        found.setdefault(key, (kind, p, got, want))
+        counted["disagreements"] += 1
+
+    seeded(seed)(run)()
+    return counted, list(found.values())
+
+
+def describe(finding: Finding) -> str:
+    kind, p, got, want = finding
+    lines = [f"- [{kind}]"]
+    if got or want:
+        lines.append(f"  ours {got['outcome']} {got.get('error') or ''}")
+        lines.append(f"  upstream {want['outcome']} {want.get('error') or ''}")
+    lines.append(f"  problem {json.dumps(p)}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--examples", type=int, default=20_000, help="problems to run")
+    parser.add_argument("--seed", type=int, default=None, help="default: a random one, printed")
+    parser.add_argument("--show", type=int, default=20, help="disagreements to print")
+    args = parser.parse_args(argv)
+    seed = args.seed if args.seed is not None else random.randrange(2**32)
+    print(f"seed {seed}", flush=True)
+    counted, found = run_corpus(args.examples, seed)
+    print(
+        f"{counted['problems']} problems, {len(found)} distinct disagreements "
+        f"({counted['disagreements']} problems disagreed, {counted['crashes']} crashed)"
+    )
+    for name, n in sorted(counted.items()):
+        if name.startswith("upstream"):
+            print(f"  {name}: {n}")
+    for finding in found[: args.show]:
+        print(describe(finding))
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
