@@ -417,9 +417,12 @@ def compare_numbers(a: Any, b: Any) -> int:
         if ta is float:
             return (a > b) - (a < b)  # type: ignore[no-any-return]
         if ta is int:
+            # Go's d < math.MinInt64 and d > math.MaxInt64 compare doubles: both bounds are
+            # exactly -2^63 and 2^63, so MaxInt64 against 2^63 falls through to float64(i),
+            # which rounds up to 2^63: equal, as in cel-go.
             if b < -TWO_TO_63:
                 return 1
-            if b >= TWO_TO_63:  # Go compares d > math.MaxInt64 as doubles
+            if b > TWO_TO_63:
                 return -1
         else:
             if b < 0:
