@@ -1,6 +1,7 @@
 """Kubernetes' regex library (``find``, ``findAll``), and the RE2 patterns ``matches`` shares.
 
-RE2, as Go's regexp: linear time, so no pattern can stall the scheduler by backtracking.
+RE2, as Go's regexp: linear time, so no pattern can stall the scheduler by backtracking. Where
+Go's syntax and RE2's part, patterns are read as Go reads them (``operators.cel.goregexp``).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import functools
 import importlib
 from typing import Any
 
+from ..goregexp import GoRegexpError, translate
 from ..runtime import CelError
 from ._registry import method
 
@@ -18,10 +20,11 @@ re2: Any = importlib.import_module("re2")
 
 @functools.lru_cache(maxsize=256)
 def compile_regex(pattern: str) -> Any:
-    """Compile once per pattern (a pure, bounded memo; RE2 objects are immutable)."""
+    """Compile once per pattern (a pure, bounded memo; RE2 objects are immutable), read as
+    Go's regexp reads it (goregexp: what Go refuses and RE2 would take is refused)."""
     try:
-        return re2.compile(pattern)
-    except re2.error as exc:
+        return re2.compile(translate(pattern))
+    except (re2.error, GoRegexpError) as exc:
         raise CelError(f"invalid regular expression {pattern!r}: {exc}") from None
 
 

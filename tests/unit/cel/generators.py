@@ -151,6 +151,49 @@ def _string_lit(draw: st.DrawFn) -> str:
     )
 
 
+# Pieces of patterns where Go's regexp and RE2 part (operators/cel/goregexp.py), among plain
+# ones, and texts on the edges of their classes and case folding (Kelvin sign, long s, U+0345,
+# an unassigned and a private-use code point).
+_REGEX_PIECES = (
+    *("a", "k", "s", "(", ")", "(?:", "(?i)", "(?-i)", "(?i:", "(?P<n>", "(?<é>", "|", "*"),
+    *("+", "?", "{2}", "[", "]", "[^", "^", "$", "-", "\\d", "\\w", "\\s", ".", "\\b"),
+    *("\\pL", "\\pl", "\\p{Greek}", "\\p{greek}", "\\p{LC}", "\\P{LC}", "\\p{ASCII}"),
+    *("\\P{ASCII}", "\\p{C}", "\\P{C}", "\\p{Cn}", "\\p{Assigned}", "\\P{Lu}"),
+    *("\\p{Letter}", "\\p{Old_Italic}", "\\p{^Lt}", "\\p{Any}", "\\C", "\\Q", "\\E"),
+    *("[:alpha:]", "\\x{41}", "\\z", "\u212a", "\u017f"),
+)
+_REGEX_TEXTS = (
+    "",
+    "k",
+    "K",
+    "\u212a",
+    "s",
+    "\u017f",
+    "\u03b9",
+    "\u0345",
+    "a1",
+    "\u00e9",
+    "\u0378",
+    "\ue000",
+    "\u00ad",
+    "x y",
+)
+
+
+def _quoted(text: str) -> str:
+    """A CEL string literal of ``text``."""
+    escaped = "".join(
+        "\\\\" if c == "\\" else '\\"' if c == '"' else c if " " <= c <= "~" else f"\\U{ord(c):08x}"
+        for c in text
+    )
+    return f'"{escaped}"'
+
+
+def _regex_lit(draw: st.DrawFn) -> str:
+    pieces = draw(st.lists(st.sampled_from(_REGEX_PIECES), min_size=1, max_size=6))
+    return _quoted("".join(pieces))
+
+
 def gen_int(draw: st.DrawFn, depth: int) -> str:
     if depth <= 0:
         return _int_lit(draw)
@@ -364,6 +407,8 @@ def gen_bool(draw: st.DrawFn, depth: int) -> str:
         return f"{gen_string(draw, depth - 1)} in {gen_map(draw, depth - 1)}"
     if c == 13:
         fn = draw(st.sampled_from(["startsWith", "endsWith", "contains", "matches"]))
+        if fn == "matches" and draw(st.booleans()):
+            return f"{_quoted(draw(st.sampled_from(_REGEX_TEXTS)))}.matches({_regex_lit(draw)})"
         return f"{gen_string(draw, depth - 1)}.{fn}({gen_string(draw, 0)})"
     if c == 14:
         fn = draw(st.sampled_from(["all", "exists", "exists_one", "existsOne"]))

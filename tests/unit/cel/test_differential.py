@@ -114,6 +114,25 @@ ROWS: list[tuple[str, str]] = [
     # A bare suffix is no quantity.
     ("quantity('Ei') == quantity('0')", "error"),
     ("isQuantity('Ei')", "false"),
+    # An int meets a double through float64: MaxInt64 rounds to 2^63, equal to it.
+    ("9223372036854775807 < 9223372036854775808.0", "false"),
+    ("9223372036854775807 >= 9223372036854775808.0", "true"),
+    ("dyn(9223372036854775807) != 9223372036854775808.0", "false"),
+    # Patterns as Go's regexp reads them (operators/cel/goregexp.py): \C is no escape of Go's;
+    # \p names are looked up loosely, scripts with an underscore not found; Go's C holds the
+    # unassigned code points; capture names are ASCII; 1,000 nested groups are too deep;
+    # (?i) negates after folding (the Kelvin sign is a k) and leaves LC unfolded.
+    (r"'a'.matches('\\C')", "compile error"),
+    (r"'a'.matches('\\p{Linear_A}')", "compile error"),
+    (r"'a'.matches('\\p{Greek}|\\P{greek}')", "true"),
+    (r"'a'.matches('^\\pl\\p{Letter}?\\p{Cased_Letter}?$')", "true"),
+    (r"'\u0378'.matches('\\p{C}')", "true"),
+    (r"'\u0378'.matches('\\p{Cn}|\\P{Assigned}')", "true"),
+    (r"'\u212a'.matches('(?i)\\P{ASCII}')", "false"),
+    (r"'\u0345'.matches('(?i)\\p{LC}')", "false"),
+    (r"'a'.matches('(?P<é>a)')", "compile error"),
+    ("'a'.matches('" + "(" * 1000 + "a" + ")" * 1000 + "')", "compile error"),
+    ("'a'.matches('" + "(" * 999 + "a" + ")" * 999 + "')", "true"),
 ]
 
 
