@@ -31,8 +31,12 @@ from operators.kube.client import make_api_client
 T = TypeVar("T")
 IN_CLUSTER = os.environ.get("KOPF_DRA_E2E_IN_CLUSTER") == "1"
 EXISTING = os.environ.get("KOPF_DRA_USE_EXISTING_CLUSTER") == "1"
-# The real-node scenarios (e2e/node/) run in a session of their own: `make e2e-node`.
-collect_ignore = [] if os.environ.get("KOPF_DRA_E2E_NODE") == "1" else ["node"]
+# The real-node scenarios (e2e/node/) and the deployed cluster (e2e/cluster/) run in sessions of
+# their own: `make e2e-node`, `make e2e-cluster`.
+collect_ignore = [
+    *([] if os.environ.get("KOPF_DRA_E2E_NODE") == "1" else ["node"]),
+    *([] if os.environ.get("KOPF_DRA_E2E_CLUSTER") == "1" else ["cluster"]),
+]
 
 
 @pytest.fixture(scope="session")
