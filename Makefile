@@ -22,7 +22,7 @@ CONTROL_PLANE_GATES := $(PY) -c 'from operators.api.features import format_featu
 DEMO_ARGS := $(if $(filter command line,$(origin KUBECONFIG)),--kubeconfig $(KUBECONFIG))
 # `make run REAL_NODE=1`: the two workers are real kubelets with containerd (operators/kube/realnode.py).
 DEMO_ARGS += $(if $(REAL_NODE),--real-node)
-PY_PATHS := operators tests bench e2e hack/config_reference.py hack/node/oci-image.py
+PY_PATHS := operators tests bench e2e hack/config_reference.py hack/node/oci-image.py hack/image/oci-pack.py
 
 .PHONY: help venv lint fmt test unit integration e2e e2e-node e2e-kind chaos image docs helm bench bench-scheduler bench-compare bench-tenants bench-fabric simulate-differential \
         control-plane control-plane-up control-plane-down run clean cel-oracle allocator-oracle
@@ -36,7 +36,7 @@ help:
 	@echo "make e2e-node          the scenarios with real pods on two local kubelets (root; builds them)"
 	@echo "make e2e-kind          the same scenarios on a kind cluster (needs docker, kind, kubectl)"
 	@echo "make chaos             seeded faults on the local control plane, then invariants (CHAOS_ARGS=--list)"
-	@echo "make image             docker build -t $(IMAGE) ."
+	@echo "make image             the image as an OCI archive, without Docker (ctr -n k8s.io images import)"
 	@echo "make helm              build the pinned helm client (hack/helm) into the cache"
 	@echo "make docs              regenerate README's configuration reference"
 	@echo "make lint              ruff, mypy --strict, import-linter"
@@ -103,12 +103,21 @@ e2e: $(STAMP) control-plane
 chaos: $(STAMP) control-plane
 	$(PY) -m e2e.chaos $(CHAOS_ARGS)
 
-image:
-	docker build -t $(IMAGE) .
+# The image as an OCI archive, built here without a registry or a Docker daemon (hack/image/build.sh:
+# Debian's packages and the wheels at their locked versions, kopf-dra's wheel from this tree),
+# into ~/.cache/kopf-dra/image and reused while its inputs stay; prints the archive's path.
+image: $(STAMP)
+	@hack/image/install-deps.sh
+	@archive=$$(PYTHON=$(PY) hack/image/build.sh) && \
+	  echo "load it into containerd: ctr -n k8s.io images import $$archive ($(IMAGE))" >&2 && \
+	  echo "$$archive"
 
-# Creates the kind cluster (unless it exists), builds and loads the image, installs everything
-# with `kubectl apply -k manifests/`, and runs the same scenarios against it.
-e2e-kind: $(STAMP) image
+# Creates the kind cluster (unless it exists), builds the image with `docker build` from the
+# Dockerfile as users with a registry do (`make image` is the OCI archive) and loads it, installs
+# everything with `kubectl apply -k manifests/`, and runs the same scenarios against it.
+e2e-kind: $(STAMP)
+	@echo "docker build -t $(IMAGE) . (the Dockerfile, as with a registry; make image: OCI archive)"
+	docker build -t $(IMAGE) .
 	@$(KIND) get clusters | grep -qx $(KIND_CLUSTER) || \
 	  $(KIND) create cluster --name $(KIND_CLUSTER) --config e2e/kind/cluster.yaml \
 	    --image $(KIND_NODE_IMAGE)
