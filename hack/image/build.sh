@@ -12,11 +12,16 @@
 # The last line of stdout is the archive's absolute path; progress goes to stderr. Inputs:
 # the sources that make the wheel, hack/image/ (locks, package list, scripts), the tools'
 # versions and SOURCE_DATE_EPOCH (default: the last commit's date of those paths). Needs
-# root, mmdebstrap (hack/image/install-deps.sh), GNU tar, gzip, and pip ($PYTHON -m pip).
+# root, mmdebstrap (hack/image/install-deps.sh), GNU tar, gzip, and pip ($PYTHON -m pip;
+# PYTHON defaults to .venv/bin/python, else python3).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-PYTHON="${PYTHON:-python3}"
+# pip runs on the host (downloads, checked by hash): the project's venv has one, else python3.
+if [ -z "${PYTHON:-}" ]; then
+  PYTHON=python3
+  [ -x "$root/.venv/bin/python" ] && PYTHON="$root/.venv/bin/python"
+fi
 force=0
 out="${KOPF_DRA_IMAGE_DIR:-}"
 while [ $# -gt 0 ]; do
@@ -115,8 +120,7 @@ lock_hash() { cat "$@" | sha256sum | cut -c1-16; }
 wheels="$CACHE_ROOT/image/wheels/${machine}-$(lock_hash "$here/requirements.lock" "$here/build-requirements.lock")"
 if [ ! -f "$wheels/.complete" ]; then
   echo "downloading the locked wheels..." >&2
-  # Wheels of an older lock are of no further use.
-  rm -rf "$CACHE_ROOT/image/wheels"
+  rm -rf "$wheels.tmp"
   platforms=()
   # As lock.sh resolved them: glibc 2.36 and every older manylinux.
   for i in $(seq 36 -1 5); do platforms+=(--platform "manylinux_2_${i}_${machine}"); done
@@ -136,10 +140,7 @@ rm -f "$work/build/wheels/.complete"
 # The .debs, kept per lock between builds (mmdebstrap verifies them against the mirror's
 # signed indices; a version the mirror no longer lists fails the build).
 debs="$CACHE_ROOT/image/debs/${arch}-$(lock_hash "$here/debian.lock")"
-if [ ! -d "$debs" ]; then
-  rm -rf "$CACHE_ROOT/image/debs"
-  mkdir -p "$debs"
-fi
+mkdir -p "$debs"
 mapfile -t mirrors < <(grep -v '^\s*\(#\|$\)' "$here/sources.list")
 mapfile -t pins < <(grep -v '^\s*\(#\|$\)\|^architecture=' "$here/debian.lock")
 excludes=()
@@ -224,6 +225,9 @@ echo "$digest" > "$archive.digest"
 rm -f "$out"/kopf_dra-*.whl
 mv "$work"/build/kopf_dra-*.whl "$out/"
 echo "$key" > "$archive.inputs"
+# Downloads for other locks are of no further use.
+find "$CACHE_ROOT/image/wheels" "$CACHE_ROOT/image/debs" -mindepth 1 -maxdepth 1 \
+  ! -path "$wheels" ! -path "$debs" -exec rm -rf {} +
 echo "kopf-dra image ${VERSION} (${NAME}, manifest ${digest}): root filesystem" \
   "$((rootfs_size / 1000000)) MB, archive $(($(stat -c %s "$archive") / 1000000)) MB," \
   "built in $(($(date +%s) - start))s" >&2

@@ -11,7 +11,11 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-PYTHON="${PYTHON:-python3}"
+# pip runs on the host (downloads, checked by hash): the project's venv has one, else python3.
+if [ -z "${PYTHON:-}" ]; then
+  PYTHON=python3
+  [ -x "$root/.venv/bin/python" ] && PYTHON="$root/.venv/bin/python"
+fi
 what="${1:-all}"
 case "$what" in
   debian | python | all) ;;
