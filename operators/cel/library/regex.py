@@ -16,6 +16,9 @@ from ._registry import method
 
 # google-re2 ships without type information.
 re2: Any = importlib.import_module("re2")
+# A pattern RE2 refuses is the selector's error, not a line on the scheduler's stderr.
+_OPTIONS = re2.Options()
+_OPTIONS.log_errors = False
 
 
 @functools.lru_cache(maxsize=256)
@@ -23,7 +26,7 @@ def compile_regex(pattern: str) -> Any:
     """Compile once per pattern (a pure, bounded memo; RE2 objects are immutable), read as
     Go's regexp reads it (goregexp: what Go refuses and RE2 would take is refused)."""
     try:
-        return re2.compile(translate(pattern))
+        return re2.compile(translate(pattern), _OPTIONS)
     except (re2.error, GoRegexpError) as exc:
         raise CelError(f"invalid regular expression {pattern!r}: {exc}") from None
 
