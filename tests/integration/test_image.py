@@ -399,7 +399,8 @@ class Runc:
         process.pop("rlimits", None)
         linux = spec["linux"]
         linux["namespaces"] = [n for n in linux["namespaces"] if n["type"] != "network"]
-        linux["cgroupsPath"] = f"/kopf-dra-image-test/{bundle.name}"
+        # One level: runc delete removes it, no parent left behind.
+        linux["cgroupsPath"] = f"/kopf-dra-image-test-{bundle.name}"
         spec["mounts"] += [
             {
                 "destination": "/tmp",
