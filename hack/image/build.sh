@@ -156,28 +156,45 @@ excludes+=(--dpkgopt='path-include=/usr/share/doc/*/copyright')
 excludes+=(--dpkgopt=force-unsafe-io)
 echo "building the root filesystem (${#pins[@]} packages)..." >&2
 log="$work/mmdebstrap.log"
-# shellcheck disable=SC2016  # "$1" is the hook's argument, the root filesystem
-if ! KOPF_DRA_IMAGE_BUILD="$work/build" mmdebstrap --mode=root --variant=custom --format=directory \
-  --architectures="$arch" --include="$(IFS=,; echo "${pins[*]}")" "${excludes[@]}" \
-  --setup-hook=/usr/share/mmdebstrap/hooks/merged-usr/setup00.sh \
-  --skip=essential/unlink \
-  --setup-hook='mkdir -p "$1/var/cache/apt/archives"' \
-  --setup-hook="sync-in $debs /var/cache/apt/archives/" \
-  --customize-hook="sync-out /var/cache/apt/archives $debs" \
-  --customize-hook="$here/customize.sh" \
-  bookworm "$work/rootfs" "${mirrors[@]}" > "$log" 2>&1; then
-  missing=$(sed -n "s/^E: Version '\(.*\)' for '\(.*\)' was not found$/\2=\1/p" "$log" | paste -sd' ' -)
-  if [ -n "$missing" ]; then
-    die "deb.debian.org no longer has ${missing} of hack/image/debian.lock (a point release or a security update replaced it); refresh the lock: hack/image/lock.sh debian"
-  fi
-  tail -30 "$log" >&2
-  die "mmdebstrap failed (above)"
+debootstrap_rootfs() {
+  rm -rf "$work/rootfs"
+  # shellcheck disable=SC2016  # "$1" is the hook's argument, the root filesystem
+  KOPF_DRA_IMAGE_BUILD="$work/build" mmdebstrap --mode=root --variant=custom --format=directory \
+    --architectures="$arch" --include="$(IFS=,; echo "${pins[*]}")" "${excludes[@]}" \
+    --setup-hook=/usr/share/mmdebstrap/hooks/merged-usr/setup00.sh \
+    --skip=essential/unlink \
+    --setup-hook='mkdir -p "$1/var/cache/apt/archives"' \
+    --setup-hook="sync-in $debs /var/cache/apt/archives/" \
+    --customize-hook="sync-out /var/cache/apt/archives $debs" \
+    --customize-hook="$here/customize.sh" \
+    bookworm "$work/rootfs" "${mirrors[@]}" > "$log" 2>&1
+}
+# deb.debian.org keeps one version per package and suite: after a point release or a security
+# update a locked version is gone. The image then takes the mirror's version of exactly those
+# packages (security fixes included) and says so, rather than failing every build until the
+# lock is refreshed; the versions it holds are written beside the archive.
+stale=()
+if ! debootstrap_rootfs; then
+  mapfile -t stale < <(sed -n "s/^E: Version '\(.*\)' for '\(.*\)' was not found$/\2=\1/p" "$log")
+  [ ${#stale[@]} -gt 0 ] || { tail -30 "$log" >&2; die "mmdebstrap failed (above)"; }
+  echo "hack/image/build.sh: warning: deb.debian.org no longer has ${stale[*]} of" \
+    "hack/image/debian.lock (a point release or a security update replaced it): the image takes" \
+    "the mirror's version of them; refresh the lock: hack/image/lock.sh debian" >&2
+  for i in "${!pins[@]}"; do
+    for gone in "${stale[@]}"; do [ "${pins[$i]}" = "$gone" ] && pins[i]="${gone%%=*}"; done
+  done
+  debootstrap_rootfs || { tail -30 "$log" >&2; die "mmdebstrap failed (above)"; }
 fi
 rootfs="$work/rootfs"
-# Exactly the locked packages, nothing that apt chose by itself.
+# Exactly the locked packages (at the mirror's version where the lock's is gone), nothing that
+# apt chose by itself.
 # shellcheck disable=SC2016  # dpkg-query's format
 chroot "$rootfs" dpkg-query -W -f '${Package}=${Version}\n' | LC_ALL=C sort > "$work/installed"
-if ! printf '%s\n' "${pins[@]}" | LC_ALL=C sort | diff - "$work/installed" >&2; then
+printf '%s\n' "${pins[@]}" | sed 's/=.*//' | LC_ALL=C sort > "$work/wanted.names"
+sed 's/=.*//' "$work/installed" | LC_ALL=C sort > "$work/installed.names"
+if ! diff "$work/wanted.names" "$work/installed.names" >&2 || \
+   ! printf '%s\n' "${pins[@]}" | grep '=' | LC_ALL=C sort | comm -23 - "$work/installed" | \
+     { ! grep . >&2; }; then
   die "the root filesystem's packages differ from debian.lock (above): hack/image/lock.sh debian"
 fi
 # mmdebstrap's scaffolding for apt (not installed) and the host's name and resolver: the
@@ -219,9 +236,11 @@ digest=$("$PYTHON" "$here/oci-pack.py" --layer "$work/layer.tar.gz" \
   --label "org.opencontainers.image.version=${VERSION}" \
   --out "$work/image.tar")
 
-# The archive, its key and digest, and kopf-dra's wheel (tests compare it across builds).
+# The archive, its key and digest, its Debian packages as installed, and kopf-dra's wheel
+# (tests compare it across builds).
 mv "$work/image.tar" "$archive"
 echo "$digest" > "$archive.digest"
+cp "$work/installed" "$archive.packages"
 rm -f "$out"/kopf_dra-*.whl
 mv "$work"/build/kopf_dra-*.whl "$out/"
 echo "$key" > "$archive.inputs"

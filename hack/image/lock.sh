@@ -5,8 +5,9 @@
 #   hack/image/lock.sh python   # requirements.lock + build-requirements.lock, wheels by sha256
 #   hack/image/lock.sh          # both
 #
-# deb.debian.org keeps one version of each package per suite, so a point release or a security
-# update makes hack/image/build.sh fail, naming the package: then `hack/image/lock.sh debian`.
+# deb.debian.org keeps one version of each package per suite: after a point release or a security
+# update hack/image/build.sh warns, naming each package whose locked version is gone, and takes
+# the mirror's; then `hack/image/lock.sh debian` pins them again.
 # The Python lock follows constraints.txt (regenerate it after changing that file).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
