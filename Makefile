@@ -24,7 +24,7 @@ DEMO_ARGS := $(if $(filter command line,$(origin KUBECONFIG)),--kubeconfig $(KUB
 DEMO_ARGS += $(if $(REAL_NODE),--real-node)
 PY_PATHS := operators tests bench e2e hack/config_reference.py hack/node/oci-image.py hack/image/oci-pack.py
 
-.PHONY: help venv lint fmt test unit integration e2e e2e-node e2e-kind chaos image docs helm bench bench-scheduler bench-compare bench-tenants bench-fabric simulate-differential \
+.PHONY: help venv lint fmt test unit integration e2e e2e-node e2e-cluster cluster e2e-kind chaos image docs helm bench bench-scheduler bench-compare bench-tenants bench-fabric simulate-differential \
         control-plane control-plane-up control-plane-down run clean cel-oracle allocator-oracle
 
 help:
@@ -34,6 +34,8 @@ help:
 	@echo "make test              lint, then unit + integration tests and the e2e scenarios"
 	@echo "make e2e               the example scenarios on the local control plane"
 	@echo "make e2e-node          the scenarios with real pods on two local kubelets (root; builds them)"
+	@echo "make e2e-cluster       kopf-dra's image installed with kubectl apply -k on the complete local cluster (root)"
+	@echo "make cluster           the complete local cluster (kubelets, kube-proxy, CoreDNS) with the image (root)"
 	@echo "make e2e-kind          the same scenarios on a kind cluster (needs docker, kind, kubectl)"
 	@echo "make chaos             seeded faults on the local control plane, then invariants (CHAOS_ARGS=--list)"
 	@echo "make image             the image as an OCI archive, without Docker (ctr -n k8s.io images import)"
@@ -88,6 +90,7 @@ test: lint control-plane helm
 	$(VENV)/bin/pytest -q tests
 	$(VENV)/bin/pytest -q e2e
 	$(MAKE) --no-print-directory e2e-node
+	$(MAKE) --no-print-directory e2e-cluster
 
 # The scenarios on real kubelets with containerd (e2e/node/): builds and caches what it needs
 # (hack/node/build.sh), installs Debian's runc, CNI plugins and busybox when root and missing.
@@ -97,6 +100,23 @@ e2e-node: $(STAMP) control-plane
 
 e2e: $(STAMP) control-plane
 	$(VENV)/bin/pytest -q e2e
+
+# kopf-dra deployed for real (e2e/cluster/): its image (make image) imported into the nodes of
+# the complete local cluster (kopf-dra cluster up), `kubectl apply --server-side -k
+# e2e/cluster/overlay`, then the checks of e2e/cluster/ and the example scenarios, every pod
+# placed by the in-cluster scheduler. Root; builds and caches what it needs.
+e2e-cluster: $(STAMP) control-plane
+	@hack/node/install-deps.sh
+	@hack/image/install-deps.sh
+	KOPF_DRA_E2E_CLUSTER=1 KOPF_DRA_E2E_IN_CLUSTER=1 $(VENV)/bin/pytest -q -p no:cacheprovider e2e/cluster
+
+# The complete local cluster in the foreground, the image imported into every node; Ctrl-C tears
+# it down and restores the host. `make cluster NODES=3`.
+NODES ?= 2
+cluster: $(STAMP) control-plane
+	@hack/node/install-deps.sh
+	@hack/image/install-deps.sh
+	$(VENV)/bin/kopf-dra cluster up --nodes $(NODES) --image "$$(PYTHON=$(PY) hack/image/build.sh)"
 
 # Seeded fault scenarios, one fresh local control plane each; PASS/FAIL per invariant.
 # CHAOS_ARGS="--scenario kill-scheduler --seed 3" picks runs; "--list" names the scenarios.
