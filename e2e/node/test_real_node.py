@@ -243,7 +243,9 @@ def test_daemonset_paths_match_the_real_kubelet(real_nodes: realnode.RealNodes) 
     cdi_dirs = _containerd_default_cdi_dirs(bin_dir)
     (daemonset,) = [
         d
-        for d in yaml.safe_load_all((demo.MANIFESTS / "driver" / "daemonset.yaml").read_text())
+        for d in yaml.safe_load_all(
+            (demo.MANIFESTS / "driver" / "daemonset" / "daemonset.yaml").read_text()
+        )
         if d and d["kind"] == "DaemonSet"
     ]
     pod = daemonset["spec"]["template"]["spec"]

@@ -118,6 +118,10 @@ async def test_the_driver_violates_only_what_its_manifest_documents(
         await kube.create(_pod(driver, restricted), dry_run=True)
     assert refused.value.status == 403
     assert "violates PodSecurity" in refused.value.message
-    header = (ROOT / "manifests" / "driver" / "daemonset.yaml").read_text().split("apiVersion")[0]
+    header = (
+        (ROOT / "manifests" / "driver" / "daemonset" / "daemonset.yaml")
+        .read_text()
+        .split("apiVersion")[0]
+    )
     for documented in ("hostPath", "runAsUser 0", "runAsNonRoot", "RuntimeDefault"):
         assert documented in header, documented

@@ -40,9 +40,15 @@ def _selected(doc: dict[str, Any]) -> set[str]:
 
 
 def test_kustomization_lists_every_file() -> None:
+    """Every file, and the DaemonSet's own kustomization (host-paths/ is a component that
+    overlays add, not a resource)."""
     (kustomization,) = _docs("kustomization.yaml")
     files = {p.name for p in MANIFESTS.glob("*.yaml")} - {"kustomization.yaml"}
-    assert set(kustomization["resources"]) == files
+    assert set(kustomization["resources"]) == files | {"daemonset"}
+    (daemonset,) = _docs("daemonset/kustomization.yaml")
+    assert daemonset["resources"] == ["daemonset.yaml"]
+    (component,) = _docs("host-paths/kustomization.yaml")
+    assert component["kind"] == "Component"
 
 
 @pytest.mark.parametrize("doc", _classes(), ids=lambda d: d["metadata"]["name"])
@@ -76,7 +82,7 @@ def test_configmap_is_the_built_in_demo_node() -> None:
 
 
 def test_daemonset_env_are_settings_and_paths_match_the_defaults() -> None:
-    (daemonset,) = _docs("daemonset.yaml")
+    (daemonset,) = _docs("daemonset/daemonset.yaml")
     pod = daemonset["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     known = {env_name(f) for f in DriverSettings.model_fields}
