@@ -102,13 +102,20 @@ e2e: $(STAMP) control-plane
 	$(VENV)/bin/pytest -q e2e
 
 # kopf-dra deployed for real (e2e/cluster/): its image (make image) imported into the nodes of
-# the complete local cluster (kopf-dra cluster up), `kubectl apply --server-side -k
-# e2e/cluster/overlay`, then the checks of e2e/cluster/ and the example scenarios, every pod
-# placed by the in-cluster scheduler. Root; builds and caches what it needs.
-e2e-cluster: $(STAMP) control-plane
+# the complete local cluster (kopf-dra cluster up), installed as the README says, then the
+# checks of e2e/cluster/ and the example scenarios, every pod placed by the in-cluster
+# scheduler: once with `kubectl apply --server-side -k e2e/cluster/overlay`, once with
+# `helm install` (and upgrade, uninstall), each on a cluster of its own. Root; builds and caches
+# what it needs. E2E_CLUSTER_INSTALLS=helm runs one.
+E2E_CLUSTER_INSTALLS ?= kustomize helm
+e2e-cluster: $(STAMP) control-plane helm
 	@hack/node/install-deps.sh
 	@hack/image/install-deps.sh
-	KOPF_DRA_E2E_CLUSTER=1 KOPF_DRA_E2E_IN_CLUSTER=1 $(VENV)/bin/pytest -q -p no:cacheprovider e2e/cluster
+	@for install in $(E2E_CLUSTER_INSTALLS); do \
+	  echo "== e2e-cluster, installed with $$install"; \
+	  KOPF_DRA_E2E_INSTALL=$$install KOPF_DRA_E2E_CLUSTER=1 KOPF_DRA_E2E_IN_CLUSTER=1 \
+	    $(VENV)/bin/pytest -q -p no:cacheprovider e2e/cluster || exit 1; \
+	done
 
 # The complete local cluster in the foreground, the image imported into every node; Ctrl-C tears
 # it down and restores the host. `make cluster NODES=3`.

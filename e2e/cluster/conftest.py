@@ -4,15 +4,21 @@ complete local cluster (``operators/kube/cluster.py``), installed with
 
 The session builds the image (``hack/image/build.sh``, cached), starts two real kubelet nodes
 with kube-controller-manager, kube-scheduler, kube-proxy and CoreDNS, imports the image into
-each node, applies the overlay, creates the fabric manager's token Secret with the README's
-command and waits for every rollout. The e2e suite's fixtures then see an in-cluster install
-(``KOPF_DRA_E2E_IN_CLUSTER=1``, set by the Makefile): no operator runs outside the cluster.
+each node, installs kopf-dra as the README says and waits for every rollout:
+``KOPF_DRA_E2E_INSTALL=kustomize`` (the default) applies the overlay and creates the fabric
+manager's token Secret; ``KOPF_DRA_E2E_INSTALL=helm`` runs the README's Helm commands with the
+values of ``e2e/cluster/helm-values.yaml``, and adds the Helm-only checks (``test_helm_upgrade.py``,
+``test_uninstalled.py``:
+upgrade, uninstall). Every other check holds for both. The e2e suite's fixtures then see an
+in-cluster install (``KOPF_DRA_E2E_IN_CLUSTER=1``, set by the Makefile): no operator runs
+outside the cluster.
 Where the machine cannot run it the session is skipped with what is missing, except under
 ``CI=true``, where that is a failure. Teardown checks that the host is as it was.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -25,14 +31,28 @@ from operators.kube import cluster
 from operators.kube.files import project_root
 
 CI = os.environ.get("CI", "").lower() == "true"
+INSTALL = os.environ.get("KOPF_DRA_E2E_INSTALL", "kustomize")
+if INSTALL not in ("kustomize", "helm"):
+    raise pytest.UsageError(f"KOPF_DRA_E2E_INSTALL={INSTALL!r}: kustomize or helm")
+collect_ignore = [] if INSTALL == "helm" else ["test_helm_upgrade.py", "test_uninstalled.py"]
 ROOT = project_root()
 OVERLAY = ROOT / "e2e" / "cluster" / "overlay"
+HELM_VALUES = ROOT / "e2e" / "cluster" / "helm-values.yaml"
+HELM_BUILD = ROOT / "hack" / "helm" / "build.sh"
 IMAGE_BUILD = ROOT / "hack" / "image" / "build.sh"
 NAMESPACE = "kopf-dra"
 #: The fabric manager's token Secret, exactly as the README tells users to create it.
 TOKEN_COMMAND = (
     "kubectl -n kopf-dra create secret generic kopf-dra-fabric-tokens \\\n"
     "  --from-file=default=<(openssl rand -hex 32)"
+)
+#: The README's Helm install, before it the namespace and its Pod Security labels.
+HELM_COMMANDS = (
+    "kubectl create namespace kopf-dra",
+    "kubectl label namespace kopf-dra pod-security.kubernetes.io/enforce=privileged \\\n"
+    "  pod-security.kubernetes.io/audit=restricted",
+    TOKEN_COMMAND,
+    "helm install kopf-dra charts/kopf-dra --namespace kopf-dra",
 )
 
 
@@ -78,20 +98,40 @@ def shell(c: cluster.Cluster, command: str) -> str:
     env = {
         **os.environ,
         "KUBECONFIG": str(c.kubeconfig),
-        "PATH": f"{c.kubectl.parent}:{os.environ.get('PATH', '')}",
+        "PATH": f"{c.kubectl.parent}:{helm().parent}:{os.environ.get('PATH', '')}",
     }
     proc = subprocess.run(
-        ["bash", "-c", command], capture_output=True, text=True, check=False, env=env, timeout=300
+        ["bash", "-c", command],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+        timeout=300,
+        cwd=ROOT,
     )
     assert proc.returncode == 0, f"{command}\n{proc.stdout}\n{proc.stderr}"
     return proc.stdout
 
 
+@functools.cache
+def helm() -> Path:
+    """The pinned helm (``make helm``), built unless cached."""
+    proc = subprocess.run(["bash", str(HELM_BUILD)], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return Path(proc.stdout.strip().splitlines()[-1])
+
+
 @pytest.fixture(scope="session")
 def installed(local_cluster: cluster.Cluster) -> cluster.Cluster:
     """kopf-dra installed as the README says, every rollout finished."""
-    shell(local_cluster, f"kubectl apply --server-side -k {OVERLAY}")
-    shell(local_cluster, TOKEN_COMMAND)
+    if INSTALL == "helm":
+        *prepare, install = HELM_COMMANDS
+        for command in prepare:
+            shell(local_cluster, command)
+        shell(local_cluster, f"{install} -f {HELM_VALUES.relative_to(ROOT)}")
+    else:
+        shell(local_cluster, f"kubectl apply --server-side -k {OVERLAY}")
+        shell(local_cluster, TOKEN_COMMAND)
     for kind in ("deployment", "daemonset"):
         shell(local_cluster, f"kubectl -n {NAMESPACE} rollout status {kind} --timeout=300s")
     return local_cluster

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from e2e.cluster.conftest import NAMESPACE, OVERLAY, TOKEN_COMMAND, shell
+from e2e.cluster.conftest import HELM_COMMANDS, NAMESPACE, OVERLAY, TOKEN_COMMAND, shell
 from e2e.conftest import eventually
 from operators.kube import cluster
 from operators.kube.api import KubeAPI, NotFoundError
@@ -47,10 +47,11 @@ def restarts(pod: dict[str, Any]) -> int:
     return sum(s.get("restartCount", 0) for s in pod["status"].get("containerStatuses") or [])
 
 
-def test_the_readme_creates_the_token_secret_with_the_command_the_test_ran() -> None:
+def test_the_readme_has_the_commands_the_test_ran() -> None:
     readme = (project_root() / "README.md").read_text()
-    assert TOKEN_COMMAND.split("\\\n")[0].strip() in readme
-    assert TOKEN_COMMAND.split("\\\n")[1].strip() in readme
+    for command in (TOKEN_COMMAND, *HELM_COMMANDS):
+        for line in command.split("\\\n"):
+            assert line.strip() in readme, line
 
 
 async def test_every_component_runs_ready_from_the_image(
@@ -152,30 +153,41 @@ def _get(url: str, token: str | None) -> int:
 async def test_metrics_are_served_only_to_a_metrics_reader_token(
     installed: cluster.Cluster, kube: KubeAPI
 ) -> None:
-    shell(installed, "kubectl -n default create serviceaccount scraper")
-    shell(installed, "kubectl -n default create serviceaccount stranger")
-    shell(
-        installed,
-        "kubectl create clusterrolebinding e2e-scraper-kopf-dra-metrics "
-        "--clusterrole=kopf-dra-metrics-reader --serviceaccount=default:scraper",
-    )
-    reader = shell(installed, "kubectl -n default create token scraper").strip()
-    stranger = shell(installed, "kubectl -n default create token stranger").strip()
-    pods = [p for p in await component_pods(kube) if p["metadata"]["name"].startswith("kopf-dra-")]
-    checked = 0
-    for pod in pods:
-        (container,) = pod["spec"]["containers"]
-        ports = {p["name"]: p["containerPort"] for p in container.get("ports") or []}
-        if "metrics" not in ports:
-            continue
-        url = f"https://{pod['status']['podIP']}:{ports['metrics']}/metrics"
-        name = pod["metadata"]["name"]
-        assert _get(url, None) == 401, name
-        assert _get(url, stranger) == 403, name
-        # The authorizer's answer may take a moment to reach a fresh binding's cache.
-        await eventually(_sync(functools.partial(_served, url, reader)), what=f"metrics of {name}")
-        checked += 1
-    assert checked >= len(LEASES) * 2 + 2
+    try:
+        shell(installed, "kubectl -n default create serviceaccount scraper")
+        shell(installed, "kubectl -n default create serviceaccount stranger")
+        shell(
+            installed,
+            "kubectl create clusterrolebinding e2e-scraper-kopf-dra-metrics "
+            "--clusterrole=kopf-dra-metrics-reader --serviceaccount=default:scraper",
+        )
+        reader = shell(installed, "kubectl -n default create token scraper").strip()
+        stranger = shell(installed, "kubectl -n default create token stranger").strip()
+        pods = [
+            p for p in await component_pods(kube) if p["metadata"]["name"].startswith("kopf-dra-")
+        ]
+        checked = 0
+        for pod in pods:
+            (container,) = pod["spec"]["containers"]
+            ports = {p["name"]: p["containerPort"] for p in container.get("ports") or []}
+            if "metrics" not in ports:
+                continue
+            url = f"https://{pod['status']['podIP']}:{ports['metrics']}/metrics"
+            name = pod["metadata"]["name"]
+            assert _get(url, None) == 401, name
+            assert _get(url, stranger) == 403, name
+            # The authorizer's answer may take a moment to reach a fresh binding's cache.
+            await eventually(
+                _sync(functools.partial(_served, url, reader)), what=f"metrics of {name}"
+            )
+            checked += 1
+        assert checked >= len(LEASES) * 2 + 2
+    finally:
+        shell(
+            installed,
+            "kubectl delete clusterrolebinding e2e-scraper-kopf-dra-metrics --ignore-not-found && "
+            "kubectl -n default delete serviceaccount scraper stranger --ignore-not-found",
+        )
 
 
 async def test_pod_security_is_enforced_privileged_audited_restricted_and_only_the_driver_audits(

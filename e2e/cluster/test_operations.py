@@ -125,17 +125,18 @@ async def _sampled_ready(timeline: Timeline, component: str) -> bool:
     return bool(timeline.samples) and timeline.samples[-1][1][component] >= 1
 
 
-def _workload(replicas: int) -> list[dict[str, Any]]:
+def workload(
+    name: str, replicas: int, device_class: str = "gpu.example.kopf-dra.io"
+) -> list[dict[str, Any]]:
+    """A Deployment whose pods each claim one device of ``device_class`` from a template."""
     template = {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaimTemplate",
-        "metadata": {"name": "gpu", "namespace": WORKLOAD_NS},
+        "metadata": {"name": name, "namespace": WORKLOAD_NS},
         "spec": {
             "spec": {
                 "devices": {
-                    "requests": [
-                        {"name": "gpu", "exactly": {"deviceClassName": "gpu.example.kopf-dra.io"}}
-                    ]
+                    "requests": [{"name": "gpu", "exactly": {"deviceClassName": device_class}}]
                 }
             }
         },
@@ -143,16 +144,16 @@ def _workload(replicas: int) -> list[dict[str, Any]]:
     deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": "trainer", "namespace": WORKLOAD_NS},
+        "metadata": {"name": name, "namespace": WORKLOAD_NS},
         "spec": {
             "replicas": replicas,
-            "selector": {"matchLabels": {"app": "trainer"}},
+            "selector": {"matchLabels": {"app": name}},
             "template": {
-                "metadata": {"labels": {"app": "trainer"}},
+                "metadata": {"labels": {"app": name}},
                 "spec": {
                     "schedulerName": demo.SCHEDULER_NAME,
                     "terminationGracePeriodSeconds": 1,
-                    "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "gpu"}],
+                    "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": name}],
                     "containers": [
                         {
                             "name": "train",
@@ -170,15 +171,32 @@ def _workload(replicas: int) -> list[dict[str, Any]]:
     return [namespace, template, deployment]
 
 
-async def _trainers(kube: KubeAPI) -> list[dict[str, Any]]:
-    pods = (await kube.list("Pod", WORKLOAD_NS))["items"]
+async def workload_pods(kube: KubeAPI, name: str) -> list[dict[str, Any]]:
+    pods = (await kube.list("Pod", WORKLOAD_NS, label_selector=f"app={name}"))["items"]
     return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
 
 
-async def _running_trainers(kube: KubeAPI, count: int) -> list[dict[str, Any]] | None:
-    pods = await _trainers(kube)
+async def running_pods(kube: KubeAPI, name: str, count: int) -> list[dict[str, Any]] | None:
+    pods = await workload_pods(kube, name)
     running = [p for p in pods if p["status"].get("phase") == "Running" and ready(p)]
     return running if len(running) == count else None
+
+
+async def _running_trainers(kube: KubeAPI, count: int) -> list[dict[str, Any]] | None:
+    return await running_pods(kube, "trainer", count)
+
+
+async def remove_workload(kube: KubeAPI, name: str) -> None:
+    """Delete the Deployment; wait until its pods and their claims are gone."""
+    with contextlib.suppress(NotFoundError):
+        await kube.delete("Deployment", name, WORKLOAD_NS)
+
+    async def gone() -> bool:
+        claims = (await kube.list("ResourceClaim", WORKLOAD_NS))["items"]
+        mine = [c for c in claims if c["metadata"]["name"].startswith(f"{name}-")]
+        return not await workload_pods(kube, name) and not mine
+
+    await eventually(gone, within=90, what=f"the {name} pods and their claims to be gone")
 
 
 async def _claim_pool(kube: KubeAPI, pod: dict[str, Any]) -> str:
@@ -191,18 +209,11 @@ async def _claim_pool(kube: KubeAPI, pod: dict[str, Any]) -> str:
 
 @pytest.fixture
 async def trainers(installed: cluster.Cluster, kube: KubeAPI) -> AsyncIterator[None]:
-    for obj in _workload(replicas=1):
+    for obj in workload("trainer", replicas=1):
         with contextlib.suppress(ConflictError):  # the namespace, made by an earlier test
             await kube.create(obj)
     yield
-    with contextlib.suppress(NotFoundError):
-        await kube.delete("Deployment", "trainer", WORKLOAD_NS)
-
-    async def gone() -> bool:
-        claims = (await kube.list("ResourceClaim", WORKLOAD_NS))["items"]
-        return not await _trainers(kube) and not claims
-
-    await eventually(gone, within=90, what="the trainer pods and their claims to be gone")
+    await remove_workload(kube, "trainer")
 
 
 async def test_a_drain_honours_the_budgets_and_a_pod_with_a_device_moves_with_its_claim(
