@@ -22,6 +22,8 @@ CONTROL_PLANE_GATES := $(PY) -c 'from operators.api.features import format_featu
 DEMO_ARGS := $(if $(filter command line,$(origin KUBECONFIG)),--kubeconfig $(KUBECONFIG))
 # `make run REAL_NODE=1`: the two workers are real kubelets with containerd (operators/kube/realnode.py).
 DEMO_ARGS += $(if $(REAL_NODE),--real-node)
+# `make run CLUSTER=1`: kopf-dra as pods, installed with Helm, on the complete local cluster.
+DEMO_ARGS += $(if $(CLUSTER),--in-cluster)
 PY_PATHS := operators tests bench e2e hack/config_reference.py hack/node/oci-image.py hack/image/oci-pack.py
 
 .PHONY: help venv lint fmt test unit integration e2e e2e-node e2e-cluster cluster e2e-kind chaos image docs helm bench bench-scheduler bench-compare bench-tenants bench-fabric simulate-differential \
@@ -31,6 +33,7 @@ help:
 	@echo "make run               the whole system on virtual nodes, with a live view (Ctrl-C stops)"
 	@echo "make run KUBECONFIG=f  the operators against an existing cluster, with the live view"
 	@echo "make run REAL_NODE=1   two real kubelets + containerd here: pods run with their devices (root)"
+	@echo "make run CLUSTER=1     kopf-dra as pods from its image, installed with Helm on the local cluster (root)"
 	@echo "make test              lint, then unit + integration tests and the e2e scenarios"
 	@echo "make e2e               the example scenarios on the local control plane"
 	@echo "make e2e-node          the scenarios with real pods on two local kubelets (root; builds them)"
@@ -105,9 +108,9 @@ e2e: $(STAMP) control-plane
 # the complete local cluster (kopf-dra cluster up), installed as the README says, then the
 # checks of e2e/cluster/ and the example scenarios, every pod placed by the in-cluster
 # scheduler: once with `kubectl apply --server-side -k e2e/cluster/overlay`, once with
-# `helm install` (and upgrade, uninstall), each on a cluster of its own. Root; builds and caches
-# what it needs. E2E_CLUSTER_INSTALLS=helm runs one.
-E2E_CLUSTER_INSTALLS ?= kustomize helm
+# `helm install` (and upgrade, uninstall), each on a cluster of its own; then `make run CLUSTER=1`
+# once (demo). Root; builds and caches what it needs. E2E_CLUSTER_INSTALLS=helm runs one.
+E2E_CLUSTER_INSTALLS ?= kustomize helm demo
 e2e-cluster: $(STAMP) control-plane helm
 	@hack/node/install-deps.sh
 	@hack/image/install-deps.sh
@@ -205,8 +208,9 @@ control-plane-up: control-plane
 control-plane-down: $(STAMP)
 	@$(VENV)/bin/kopf-dra control-plane down
 
-run: $(STAMP) control-plane
-	@$(VENV)/bin/kopf-dra demo $(DEMO_ARGS)
+run: $(STAMP) control-plane $(if $(CLUSTER),helm)
+	@$(if $(CLUSTER),hack/node/install-deps.sh && hack/image/install-deps.sh &&) \
+	  $(VENV)/bin/kopf-dra demo $(DEMO_ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis $(KIND_KUBECONFIG)

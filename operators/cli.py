@@ -48,7 +48,8 @@ def _cluster(args: argparse.Namespace) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
     try:
-        with cluster.running(Path(args.state_dir), names, [Path(i) for i in args.image]) as c:
+        state_dir = Path(args.state_dir) if args.state_dir else cluster.default_state_dir()
+        with cluster.running(state_dir, names, [Path(i) for i in args.image]) as c:
             print(f"local cluster {', '.join(n for n, _ in names)} is up ({c.timings})")
             print(f"export KUBECONFIG={c.kubeconfig}", flush=True)
             while not stop.wait(1.0):
@@ -120,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cl.add_argument(
         "--state-dir",
-        default=str(Path.home() / ".cache" / "kopf-dra" / "cluster"),
+        default=None,
         help="certificates, kubeconfig, logs (default: ~/.cache/kopf-dra/cluster)",
     )
     return parser

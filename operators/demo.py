@@ -30,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -40,7 +40,7 @@ from operators.aio import wait_at_most
 from operators.api.core import Pod
 from operators.api.features import feature_gates_argument, format_feature_gates
 from operators.api.quantity import Quantity
-from operators.kube import controlplane, manifests, realnode
+from operators.kube import cluster, controlplane, manifests, realnode
 from operators.kube.api import ApiError, ConflictError, KubeAPI, NotFoundError
 from operators.kube.client import make_api_client
 from operators.kube.files import CHECKOUT, project_root
@@ -759,6 +759,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "runs and restores them), so their pods run and show what they see of their devices",
     )
     parser.add_argument(
+        "--in-cluster",
+        action="store_true",
+        help="kopf-dra as pods: build its image, start the complete local cluster (real "
+        "kubelets, kube-proxy, CoreDNS; root), install it with Helm, then the examples and the "
+        "view (make run CLUSTER=1; needs a checkout)",
+    )
+    parser.add_argument(
+        "--image",
+        default=None,
+        help="with --in-cluster: this image archive instead of building one (make image)",
+    )
+    parser.add_argument(
         "--examples",
         default="all",
         help="comma-separated scenarios of manifests/examples/ to apply, 'all' or 'none'",
@@ -836,7 +848,8 @@ async def _demo(args: argparse.Namespace, stop: asyncio.Event, out: Any) -> int:
                 for name in selected_examples(args.examples, system.fabric):
                     applied.append(name)
                     await apply_example(api, name)
-                return await _view(api, system, args, stop, out, where, applied)
+                check = system.supervisor.check
+                return await view(api, check, args, stop, out, where, applied)
             finally:
                 system.stop()
 
@@ -878,15 +891,19 @@ def node_ready(node: Mapping[str, Any]) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
-async def _view(
+async def view(
     api: KubeAPI,
-    system: System,
+    check: Callable[[], None],
     args: argparse.Namespace,
     stop: asyncio.Event,
     out: Any,
     where: str,
     applied: list[str],
+    *,
+    kubelets: bool = False,
 ) -> int:
+    """The live view until ``stop`` (or ``--once``: one frame once every pod is settled, and
+    with ``kubelets``, every bound pod Running)."""
     loop = asyncio.get_running_loop()
     started = loop.time()
     tty = hasattr(out, "isatty") and out.isatty()
@@ -895,7 +912,7 @@ async def _view(
         return output_width(out)
 
     while True:
-        system.supervisor.check()
+        check()  # a child process or a cluster component that exited fails the demo
         snap = await snapshot(api)
         now = datetime.datetime.now().strftime("%H:%M:%S")
         header = (
@@ -903,6 +920,12 @@ async def _view(
             f"examples: {', '.join(applied) or '-'}  |  Ctrl-C stops everything\n"
         )
         settled = bool(snap.pods) and all(is_settled(p) for p in snap.pods) and pools_reported(snap)
+        if kubelets:
+            settled = settled and all(
+                p["status"].get("phase") == "Running"
+                for p in snap.pods
+                if p["spec"].get("nodeName")
+            )
         elapsed = loop.time() - started
         if args.once:
             if settled or elapsed > args.timeout:
@@ -928,6 +951,10 @@ def main(argv: Sequence[str]) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
+        if args.in_cluster:
+            from operators import demo_cluster
+
+            return await demo_cluster.run(args, stop, sys.stdout)
         return await _demo(args, stop, sys.stdout)
 
     try:
@@ -937,6 +964,7 @@ def main(argv: Sequence[str]) -> int:
         controlplane.ControlPlaneError,
         manifests.ManifestError,
         realnode.RealNodeError,
+        cluster.ClusterError,
     ) as e:
         print(f"kopf-dra demo: {e}", file=sys.stderr)
         return 2

@@ -7,21 +7,19 @@ with kube-controller-manager, kube-scheduler, kube-proxy and CoreDNS, imports th
 each node, installs kopf-dra as the README says and waits for every rollout:
 ``KOPF_DRA_E2E_INSTALL=kustomize`` (the default) applies the overlay and creates the fabric
 manager's token Secret; ``KOPF_DRA_E2E_INSTALL=helm`` runs the README's Helm commands with the
-values of ``e2e/cluster/helm-values.yaml``, and adds the Helm-only checks (``test_helm_upgrade.py``,
-``test_uninstalled.py``:
-upgrade, uninstall). Every other check holds for both. The e2e suite's fixtures then see an
-in-cluster install (``KOPF_DRA_E2E_IN_CLUSTER=1``, set by the Makefile): no operator runs
-outside the cluster.
+values of ``hack/cluster/helm-values.yaml``, and adds the Helm-only checks
+(``test_helm_upgrade.py``, ``test_uninstalled.py``: upgrade, uninstall). Every other check holds
+for both. The e2e suite's fixtures then see an in-cluster install (``KOPF_DRA_E2E_IN_CLUSTER=1``,
+set by the Makefile): no operator runs outside the cluster. ``KOPF_DRA_E2E_INSTALL=demo`` runs
+``make run CLUSTER=1`` instead (``test_demo.py``), which starts a cluster of its own.
 Where the machine cannot run it the session is skipped with what is missing, except under
 ``CI=true``, where that is a failure. Teardown checks that the host is as it was.
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,35 +30,36 @@ from operators.kube.files import project_root
 
 CI = os.environ.get("CI", "").lower() == "true"
 INSTALL = os.environ.get("KOPF_DRA_E2E_INSTALL", "kustomize")
-if INSTALL not in ("kustomize", "helm"):
-    raise pytest.UsageError(f"KOPF_DRA_E2E_INSTALL={INSTALL!r}: kustomize or helm")
-collect_ignore = [] if INSTALL == "helm" else ["test_helm_upgrade.py", "test_uninstalled.py"]
+if INSTALL not in ("kustomize", "helm", "demo"):
+    raise pytest.UsageError(f"KOPF_DRA_E2E_INSTALL={INSTALL!r}: kustomize, helm or demo")
+#: Helm's own checks run on the Helm install; `make run CLUSTER=1` (test_demo.py) starts a
+#: cluster of its own, in a session of its own (KOPF_DRA_E2E_INSTALL=demo).
+HELM_ONLY = {"test_helm_upgrade.py", "test_uninstalled.py"}
+DEMO_ONLY = {"test_demo.py"}
+collect_ignore = sorted(
+    p.name
+    for p in Path(__file__).parent.glob("test_*.py")
+    if (p.name in DEMO_ONLY) != (INSTALL == "demo") or (p.name in HELM_ONLY and INSTALL != "helm")
+)
 ROOT = project_root()
 OVERLAY = ROOT / "e2e" / "cluster" / "overlay"
-HELM_VALUES = ROOT / "e2e" / "cluster" / "helm-values.yaml"
-HELM_BUILD = ROOT / "hack" / "helm" / "build.sh"
-IMAGE_BUILD = ROOT / "hack" / "image" / "build.sh"
-NAMESPACE = "kopf-dra"
-#: The fabric manager's token Secret, exactly as the README tells users to create it.
-TOKEN_COMMAND = (
-    "kubectl -n kopf-dra create secret generic kopf-dra-fabric-tokens \\\n"
-    "  --from-file=default=<(openssl rand -hex 32)"
-)
-#: The README's Helm install, before it the namespace and its Pod Security labels.
-HELM_COMMANDS = (
-    "kubectl create namespace kopf-dra",
-    "kubectl label namespace kopf-dra pod-security.kubernetes.io/enforce=privileged \\\n"
-    "  pod-security.kubernetes.io/audit=restricted",
-    TOKEN_COMMAND,
-    "helm install kopf-dra charts/kopf-dra --namespace kopf-dra",
-)
+HELM_VALUES = cluster.HELM_VALUES
+NAMESPACE = cluster.NAMESPACE
+TOKEN_COMMAND = cluster.TOKEN_COMMAND
+HELM_COMMANDS = cluster.HELM_COMMANDS
 
 
-def _missing() -> list[str]:
+@pytest.fixture(scope="session")
+def prerequisites() -> None:
+    """Skip the session naming what the machine lacks (a failure under CI=true)."""
     missing = cluster.missing_prerequisites()
     if shutil.which("mmdebstrap") is None:
         missing.append("mmdebstrap, to build the image (hack/image/install-deps.sh)")
-    return missing
+    if missing:
+        message = "the local cluster needs: " + "; ".join(missing)
+        if CI:
+            pytest.fail(message + " (CI=true: a missing prerequisite is a failure)")
+        pytest.skip(message)
 
 
 def build_image() -> Path:
@@ -69,22 +68,16 @@ def build_image() -> Path:
     given = os.environ.get("KOPF_DRA_E2E_IMAGE")
     if given:
         return Path(given)
-    proc = subprocess.run(
-        ["bash", str(IMAGE_BUILD)], capture_output=True, text=True, check=False, timeout=1200
-    )
-    if proc.returncode != 0:
-        pytest.fail(f"make image failed:\n{proc.stderr[-4000:]}")
-    return Path(proc.stdout.strip().splitlines()[-1])
+    try:
+        return cluster.build_image()
+    except cluster.ClusterError as e:
+        pytest.fail(f"make image failed: {e}")
 
 
 @pytest.fixture(scope="session")
-def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[cluster.Cluster]:
-    missing = _missing()
-    if missing:
-        message = "the local cluster needs: " + "; ".join(missing)
-        if CI:
-            pytest.fail(message + " (CI=true: a missing prerequisite is a failure)")
-        pytest.skip(message)
+def local_cluster(
+    prerequisites: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[cluster.Cluster]:
     image = build_image()
     with cluster.running(
         tmp_path_factory.mktemp("cluster"), cluster.node_names(2), [image]
@@ -94,46 +87,22 @@ def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[cluster.
 
 
 def shell(c: cluster.Cluster, command: str) -> str:
-    """A command as a user types it: bash, kubectl on PATH, KUBECONFIG set."""
-    env = {
-        **os.environ,
-        "KUBECONFIG": str(c.kubeconfig),
-        "PATH": f"{c.kubectl.parent}:{helm().parent}:{os.environ.get('PATH', '')}",
-    }
-    proc = subprocess.run(
-        ["bash", "-c", command],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=env,
-        timeout=300,
-        cwd=ROOT,
-    )
-    assert proc.returncode == 0, f"{command}\n{proc.stdout}\n{proc.stderr}"
-    return proc.stdout
-
-
-@functools.cache
-def helm() -> Path:
-    """The pinned helm (``make helm``), built unless cached."""
-    proc = subprocess.run(["bash", str(HELM_BUILD)], capture_output=True, text=True, check=False)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return Path(proc.stdout.strip().splitlines()[-1])
+    """A command as a user types it: bash, kubectl and helm on PATH, KUBECONFIG set."""
+    try:
+        return c.shell(command)
+    except cluster.ClusterError as e:
+        raise AssertionError(str(e)) from None
 
 
 @pytest.fixture(scope="session")
 def installed(local_cluster: cluster.Cluster) -> cluster.Cluster:
     """kopf-dra installed as the README says, every rollout finished."""
     if INSTALL == "helm":
-        *prepare, install = HELM_COMMANDS
-        for command in prepare:
-            shell(local_cluster, command)
-        shell(local_cluster, f"{install} -f {HELM_VALUES.relative_to(ROOT)}")
+        local_cluster.install_with_helm()
     else:
         shell(local_cluster, f"kubectl apply --server-side -k {OVERLAY}")
         shell(local_cluster, TOKEN_COMMAND)
-    for kind in ("deployment", "daemonset"):
-        shell(local_cluster, f"kubectl -n {NAMESPACE} rollout status {kind} --timeout=300s")
+        local_cluster.wait_rollouts()
     return local_cluster
 
 

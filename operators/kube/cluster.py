@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 import shutil
@@ -34,6 +35,25 @@ from operators.kube.files import project_root
 BUILD_SCRIPT = project_root() / "hack" / "cluster" / "build.sh"
 UPSTREAM_BUILD_SCRIPT = project_root() / "hack" / "controlplane" / "build-upstream.sh"
 COREDNS_MANIFEST = project_root() / "hack" / "cluster" / "coredns.yaml"
+#: Only in a checkout (the wheel carries neither): the image's build, helm's, and the chart.
+IMAGE_BUILD_SCRIPT = project_root() / "hack" / "image" / "build.sh"
+HELM_BUILD_SCRIPT = project_root() / "hack" / "helm" / "build.sh"
+#: The chart's values for this cluster's nodes (a driver group per node, the cluster's gates).
+HELM_VALUES = project_root() / "hack" / "cluster" / "helm-values.yaml"
+NAMESPACE = "kopf-dra"
+#: The fabric manager's token Secret, exactly as the README tells users to create it.
+TOKEN_COMMAND = (
+    "kubectl -n kopf-dra create secret generic kopf-dra-fabric-tokens \\\n"
+    "  --from-file=default=<(openssl rand -hex 32)"
+)
+#: The README's Helm install, the namespace and its Pod Security labels first.
+HELM_COMMANDS = (
+    "kubectl create namespace kopf-dra",
+    "kubectl label namespace kopf-dra pod-security.kubernetes.io/enforce=privileged \\\n"
+    "  pod-security.kubernetes.io/audit=restricted",
+    TOKEN_COMMAND,
+    "helm install kopf-dra charts/kopf-dra --namespace kopf-dra",
+)
 #: The nodes' directories, named after the nodes: a kept overlay names the driver's paths below
 #: (e2e/cluster/overlay). Short, since unix socket paths live below.
 NODE_BASE = Path("/var/lib/kopf-dra-cluster")
@@ -66,6 +86,11 @@ def missing_prerequisites() -> list[str]:
     return missing
 
 
+def default_state_dir() -> Path:
+    """Certificates, kubeconfig and logs of ``kopf-dra cluster up`` and the in-cluster demo."""
+    return controlplane.cache_root() / "cluster"
+
+
 def node_names(count: int) -> list[tuple[str, dict[str, str]]]:
     """kind's worker names (kopf-dra-worker, kopf-dra-worker2, ...), each wired to rack-a and
     fabric1 as the e2e scenarios expect (``demo.WIRED``)."""
@@ -75,11 +100,27 @@ def node_names(count: int) -> list[tuple[str, dict[str, str]]]:
     return [(f"kopf-dra-worker{i + 1 if i else ''}", dict(wired)) for i in range(count)]
 
 
-def _build(script: Path) -> Path:
-    proc = subprocess.run(["bash", str(script)], capture_output=True, text=True, check=False)
+def _build(script: Path, timeout: float | None = None) -> Path:
+    """Run a build script that prints what it built last; it says what went wrong."""
+    if not script.is_file():
+        raise ClusterError(f"{script} is missing: this needs a checkout of kopf-dra")
+    proc = subprocess.run(
+        ["bash", str(script)], capture_output=True, text=True, check=False, timeout=timeout
+    )
     if proc.returncode != 0:
-        raise ClusterError(f"{script.name} failed:\n{proc.stderr[-4000:]}")
+        raise ClusterError(f"{script} failed:\n{proc.stderr[-4000:]}")
     return Path(proc.stdout.strip().splitlines()[-1])
+
+
+def build_image() -> Path:
+    """kopf-dra's image archive from this checkout (``make image``; cached by its inputs)."""
+    return _build(IMAGE_BUILD_SCRIPT, timeout=1200)
+
+
+@functools.cache
+def helm() -> Path:
+    """The pinned helm (``make helm``), built unless cached."""
+    return _build(HELM_BUILD_SCRIPT)
 
 
 def _nft(*args: str, stdin: str | None = None) -> str:
@@ -148,6 +189,36 @@ class Cluster:
         if proc.returncode != 0:
             raise ClusterError(f"kubectl {' '.join(args)}: {proc.stderr.strip()}")
         return proc.stdout
+
+    def shell(self, command: str) -> str:
+        """A command as a user types it in the checkout: bash, kubectl and helm on PATH,
+        KUBECONFIG set; its output, or ClusterError with what it printed."""
+        env = {
+            **os.environ,
+            "KUBECONFIG": str(self.kubeconfig),
+            "PATH": f"{self.kubectl.parent}:{helm().parent}:{os.environ.get('PATH', '')}",
+        }
+        proc = subprocess.run(
+            ["bash", "-c", command], capture_output=True, text=True, check=False, env=env,
+            timeout=300, cwd=project_root(),
+        )  # fmt: skip
+        if proc.returncode != 0:
+            raise ClusterError(f"{command}\n{proc.stdout}\n{proc.stderr}")
+        return proc.stdout
+
+    def install_with_helm(self, *extra: str) -> None:
+        """kopf-dra installed as the README's Helm commands do, with this cluster's values
+        (``extra``: more helm arguments), every rollout finished."""
+        *prepare, install = HELM_COMMANDS
+        for command in prepare:
+            self.shell(command)
+        values = HELM_VALUES.relative_to(project_root())
+        self.shell(" ".join([install, "-f", str(values), *extra]))
+        self.wait_rollouts()
+
+    def wait_rollouts(self) -> None:
+        for kind in ("deployment", "daemonset"):
+            self.shell(f"kubectl -n {NAMESPACE} rollout status {kind} --timeout=300s")
 
     def _spawn(self, name: str, argv: list[str]) -> None:
         with open(self.state_dir / f"{name}.log", "ab") as out:

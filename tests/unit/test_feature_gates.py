@@ -229,11 +229,11 @@ def test_a_claim_with_alternatives_fails_as_upstream_says_with_prioritized_list_
 
 
 def test_the_local_clusters_installs_give_every_component_the_control_planes_gates() -> None:
-    """e2e/cluster's kustomize overlay and Helm values carry FEATURE_GATES, gate for gate."""
+    """The local cluster's kustomize overlay and Helm values carry FEATURE_GATES, gate for gate."""
     root = Path(__file__).resolve().parents[2] / "e2e" / "cluster"
     overlay = yaml.safe_load((root / "overlay" / "kustomization.yaml").read_text())
     (patch,) = [p for p in overlay["patches"] if "KOPF_DRA_FEATURE_GATES" in p["patch"]]
     (op,) = yaml.safe_load(patch["patch"])
     assert op["value"]["value"] == format_feature_gates(FEATURE_GATES)
-    values = yaml.safe_load((root / "helm-values.yaml").read_text())
+    values = yaml.safe_load((root.parents[1] / "hack" / "cluster" / "helm-values.yaml").read_text())
     assert values["featureGates"] == FEATURE_GATES
