@@ -1,7 +1,8 @@
 """The install path of the image, proven without Docker: build the wheel from a clean copy of the
 sources, install it into a fresh virtualenv, and run every component's entry point from there.
 
-The Dockerfile does the same with the dependencies from PyPI (``pip wheel -c constraints.txt``).
+The image does the same with the locked dependencies (``hack/image/venv.sh``, which the Dockerfile
+and ``make image`` share; tests/integration/test_image.py runs the components from the image).
 Here, to stay fast and offline, the fresh venv installs only the wheel (``--no-deps``) and sees
 the already installed dependencies of ``.venv`` through a ``.pth`` line. A ``.pth`` line adds a
 directory to ``sys.path`` without running that directory's own ``.pth`` files, so the editable
