@@ -23,7 +23,6 @@ import functools
 import json
 import os
 import shutil
-import signal
 import subprocess
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -312,7 +311,7 @@ class Cluster:
         for name in ("kube-proxy", "kube-scheduler", "kube-controller-manager"):
             proc = self.processes.pop(name, None)
             if proc is not None:
-                _terminate(proc)
+                realnode.terminate(proc)
         cleanup = subprocess.run(
             [str(self.cluster_bin / "kube-proxy"), "--cleanup"],
             capture_output=True, text=True, check=False, env={**os.environ, "PATH": SBIN_PATH},
@@ -329,17 +328,6 @@ class Cluster:
         if after != self.ruleset_before:
             problems.append("the host's nftables ruleset differs from before the cluster")
         return problems
-
-
-def _terminate(proc: subprocess.Popen[bytes], grace: float = 10.0) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
 
 
 def start(
