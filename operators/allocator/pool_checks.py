@@ -135,8 +135,8 @@ def check_pool(
     problems.extend(_exceeding_consumption(slices, counter_sets))
     problems.extend(_conflicting_node_selection([*slices, *group.older]))
 
-    pool_claims = [c for c in claims if _touches(c, group.id)]
-    devices = _devices(slices, features)
+    pool_claims = [c for c in claims if touches(c, group.id)]
+    devices = pool_devices(slices, features)
     problems.extend(_double_allocations(group.id, pool_claims, devices))
     state = AllocatedState.from_claims(pool_claims, features)
     allocated = {name for name in devices if state.is_allocated(group.id.device(name))}
@@ -390,11 +390,14 @@ def _conflicting_node_selection(slices: Sequence[ResourceSlice]) -> list[PoolPro
 # --- allocations ---------------------------------------------------------------------------
 
 
-def _touches(claim: ResourceClaim, pool: PoolID) -> bool:
+def touches(claim: ResourceClaim, pool: PoolID) -> bool:
+    """Whether the claim's allocation has a device of the pool (the only claims it needs)."""
     return any(r.device_id.pool_id == pool for r in claim.allocated_results())
 
 
-def _devices(slices: Sequence[ResourceSlice], features: Features) -> dict[str, tuple[str, Device]]:
+def pool_devices(
+    slices: Sequence[ResourceSlice], features: Features
+) -> dict[str, tuple[str, Device]]:
     """Devices of the pool by name: (slice name, device); the first of duplicates."""
     found: dict[str, tuple[str, Device]] = {}
     for s in slices:
@@ -447,7 +450,7 @@ def _counter_usage(
 ) -> list[CounterUsage]:
     """Per counter of every counter set: consumed by allocated devices, and the total."""
     consumed: dict[tuple[str, str], Decimal] = {}
-    for name, (_, device) in _devices(slices, features).items():
+    for name, (_, device) in pool_devices(slices, features).items():
         if name not in allocated:
             continue
         for use in device.consumes_counters:
