@@ -50,7 +50,7 @@ GATES: Final[Mapping[str, Gate]] = {
     "DRAResourceClaimGranularStatusAuthorization": Gate(
         True, "Beta", depends_on=(DRA, "DRAResourceClaimDeviceStatus"), implemented=False
     ),
-    "DRAResourcePoolStatus": Gate(False, "Alpha", depends_on=(DRA,), implemented=False),
+    "DRAResourcePoolStatus": Gate(False, "Alpha", depends_on=(DRA,)),
     "DRASchedulerFilterTimeout": Gate(True, "Beta", depends_on=(DRA,)),
     # Upstream it also depends on GenericWorkload, a gate outside DRA that kopf-dra does not know.
     "DRAWorkloadResourceClaims": Gate(False, "Alpha", depends_on=(DRA,), implemented=False),

@@ -53,6 +53,12 @@ RESOURCES: Final[dict[str, Resource]] = {
         Resource(RESOURCE_V1, "resourceclaims", True, "ResourceClaim"),
         Resource(RESOURCE_V1, "resourceclaimtemplates", True, "ResourceClaimTemplate"),
         Resource("resource.k8s.io/v1beta2", "devicetaintrules", False, "DeviceTaintRule"),
+        Resource(
+            "resource.k8s.io/v1alpha3",
+            "resourcepoolstatusrequests",
+            False,
+            "ResourcePoolStatusRequest",
+        ),
         Resource("v1", "pods", True, "Pod"),
         Resource("v1", "nodes", False, "Node"),
         Resource("v1", "namespaces", False, "Namespace"),

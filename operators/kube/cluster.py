@@ -1,12 +1,12 @@
 """A complete local cluster: what kind gives elsewhere, built on this machine from source.
 
 kube-apiserver and etcd (``controlplane``), kube-controller-manager with every controller but
-``resourceclaim-controller`` (kopf-dra's job), kube-scheduler for every pod that is not
-kopf-dra's, real kubelet nodes with containerd (``realnode``), kube-proxy in nftables mode for
-Service routing, and CoreDNS as cluster DNS (``hack/cluster/coredns.yaml``). Pods reach the API
-server through the ``kubernetes`` Service, as in any cluster: kube-apiserver serves and
-advertises the host's address, each node's bridge is its pods' default gateway, and kube-proxy
-maps the Service's ClusterIP to that address.
+``resourceclaim-controller`` and ``resourcepoolstatusrequest-controller`` (kopf-dra's jobs),
+kube-scheduler for every pod that is not kopf-dra's, real kubelet nodes with containerd
+(``realnode``), kube-proxy in nftables mode for Service routing, and CoreDNS as cluster DNS
+(``hack/cluster/coredns.yaml``). Pods reach the API server through the ``kubernetes`` Service,
+as in any cluster: kube-apiserver serves and advertises the host's address, each node's bridge
+is its pods' default gateway, and kube-proxy maps the Service's ClusterIP to that address.
 
 What it changes on the host, and undoes at teardown (``Cluster.stop`` returns what it could
 not): the nodes' sysctls, directories and bridges (``realnode.HostState``), kube-proxy's
@@ -66,8 +66,9 @@ PROXY_SYSCTLS = (
     "net/bridge/bridge-nf-call-iptables",
     "net/netfilter/nf_conntrack_max",
 )
-#: kube-controller-manager's controllers: all but the one kopf-dra's claim controllers replace.
-CONTROLLERS = "*,-resourceclaim-controller"
+#: kube-controller-manager's controllers: all but those kopf-dra replaces, its claim controllers
+#: and the pool validator's answers to ResourcePoolStatusRequests (one writer per request).
+CONTROLLERS = "*,-resourceclaim-controller,-resourcepoolstatusrequest-controller"
 #: kube-proxy, kcm and the scheduler need nft and friends: unlike the kubelet, /usr/sbin.
 SBIN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 STARTUP_TIMEOUT = 180.0

@@ -47,9 +47,9 @@ FEATURE_GATES = {
     "DRAExtendedResource": False,
     "DRANodeAllocatableResources": False,
     "DRAWorkloadResourceClaims": False,
-    "DRAResourcePoolStatus": False,
+    "DRAResourcePoolStatus": True,
 }
-RUNTIME_CONFIG = "resource.k8s.io/v1beta2=true"
+RUNTIME_CONFIG = "resource.k8s.io/v1beta2=true,resource.k8s.io/v1alpha3=true"
 #: Service ClusterIPs: the benchmarking range (RFC 2544) beside the real nodes' pod subnets
 #: (198.18.x.0/24), so that no packet for a Service ever leaves this machine, routed or not.
 SERVICE_CIDR = "198.19.0.0/24"

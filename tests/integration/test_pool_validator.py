@@ -101,7 +101,7 @@ async def driver(kube: KubeAPI) -> AsyncIterator[str]:
 
 @contextlib.asynccontextmanager
 async def validator(
-    kubeconfig: Any, grace: float = 60.0, lease_namespace: str = "kube-system"
+    kubeconfig: Any, grace: float = 60.0, lease_namespace: str = "kube-system", **overrides: Any
 ) -> AsyncIterator[PoolValidatorController]:
     """The validator running in a thread of its own, exposed to look at its queue and verdicts."""
     settings = PoolValidatorSettings(
@@ -110,6 +110,7 @@ async def validator(
         incomplete_grace_period=grace,
         lease_namespace=lease_namespace,
         lease_name=unique("pool-validator"),
+        **overrides,
     )
     registry = kopf.OperatorRegistry()
     register_login(registry, settings.kubeconfig)
@@ -527,9 +528,9 @@ async def test_kubectl_explain_shows_a_description_of_every_field(
     assert "DuplicateDeviceName" in out.decode()  # the description of problems[].code
 
 
-async def _gone(kube: KubeAPI, name: str) -> bool:
+async def _gone(kube: KubeAPI, name: str, kind: str = KIND) -> bool:
     try:
-        await kube.get(KIND, name)
+        await kube.get(kind, name)
     except NotFoundError:
         return True
     return False
@@ -857,3 +858,221 @@ async def test_the_webhook_manifests_are_accepted_and_the_cert_script_fills_them
     finally:
         with contextlib.suppress(NotFoundError):
             await kube.delete("ValidatingWebhookConfiguration", name)
+
+
+# --- ResourcePoolStatusRequests (KEP-5677, resource.k8s.io/v1alpha3) ----------------------------
+
+
+def pool_slice(driver: str, pool: str, name: str, *, count: int = 1, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{driver.split('.')[0]}-{pool}-{name}"},
+        "spec": {
+            "driver": driver,
+            "pool": {"name": pool, "generation": 1, "resourceSliceCount": count},
+            "nodeName": "node-1",
+            **spec,
+        },
+    }
+
+
+async def claim_with(
+    kube: KubeAPI, namespace: str, name: str, results: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Play the scheduler: a claim allocated these results (request "gpu")."""
+    body = await kube.create(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}
+            },
+        }
+    )
+    body["status"] = {"allocation": {"devices": {"results": results}}}
+    return await kube.replace_status(body)
+
+
+def got(driver: str, pool: str, device: str, **extra: Any) -> dict[str, Any]:
+    return {"request": "gpu", "driver": driver, "pool": pool, "device": device, **extra}
+
+
+async def pool_shapes(kube: KubeAPI, namespace: str, driver: str) -> None:
+    """One pool of each shape, with its allocations; "publishing" has 1 of its 2 slices."""
+    half = {"counterSet": "gpu-0", "counters": {"memory": {"value": "20Gi"}}}
+    whole = {"counterSet": "gpu-0", "counters": {"memory": {"value": "40Gi"}}}
+    plain = [{"name": f"d{i}"} for i in range(3)]
+    slices = [
+        pool_slice(driver, "plain", "s", devices=plain),
+        pool_slice(driver, "partitions", "counters", count=2, sharedCounters=GPU_COUNTERS),
+        pool_slice(
+            driver,
+            "partitions",
+            "devices",
+            count=2,
+            devices=[
+                {"name": "whole", "consumesCounters": [whole]},
+                {"name": "half-0", "consumesCounters": [half]},
+                {"name": "half-1", "consumesCounters": [half]},
+            ],
+        ),
+        pool_slice(
+            driver,
+            "shared",
+            "s",
+            devices=[
+                {
+                    "name": "nic",
+                    "allowMultipleAllocations": True,
+                    "capacity": {"bandwidth": {"value": "10Gi"}},
+                },
+                {"name": "other"},
+            ],
+        ),
+        pool_slice(driver, "admin", "s", devices=[{"name": "d0"}, {"name": "d1"}]),
+        pool_slice(
+            driver,
+            "tainted",
+            "s",
+            devices=[
+                {"name": "ok"},
+                {"name": "info", "taints": [{"key": "k", "effect": "None"}]},
+                {"name": "drain", "taints": [{"key": "k", "effect": "NoSchedule"}]},
+                {"name": "evict", "taints": [{"key": "k", "effect": "NoExecute"}]},
+            ],
+        ),
+        pool_slice(driver, "publishing", "s-0", count=2, devices=[{"name": "d0"}]),
+    ]
+    for s in slices:
+        await kube.create(s)
+    await claim_with(kube, namespace, "plain", [got(driver, "plain", "d0")])
+    await claim_with(kube, namespace, "whole", [got(driver, "partitions", "whole")])
+    for name in ("a", "b", "c"):
+        share = {"shareID": str(uuid.uuid4()), "consumedCapacity": {"bandwidth": "1Gi"}}
+        await claim_with(kube, namespace, f"nic-{name}", [got(driver, "shared", "nic", **share)])
+    # adminAccess results need the namespace's admin-access label (the API server checks it).
+    labels = {"metadata": {"labels": {"resource.kubernetes.io/admin-access": "true"}}}
+    await kube.patch("Namespace", namespace, labels)
+    await claim_with(kube, namespace, "admin", [got(driver, "admin", "d0", adminAccess=True)])
+    await claim_with(kube, namespace, "user", [got(driver, "admin", "d0")])
+
+
+async def ask(kube: KubeAPI, driver: str, **spec: Any) -> dict[str, Any]:
+    return await kube.create(
+        {
+            "apiVersion": "resource.k8s.io/v1alpha3",
+            "kind": "ResourcePoolStatusRequest",
+            "metadata": {"name": unique("ask")},
+            "spec": {"driver": driver, **spec},
+        }
+    )
+
+
+async def answered(kube: KubeAPI, name: str, within: float = 30.0) -> dict[str, Any]:
+    async def probe() -> dict[str, Any] | None:
+        body = await kube.get("ResourcePoolStatusRequest", name)
+        return body if body.get("status") else None
+
+    return await eventually(probe, within=within, what=f"ResourcePoolStatusRequest {name} answered")
+
+
+def figures(pool: dict[str, Any]) -> tuple[Any, ...]:
+    return tuple(
+        pool.get(f)
+        for f in ("totalDevices", "allocatedDevices", "unavailableDevices", "availableDevices")
+    )
+
+
+@pytest.mark.usefixtures("crd")
+async def test_requests_are_answered_once_with_counts_per_pool_shape(
+    kube: KubeAPI, validator_kubeconfig: Path, driver: str, namespace: str
+) -> None:
+    """As the manifests' ServiceAccount: answered, limited, filtered, and never answered twice."""
+    await pool_shapes(kube, namespace, driver)
+    async with validator(
+        validator_kubeconfig,
+        lease_namespace=namespace,
+        request_incomplete_retries=2,
+        request_incomplete_retry_delay=0.2,
+    ):
+        request = await ask(kube, driver)
+        body = await answered(kube, request["metadata"]["name"])
+        status = body["status"]
+        pools = {p["poolName"]: p for p in status["pools"]}
+        assert status["poolCount"] == 6
+        assert list(pools) == sorted(pools)
+        assert figures(pools["plain"]) == (3, 1, 0, 2)
+        assert figures(pools["partitions"]) == (3, 1, 2, 0)
+        assert figures(pools["shared"]) == (2, 1, 0, 1)
+        assert figures(pools["admin"]) == (2, 1, 0, 1)
+        assert figures(pools["tainted"]) == (4, 0, 2, 2)
+        assert figures(pools["publishing"]) == (None, None, None, None)
+        assert pools["publishing"]["validationError"] == (
+            f"pool {driver}/publishing is incomplete: observed 1/2 slices at generation 1"
+        )
+        assert pools["plain"]["nodeName"] == "node-1"
+        assert pools["plain"]["resourceSliceCount"] == 1
+        (complete,) = status["conditions"]
+        assert (complete["type"], complete["status"], complete["reason"]) == (
+            "Complete",
+            "True",
+            "CalculationComplete",
+        )
+        assert complete["message"] == "Calculated status for 6 pools (1 incomplete)"
+
+        limited = await answered(kube, (await ask(kube, driver, limit=2))["metadata"]["name"])
+        assert [p["poolName"] for p in limited["status"]["pools"]] == ["admin", "partitions"]
+        assert limited["status"]["poolCount"] == 6
+        one = await answered(kube, (await ask(kube, driver, poolName="plain"))["metadata"]["name"])
+        assert [p["poolName"] for p in one["status"]["pools"]] == ["plain"]
+        assert figures(one["status"]["pools"][0]) == (3, 1, 0, 2)
+
+        # Answered once: a later allocation changes a new request's answer, not the old one.
+        await claim_with(kube, namespace, "more", [got(driver, "plain", "d1")])
+        again = await answered(
+            kube, (await ask(kube, driver, poolName="plain"))["metadata"]["name"]
+        )
+        assert figures(again["status"]["pools"][0]) == (3, 2, 0, 1)
+        old = await kube.get("ResourcePoolStatusRequest", one["metadata"]["name"])
+        assert old["metadata"]["resourceVersion"] == one["metadata"]["resourceVersion"]
+
+
+@pytest.mark.usefixtures("crd")
+async def test_requests_wait_for_incomplete_pools_and_go_at_their_ttl(
+    kube: KubeAPI, kubeconfig: Any, driver: str
+) -> None:
+    async with validator(
+        kubeconfig,
+        request_completed_ttl=2.0,
+        request_pending_ttl=4.0,
+        request_incomplete_retries=10**6,
+        request_incomplete_retry_delay=0.2,
+    ):
+        await kube.create(pool_slice(driver, "p", "s-0", count=2, devices=[{"name": "d0"}]))
+        stuck = await ask(kube, driver)
+        seen: list[dict[str, Any]] = []
+
+        async def stuck_gone() -> bool:
+            try:
+                seen.append(await kube.get("ResourcePoolStatusRequest", stuck["metadata"]["name"]))
+            except NotFoundError:
+                return True
+            return False
+
+        # Never answered while its pool is incomplete; deleted at the pending TTL.
+        await eventually(stuck_gone, what="the unanswered request deleted at its pending TTL")
+        assert seen
+        assert not any(b.get("status") for b in seen)
+
+        waiting = await ask(kube, driver)
+        await kube.create(pool_slice(driver, "p", "s-1", count=2, devices=[{"name": "d1"}]))
+        body = await answered(kube, waiting["metadata"]["name"])
+        (pool,) = body["status"]["pools"]
+        assert "validationError" not in pool
+        assert figures(pool) == (2, 0, 0, 2)
+        await eventually(
+            lambda: _gone(kube, waiting["metadata"]["name"], "ResourcePoolStatusRequest"),
+            what="the answered request deleted at its completed TTL",
+        )

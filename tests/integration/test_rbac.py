@@ -214,6 +214,16 @@ async def test_the_pool_validator_writes_only_its_own_kind(as_account: Any, name
     with pytest.raises(ApiError) as denied:
         await validator.delete("ResourceSlice", "any-slice")
     assert denied.value.status == 403
+    # It answers ResourcePoolStatusRequests; it never asks.
+    request = {
+        "apiVersion": "resource.k8s.io/v1alpha3",
+        "kind": "ResourcePoolStatusRequest",
+        "metadata": {"name": unique("ask")},
+        "spec": {"driver": "gpu.example.com"},
+    }
+    with pytest.raises(ApiError) as denied:
+        await validator.create(request)
+    assert denied.value.status == 403
 
 
 # --- the fabric controller: nodes and slices, confined by its admission policies --------------

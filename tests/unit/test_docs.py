@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from operators.kube.cluster import CONTROLLERS
 from operators.kube.controlplane import FEATURE_GATES, RUNTIME_CONFIG
 from operators.kube.manifests import render
 
@@ -33,8 +34,8 @@ def test_the_kind_config_switches_the_gates_of_the_local_control_plane() -> None
     config = _kind()
     assert (config["kind"], config["apiVersion"]) == ("Cluster", "kind.x-k8s.io/v1alpha4")
     assert config["featureGates"] == FEATURE_GATES
-    group, _, value = RUNTIME_CONFIG.partition("=")
-    assert config["runtimeConfig"] == {group: value}
+    pairs = (item.partition("=") for item in RUNTIME_CONFIG.split(","))
+    assert config["runtimeConfig"] == {group: value for group, _, value in pairs}
 
 
 def test_the_kind_config_disables_the_upstream_claim_controller_and_labels_workers() -> None:
@@ -42,9 +43,7 @@ def test_the_kind_config_disables_the_upstream_claim_controller_and_labels_worke
     (control_plane,) = [n for n in config["nodes"] if n["role"] == "control-plane"]
     (patch,) = [yaml.safe_load(p) for p in control_plane["kubeadmConfigPatches"]]
     assert patch["kind"] == "ClusterConfiguration"
-    assert {"name": "controllers", "value": "*,-resourceclaim-controller"} in patch[
-        "controllerManager"
-    ]["extraArgs"]
+    assert {"name": "controllers", "value": CONTROLLERS} in patch["controllerManager"]["extraArgs"]
     workers = [n for n in config["nodes"] if n["role"] == "worker"]
     assert len(workers) == 2
     for worker in workers:

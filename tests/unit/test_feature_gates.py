@@ -23,6 +23,8 @@ from operators.api.features import (
     resolve,
 )
 from operators.cel import CELEnvironment
+from operators.controllers.pool_validator.handlers import PoolValidatorController
+from operators.controllers.pool_validator.settings import PoolValidatorSettings
 from operators.controllers.scheduler.handlers import Scheduler
 from operators.controllers.scheduler.settings import SchedulerSettings
 from operators.kube.controlplane import FEATURE_GATES
@@ -154,6 +156,8 @@ ALLOCATOR_FIELDS: dict[str, str | None] = {
 }
 # Gates the scheduler itself honours, outside the allocator.
 SCHEDULER_GATES = {"DRADeviceTaintRules", "DRASchedulerFilterTimeout"}
+# Gates the pool validator honours.
+POOL_VALIDATOR_GATES = {"DRAResourcePoolStatus"}
 
 
 def flipped(name: str) -> dict[str, bool]:
@@ -169,9 +173,9 @@ def flipped(name: str) -> dict[str, bool]:
 def test_every_gate_is_in_the_table() -> None:
     assert set(ALLOCATOR_FIELDS) == set(GATES)
     implemented = {n for n, g in GATES.items() if g.implemented}
-    assert {n for n, f in ALLOCATOR_FIELDS.items() if f} | SCHEDULER_GATES | {
-        "DynamicResourceAllocation"
-    } == implemented
+    assert {
+        n for n, f in ALLOCATOR_FIELDS.items() if f
+    } | SCHEDULER_GATES | POOL_VALIDATOR_GATES | {"DynamicResourceAllocation"} == implemented
 
 
 @pytest.mark.parametrize("name", sorted(n for n, f in ALLOCATOR_FIELDS.items() if f))
@@ -237,3 +241,12 @@ def test_the_local_clusters_installs_give_every_component_the_control_planes_gat
     assert op["value"]["value"] == format_feature_gates(FEATURE_GATES)
     values = yaml.safe_load((root.parents[1] / "hack" / "cluster" / "helm-values.yaml").read_text())
     assert values["featureGates"] == FEATURE_GATES
+
+
+def test_pool_validator_answers_pool_status_requests_only_with_the_gate() -> None:
+    # Off, the API server serves no ResourcePoolStatusRequest: nothing to watch or answer.
+    on = PoolValidatorController(
+        PoolValidatorSettings(feature_gates={"DRAResourcePoolStatus": True})
+    )
+    off = PoolValidatorController(PoolValidatorSettings(feature_gates={}))
+    assert (on.answers_requests, off.answers_requests) == (True, False)

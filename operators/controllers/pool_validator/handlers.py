@@ -32,6 +32,9 @@ from operators.allocator.pool_checks import (
 from operators.allocator.pools import newest_generations
 from operators.api.ids import PoolID
 from operators.api.keys import ObjectKey
+from operators.api.poolstatus import KIND as REQUEST_KIND
+from operators.api.poolstatus import PLURAL as REQUEST_PLURAL
+from operators.api.poolstatus import ResourcePoolStatusRequest
 from operators.api.resource import ResourceClaim, ResourceSlice
 from operators.api.timestamps import format_time
 from operators.controllers.pool_validator import metrics, planning
@@ -64,6 +67,9 @@ SERVED_POLL = 0.5  # seconds between checks that a just-installed CRD is served
 COMPONENT: Final = "pool-validator"
 STATUSES: Final = (GROUP, VERSION, PLURAL)
 RESOURCE: Final = Resource(API_VERSION, PLURAL, False, KIND)
+#: resource.k8s.io/v1alpha3, served with the DRAResourcePoolStatus gate (KEP-5677).
+REQUESTS: Final = ("resource.k8s.io", "v1alpha3", REQUEST_PLURAL)
+POOL_STATUS_GATE: Final = "DRAResourcePoolStatus"
 
 PoolKey = tuple[str, str]  # (driver, pool)
 
@@ -117,6 +123,20 @@ class PoolValidatorController(Controller[PoolValidatorSettings]):
         # Our last write per pool, with the resourceVersion it replaced: the cache may lag.
         self._written: dict[PoolKey, tuple[str | None, dict[str, Any]]] = {}
         self._labels: dict[PoolKey, list[tuple[str, ...]]] = {}
+        # ResourcePoolStatusRequests: answered here in place of kube-controller-manager's
+        # resourcepoolstatusrequest-controller, which must then be off (one writer).
+        self.answers_requests = settings.gate(POOL_STATUS_GATE)
+        self.requests: WorkQueue[str] = WorkQueue(
+            self.reconcile_request, name=f"{COMPONENT}-requests", workers=1, clock=self.clock
+        )
+        self._request_names: set[str] = set()
+        self._request_attempts: collections.Counter[str] = collections.Counter()
+        self.lifetimes = planning.RequestLifetimes(
+            completed_ttl=settings.request_completed_ttl,
+            pending_ttl=settings.request_pending_ttl,
+            incomplete_retries=settings.request_incomplete_retries,
+            incomplete_retry_delay=settings.request_incomplete_retry_delay,
+        )
 
     # --- reconcile ------------------------------------------------------------------------
 
@@ -251,6 +271,66 @@ class PoolValidatorController(Controller[PoolValidatorSettings]):
         )
         log.info("pool gone, status deleted", **{fields.POOL: str(PoolID(*key))})
 
+    # --- ResourcePoolStatusRequests ----------------------------------------------------------
+
+    async def reconcile_request(self, name: str) -> None:
+        """Answer one request from the cache of slices and claims, once; delete it at its TTL.
+
+        Read fresh: an answered request is never answered again, whoever wrote its status.
+        """
+        self.require_indices()
+        try:
+            body = await self.api.get(REQUEST_KIND, name)
+        except NotFoundError:
+            self._request_attempts.pop(name, None)
+            return
+        try:
+            request = ResourcePoolStatusRequest.load(body)
+        except ValueError as e:  # not what 1.36 serves: nothing to answer, nothing to retry
+            log.warning("request unreadable", request=name, error=str(e))
+            return
+        driver = request.spec.driver or ""
+        groups = newest_generations(
+            ResourceSlice.load(b)
+            for key in list(self.indices.keys("slices_by_pool"))
+            if key[0] == driver
+            for b in self.indices.values("slices_by_pool", key)
+        )
+        claims = [
+            ResourceClaim.load(c)
+            for c in {
+                c["metadata"].get("uid") or ObjectKey.of(c): c
+                for key in list(self.indices.keys("claims_by_pool"))
+                if key[0] == driver
+                for c in self.indices.values("claims_by_pool", key)
+            }.values()
+        ]
+        step = planning.plan_request(
+            request,
+            groups,
+            claims,
+            self.features,
+            self.clock.now(),
+            self._request_attempts[name],
+            self.lifetimes,
+        )
+        if step.delete:
+            await self.apply(
+                Delete(kind=REQUEST_KIND, key=ObjectKey("", name), uid=request.metadata.uid)
+            )
+            self._request_attempts.pop(name, None)
+            log.info("request expired, deleted", request=name)
+            return
+        if step.waiting_for:
+            self._request_attempts[name] += 1
+            log.info("request waits for incomplete pools", request=name, pools=step.waiting_for)
+        if step.status is not None:
+            await self.apply(ReplaceStatus(body={**body, "status": step.status}))
+            self._request_attempts.pop(name, None)
+            log.info("request answered", request=name, driver=driver)
+        if step.requeue_after is not None:
+            self.requests.add_after(name, step.requeue_after + 0.05)
+
     # --- metrics --------------------------------------------------------------------------
 
     def _publish(self, key: PoolKey, plan: planning.PoolPlan, report: PoolReport) -> None:
@@ -323,13 +403,17 @@ class PoolValidatorController(Controller[PoolValidatorSettings]):
 
     async def activate(self) -> None:
         self.queue.start()
+        self.requests.start()
         if all(self.indices.has(n) for n in self.kopf_indices):  # seen while not leading
             for index in ("slices_by_pool", "statuses"):
                 for pool in list(self.indices.keys(index)):
                     self.queue.add(pool)
+        for name in sorted(self._request_names):
+            self.requests.add(name)
 
     async def deactivate(self) -> None:
         await self.queue.stop()
+        await self.requests.stop()
         self._written.clear()
 
     def register_handlers(self, registry: kopf.OperatorRegistry) -> None:
@@ -385,8 +469,27 @@ class PoolValidatorController(Controller[PoolValidatorSettings]):
 
         del slices_by_pool, claims_by_pool, statuses
         del slice_changed, claim_changed, status_changed
+        if self.answers_requests:
+            self._register_requests(registry)
         if self.settings.webhook:
             self._register_webhook(registry)
+
+    def _register_requests(self, registry: kopf.OperatorRegistry) -> None:
+        """Watch ResourcePoolStatusRequests (only with the gate on: off, none are served)."""
+        controller = self
+
+        @kopf.on.event(*REQUESTS, registry=registry)
+        async def request_changed(**kw: Any) -> None:
+            controller.indices.attach(kw)
+            name = kw["body"]["metadata"]["name"]
+            if kw.get("type") == "DELETED":
+                controller._request_names.discard(name)
+                controller._request_attempts.pop(name, None)
+                return
+            controller._request_names.add(name)
+            controller.requests.add(name)
+
+        del request_changed
 
     # --- the optional admission webhook ------------------------------------------------------
 

@@ -10,23 +10,37 @@ with the status published before, so a restarted validator does not repeat its E
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import hashlib
 import re
 from collections.abc import Sequence
 from typing import Any, Final
 
+from operators.allocator.features import Features
+from operators.allocator.pool_availability import (
+    answer,
+    failed,
+    pool_status,
+    spec_problem,
+    wanted,
+)
 from operators.allocator.pool_checks import (
     ERROR,
     INCOMPLETE_TOO_LONG,
     STALE_GENERATION,
     PoolReport,
+    check_pool,
     severity_of,
 )
-from operators.allocator.pools import PoolProblem
+from operators.allocator.pools import PoolGeneration, PoolProblem
 from operators.api import limits
 from operators.api.ids import PoolID
 from operators.api.meta import Condition, ObjectMeta
+from operators.api.poolstatus import CONDITION_COMPLETE as REQUEST_COMPLETE
+from operators.api.poolstatus import CONDITION_FAILED as REQUEST_FAILED
+from operators.api.poolstatus import ResourcePoolStatusRequest, ResourcePoolStatusRequestStatus
 from operators.api.resource import ResourceClaim
+from operators.api.timestamps import age, format_time
 from operators.controllers.pool_validator.model import (
     API_VERSION,
     CONDITION_COMPLETE,
@@ -298,3 +312,83 @@ def double_allocation_events(
         )
         for claim in holders
     ]
+
+
+# --- ResourcePoolStatusRequests (KEP-5677) ----------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class RequestLifetimes:
+    """kube-controller-manager's TTLs and the requeue while a pool is incomplete."""
+
+    completed_ttl: float
+    pending_ttl: float
+    incomplete_retries: int
+    incomplete_retry_delay: float
+
+
+@dataclasses.dataclass(frozen=True)
+class RequestStep:
+    """What to do with one request now: write ``status``, delete it, and/or look again later."""
+
+    status: dict[str, Any] | None = None
+    delete: bool = False
+    requeue_after: float | None = None
+    #: The incomplete pools that made this step wait instead of answering.
+    waiting_for: tuple[str, ...] = ()
+
+
+def _finished_at(status: ResourcePoolStatusRequestStatus) -> str | None:
+    for type_ in (REQUEST_COMPLETE, REQUEST_FAILED):
+        cond = status.condition(type_)
+        if cond is not None and cond.last_transition_time:
+            return cond.last_transition_time
+    return None
+
+
+def plan_request(
+    request: ResourcePoolStatusRequest,
+    groups: Sequence[PoolGeneration],
+    claims: Sequence[ResourceClaim],
+    features: Features,
+    now: datetime.datetime,
+    attempts: int,
+    lifetimes: RequestLifetimes,
+) -> RequestStep:
+    """Answer once; delete an answered request ``completed_ttl`` after it finished and an
+    unanswered one ``pending_ttl`` after it was made (a stuck request must not stay for
+    ever); while a pool it asks about is still being published, look again up to
+    ``incomplete_retries`` times, then answer with that pool's validationError (1.36 drops
+    such a request instead and leaves it unanswered until its pending TTL).
+
+    ``groups`` are the newest generations of every pool of the request's driver; ``attempts``
+    the times this request already waited for incomplete pools.
+    """
+    created = age(request.metadata.creation_timestamp, now)
+    if request.status is not None:
+        finished = age(_finished_at(request.status), now)
+        elapsed = finished if finished is not None else created
+        left = lifetimes.completed_ttl - (elapsed or 0.0)
+        return RequestStep(delete=True) if left <= 0 else RequestStep(requeue_after=left)
+    pending_left = lifetimes.pending_ttl - (created or 0.0)
+    if pending_left <= 0:
+        return RequestStep(delete=True)
+    stamp = format_time(now)
+    problem = spec_problem(request.spec)
+    if problem is not None:
+        failed_status = failed(
+            f"ResourcePoolStatusRequest {request.metadata.name}: {problem}", stamp
+        )
+        return RequestStep(status=_dump(failed_status), requeue_after=lifetimes.completed_ttl)
+    chosen = [g for g in groups if wanted(request.spec, g)]
+    incomplete = tuple(sorted(str(g.id) for g in chosen if not g.complete))
+    if incomplete and attempts < lifetimes.incomplete_retries:
+        delay = min(lifetimes.incomplete_retry_delay, pending_left)
+        return RequestStep(requeue_after=delay, waiting_for=incomplete)
+    pools = [pool_status(g, check_pool(g, claims, features), claims, features) for g in chosen]
+    answered = answer(request.spec, pools, stamp)
+    return RequestStep(status=_dump(answered), requeue_after=lifetimes.completed_ttl)
+
+
+def _dump(status: ResourcePoolStatusRequestStatus) -> dict[str, Any]:
+    return status.model_dump(mode="json", by_alias=True, exclude_unset=True)

@@ -46,3 +46,26 @@ class PoolValidatorSettings(LeaderElectionSettings):
         "depends on the validator being up",
     )
     lease_name: str = Field(default="kopf-dra-pool-validator", description="Name of the Lease")
+    request_completed_ttl: float = Field(
+        default=3600.0,
+        gt=0,
+        description="Seconds an answered ResourcePoolStatusRequest is kept before it is deleted "
+        "(kube-controller-manager's 1 h; with DRAResourcePoolStatus on)",
+    )
+    request_pending_ttl: float = Field(
+        default=86400.0,
+        gt=0,
+        description="Seconds an unanswered ResourcePoolStatusRequest is kept before it is "
+        "deleted (kube-controller-manager's 24 h: a stuck request does not stay for ever)",
+    )
+    request_incomplete_retries: int = Field(
+        default=5,
+        ge=0,
+        description="Times a ResourcePoolStatusRequest waits for a pool still being published "
+        "before it is answered with that pool's validationError",
+    )
+    request_incomplete_retry_delay: float = Field(
+        default=2.0,
+        gt=0,
+        description="Seconds between those waits (drivers publish a pool's slices one by one)",
+    )
