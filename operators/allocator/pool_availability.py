@@ -10,6 +10,8 @@ allocator would refuse:
 - an unallocated device is unavailable when a NoSchedule or NoExecute taint (its own or a
   DeviceTaintRule's) keeps it from new claims, or when what it consumes of its shared
   counters is more than the allocated devices left of them;
+- a pool the allocator refuses whole (a duplicate device name, a consumption of a counter set
+  that is not there or bigger than it) has every unallocated device unavailable;
 - available = total - allocated - unavailable, as 1.36 defines it.
 
 A pool whose newest generation is not fully published gets kube-controller-manager's
@@ -23,7 +25,7 @@ from decimal import Decimal
 
 from operators.allocator.features import Features
 from operators.allocator.pool_checks import PoolReport, pool_devices, touches
-from operators.allocator.pools import PoolGeneration
+from operators.allocator.pools import PoolGeneration, pool_problems, slice_name
 from operators.allocator.state import AllocatedState
 from operators.api.ids import DeviceID
 from operators.api.meta import Condition
@@ -119,15 +121,20 @@ def pool_status(
     remaining = {
         (u.counter_set, u.counter): u.total.value - u.consumed.value for u in report.counters
     }
+    refused, _ = pool_problems(sorted(group.slices, key=slice_name), features)
     allocated = unavailable = 0
     for name, (_, device) in devices.items():
         device_id = group.id.device(name)
         if state.is_allocated(device_id):
             allocated += 1
-        elif _tainted(device_id, device, taint_rules, features) or (
-            features.partitionable_devices
-            and device.consumes_counters
-            and not _fits_counters(device, remaining)
+        elif (
+            refused
+            or _tainted(device_id, device, taint_rules, features)
+            or (
+                features.partitionable_devices
+                and device.consumes_counters
+                and not _fits_counters(device, remaining)
+            )
         ):
             unavailable += 1
     status.resource_slice_count = len(group.slices)

@@ -107,6 +107,21 @@ def test_one_half_allocated_leaves_the_other_half() -> None:
     assert counts(*slices, claims=claims) == (3, 1, 1, 1)
 
 
+def test_a_pool_the_allocator_refuses_has_nothing_available() -> None:
+    # p1 consumes a counter set that is not there: the allocator refuses the whole pool.
+    slices = (
+        slice_("counters", counters=[counter_set("gpu-0", memory="40Gi")], count=2),
+        slice_(
+            "devices",
+            device("p0", uses("gpu-0", memory="10Gi")),
+            device("p1", uses("gpu-9", memory="10Gi")),
+            count=2,
+        ),
+    )
+    assert counts(*slices) == (2, 0, 2, 0)
+    assert naive(*slices) == (2, 0, 0, 2)
+
+
 def test_shared_device_is_allocated_once() -> None:
     # Consumable capacity: one NIC shared by three claims, each with its own share.
     nic = device(
