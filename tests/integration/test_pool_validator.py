@@ -959,6 +959,16 @@ async def pool_shapes(kube: KubeAPI, namespace: str, driver: str) -> None:
     await claim_with(kube, namespace, "user", [got(driver, "admin", "d0")])
 
 
+@contextlib.asynccontextmanager
+async def _deleted(kube: KubeAPI, body: dict[str, Any]) -> AsyncIterator[None]:
+    """Delete a cluster-scoped object the test made, however the test ends."""
+    try:
+        yield
+    finally:
+        with contextlib.suppress(NotFoundError):
+            await kube.delete(body["kind"], body["metadata"]["name"])
+
+
 async def ask(kube: KubeAPI, driver: str, **spec: Any) -> dict[str, Any]:
     return await kube.create(
         {
@@ -991,11 +1001,25 @@ async def test_requests_are_answered_once_with_counts_per_pool_shape(
 ) -> None:
     """As the manifests' ServiceAccount: answered, limited, filtered, and never answered twice."""
     await pool_shapes(kube, namespace, driver)
-    async with validator(
-        validator_kubeconfig,
-        lease_namespace=namespace,
-        request_incomplete_retries=2,
-        request_incomplete_retry_delay=0.2,
+    rule = await kube.create(
+        {
+            "apiVersion": "resource.k8s.io/v1beta2",
+            "kind": "DeviceTaintRule",
+            "metadata": {"name": unique("drain")},
+            "spec": {
+                "deviceSelector": {"driver": driver, "pool": "tainted", "device": "ok"},
+                "taint": {"key": "k", "effect": "NoSchedule"},
+            },
+        }
+    )
+    async with (
+        _deleted(kube, rule),
+        validator(
+            validator_kubeconfig,
+            lease_namespace=namespace,
+            request_incomplete_retries=2,
+            request_incomplete_retry_delay=0.2,
+        ),
     ):
         request = await ask(kube, driver)
         body = await answered(kube, request["metadata"]["name"])
@@ -1007,7 +1031,8 @@ async def test_requests_are_answered_once_with_counts_per_pool_shape(
         assert figures(pools["partitions"]) == (3, 1, 2, 0)
         assert figures(pools["shared"]) == (2, 1, 0, 1)
         assert figures(pools["admin"]) == (2, 1, 0, 1)
-        assert figures(pools["tainted"]) == (4, 0, 2, 2)
+        # NoSchedule and NoExecute on devices, and the DeviceTaintRule's on "ok".
+        assert figures(pools["tainted"]) == (4, 0, 3, 1)
         assert figures(pools["publishing"]) == (None, None, None, None)
         assert pools["publishing"]["validationError"] == (
             f"pool {driver}/publishing is incomplete: observed 1/2 slices at generation 1"

@@ -35,7 +35,7 @@ from operators.api.keys import ObjectKey
 from operators.api.poolstatus import KIND as REQUEST_KIND
 from operators.api.poolstatus import PLURAL as REQUEST_PLURAL
 from operators.api.poolstatus import ResourcePoolStatusRequest
-from operators.api.resource import ResourceClaim, ResourceSlice
+from operators.api.resource import DeviceTaintRule, ResourceClaim, ResourceSlice
 from operators.api.timestamps import format_time
 from operators.controllers.pool_validator import metrics, planning
 from operators.controllers.pool_validator.model import (
@@ -126,6 +126,8 @@ class PoolValidatorController(Controller[PoolValidatorSettings]):
         # ResourcePoolStatusRequests: answered here in place of kube-controller-manager's
         # resourcepoolstatusrequest-controller, which must then be off (one writer).
         self.answers_requests = settings.gate(POOL_STATUS_GATE)
+        # DeviceTaintRules taint devices too; off, there are none (as for kube-scheduler).
+        self.taint_rules = settings.gate("DRADeviceTaintRules")
         self.requests: WorkQueue[str] = WorkQueue(
             self.reconcile_request, name=f"{COMPONENT}-requests", workers=1, clock=self.clock
         )
@@ -305,6 +307,11 @@ class PoolValidatorController(Controller[PoolValidatorSettings]):
                 for c in self.indices.values("claims_by_pool", key)
             }.values()
         ]
+        rules: list[DeviceTaintRule] = []
+        if request.status is None and self.taint_rules:
+            # Read when answering (rarely): a fresh list, no watch kept for it.
+            items = (await self.api.list("DeviceTaintRule"))["items"]
+            rules = [DeviceTaintRule.load(item) for item in items]
         step = planning.plan_request(
             request,
             groups,
@@ -313,6 +320,7 @@ class PoolValidatorController(Controller[PoolValidatorSettings]):
             self.clock.now(),
             self._request_attempts[name],
             self.lifetimes,
+            rules,
         )
         if step.delete:
             await self.apply(

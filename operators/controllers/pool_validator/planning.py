@@ -39,7 +39,7 @@ from operators.api.meta import Condition, ObjectMeta
 from operators.api.poolstatus import CONDITION_COMPLETE as REQUEST_COMPLETE
 from operators.api.poolstatus import CONDITION_FAILED as REQUEST_FAILED
 from operators.api.poolstatus import ResourcePoolStatusRequest, ResourcePoolStatusRequestStatus
-from operators.api.resource import ResourceClaim
+from operators.api.resource import DeviceTaintRule, ResourceClaim
 from operators.api.timestamps import age, format_time
 from operators.controllers.pool_validator.model import (
     API_VERSION,
@@ -354,6 +354,7 @@ def plan_request(
     now: datetime.datetime,
     attempts: int,
     lifetimes: RequestLifetimes,
+    taint_rules: Sequence[DeviceTaintRule] = (),
 ) -> RequestStep:
     """Answer once; delete an answered request ``completed_ttl`` after it finished and an
     unanswered one ``pending_ttl`` after it was made (a stuck request must not stay for
@@ -385,7 +386,10 @@ def plan_request(
     if incomplete and attempts < lifetimes.incomplete_retries:
         delay = min(lifetimes.incomplete_retry_delay, pending_left)
         return RequestStep(requeue_after=delay, waiting_for=incomplete)
-    pools = [pool_status(g, check_pool(g, claims, features), claims, features) for g in chosen]
+    pools = [
+        pool_status(g, check_pool(g, claims, features), claims, features, taint_rules)
+        for g in chosen
+    ]
     answered = answer(request.spec, pools, stamp)
     return RequestStep(status=_dump(answered), requeue_after=lifetimes.completed_ttl)
 
