@@ -456,6 +456,8 @@ class Snapshot:
     slices: list[dict[str, Any]]
     #: Pod key -> its container's log, for pods whose containers run (real nodes).
     logs: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    #: ResourcePoolStatusRequests (KEP-5677; empty where resource.k8s.io/v1alpha3 is not served).
+    requests: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
 
 def containers_running(pod: Mapping[str, Any]) -> bool:
@@ -496,13 +498,17 @@ async def snapshot(api: KubeAPI) -> Snapshot:
     except (NotFoundError, ApiError):
         statuses = []
     slices = (await api.list("ResourceSlice"))["items"]
+    try:
+        requests = (await api.list("ResourcePoolStatusRequest"))["items"]
+    except (NotFoundError, ApiError):
+        requests = []
     logs = {}
     for pod in pods:
         if containers_running(pod):
             meta = pod["metadata"]
             with contextlib.suppress(ApiError, OSError, TimeoutError):
                 logs[_key(pod)] = await api.pod_log(meta["namespace"], meta["name"])
-    return Snapshot(pods, claims, statuses, slices, logs)
+    return Snapshot(pods, claims, statuses, slices, logs, requests)
 
 
 def _key(obj: Mapping[str, Any]) -> str:
@@ -619,6 +625,27 @@ def output_width(out: Any) -> int:
     return shutil.get_terminal_size().columns if tty else UNLIMITED_WIDTH
 
 
+def _answer_view(requests: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The newest answered ResourcePoolStatusRequest, to read beside the POOLS view: what a
+    user scripting against the upstream API gets (the pool validator's counts)."""
+    answered = [r for r in requests if r.get("status")]
+    if not answered:
+        return []
+    newest = max(answered, key=lambda r: (r["metadata"].get("creationTimestamp") or "", _key(r)))
+    status = newest["status"]
+    message = next((c.get("message") or "" for c in status.get("conditions") or []), "")
+    lines = ["", f"REQUESTED  ResourcePoolStatusRequest {newest['metadata']['name']}: {message}"]
+    rows = [["DRIVER/POOL", "TOTAL", "ALLOCATED", "UNAVAILABLE", "AVAILABLE"]]
+    for pool in status.get("pools") or []:
+        name = f"{pool.get('driver')}/{pool.get('poolName')}"
+        if pool.get("validationError"):
+            rows.append([name, "-", "-", "-", pool["validationError"]])
+            continue
+        fields = ("totalDevices", "allocatedDevices", "unavailableDevices", "availableDevices")
+        rows.append([name, *(str(pool.get(f, 0)) for f in fields)])
+    return lines + _table(rows)
+
+
 def render_view(snap: Snapshot, *, header: str = "", width: int = 120) -> str:
     """One frame of the live view (pure: the same snapshot gives the same text)."""
     claims = {_key(c): c for c in snap.claims}
@@ -669,6 +696,7 @@ def render_view(snap: Snapshot, *, header: str = "", width: int = 120) -> str:
                 ]
             )
     lines += _table(rows) if len(rows) > 1 else ["  (no ResourcePoolStatus yet)"]
+    lines += _answer_view(snap.requests)
 
     shared = shared_capacity(snap)
     if shared:

@@ -176,3 +176,39 @@ def test_container_view_sums_up_what_the_example_pods_print() -> None:
         "/dev/kopf-dra/gpu-0-mig-1g-5gb-5"
     )
     assert demo.container_view("hello\n") == "(no device variables)"
+
+
+def test_the_view_shows_the_newest_answered_pool_status_request_beside_the_pools() -> None:
+    def request(name: str, created: str, available: int) -> dict[str, Any]:
+        pool = {
+            "driver": demo.DRIVER,
+            "poolName": "node-1",
+            "generation": 1,
+            "totalDevices": 28,
+            "allocatedDevices": 2,
+            "unavailableDevices": 26 - available,
+            "availableDevices": available,
+        }
+        return {
+            "metadata": {"name": name, "creationTimestamp": created},
+            "status": {
+                "poolCount": 1,
+                "pools": [pool],
+                "conditions": [{"type": "Complete", "message": "Calculated status for 1 pools"}],
+            },
+        }
+
+    unanswered = {"metadata": {"name": "later", "creationTimestamp": "2026-01-01T00:09:00Z"}}
+    snap = dataclasses.replace(
+        SNAPSHOT,
+        requests=[
+            request("old", "2026-01-01T00:00:00Z", 9),
+            request("new", "2026-01-01T00:05:00Z", 7),
+            unanswered,
+        ],
+    )
+    lines = demo.render_view(snap).splitlines()
+    assert "REQUESTED  ResourcePoolStatusRequest new: Calculated status for 1 pools" in lines
+    (row,) = [line for line in lines if line.strip().startswith(f"{demo.DRIVER}/node-1  28")]
+    assert row.split() == [f"{demo.DRIVER}/node-1", "28", "2", "19", "7"]
+    assert "REQUESTED" not in demo.render_view(SNAPSHOT)
