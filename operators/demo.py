@@ -30,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -969,7 +969,11 @@ async def view(
             return 0
 
 
-def main(argv: Sequence[str]) -> int:
+InCluster = Callable[[argparse.Namespace, asyncio.Event, Any], Awaitable[int]]
+
+
+def main(argv: Sequence[str], *, in_cluster: InCluster | None = None) -> int:
+    """``kopf-dra demo``; ``in_cluster`` runs ``--in-cluster`` (``demo_cluster``, a layer above)."""
     parser = argparse.ArgumentParser(prog="kopf-dra demo", description=__doc__.splitlines()[0])
     add_arguments(parser)
     args = parser.parse_args(argv)
@@ -980,9 +984,9 @@ def main(argv: Sequence[str]) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         if args.in_cluster:
-            from operators import demo_cluster
-
-            return await demo_cluster.run(args, stop, sys.stdout)
+            if in_cluster is None:
+                raise DemoError("--in-cluster: run it as `kopf-dra demo --in-cluster`")
+            return await in_cluster(args, stop, sys.stdout)
         return await _demo(args, stop, sys.stdout)
 
     try:

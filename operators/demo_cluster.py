@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,11 @@ from operators import demo
 from operators.kube import cluster
 from operators.kube.api import KubeAPI
 from operators.kube.client import make_api_client
+
+
+def main(argv: Sequence[str]) -> int:
+    """``kopf-dra demo``, its ``--in-cluster`` form included."""
+    return demo.main(argv, in_cluster=run)
 
 
 async def run(args: argparse.Namespace, stop: asyncio.Event, out: Any) -> int:

@@ -6,8 +6,9 @@ from typing import Any
 
 from e2e.cluster.conftest import NAMESPACE, shell
 from e2e.conftest import eventually
+from operators import demo
 from operators.kube import cluster
-from operators.kube.api import KubeAPI, NotFoundError
+from operators.kube.api import KubeAPI, NotFoundError, resource_of
 from operators.kube.files import project_root
 
 #: Namespaced kinds the chart creates in the release's namespace, or its components make there.
@@ -47,9 +48,21 @@ KEPT = {
 CRD = ("CustomResourceDefinition", "resourcepoolstatuses.dra.kopf-dra.io")
 
 
+#: Cluster-scoped objects of the example scenarios (a DeviceClass): the user's, not the chart's.
+EXAMPLES = {
+    (o["kind"], o["metadata"]["name"])
+    for name in demo.example_names()
+    for o in demo.example_objects(name)
+    if o["kind"] != "Namespace" and not resource_of(o["kind"]).namespaced
+}
+
+
 def _ours(kind: str, obj: dict[str, Any]) -> bool:
-    """Cluster-scoped objects of kopf-dra's (the cluster's own ClusterRoles are not)."""
+    """Cluster-scoped objects of kopf-dra's (the cluster's own ClusterRoles and the examples'
+    DeviceClasses are not)."""
     meta = obj["metadata"]
+    if (kind, meta["name"]) in EXAMPLES:
+        return False
     labels = meta.get("labels") or {}
     if kind in ("ResourceSlice", "ResourcePoolStatus"):
         return True
