@@ -130,16 +130,27 @@ class Scenario:
             for c in (await self.kube.list("ResourceClaim", ns))["items"]
         }
 
-    async def settled(self, expected_pods: int) -> list[dict[str, Any]]:
-        """Every pod of the scenario bound or unschedulable with a reason."""
+    async def settled(self, expected_pods: int, *, bound: int = 0) -> list[dict[str, Any]]:
+        """Every pod of the scenario bound or unschedulable with a reason, and at least
+        ``bound`` of them bound: a pod the scenario promises a place may first be found
+        unschedulable while the devices an earlier test's claims held are still being freed,
+        and is then tried again (as kube-scheduler's queue does)."""
 
         async def probe() -> list[dict[str, Any]] | None:
             pods = await self.pods()
+            placed = [p for p in pods if p["spec"].get("nodeName")]
             if len(pods) == expected_pods and all(demo.is_settled(p) for p in pods):
-                return pods
+                return pods if len(placed) >= bound else None
             return None
 
-        return await eventually(probe, what=f"the pods of {self.name} to be scheduled")
+        try:
+            return await eventually(probe, what=f"the pods of {self.name} to be scheduled")
+        except AssertionError as e:
+            reasons = {
+                p["metadata"]["name"]: (demo.scheduled_condition(p) or {}).get("message")
+                for p in await self.pods()
+            }
+            raise AssertionError(f"{e}; PodScheduled messages: {reasons}") from None
 
     async def devices(self, pod: dict[str, Any]) -> list[dict[str, Any]]:
         claims = await self.claims()

@@ -38,7 +38,7 @@ async def assert_counters_within_totals(kube: KubeAPI) -> None:
 
 async def test_mig_partitions(scenario: Apply, kube: KubeAPI) -> None:
     s = await scenario("mig-partitions")
-    pods = by_name(await s.settled(expected_pods=4))
+    pods = by_name(await s.settled(expected_pods=4, bound=4))
     assert all(p["spec"].get("nodeName") for p in pods.values()), "every MIG workload fits"
     expected = {"train": "mig-3g-20gb", "infer": "mig-2g-10gb", "notebook": "mig-1g-5gb-"}
     taken: set[str] = set()
@@ -58,7 +58,7 @@ async def test_mig_partitions(scenario: Apply, kube: KubeAPI) -> None:
 
 async def test_multi_host_shared_claim(scenario: Apply, kube: KubeAPI) -> None:
     s = await scenario("multi-host-shared-claim")
-    pods = await s.settled(expected_pods=2)
+    pods = await s.settled(expected_pods=2, bound=2)
     nodes = {p["spec"].get("nodeName") for p in pods}
     assert None not in nodes, "both workers bound"
     assert len(nodes) == 2, "two workers on two hosts"
@@ -79,7 +79,7 @@ async def test_multi_host_shared_claim(scenario: Apply, kube: KubeAPI) -> None:
 
 async def test_prioritized_alternatives(scenario: Apply) -> None:
     s = await scenario("prioritized-alternatives")
-    pods = await s.settled(expected_pods=4)
+    pods = await s.settled(expected_pods=4, bound=4)
     assert len(bound(pods)) == 4
     requests = sorted([r["request"] for p in pods for r in await s.devices(p)])
     assert requests == ["gpu/a100", "gpu/a100", "gpu/t4", "gpu/t4"]
@@ -87,7 +87,7 @@ async def test_prioritized_alternatives(scenario: Apply) -> None:
 
 async def test_shared_nic_bandwidth_across_namespaces(scenario: Apply) -> None:
     s = await scenario("shared-nic-bandwidth")
-    pods = await s.settled(expected_pods=5)
+    pods = await s.settled(expected_pods=5, bound=4)
     placed = bound(pods)
     assert len(placed) == 4, "240G asked of two 100G NICs: exactly one pod must wait"
     (waiting,) = [p for p in pods if not p["spec"].get("nodeName")]
@@ -107,7 +107,7 @@ async def test_shared_nic_bandwidth_across_namespaces(scenario: Apply) -> None:
 
 async def test_admin_access_sees_devices_in_use(scenario: Apply) -> None:
     s = await scenario("admin-access")
-    pods = by_name(await s.settled(expected_pods=3))
+    pods = by_name(await s.settled(expected_pods=3, bound=3))
     assert len(bound(list(pods.values()))) == 3
     in_use = {
         (r["pool"], r["device"])
