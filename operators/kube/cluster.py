@@ -241,7 +241,8 @@ class Cluster:
         if self.nodes is not None:
             self.nodes.check()
 
-    def start_components(self) -> None:
+    def start_components(self, node: str) -> None:
+        """kube-controller-manager, kube-scheduler and kube-proxy (named after ``node``)."""
         gates = ",".join(f"{g}={str(on).lower()}" for g, on in controlplane.FEATURE_GATES.items())
         pki = self.control_plane.pki
         kubeconfig = str(self.kubeconfig)
@@ -273,20 +274,21 @@ class Cluster:
             ],
         )
         config = self.state_dir / "kube-proxy.json"
-        config.write_text(json.dumps(self.proxy_config(), indent=2))
+        config.write_text(json.dumps(self.proxy_config(node), indent=2))
         self._spawn(
             "kube-proxy",
             [str(self.cluster_bin / "kube-proxy"), f"--config={config}", "--v=1"],
         )
 
-    def proxy_config(self) -> dict[str, object]:
-        first_node = "kopf-dra-worker"
+    def proxy_config(self, node: str) -> dict[str, object]:
+        """kube-proxy's configuration: one for the host, which all the nodes share, named after
+        ``node`` (any of them)."""
         return {
             "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
             "kind": "KubeProxyConfiguration",
             "mode": "nftables",
             "clientConnection": {"kubeconfig": str(self.kubeconfig)},
-            "hostnameOverride": first_node,
+            "hostnameOverride": node,
             "bindAddress": self.host_ip,
             "clusterCIDR": realnode.POD_CIDR,
             "detectLocalMode": "ClusterCIDR",
@@ -339,6 +341,8 @@ def start(
     """Build what is missing and start a cluster; the caller holds ``realnode.host_lock()``
     and must ``stop()`` it. Returns once every node is Ready and cluster DNS answers."""
     started = time.monotonic()
+    if not nodes:
+        raise ClusterError("a cluster needs at least one node")
     missing = missing_prerequisites()
     if missing:
         raise ClusterError("the local cluster needs: " + "; ".join(missing))
@@ -357,7 +361,7 @@ def start(
         _nft("-f", "-", stdin=guard_rules(ip))
         cp.audit_log = cluster.audit_log
         cp.start()
-        cluster.start_components()
+        cluster.start_components(nodes[0][0])
         cluster.run_kubectl("apply", "--server-side", "-f", str(COREDNS_MANIFEST))
         if NODE_BASE.exists():  # left by a run that was killed: nothing of it is running now
             realnode.unmount_below(NODE_BASE)
@@ -370,7 +374,6 @@ def start(
             cluster_dns=CLUSTER_DNS,
             images=[cluster_bin / "images" / "coredns.tar", *images],
         )
-        cluster.nodes.timings["lock wait"] = 0.0
         _wait(cluster, "every node Ready", lambda: _nodes_ready(cluster, len(nodes)))
         _wait(cluster, "CoreDNS available", lambda: _coredns_available(cluster))
     except BaseException:
