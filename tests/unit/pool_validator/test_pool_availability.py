@@ -75,9 +75,9 @@ def test_plain_devices_agree_with_1_36() -> None:
     assert naive(*slices, claims=claims) == (3, 1, 0, 2)
 
 
-def test_partitions_sharing_counters_count_what_is_left() -> None:
-    # One 40Gi GPU offered whole or as two 20Gi halves; the whole GPU is allocated.
-    slices = (
+def split_gpu() -> tuple[ResourceSlice, ...]:
+    """One 40Gi GPU offered whole or as two 20Gi halves (one counter set)."""
+    return (
         slice_("counters", counters=[counter_set("gpu-0", memory="40Gi")], count=2),
         slice_(
             "devices",
@@ -87,22 +87,18 @@ def test_partitions_sharing_counters_count_what_is_left() -> None:
             count=2,
         ),
     )
+
+
+def test_partitions_sharing_counters_count_what_is_left() -> None:
+    # The whole GPU is allocated: neither half fits any more.
+    slices = split_gpu()
     claims = [claim("a", result("whole"))]
     assert counts(*slices, claims=claims) == (3, 1, 2, 0)
     assert naive(*slices, claims=claims) == (3, 1, 0, 2)
 
 
 def test_one_half_allocated_leaves_the_other_half() -> None:
-    slices = (
-        slice_("counters", counters=[counter_set("gpu-0", memory="40Gi")], count=2),
-        slice_(
-            "devices",
-            device("whole", uses("gpu-0", memory="40Gi")),
-            device("half-0", uses("gpu-0", memory="20Gi")),
-            device("half-1", uses("gpu-0", memory="20Gi")),
-            count=2,
-        ),
-    )
+    slices = split_gpu()
     claims = [claim("a", result("half-0"))]
     assert counts(*slices, claims=claims) == (3, 1, 1, 1)
 
