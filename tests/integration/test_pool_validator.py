@@ -211,10 +211,10 @@ def allocation(driver: str, *devices: str) -> dict[str, Any]:
     }
 
 
-async def allocated_claim(
-    kube: KubeAPI, namespace: str, name: str, driver: str, *devices: str
+async def claim_allocated(
+    kube: KubeAPI, namespace: str, name: str, allocated: dict[str, Any]
 ) -> dict[str, Any]:
-    """Play the scheduler: a claim with an allocation of ``devices``."""
+    """Play the scheduler: a claim (request "gpu") with this allocation in its status."""
     body = await kube.create(
         {
             "apiVersion": "resource.k8s.io/v1",
@@ -225,8 +225,15 @@ async def allocated_claim(
             },
         }
     )
-    body["status"] = {"allocation": allocation(driver, *devices)}
+    body["status"] = {"allocation": allocated}
     return await kube.replace_status(body)
+
+
+async def allocated_claim(
+    kube: KubeAPI, namespace: str, name: str, driver: str, *devices: str
+) -> dict[str, Any]:
+    """Play the scheduler: a claim with an allocation of ``devices``."""
+    return await claim_allocated(kube, namespace, name, allocation(driver, *devices))
 
 
 # --- tests -------------------------------------------------------------------------------
@@ -881,18 +888,7 @@ async def claim_with(
     kube: KubeAPI, namespace: str, name: str, results: list[dict[str, Any]]
 ) -> dict[str, Any]:
     """Play the scheduler: a claim allocated these results (request "gpu")."""
-    body = await kube.create(
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaim",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {
-                "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}
-            },
-        }
-    )
-    body["status"] = {"allocation": {"devices": {"results": results}}}
-    return await kube.replace_status(body)
+    return await claim_allocated(kube, namespace, name, {"devices": {"results": results}})
 
 
 def got(driver: str, pool: str, device: str, **extra: Any) -> dict[str, Any]:
