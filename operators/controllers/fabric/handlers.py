@@ -16,7 +16,6 @@ Node is read live: a device listed in its hot-plug annotation belongs to the nod
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 from collections.abc import Hashable, Mapping
 from typing import Any
@@ -47,6 +46,7 @@ from operators.runtime.errors import Requeue, TemporaryError
 from operators.runtime.indices import CLAIMS, SLICES
 from operators.runtime.queue import WorkQueue
 from operators.runtime.stores import LocalStore, Stores
+from operators.runtime.tasks import TaskOwner
 
 NORMAL = "Normal"
 WARNING = "Warning"
@@ -132,6 +132,8 @@ class FabricController(Controller[FabricSettings]):
         self._nodes_written = _AfterWrite()
         self._counted: set[str] = set()
         self._seen_local: dict[tuple[str, str], float] = {}
+        #: Every task this replica starts while it leads (the ticker, operation waiters).
+        self.tasks = TaskOwner("fabric")
         self._waiters: dict[str, asyncio.Task[None]] = {}
         self._ticker: asyncio.Task[None] | None = None
         self._seen: tuple[str, int] | None = None  # (epoch, revision) of the newest snapshot
@@ -451,7 +453,7 @@ class FabricController(Controller[FabricSettings]):
                 self._waiters.pop(op_id, None)
             self.queue.add(RECONCILE)
 
-        self._waiters[op_id] = asyncio.create_task(wait(), name=f"fabric-wait-{op_id}")
+        self._waiters[op_id] = self.tasks.spawn(wait(), name=f"wait-{op_id}")
 
     def _watch_running(self, fabric: FabricSnapshot) -> None:
         for op in fabric.operations:
@@ -526,16 +528,12 @@ class FabricController(Controller[FabricSettings]):
     async def activate(self) -> None:
         self.queue.start()
         if self._ticker is None:
-            self._ticker = asyncio.create_task(self._tick(), name="fabric-tick")
+            self._ticker = self.tasks.spawn(self._tick(), name="tick")
 
     async def deactivate(self) -> None:
-        if self._ticker is not None:
-            self._ticker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._ticker
-            self._ticker = None
-        for task in list(self._waiters.values()):
-            task.cancel()
+        """Nothing this replica started outlives its leadership."""
+        await self.tasks.cancel_all()
+        self._ticker = None
         self._waiters.clear()
         await self.queue.stop()
 
