@@ -211,14 +211,14 @@ def main() -> int:
             started = time.perf_counter()
             result = preempt(
                 preemptor,
-                PodPriority(priority, True),
-                claims,
-                nodes,
-                usage,
-                on_node,
-                allocator(),
-                (),
-                NOW,
+                priority=PodPriority(priority, True),
+                claims=claims,
+                nodes=nodes,
+                usage=usage,
+                on_node=on_node,
+                allocator=allocator(),
+                budgets=(),
+                now=NOW,
                 features=features,
             )
             seconds.append(time.perf_counter() - started)

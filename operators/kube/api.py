@@ -336,6 +336,15 @@ class KubeAPI:
         )
         return result
 
+    async def get_or_none(
+        self, kind: str, name: str, namespace: str | None = None
+    ) -> dict[str, Any] | None:
+        """The object, or None when it does not exist (other errors raise)."""
+        try:
+            return await self.get(kind, name, namespace)
+        except NotFoundError:
+            return None
+
     async def list(
         self,
         kind: str,

@@ -502,6 +502,7 @@ def eligibility(
 
 def preempt(
     pod: Pod,
+    *,
     priority: PodPriority,
     claims: Sequence[ResourceClaim],
     nodes: Sequence[Node],
@@ -510,7 +511,6 @@ def preempt(
     allocator: Allocator | None,
     budgets: Sequence[Budget],
     now: datetime.datetime,
-    *,
     features: Features,
     alternatives: AlternativesPolicy = "no-preemption-first",
     better_than: int | None = None,

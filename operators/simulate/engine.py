@@ -37,10 +37,9 @@ from operators.api.features import resolve
 from operators.api.keys import ObjectKey
 from operators.api.names import TERMINAL_PHASES
 from operators.api.resource import AllocationResult, ResourceClaim
+from operators.api.templates import claim_from_template
 from operators.api.timestamps import age
 from operators.cel import CELEnvironment
-from operators.controllers.claim_templates.planning import claim_from_template
-from operators.controllers.scheduler import planning
 from operators.scheduling import preemption
 from operators.scheduling.binding import Binding, binding_verdict
 from operators.scheduling.cycle import (
@@ -51,6 +50,7 @@ from operators.scheduling.cycle import (
     run_cycle,
     unschedulable_message,
 )
+from operators.scheduling.decision import Deallocate, Preempt, decide
 from operators.scheduling.nodes import NodeUsage, UsageTracker, pod_requests
 from operators.scheduling.preemption import AlternativesPolicy, RunningPod
 from operators.scheduling.score import Score, ScorePolicy
@@ -205,6 +205,9 @@ def pod_answer(
     nodes = sorted(snapshot.nodes.values(), key=lambda n: n.metadata.name or "")
     usage = _usage(snapshot, key).usage
     nominated = pod.status.nominated_node_name
+    # The scheduler's decision after each cycle (``scheduling.decision``), from the snapshot:
+    # nothing is being written, and no victim of an earlier preemption is awaited.
+    alternatives = options.preemption_alternatives if options.preemption else None
     for _ in range(len(claims) + 1):
         allocator = (
             _allocator(snapshot, options, released)
@@ -222,11 +225,10 @@ def pod_answer(
             explain_all=True,
         )
         fit = prefer_nominated(result, nominated)
-        stranded = (
-            None if fit is not None else planning.stranded_claim(pod, claims, result.unavailable)
-        )
-        if stranded is None:
+        decision = decide(pod, claims, result, fit, preemption=alternatives)
+        if not isinstance(decision, Deallocate):
             break
+        stranded = decision.claim
         claims = [_deallocated(c) if c is stranded else c for c in claims]
         released.add(stranded.key)
         notes.append(
@@ -234,15 +236,9 @@ def pod_answer(
             "deallocates it (PostFilter) and tries again"
         )
     answer = _answer(result, fit.node if fit is not None else None, claims, nodes, notes)
-    fit_rank = fit.score.rank if fit is not None else None
-    if (
-        options.preemption
-        and result.pod_error is None
-        and not result.timed_out  # as the scheduler: no victims for undecided nodes
-        and preemption.wanted(fit_rank, options.preemption_alternatives)
-    ):
+    if isinstance(decision, Preempt):
         answer.preemption = _preemption(
-            snapshot, pod, claims, nodes, usage, options, released, now, fit_rank
+            snapshot, pod, claims, nodes, usage, options, released, now, decision.better_than
         )
         if answer.outcome == "unsatisfiable":
             answer.reasons = [
@@ -272,7 +268,11 @@ def _preemption(
     lower: dict[str, list[RunningPod]] = {}
     for key, other in sorted(snapshot.pods.items()):
         on = other.spec.node_name
-        if not on or other.status.phase in TERMINAL_PHASES or key == planning.pod_key(pod):
+        if (
+            not on
+            or other.status.phase in TERMINAL_PHASES
+            or key == ObjectKey(pod.metadata.namespace or "", pod.metadata.name or "")
+        ):
             continue
         value = preemption.priority_of(other, snapshot.priority_classes).value
         if value >= priority.value:
@@ -294,16 +294,16 @@ def _preemption(
         return PreemptionAnswer("not-eligible", reason, priority.value)
     result = preemption.preempt(
         pod,
-        priority,
-        claims,
-        nodes,
-        usage,
-        lower,
-        _allocator(snapshot, options, released)
+        priority=priority,
+        claims=claims,
+        nodes=nodes,
+        usage=usage,
+        on_node=lower,
+        allocator=_allocator(snapshot, options, released)
         if any(not c.is_allocated for c in claims)
         else None,
-        [preemption.Budget.of(b) for b in snapshot.budgets.values()],
-        now,
+        budgets=[preemption.Budget.of(b) for b in snapshot.budgets.values()],
+        now=now,
         features=Features.from_gates(resolve(options.feature_gates)),
         alternatives=options.preemption_alternatives,
         better_than=better_than,

@@ -18,8 +18,8 @@ from kubernetes_asyncio import client
 from operators.api.core import Pod
 from operators.api.names import DELETE_PROTECTION_FINALIZER, POD_CLAIM_NAME_ANNOTATION
 from operators.api.resource import ResourceClaimTemplate
+from operators.api.templates import claim_from_template
 from operators.controllers.claim_templates import app as templates_app
-from operators.controllers.claim_templates.planning import claim_from_template
 from operators.controllers.claim_templates.settings import ClaimTemplateSettings
 from operators.controllers.claims import app as claims_app
 from operators.controllers.claims.settings import ClaimsSettings

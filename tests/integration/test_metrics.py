@@ -65,6 +65,7 @@ SCHEDULER = RUNTIME | {
     "kopf_dra_scheduler_allocator_duration_seconds",
     "kopf_dra_scheduler_pods_waiting_binding_conditions",
     "kopf_dra_scheduler_double_allocations_total",
+    "kopf_dra_scheduler_queueing_hints_total",
     "scheduler_preemption_attempts_total",
     "scheduler_preemption_victims",
 }

@@ -476,7 +476,7 @@ class HoldingScheduler(Scheduler):
         self.held: set[ObjectKey] = set()
 
     async def schedule(self, key: ObjectKey) -> None:
-        if key in self.held and key in self.nominations:
+        if key in self.held and key in self.preemptor.nominations:
             return
         await super().schedule(key)
 

@@ -159,7 +159,7 @@ async def left_waiting(
     version = claim["metadata"]["resourceVersion"]
     return (
         scheduler.decided(key, claim["metadata"]["name"], version)
-        and key in scheduler.pods.waiting
+        and key in scheduler.pending.waiting
         and key not in scheduler.binder
     )
 

@@ -16,9 +16,8 @@ from operators.api.core import Pod
 from operators.api.keys import ObjectKey, controller_pod
 from operators.api.names import POD_CLAIM_NAME_ANNOTATION
 from operators.api.resource import ResourceClaim, ResourceClaimTemplate
+from operators.api.templates import claim_from_template
 from operators.runtime.actions import Create, Delete, Patch, PostEvent
-
-MAX_GENERATE_NAME_BASE = 57  # 63 minus a hyphen and 5 random characters
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,20 +56,6 @@ class Warn:
 Action = CreateClaim | RecordStatus | DeleteDuplicate | Warn
 
 
-def generate_name(pod_name: str, entry: str) -> str:
-    """kube-controller-manager's generateName for a pod's claim."""
-    base = f"{pod_name}-{entry}-"
-    if len(base) <= MAX_GENERATE_NAME_BASE:
-        return base
-    # Truncate both parts proportionally (the API server would cut the entry name away).
-    total = len(base)
-    return (
-        pod_name[: len(pod_name) * MAX_GENERATE_NAME_BASE // total]
-        + "-"
-        + entry[: len(entry) * MAX_GENERATE_NAME_BASE // total]
-    )
-
-
 def is_generated_for(claim: ResourceClaim, pod_uid: str, entry: str | None = None) -> bool:
     """The claim was generated for this pod (and entry): controller owner + annotation."""
     owner = claim.metadata.controller_ref()
@@ -80,36 +65,6 @@ def is_generated_for(claim: ResourceClaim, pod_uid: str, entry: str | None = Non
     if annotation is None:
         return False
     return entry is None or annotation == entry
-
-
-def claim_from_template(pod: Pod, entry: str, template: ResourceClaimTemplate) -> dict[str, Any]:
-    """The ResourceClaim body kube-controller-manager would create for this entry."""
-    template_meta = template.spec.metadata
-    annotations = dict(template_meta.annotations)
-    annotations[POD_CLAIM_NAME_ANNOTATION] = entry
-    metadata: dict[str, Any] = {
-        "generateName": generate_name(pod.metadata.name or "", entry),
-        "namespace": pod.metadata.namespace,
-        "annotations": annotations,
-        "ownerReferences": [
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "name": pod.metadata.name,
-                "uid": pod.metadata.uid,
-                "controller": True,
-                "blockOwnerDeletion": True,
-            }
-        ],
-    }
-    if template_meta.labels:
-        metadata["labels"] = dict(template_meta.labels)
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": metadata,
-        "spec": template.spec.spec.dump(),
-    }
 
 
 def in_scope(pod: Pod, scheduler_names: Collection[str], all_pods: bool) -> bool:

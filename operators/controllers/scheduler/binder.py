@@ -26,8 +26,10 @@ from operators.kube.api import ApiError, ConflictError, KubeAPI, NotFoundError
 from operators.observability import fields
 from operators.runtime.actions import PostEvent, Write
 from operators.runtime.clock import Clock
-from operators.runtime.errors import NotLeaderError, UnknownOutcomeError
+from operators.runtime.errors import NotLeaderError, Requeue, UnknownOutcomeError
 from operators.runtime.queue import WorkQueue
+from operators.runtime.tasks import TaskOwner
+from operators.scheduling.binding import Binding, allocated_node, binding_verdict
 
 log = structlog.get_logger(__name__)
 
@@ -35,9 +37,13 @@ READ_BACKOFF = (0.2, 5.0)  # first and largest pause between failed reads
 RELEASE_ATTEMPTS = 5  # conflicting writes (someone else changed the claim) before giving up
 
 
-class PodStatesLike(Protocol):
-    bound: set[ObjectKey]
+class PendingLike(Protocol):
+    bound_unseen: set[ObjectKey]
+    waiting: set[ObjectKey]
     nominated: dict[ObjectKey, str]
+
+    @property
+    def unsatisfiable(self) -> dict[str, Any]: ...
 
 
 class Scheduler(Protocol):
@@ -47,9 +53,10 @@ class Scheduler(Protocol):
     clock: Clock
     cache: SchedulerCache
     queue: WorkQueue[ObjectKey]
+    tasks: TaskOwner
 
     @property
-    def pods(self) -> PodStatesLike: ...
+    def pending(self) -> PendingLike: ...
 
     @property
     def api(self) -> KubeAPI: ...
@@ -60,7 +67,7 @@ class Scheduler(Protocol):
 
     async def post(self, event: PostEvent) -> bool: ...
 
-    def requeue_unschedulable(self) -> None: ...
+    def make_room(self, event: str, reason: str) -> None: ...
 
     def attempt_ended(self, key: ObjectKey, result: str) -> None: ...
 
@@ -80,28 +87,29 @@ class Binder:
         return key in self.tasks
 
     def start(self, pod: Pod, plan: Sequence[planning.Reservation], node: str) -> None:
+        """Runs right after Reserve: the binding cycle, as a task the scheduler owns."""
         key = planning.pod_key(pod)
-        self.tasks[key] = asyncio.create_task(
-            self._run(pod, plan, node), name=f"bind-{key.namespace}-{key.name}"
+        self.tasks[key] = self.scheduler.tasks.spawn(
+            self._binding_cycle(pod, plan, node), name=f"bind-{key.namespace}-{key.name}"
         )
 
-    async def cancel_all(self) -> None:
-        tasks = list(self.tasks.values())
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+    def forget(self) -> None:
+        """Leadership lost: the scheduler has cancelled every task (one cancelled before it
+        began never ran its ``finally``)."""
         self.tasks.clear()
 
     # --- the binding cycle -----------------------------------------------------------------
 
-    async def _run(self, pod: Pod, plan: Sequence[planning.Reservation], node: str) -> None:
+    async def _binding_cycle(
+        self, pod: Pod, plan: Sequence[planning.Reservation], node: str
+    ) -> None:
         s = self.scheduler
         key = planning.pod_key(pod)
         try:
             for reservation in plan:
                 if reservation.allocation is not None:
                     self._check_still_free(reservation.target)
-                await self._prebind(reservation)
+                await self.pre_bind(reservation)
             if any(r.needs_conditions for r in plan):
                 # Wait (without blocking other pods) until the devices are attached. Claim
                 # events that came while this task ran were skipped (the pod was in the
@@ -109,8 +117,7 @@ class Binder:
                 s.queue.add(key)
                 s.queue.add_after(key, s.settings.binding_timeout + 0.5)
                 return
-            await s.apply(planning.bind(pod, node))
-            await self._bound(pod, node)
+            await self.bind(pod, node)
         except NotLeaderError:
             # The new leader continues from the claims as written (or from nothing).
             log.info("binding cycle stopped: not the leader", **{fields.POD: str(key)})
@@ -129,14 +136,15 @@ class Binder:
                 error_type=type(e).__name__,
             )
             try:
-                await self._recover(pod, plan, node)
+                await self.unreserve(pod, plan, node)
             except NotLeaderError:
                 log.info("recovery stopped: not the leader", **{fields.POD: str(key)})
         finally:
             self.tasks.pop(key, None)
 
-    async def _prebind(self, reservation: planning.Reservation) -> None:
-        """Finalizer first, then allocation and reservedFor in one status write."""
+    async def pre_bind(self, reservation: planning.Reservation) -> None:
+        """PreBind, per claim of the attempt: finalizer first, then allocation and reservedFor
+        in one status write."""
         s = self.scheduler
         version = reservation.cached.metadata.resource_version
         patch = planning.finalizer(reservation.cached)
@@ -161,11 +169,16 @@ class Binder:
                     f"claim {key}: device {result.device_id} was allocated elsewhere meanwhile"
                 )
 
+    async def bind(self, pod: Pod, node: str) -> None:
+        """Bind, once every claim is written and no binding condition is pending."""
+        await self.scheduler.apply(planning.bind(pod, node))
+        await self._bound(pod, node)
+
     async def _bound(self, pod: Pod, node: str) -> None:
         s = self.scheduler
         key = planning.pod_key(pod)
-        s.pods.bound.add(key)
-        s.pods.nominated.pop(key, None)
+        s.pending.bound_unseen.add(key)
+        s.pending.nominated.pop(key, None)
         s.attempt_ended(key, "scheduled")
         waited = age(pod.metadata.creation_timestamp, s.clock.now())
         if waited is not None:
@@ -181,10 +194,85 @@ class Binder:
                 )
             )
 
-    # --- recovery --------------------------------------------------------------------------
+    # --- PreBind, continued: binding conditions (KEP-5007) --------------------------------
 
-    async def _recover(self, pod: Pod, plan: Sequence[planning.Reservation], node: str) -> None:
-        """After any failure: read the pod, then release only what this attempt wrote."""
+    async def binding_conditions(self, pod: Pod, claims: Sequence[ResourceClaim]) -> bool:
+        """Runs at the start of every cycle of a pod with claims already reserved for it:
+        True while their binding conditions are pending (nothing else to do this cycle).
+        Failed or timed out, the claims are deallocated and the pod tried again."""
+        s = self.scheduler
+        key = planning.pod_key(pod)
+        uid = pod.metadata.uid or ""
+        waiting = False
+        for claim in claims:
+            if not (claim.is_allocated and claim.is_reserved_for(uid)):
+                continue
+            allocation = claim.status.allocation
+            verdict = binding_verdict(
+                claim,
+                age(allocation.allocation_timestamp if allocation else None, s.clock.now()),
+                s.settings.binding_timeout,
+            )
+            if verdict.state in (Binding.FAILED, Binding.TIMED_OUT):
+                self._waiting(key, False)
+                await self._binding_failed(pod, claims, verdict.message, allocated_node(claim))
+                raise Requeue(1.0, verdict.message)
+            if verdict.state is Binding.PENDING:
+                waiting = True
+                if verdict.remaining is not None:
+                    s.queue.add_after(key, verdict.remaining + 0.5)
+                break
+        self._waiting(key, waiting)
+        return waiting
+
+    def _waiting(self, key: ObjectKey, waiting: bool) -> None:
+        pods = self.scheduler.pending.waiting
+        if waiting:
+            pods.add(key)
+        else:
+            pods.discard(key)
+        metrics.WAITING_BINDING_CONDITIONS.set(len(pods))
+
+    async def _binding_failed(
+        self, pod: Pod, claims: Sequence[ResourceClaim], message: str, node: str | None
+    ) -> None:
+        """Deallocate (one write per claim) and nominate the node of the attempt: in the
+        composable flow the device is there now."""
+        s = self.scheduler
+        log.warning("binding conditions failed; deallocating", pod=pod.key, reason=message)
+        await s.post(
+            PostEvent(
+                obj=pod.dump(),
+                type=planning.WARNING,
+                reason="BindingConditionsFailed",
+                message=message,
+            )
+        )
+        key = planning.pod_key(pod)
+        s.pending.unsatisfiable.clear()  # the failed allocation's devices are free again
+        if node:
+            s.pending.nominated[key] = node
+        for claim in claims:
+            action = planning.binding_failed(claim, pod.metadata.uid or "")
+            if action is None:
+                continue
+            s.cache.ledger.remove(planning.claim_key(claim))
+            written = await s.apply(action)
+            assert written is not None
+            # The retry follows at once: until the cache shows this write, the ledger does,
+            # so the retry neither sees the failed allocation again nor counts its devices.
+            s.cache.written(ResourceClaim.load(written))
+        if node:
+            try:
+                await s.apply(planning.nominate(pod, node))
+            except NotFoundError:
+                return
+
+    # --- Unreserve -------------------------------------------------------------------------
+
+    async def unreserve(self, pod: Pod, plan: Sequence[planning.Reservation], node: str) -> None:
+        """Unreserve, after any failure of PreBind or Bind: read the pod, then release only
+        what this attempt wrote."""
         s = self.scheduler
         key = planning.pod_key(pod)
         uid = pod.metadata.uid or ""
@@ -205,7 +293,9 @@ class Binder:
             return
         for reservation in plan:
             await self._release(reservation, uid)
-        s.requeue_unschedulable()  # the attempt's devices are free again
+        s.make_room(
+            "ResourceClaim/Update", f"a failed binding attempt of {key} released its devices"
+        )
         if state is planning.PodState.UNBOUND:
             s.queue.add_after(key, s.queue.backoff(key))
 

@@ -316,48 +316,6 @@ class SchedulerCache:
         self.usage.observe(key, (node, pod_requests(Pod.load(body))) if node else None)
 
 
-#: Metadata a pod's update may change without making it worth another attempt (upstream's
-#: ``isPodUpdated`` strips these, and the status but its claim statuses).
-_INCIDENTAL_METADATA = frozenset({"resourceVersion", "generation", "managedFields", "finalizers"})
-
-
-def worth_an_attempt(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
-    """Whether a pending pod's update may change its scheduling: not when only its status
-    moved (the scheduler's own PodScheduled condition or nomination, say), which would
-    otherwise bring it straight back for an attempt that can only repeat the last one."""
-    if old is None:
-        return True
-
-    def significant(body: Mapping[str, Any]) -> tuple[Any, ...]:
-        meta = body.get("metadata") or {}
-        status = body.get("status") or {}
-        return (
-            {k: v for k, v in meta.items() if k not in _INCIDENTAL_METADATA},
-            body.get("spec"),
-            status.get("resourceClaimStatuses"),
-        )
-
-    return significant(old) != significant(new)
-
-
-def node_may_make_room(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
-    """Whether a node's update may fit a pod that fitted nowhere: its labels, spec (taints,
-    unschedulable), allocatable or condition statuses changed. Not a status report that only
-    renews heartbeat times, images or addresses, which kubelets send all the time and which
-    would otherwise bring every unschedulable pod back and drop what the cycles learned (as
-    kube-scheduler's queueing hints skip such updates)."""
-    if old is None:
-        return True
-
-    def significant(body: Mapping[str, Any]) -> tuple[Any, ...]:
-        status = body.get("status") or {}
-        conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
-        labels = (body.get("metadata") or {}).get("labels")
-        return labels, body.get("spec"), status.get("allocatable"), conditions
-
-    return significant(old) != significant(new)
-
-
 def _on_node(body: Mapping[str, Any]) -> dict[Any, Any]:
     """Bound pods that still run (preemption's candidates), by node."""
     node = (body.get("spec") or {}).get("nodeName")

@@ -72,3 +72,10 @@ PREEMPTION_VICTIMS = Histogram(
     buckets=(1, 2, 4, 8, 16, 32, 64),
     registry=REGISTRY,
 )
+QUEUEING_HINTS = Counter(
+    "kopf_dra_scheduler_queueing_hints_total",
+    "Events the scheduler weighed for its pods, by event (kind/Add, Update or Delete) and "
+    "hint: Queue (brings pods back for an attempt) or QueueSkip (leaves them out)",
+    ["event", "hint"],
+    registry=REGISTRY,
+)

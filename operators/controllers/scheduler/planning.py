@@ -12,7 +12,6 @@ The rules that keep devices from being given twice or held for nobody live here:
 - ``release``: after a failed attempt, take back exactly what it wrote, on the claim as it is
   *now*, and only while no bound pod holds the claim (``after_bind_error`` decides that).
 - ``binding_failed``: KEP-5007's failure or timeout of binding conditions.
-- ``stranded_claim``: upstream's PostFilter, for a claim whose allocation no node can use.
 - ``double_allocation_victim``: which of two claims holding one device gives it back.
 - preemption (``disruption_target``, ``eviction``, ``victim_claim_release``): the victim's
   condition, its deletion with its grace period, and its claims released once it is gone,
@@ -32,7 +31,7 @@ from operators.api.keys import ObjectKey
 from operators.api.names import DELETE_PROTECTION_FINALIZER
 from operators.api.resource import AllocationResult, ResourceClaim
 from operators.api.timestamps import format_time
-from operators.controllers.reservations import planning as cleanup
+from operators.controllers.reservations import planning as reservations_planning
 from operators.runtime.actions import Bind, Delete, Patch, PostEvent, ReplaceStatus
 
 WARNING = "Warning"
@@ -190,25 +189,6 @@ def nominate(pod: Pod, node: str | None) -> Patch:
 # --- unschedulable ---------------------------------------------------------------------------
 
 
-def stranded_claim(
-    pod: Pod, claims: Sequence[ResourceClaim], unavailable: Sequence[str]
-) -> ResourceClaim | None:
-    """PostFilter: one allocated claim to deallocate so that the pod can be placed again.
-
-    Upstream's rule: among the claims whose allocation a node could not use (the cycle's
-    ``unavailable``), one that is reserved for nobody or for this pod alone; nothing that
-    another consumer holds. Upstream picks at random; the pod's own claim order here.
-    """
-    uid = pod.metadata.uid or ""
-    wanted = set(unavailable)
-    for claim in claims:
-        if claim.key not in wanted or not claim.is_allocated:
-            continue
-        if claim.reserved_for_uids() <= {uid}:
-            return claim
-    return None
-
-
 def deallocation(claim: ResourceClaim) -> ReplaceStatus:
     """Reservation, allocation and device statuses cleared in one write."""
     uids = claim.reserved_for_uids()
@@ -299,16 +279,17 @@ def preempting_event(preemptor: Pod, description: str) -> PostEvent:
 
 
 def victim_claim_release(
-    claim: ResourceClaim, pods: Mapping[str, cleanup.PodInfo | None]
+    claim: ResourceClaim, pods: Mapping[str, reservations_planning.PodInfo | None]
 ) -> ReplaceStatus | None:
     """A claim whose consumers are all gone (deleted, replaced, or Succeeded/Failed): the
     reservation cleanup's write (remove the reservations, then deallocate, in one status
     write), done by the scheduler at once so the preemptor need not wait for the cleanup's
-    pass. ``pods`` holds every name of ``cleanup.pods_to_look_up``. None: not (yet) free."""
-    plan = cleanup.plan_claim(claim, pods)
+    pass. ``pods`` holds every name the cleanup's ``pods_to_look_up`` gives. None: not (yet)
+    free."""
+    plan = reservations_planning.plan_claim(claim, pods)
     if not plan.deallocate or any(r.reason not in GONE for r in plan.removals):
         return None
-    return cleanup.status_write(claim, plan)
+    return reservations_planning.status_write(claim, plan)
 
 
 # --- repair ----------------------------------------------------------------------------------

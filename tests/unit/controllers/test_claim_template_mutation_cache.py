@@ -12,6 +12,7 @@ from typing import Any
 from operators.api.core import Pod
 from operators.api.keys import ObjectKey
 from operators.api.resource import ResourceClaimTemplate
+from operators.api.templates import claim_from_template
 from operators.controllers.claim_templates import planning
 from operators.controllers.claim_templates.handlers import ClaimTemplateController
 from operators.controllers.claim_templates.settings import ClaimTemplateSettings
@@ -38,7 +39,7 @@ TEMPLATE = ResourceClaimTemplate.load(
 
 def created(name: str) -> dict[str, Any]:
     """What the API server answered to our create (generateName resolved)."""
-    body = planning.claim_from_template(Pod.load(POD), "gpu", TEMPLATE)
+    body = claim_from_template(Pod.load(POD), "gpu", TEMPLATE)
     body["metadata"] = {**body["metadata"], "name": name, "uid": f"uid-{name}"}
     body["metadata"].pop("generateName")
     body["metadata"]["resourceVersion"] = "9"

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from operators.api import templates
 from operators.api.core import Pod
 from operators.api.names import POD_CLAIM_NAME_ANNOTATION
 from operators.api.resource import ResourceClaim, ResourceClaimTemplate
@@ -119,7 +120,7 @@ def generated(
 def test_generate_name_truncates_both_parts_like_kube_controller_manager(
     pod_name: str, entry: str, expected: str
 ) -> None:
-    assert planning.generate_name(pod_name, entry) == expected
+    assert templates.generate_name(pod_name, entry) == expected
     assert len(expected) <= 57
 
 

@@ -197,20 +197,6 @@ def test_binding_failed_deallocates_only_when_nobody_else_holds_the_claim() -> N
     assert planning.binding_failed(claim(allocated=allocation(), reserved=("q",)), "p") is None
 
 
-def test_stranded_claim_is_one_unavailable_claim_held_by_nobody_else() -> None:
-    mine = claim("a", allocated=allocation(), reserved=("p",))
-    nobodys = claim("b", allocated=allocation("gpu-1"))
-    shared = claim("c", allocated=allocation("gpu-2"), reserved=("p", "q"))
-    fine = claim("d", allocated=allocation("gpu-3"), reserved=("p",))
-    assert (
-        planning.stranded_claim(pod(), [shared, fine, mine, nobodys], ["ns/c", "ns/a", "ns/b"])
-        is mine
-    )
-    assert planning.stranded_claim(pod(), [shared, nobodys], ["ns/c", "ns/b"]) is nobodys
-    assert planning.stranded_claim(pod(), [shared, fine], ["ns/c"]) is None  # q holds it
-    assert planning.stranded_claim(pod(), [claim("e")], ["ns/e"]) is None  # not allocated
-
-
 def test_deallocation_clears_everything_at_the_cached_version() -> None:
     action = planning.deallocation(claim(allocated=allocation(), reserved=("p",), devices=True))
     assert status(action) == {}

@@ -11,12 +11,14 @@ from typing import Any
 
 import pytest
 
+from operators.api.core import Pod
 from operators.api.ids import DeviceID
 from operators.api.keys import ObjectKey
 from operators.api.resource import ResourceClaim
-from operators.controllers.scheduler import handlers
-from operators.controllers.scheduler.cache import worth_an_attempt
+from operators.controllers.scheduler import handlers, planning, queueing
 from operators.controllers.scheduler.handlers import Scheduler
+from operators.controllers.scheduler.metrics import REGISTRY
+from operators.controllers.scheduler.queueing import Hint, pending_pod_update
 from operators.controllers.scheduler.settings import SchedulerSettings
 from operators.runtime.errors import Requeue
 from operators.scheduling.cycle import run_cycle
@@ -94,20 +96,22 @@ def test_only_a_pending_pods_own_changes_bring_it_back_for_another_attempt() -> 
     written["metadata"]["managedFields"] = [{"manager": "kopf-dra-scheduler"}]
     written["status"]["nominatedNodeName"] = "node-a"
     written["status"]["conditions"] = [{"type": "PodScheduled", "status": "False"}]
-    assert not worth_an_attempt(pending, written)
-    assert worth_an_attempt(None, written)
+    skipped = pending_pod_update(pending, written)
+    assert (skipped.queue, skipped.label) == (False, "QueueSkip")
+    assert "only its status" in skipped.reason
+    assert pending_pod_update(None, written) == Hint(True, "new pending pod")
     relabelled = copy.deepcopy(written)
     relabelled["metadata"]["labels"] = {"a": "2"}
-    assert worth_an_attempt(written, relabelled)
+    assert pending_pod_update(written, relabelled) == Hint(True, "its metadata changed")
     ungated = copy.deepcopy(written)
     ungated["spec"]["schedulingGates"] = []
-    assert worth_an_attempt(written, ungated)
+    assert pending_pod_update(written, ungated) == Hint(True, "its spec changed")
     claims = copy.deepcopy(written)
     claims["status"]["resourceClaimStatuses"] = [{"name": "gpu", "resourceClaimName": "p-gpu"}]
-    assert worth_an_attempt(written, claims)
+    assert pending_pod_update(written, claims) == Hint(True, "its claim statuses changed")
     deleting = copy.deepcopy(written)
     deleting["metadata"]["deletionTimestamp"] = "2026-11-26T00:00:00Z"
-    assert worth_an_attempt(written, deleting)
+    assert pending_pod_update(written, deleting).queue
 
 
 async def test_a_pod_whose_claim_shares_a_device_waits_for_the_repair(
@@ -163,7 +167,7 @@ async def test_nobody_is_evicted_for_devices_freed_while_the_cycle_ran(
     upstream's queue treats any event that came in flight so)."""
     s = Scheduler(SchedulerSettings(preemption=preemption))
     s.active = True
-    feeds = s._feeds_by_kind()
+    feeds = s.events_to_register()
 
     def feed(body: dict[str, Any]) -> None:
         feeds[body["kind"]]({"type": "ADDED", "body": body})
@@ -247,7 +251,7 @@ async def test_nobody_is_evicted_for_devices_freed_while_the_cycle_ran(
     with pytest.raises(Requeue, match="devices were freed during the attempt") as raised:
         await s.schedule(ObjectKey("ns", "preemptor"))
     assert raised.value.delay == handlers.INITIAL_BACKOFF
-    assert not s.victims, "nobody evicted"
+    assert not s.preemptor.victims, "nobody evicted"
     (condition,) = writes
     assert ("devices were freed meanwhile" in str(condition)) is preemption
 
@@ -260,7 +264,7 @@ async def test_a_change_that_came_in_flight_brings_an_unschedulable_pod_back_soo
     pod was unschedulable, so without a shorter retry it would wait the full 30 s."""
     s = Scheduler(SchedulerSettings())
     s.active = True
-    feeds = s._feeds_by_kind()
+    feeds = s.events_to_register()
     loop = asyncio.get_running_loop()
     pod = _pod("waiting", None, cpu="100")  # fits no node
     pod["spec"]["schedulerName"] = s.settings.scheduler_name
@@ -294,7 +298,7 @@ async def test_only_node_updates_that_may_make_room_bring_unschedulable_pods_bac
     """A kubelet's status report that renews heartbeats only changes nothing a cycle reads;
     labels, taints, unschedulable, allocatable and condition statuses may."""
     s = Scheduler(SchedulerSettings())
-    feed = s._feeds_by_kind()["Node"]
+    feed = s.events_to_register()["Node"]
     node: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Node",
@@ -327,7 +331,11 @@ async def test_only_node_updates_that_may_make_room_bring_unschedulable_pods_bac
         n["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-11-27T00:05:00Z"
         n["status"]["images"] = [{"names": ["pause"], "sizeBytes": 1}]
 
+    skips = _hints("Node/Update", "QueueSkip")
     assert update(heartbeat) == 0
+    assert _hints("Node/Update", "QueueSkip") == skips + 1, "counted, with its reason"
+    assert queueing.node_update(None, node).queue
+    assert queueing.node_update(node, node).reason.startswith("a status report")
     (stored,) = s.cache.all_nodes()
     assert stored.metadata.resource_version == str(version), "stored all the same"
     assert update(lambda n: n["status"]["conditions"][0].update(status="False")) == 1
@@ -335,7 +343,51 @@ async def test_only_node_updates_that_may_make_room_bring_unschedulable_pods_bac
     assert update(lambda n: n["metadata"]["labels"].update(zone="b")) == 1
     assert update(lambda n: n["spec"].update(taints=[{"key": "k", "effect": "NoSchedule"}])) == 1
     assert update(lambda n: n["spec"].update(unschedulable=True)) == 1
+    queued = _hints("Node/Update", "Queue")
     assert update(lambda n: n["status"]["allocatable"].update(cpu="16")) == 1
+    assert _hints("Node/Update", "Queue") == queued + 1
+    relabelled = copy.deepcopy(node)
+    relabelled["metadata"]["labels"] = {"zone": "c"}
+    assert queueing.node_update(node, relabelled) == queueing.Hint(True, "its labels changed")
     before = s.moves
     feed({"type": "DELETED", "body": node})
     assert s.moves == before + 1
+
+
+def _hints(event: str, hint: str) -> float:
+    value = REGISTRY.get_sample_value(
+        "kopf_dra_scheduler_queueing_hints_total", {"event": event, "hint": hint}
+    )
+    return value or 0.0
+
+
+async def test_nothing_the_scheduler_started_outlives_deactivate(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A binding cycle blocked in a write and the coalesced requeue, both running when the
+    replica stops leading: deactivate cancels them and waits for them to end."""
+    s = Scheduler(SchedulerSettings())
+    s.active = True
+    blocked = asyncio.Event()
+
+    async def apply(action: Any) -> dict[str, Any]:
+        blocked.set()
+        await asyncio.Event().wait()  # a write that never answers
+        raise AssertionError("unreachable")
+
+    monkeypatch.setattr(s, "apply", apply)
+    pod = Pod.load(_pod("p", None))
+    claim = ResourceClaim.load(_claim("5", allocated=False))
+    plan = planning.reservations(pod, [claim], {}, s.clock.now())
+    s.binder.start(pod, plan, "node-1")
+    s.make_room("Node/Add", "a node joined")
+    await asyncio.wait_for(blocked.wait(), timeout=10)
+    started = s.tasks.running()
+    assert sorted(t.get_name() for t in started) == [
+        "scheduler-bind-ns-p",
+        "scheduler-requeue-unschedulable",
+    ]
+    await s.deactivate()
+    assert all(t.done() for t in started)
+    assert len(s.tasks) == 0
+    assert ObjectKey("ns", "p") not in s.binder

@@ -1,0 +1,72 @@
+"""The time a Filter may take: kube-scheduler's filter timeout, and each tenant's turn.
+
+The pure allocator reads no clock; it asks ``out_of_time`` between steps. ``AttemptBudget``
+answers from the cycle's thread.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+from operators.allocator.allocator import Allocator
+from operators.allocator.outcome import Outcome
+from operators.api.core import Node
+from operators.api.resource import ResourceClaim
+from operators.runtime.clock import Clock
+
+
+class TimedAllocator(Allocator):
+    """The allocator, summing the time its calls take (for its metric)."""
+
+    seconds = 0.0
+
+    def allocate(self, node: Node, claims: Sequence[ResourceClaim]) -> Outcome:
+        started = time.perf_counter()
+        try:
+            return super().allocate(node, claims)
+        finally:
+            self.seconds += time.perf_counter() - started
+
+
+class AttemptBudget:
+    """The time one pod's allocation attempt may take. Two limits: the pod's whole allocation
+    time (``filter_timeout``, summed over attempts that yielded; 0: none), and its slice
+    (``tenant_slice``) once pods of other namespaces are waiting (``others_waiting``)."""
+
+    def __init__(
+        self,
+        clock: Clock,
+        *,
+        spent_before: float,
+        filter_timeout: float,
+        tenant_slice: float,
+        others_waiting: Callable[[], bool],
+    ) -> None:
+        self.clock = clock
+        self.before = spent_before
+        self.filter_timeout = filter_timeout
+        self.tenant_slice = tenant_slice
+        self.others_waiting = others_waiting
+        self.started = clock.monotonic()
+        self.yielded = False
+
+    def total(self) -> float:
+        return self.before + self.clock.monotonic() - self.started
+
+    def spent(self) -> bool:
+        elapsed = self.clock.monotonic() - self.started
+        if self.filter_timeout and self.before + elapsed >= self.filter_timeout:
+            return True
+        if elapsed >= self.tenant_slice and self.others_waiting():
+            self.yielded = True
+            return True
+        return False
+
+
+def deadline(clock: Clock, limit: float) -> Callable[[], bool] | None:
+    """A search of its own with the filter timeout (None: no limit)."""
+    if not limit:
+        return None
+    started = clock.monotonic()
+    return lambda: clock.monotonic() - started >= limit

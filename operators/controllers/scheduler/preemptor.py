@@ -1,0 +1,351 @@
+"""Preemption's I/O (DefaultPreemption's PostFilter): evict the victims ``scheduling.preemption``
+chose, keep what each preemptor was promised, and release its victims' claims once they are gone.
+
+Runs inside the scheduling cycle of a pod that fits nowhere (or, with ``rank-first``, fits only
+with a worse alternative), after ``scheduling.decision`` said Preempt or ReleaseVictimClaims.
+The search itself is pure and runs off the event loop; every write here is safe to repeat.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import structlog
+
+from operators.allocator import AllocatedState, Allocator, Features, OutOfTimeError
+from operators.api.core import Node, Pod
+from operators.api.keys import ObjectKey
+from operators.api.names import TERMINAL_PHASES
+from operators.api.resource import ResourceClaim
+from operators.controllers.reservations.planning import PodInfo, pods_to_look_up
+from operators.controllers.scheduler import metrics, planning
+from operators.controllers.scheduler.budget import deadline
+from operators.controllers.scheduler.cache import SchedulerCache
+from operators.controllers.scheduler.queueing import PendingPods
+from operators.controllers.scheduler.settings import SchedulerSettings
+from operators.kube.api import ConflictError, KubeAPI, NotFoundError
+from operators.observability import fields
+from operators.runtime.actions import PostEvent, ReplaceStatus, Write
+from operators.runtime.clock import Clock
+from operators.runtime.queue import WorkQueue
+from operators.scheduling import preemption
+from operators.scheduling.binding import allocated_node
+from operators.scheduling.nodes import NodeUsage
+from operators.scheduling.preemption import Nomination, PodPriority, RunningPod
+
+log = structlog.get_logger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class Attempt:
+    """What one cycle saw, for its PostFilter: the pod, its priority and claims, the nodes,
+    their usage and the allocated state (with the nominations it had to leave alone)."""
+
+    pod: Pod
+    priority: PodPriority
+    claims: list[ResourceClaim]
+    nodes: list[Node]
+    usage: dict[str, NodeUsage]
+    state: AllocatedState | None
+    releases: int  # the allocation tracker's count when the cycle took its snapshot
+    moves: int  # the scheduler's count of room-making changes then
+
+    @property
+    def key(self) -> ObjectKey:
+        return planning.pod_key(self.pod)
+
+    @property
+    def allocating(self) -> bool:
+        return any(not c.is_allocated for c in self.claims)
+
+
+class Scheduler(Protocol):
+    """What preemption uses of its scheduler (the handlers' ``Scheduler``)."""
+
+    settings: SchedulerSettings
+    clock: Clock
+    cache: SchedulerCache
+    queue: WorkQueue[ObjectKey]
+    pending: PendingPods
+    features: Features
+    filter_timeout: float
+
+    @property
+    def api(self) -> KubeAPI: ...
+
+    async def apply(self, action: Write) -> dict[str, Any] | None: ...
+
+    async def post(self, event: PostEvent) -> bool: ...
+
+    def allocator(
+        self, state: AllocatedState | None, out_of_time: Callable[[], bool] | None
+    ) -> Allocator: ...
+
+    def make_room(self, event: str, reason: str) -> None: ...
+
+
+class Preemptor:
+    """Preemption of one scheduler replica: its nominations and the victims it waits for."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.scheduler = scheduler
+        # What each preemptor was promised on its nominated node, and whose victim each
+        # evicted pod is (its disappearance brings the preemptor back at once).
+        self.nominations: dict[ObjectKey, Nomination] = {}
+        self.victims: dict[str, ObjectKey] = {}
+
+    def clear(self) -> None:
+        self.nominations.clear()
+        self.victims.clear()
+
+    def promised(self, key: ObjectKey, priority: int) -> dict[ObjectKey, Nomination]:
+        """Devices nominated for preemptors of higher or equal priority: not ``key``'s."""
+        keys = preemption.protected(self.nominations, key, priority)
+        return {k: self.nominations[k] for k in keys}
+
+    def victim_gone(self, uid: str) -> ObjectKey | None:
+        """A pod is gone: the preemptor it was a victim of, if any."""
+        return self.victims.pop(uid, None)
+
+    # --- PostFilter: the search and the evictions ----------------------------------------------
+
+    async def preempt(self, attempt: Attempt, *, better_than: int | None = None) -> str | None:
+        """Find victims for the pod and evict them; the explanation for the pod's message, or
+        None when no preemption happened and the pod has a fit to bind (rank-first)."""
+        s = self.scheduler
+        metrics.PREEMPTION_ATTEMPTS.inc()
+        pod, priority, key = attempt.pod, attempt.priority, attempt.key
+        nominated = s.pending.nominated.get(key) or pod.status.nominated_node_name
+        lower = self._lower_priority_pods(priority.value)
+        reason = preemption.eligibility(
+            priority,
+            nominated,
+            lower.get(nominated, ()) if nominated else (),
+            evicting=key in self.victims.values(),
+        )
+        if reason == preemption.TERMINATING and nominated and key not in self.nominations:
+            await self._renominate(attempt, nominated, lower.get(nominated, ()))
+        if reason is not None:
+            return reason if better_than is None else None
+        budgets = [preemption.Budget.of(b) for b in s.cache.all_of(s.cache.budgets, "pdbs")]
+        try:
+            result = await self._search(
+                attempt, attempt.nodes, lower, budgets=budgets, better_than=better_than
+            )
+        except OutOfTimeError as e:
+            return f"{e.message} while looking for victims"
+        candidate = result.candidate
+        if candidate is None:
+            if better_than is None and nominated:
+                await self.clear_nomination(pod)
+            return result.message(len(attempt.nodes)) if better_than is None else None
+        await self._evict(pod, priority, candidate)
+        return result.message(len(attempt.nodes))
+
+    async def _search(
+        self,
+        attempt: Attempt,
+        nodes: Sequence[Node],
+        on_node: dict[str, list[RunningPod]],
+        *,
+        budgets: Sequence[preemption.Budget] = (),
+        better_than: int | None = None,
+    ) -> preemption.Preemption:
+        """The pure search, off the event loop, with a filter timeout of its own (none without
+        DRASchedulerFilterTimeout) on the state the cycle allocated against."""
+        s = self.scheduler
+        allocator = s.allocator(attempt.state, deadline(s.clock, s.filter_timeout))
+        return await asyncio.to_thread(
+            lambda: preemption.preempt(
+                attempt.pod,
+                priority=attempt.priority,
+                claims=attempt.claims,
+                nodes=nodes,
+                usage=attempt.usage,
+                on_node=on_node,
+                allocator=allocator if attempt.allocating else None,
+                budgets=budgets,
+                now=s.clock.now(),
+                features=s.features,
+                alternatives=s.settings.preemption_alternatives,
+                better_than=better_than,
+            )
+        )
+
+    def _lower_priority_pods(self, priority: int) -> dict[str, list[RunningPod]]:
+        """Pods bound to each node with a priority below ``priority``, with their claims."""
+        cache = self.scheduler.cache
+        classes = cache.classes_by_name()
+        out: dict[str, list[RunningPod]] = {}
+        for node in cache.nodes_with_pods():
+            for pod in cache.running_on(node):
+                value = preemption.priority_of(pod, classes).value
+                if value < priority:
+                    out.setdefault(node, []).append(RunningPod(pod, value, cache.held_by(pod)))
+        return out
+
+    async def _evict(
+        self, pod: Pod, priority: PodPriority, candidate: preemption.Candidate
+    ) -> None:
+        """The writes, in order, each safe to repeat: nominate the preemptor, then per victim
+        the DisruptionTarget condition and the deletion with its grace period; lower-priority
+        pods nominated to the node lose their nomination."""
+        s = self.scheduler
+        key = planning.pod_key(pod)
+        node = candidate.node
+        self.nominations[key] = Nomination.of(pod, priority.value, candidate, s.features)
+        s.pending.nominated[key] = node
+        description = candidate.describe()
+        log.info("preempting", **{fields.POD: str(key), fields.NODE: node}, victims=description)
+        if not await self._nominate(pod, node):
+            self.nominations.pop(key, None)
+            return
+        metrics.PREEMPTION_VICTIMS.observe(len(candidate.victims))
+        now = s.clock.now()
+        for victim in candidate.victims:
+            self.victims[victim.uid] = key
+            if victim.pod.metadata.is_deleting:
+                continue  # its graceful deletion runs already
+            try:
+                await s.apply(
+                    planning.disruption_target(victim.pod, s.settings.scheduler_name, now)
+                )
+                await s.apply(planning.eviction(victim.pod))
+            except (NotFoundError, ConflictError):
+                # Gone, or replaced by another pod of that name: not ours to delete, nor to
+                # wait for.
+                self.victims.pop(victim.uid, None)
+                continue
+            await s.post(planning.preempted_event(victim.pod, pod, node))
+        await self._clear_lower_nominations(node, priority.value, key)
+        await s.post(planning.preempting_event(pod, description))
+
+    async def _renominate(self, attempt: Attempt, node: str, on_node: Sequence[RunningPod]) -> None:
+        """After a restart: the devices a nominated preemptor waits for, from its victims
+        still terminating, are protected again."""
+        terminating = [p for p in on_node if p.pod.metadata.is_deleting]
+        chosen = [n for n in attempt.nodes if n.metadata.name == node]
+        if not terminating or not chosen:
+            return
+        try:
+            result = await self._search(attempt, chosen, {node: terminating})
+        except OutOfTimeError:
+            return
+        if result.candidate is not None:
+            features = self.scheduler.features
+            self.nominations[attempt.key] = Nomination.of(
+                attempt.pod, attempt.priority.value, result.candidate, features
+            )
+            for victim in result.candidate.victims:
+                self.victims[victim.uid] = attempt.key
+
+    # --- nominations ---------------------------------------------------------------------------
+
+    async def _nominate(self, pod: Pod, node: str | None) -> bool:
+        """Write (or clear) the pod's nominatedNodeName; False when the pod is gone."""
+        try:
+            await self.scheduler.apply(planning.nominate(pod, node))
+        except NotFoundError:
+            return False
+        return True
+
+    async def clear_nomination(self, pod: Pod) -> None:
+        """Preemption no longer helps: the nomination goes (upstream), unless it is the node of
+        a failed binding attempt (KEP-5007), which is not preemption's to take back."""
+        key = planning.pod_key(pod)
+        if key in self.scheduler.pending.nominated and key not in self.nominations:
+            return
+        self.drop_nomination(key)
+        await self._nominate(pod, None)
+
+    def drop_nomination(self, key: ObjectKey) -> None:
+        self.scheduler.pending.nominated.pop(key, None)
+        if self.nominations.pop(key, None) is not None:
+            self.scheduler.make_room("Pod/Delete", f"the devices nominated for {key} are free")
+
+    async def _clear_lower_nominations(
+        self, node: str, priority: int, preemptor: ObjectKey
+    ) -> None:
+        """Pods of lower priority nominated to the node may no longer fit there (upstream)."""
+        s = self.scheduler
+        classes = s.cache.classes_by_name()
+        for key in s.cache.pending_keys():
+            other = None if key == preemptor else s.cache.pending(key)
+            if other is None:
+                continue
+            if (s.pending.nominated.get(key) or other.status.nominated_node_name) != node:
+                continue
+            if preemption.priority_of(other, classes).value >= priority:
+                continue
+            s.pending.nominated.pop(key, None)
+            self.nominations.pop(key, None)
+            if await self._nominate(other, None):
+                s.queue.add(key)
+
+    # --- the victims' claims -------------------------------------------------------------------
+
+    async def victim_claims(self, pod: Pod) -> list[tuple[ResourceClaim, ReplaceStatus]]:
+        """Claims on the pod's nominated node whose consumers are all gone (its victims,
+        deleted or finished), with the reservation cleanup's write for each: the reads that
+        ``scheduling.decision`` needs, done before it decides."""
+        s = self.scheduler
+        key = planning.pod_key(pod)
+        node = s.pending.nominated.get(key) or pod.status.nominated_node_name
+        if not node:
+            return []
+        found = []
+        for claim_key in s.cache.allocated_keys():
+            claim = s.cache.claim(claim_key)
+            if (
+                claim is None
+                or claim_key in s.cache.ledger
+                or not claim.status.reserved_for
+                or allocated_node(claim) != node
+            ):
+                continue
+            pods = await self._consumers(claim)
+            action = None if pods is None else planning.victim_claim_release(claim, pods)
+            if action is not None:
+                found.append((claim, action))
+        return found
+
+    async def release_victim_claims(
+        self, pod: Pod, releases: Sequence[tuple[ResourceClaim, ReplaceStatus]]
+    ) -> None:
+        """Being released (by this write, or by the reservation cleanup's if it came first):
+        their devices are about to be free, so evicting more pods would be one too many."""
+        s = self.scheduler
+        for claim, action in releases:
+            try:
+                written = await s.apply(action)
+            except (ConflictError, NotFoundError):
+                continue  # changed meanwhile: its event brings the pod back
+            assert written is not None
+            s.cache.written(ResourceClaim.load(written))
+            s.pending.unsatisfiable.clear()
+            log.info(
+                "released the claim of a preemption victim",
+                **{fields.POD: pod.key, fields.CLAIM: claim.key},
+            )
+
+    async def _consumers(self, claim: ResourceClaim) -> dict[str, PodInfo | None] | None:
+        """The pods the claim's release depends on, or None while one of its consumers is
+        cached as running (no reads then). Pods missing from the cache are read: one created a
+        moment ago may hold the claim already (as the reservation cleanup checks)."""
+        s = self.scheduler
+        namespace = claim.metadata.namespace or ""
+        for ref in claim.status.reserved_for:
+            body = s.cache.indices.one("pod_info", ObjectKey(namespace, ref.name or ""))
+            info = None if body is None else PodInfo.from_body(body)
+            if info is not None and info.uid == ref.uid and info.phase not in TERMINAL_PHASES:
+                return None
+        found: dict[str, PodInfo | None] = {}
+        for name in sorted(pods_to_look_up(claim)):
+            body = s.cache.indices.one("pod_info", ObjectKey(namespace, name))
+            if body is None:
+                body = await s.api.get_or_none("Pod", name, namespace)
+            found[name] = None if body is None else PodInfo.from_body(body)
+        return found
