@@ -35,7 +35,7 @@ from operators.api.resource import (
 )
 from operators.cel import CELEnvironment
 from operators.controllers.reservations.planning import generated_owner, is_pod_consumer
-from operators.scheduling.binding import Binding, allocated_node, binding_verdict
+from operators.scheduling.binding_conditions import ConditionsState, allocated_node, binding_verdict
 from operators.scheduling.cycle import ClaimsNotReady, resolve_claims, run_cycle
 from operators.scheduling.nodes import UsageTracker, pod_requests
 
@@ -167,7 +167,7 @@ def _in_flight(pod: Pod, claim: ResourceClaim) -> bool:
     """Allocated and reserved for the pending pod, waiting for its binding conditions."""
     return (
         claim.is_reserved_for(pod.metadata.uid or "")
-        and binding_verdict(claim, None, float("inf")).state is Binding.PENDING
+        and binding_verdict(claim, None, float("inf")).state is ConditionsState.PENDING
     )
 
 

@@ -34,7 +34,7 @@ from operators.driver.opaque import (
     parse_device_config,
 )
 from operators.driver.profiles import DeviceInfo, Inventory, stable_uuid
-from operators.scheduling.binding import device_conditions
+from operators.scheduling.binding_conditions import device_conditions
 
 READY_CONDITION = "Ready"
 DEVICE_NODE_DIR = "/dev/kopf-dra"

@@ -49,7 +49,7 @@ from operators.api.core import (
 from operators.api.ids import DeviceID
 from operators.api.resource import AllocationResult, ResourceClaim
 from operators.api.timestamps import parse_time
-from operators.scheduling.binding import allocated_node
+from operators.scheduling.binding_conditions import allocated_node
 from operators.scheduling.cycle import unavailable_claim
 from operators.scheduling.nodes import NodeUsage, node_failure, pod_requests
 from operators.scheduling.score import subrequest_rank

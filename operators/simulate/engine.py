@@ -41,7 +41,7 @@ from operators.api.templates import claim_from_template
 from operators.api.timestamps import age
 from operators.cel import CELEnvironment
 from operators.scheduling import preemption
-from operators.scheduling.binding import Binding, binding_verdict
+from operators.scheduling.binding_conditions import ConditionsState, binding_verdict
 from operators.scheduling.cycle import (
     ClaimsNotReady,
     CycleResult,
@@ -196,9 +196,9 @@ def pod_answer(
             age(allocation.allocation_timestamp if allocation else None, now),
             options.binding_timeout,
         )
-        if verdict.state is Binding.PENDING:
+        if verdict.state is ConditionsState.PENDING:
             return Answer("waiting", error=verdict.message, notes=notes)
-        if verdict.state in (Binding.FAILED, Binding.TIMED_OUT):
+        if verdict.state in (ConditionsState.FAILED, ConditionsState.TIMED_OUT):
             claims[i] = _deallocated(claim)
             released.add(claim.key)
             notes.append(f"{verdict.message}: the scheduler deallocates it and tries again")

@@ -48,7 +48,7 @@ from operators.fabric.model import (
     Operation,
     model_slug,
 )
-from operators.scheduling.binding import allocated_node
+from operators.scheduling.binding_conditions import allocated_node
 
 POOL_PREFIX = "fabric-"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"

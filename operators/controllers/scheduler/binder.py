@@ -29,7 +29,7 @@ from operators.runtime.clock import Clock
 from operators.runtime.errors import NotLeaderError, Requeue, UnknownOutcomeError
 from operators.runtime.queue import WorkQueue
 from operators.runtime.tasks import TaskOwner
-from operators.scheduling.binding import Binding, allocated_node, binding_verdict
+from operators.scheduling.binding_conditions import ConditionsState, allocated_node, binding_verdict
 
 log = structlog.get_logger(__name__)
 
@@ -66,6 +66,8 @@ class Scheduler(Protocol):
     async def apply(self, action: Write) -> dict[str, Any] | None: ...
 
     async def post(self, event: PostEvent) -> bool: ...
+
+    async def write_claim(self, action: Write) -> ResourceClaim: ...
 
     def make_room(self, event: str, reason: str) -> None: ...
 
@@ -152,9 +154,7 @@ class Binder:
             patched = await s.apply(patch)
             assert patched is not None
             version = patched["metadata"]["resourceVersion"]
-        written = await s.apply(planning.status_write(reservation, version))
-        assert written is not None
-        s.cache.written(ResourceClaim.load(written))
+        await s.write_claim(planning.status_write(reservation, version))
 
     def _check_still_free(self, target: ResourceClaim) -> None:
         """Re-check right before writing: another scheduler may have given a chosen device
@@ -213,11 +213,11 @@ class Binder:
                 age(allocation.allocation_timestamp if allocation else None, s.clock.now()),
                 s.settings.binding_timeout,
             )
-            if verdict.state in (Binding.FAILED, Binding.TIMED_OUT):
+            if verdict.state in (ConditionsState.FAILED, ConditionsState.TIMED_OUT):
                 self._waiting(key, False)
                 await self._binding_failed(pod, claims, verdict.message, allocated_node(claim))
                 raise Requeue(1.0, verdict.message)
-            if verdict.state is Binding.PENDING:
+            if verdict.state is ConditionsState.PENDING:
                 waiting = True
                 if verdict.remaining is not None:
                     s.queue.add_after(key, verdict.remaining + 0.5)
@@ -257,11 +257,9 @@ class Binder:
             if action is None:
                 continue
             s.cache.ledger.remove(planning.claim_key(claim))
-            written = await s.apply(action)
-            assert written is not None
             # The retry follows at once: until the cache shows this write, the ledger does,
             # so the retry neither sees the failed allocation again nor counts its devices.
-            s.cache.written(ResourceClaim.load(written))
+            await s.write_claim(action)
         if node:
             try:
                 await s.apply(planning.nominate(pod, node))
@@ -311,14 +309,12 @@ class Binder:
                 s.cache.ledger.remove(key)
                 return
             try:
-                written = await s.apply(action)
+                await s.write_claim(action)
             except ConflictError:
                 continue  # changed since the read: decide again on what it is now
             except NotFoundError:
                 s.cache.ledger.remove(key)
                 return
-            assert written is not None
-            s.cache.written(ResourceClaim.load(written))
             log.info("released what the failed attempt wrote", **{fields.CLAIM: str(key)})
             return
         # Still changing under us: the reservation cleanup takes stale entries out.

@@ -45,7 +45,7 @@ from operators.controllers.scheduler.repair import Repair
 from operators.controllers.scheduler.settings import SchedulerSettings
 from operators.kube.api import ConflictError, NotFoundError
 from operators.observability import fields
-from operators.runtime.actions import ReplaceStatus
+from operators.runtime.actions import ReplaceStatus, Write
 from operators.runtime.controller import Controller
 from operators.runtime.errors import Requeue, TemporaryError
 from operators.runtime.informer import EventFeed, Feeds
@@ -223,7 +223,7 @@ class Scheduler(Controller[SchedulerSettings]):
         )
         if len(self.pending.unsatisfiable) > MAX_UNSATISFIABLE_SPECS:
             self.pending.unsatisfiable.clear()
-        nominated = self.pending.nominated.get(key) or pod.status.nominated_node_name
+        nominated = self.pending.nominated_node(pod)
         releases, moves = self.cache.allocated.releases, self.moves
         # Off the event loop: watches, lease renewals and other pods' binds go on meanwhile.
         # The cycle gets snapshots (usage copied, the allocator's state frozen); one cycle at
@@ -328,6 +328,15 @@ class Scheduler(Controller[SchedulerSettings]):
             raise Requeue(INITIAL_BACKOFF, "the cluster changed during the attempt")
         raise Requeue(self.settings.unschedulable_retry, "unschedulable")
 
+    async def write_claim(self, action: Write) -> ResourceClaim:
+        """A claim write of ours, kept in the in-flight ledger until the cache shows it (the
+        next cycle may run before the watch event does)."""
+        written = await self.apply(action)
+        assert written is not None
+        claim = ResourceClaim.load(written)
+        self.cache.written(claim)
+        return claim
+
     def _freed_since(self, attempt: Attempt) -> bool:
         return self.cache.allocated.releases != attempt.releases
 
@@ -335,11 +344,9 @@ class Scheduler(Controller[SchedulerSettings]):
         """A claim whose allocation no node can use, held by nobody else, is deallocated so the
         pod can be placed again (upstream's PostFilter). Its event brings the pod back."""
         try:
-            written = await self.apply(planning.deallocation(claim))
+            await self.write_claim(planning.deallocation(claim))
         except (ConflictError, NotFoundError):
             return  # changed meanwhile: its event brings the pod back
-        assert written is not None
-        self.cache.written(ResourceClaim.load(written))
         self.pending.unsatisfiable.clear()
         log.info(
             "deallocated a claim no node can use (PostFilter)",

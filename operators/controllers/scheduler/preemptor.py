@@ -32,7 +32,7 @@ from operators.runtime.actions import PostEvent, ReplaceStatus, Write
 from operators.runtime.clock import Clock
 from operators.runtime.queue import WorkQueue
 from operators.scheduling import preemption
-from operators.scheduling.binding import allocated_node
+from operators.scheduling.binding_conditions import allocated_node
 from operators.scheduling.nodes import NodeUsage
 from operators.scheduling.preemption import Nomination, PodPriority, RunningPod
 
@@ -80,6 +80,8 @@ class Scheduler(Protocol):
 
     async def post(self, event: PostEvent) -> bool: ...
 
+    async def write_claim(self, action: Write) -> ResourceClaim: ...
+
     def allocator(
         self, state: AllocatedState | None, out_of_time: Callable[[], bool] | None
     ) -> Allocator: ...
@@ -118,7 +120,7 @@ class Preemptor:
         s = self.scheduler
         metrics.PREEMPTION_ATTEMPTS.inc()
         pod, priority, key = attempt.pod, attempt.priority, attempt.key
-        nominated = s.pending.nominated.get(key) or pod.status.nominated_node_name
+        nominated = s.pending.nominated_node(pod)
         lower = self._lower_priority_pods(priority.value)
         reason = preemption.eligibility(
             priority,
@@ -276,7 +278,7 @@ class Preemptor:
             other = None if key == preemptor else s.cache.pending(key)
             if other is None:
                 continue
-            if (s.pending.nominated.get(key) or other.status.nominated_node_name) != node:
+            if s.pending.nominated_node(other) != node:
                 continue
             if preemption.priority_of(other, classes).value >= priority:
                 continue
@@ -292,8 +294,7 @@ class Preemptor:
         deleted or finished), with the reservation cleanup's write for each: the reads that
         ``scheduling.decision`` needs, done before it decides."""
         s = self.scheduler
-        key = planning.pod_key(pod)
-        node = s.pending.nominated.get(key) or pod.status.nominated_node_name
+        node = s.pending.nominated_node(pod)
         if not node:
             return []
         found = []
@@ -320,11 +321,9 @@ class Preemptor:
         s = self.scheduler
         for claim, action in releases:
             try:
-                written = await s.apply(action)
+                await s.write_claim(action)
             except (ConflictError, NotFoundError):
                 continue  # changed meanwhile: its event brings the pod back
-            assert written is not None
-            s.cache.written(ResourceClaim.load(written))
             s.pending.unsatisfiable.clear()
             log.info(
                 "released the claim of a preemption victim",

@@ -16,6 +16,7 @@ from typing import Any
 
 import structlog
 
+from operators.api.core import Pod
 from operators.api.keys import ObjectKey
 from operators.controllers.scheduler import metrics
 from operators.controllers.scheduler.cache import ModelCache, SchedulerCache
@@ -47,6 +48,12 @@ class PendingPods:
     # Scheduling attempts so far, and when the last one began (scheduler_pod_scheduling_*).
     attempts: dict[ObjectKey, int] = dataclasses.field(default_factory=dict)
     attempt_started: dict[ObjectKey, float] = dataclasses.field(default_factory=dict)
+
+    def nominated_node(self, pod: Pod) -> str | None:
+        """The node the pod's next attempt prefers: of a failed binding attempt or a
+        preemption, as remembered here (before the cache shows it) or as written on the pod."""
+        key = ObjectKey(pod.metadata.namespace or "", pod.metadata.name or "")
+        return self.nominated.get(key) or pod.status.nominated_node_name
 
     def forget(self, key: ObjectKey) -> None:
         self.spent.pop(key, None)

@@ -42,6 +42,8 @@ class Scheduler(Protocol):
 
     async def post(self, event: PostEvent) -> bool: ...
 
+    async def write_claim(self, action: Write) -> ResourceClaim: ...
+
 
 class Repair:
     """The repair queue of one scheduler replica."""
@@ -87,9 +89,7 @@ class Repair:
                     claims=others,
                 )
                 continue
-            written = await s.apply(planning.deallocation(victim))
-            assert written is not None
-            s.cache.written(ResourceClaim.load(written))
+            await s.write_claim(planning.deallocation(victim))
             log.warning(
                 "deallocated a claim that shared a device with another",
                 **{fields.CLAIM: victim.key, fields.DEVICE: str(device)},

@@ -7,7 +7,12 @@ from collections.abc import Sequence
 import pytest
 
 from operators.api.resource import ResourceClaim
-from operators.scheduling.binding import Binding, BindingVerdict, allocated_node, binding_verdict
+from operators.scheduling.binding_conditions import (
+    BindingVerdict,
+    ConditionsState,
+    allocated_node,
+    binding_verdict,
+)
 from tests.unit.allocator.builders import (
     CLAIM0,
     DEVICE1,
@@ -77,44 +82,46 @@ CASES = [
     pytest.param(
         in_namespace(claim(CLAIM0, request(REQ0, "class-a"))),
         0.0,
-        BindingVerdict(Binding.NOT_NEEDED),
+        BindingVerdict(ConditionsState.NOT_NEEDED),
         id="not-allocated",
     ),
-    pytest.param(allocated([plain()]), 1e9, BindingVerdict(Binding.NOT_NEEDED), id="no-conditions"),
+    pytest.param(
+        allocated([plain()]), 1e9, BindingVerdict(ConditionsState.NOT_NEEDED), id="no-conditions"
+    ),
     pytest.param(
         allocated([bound()]),
         10.0,
-        BindingVerdict(Binding.PENDING, f"waiting for {DEV1} attached", 590.0),
+        BindingVerdict(ConditionsState.PENDING, f"waiting for {DEV1} attached", 590.0),
         id="pending-no-status",
     ),
     pytest.param(
         allocated([bound()], [status(attached=False)]),
         10.0,
-        BindingVerdict(Binding.PENDING, f"waiting for {DEV1} attached", 590.0),
+        BindingVerdict(ConditionsState.PENDING, f"waiting for {DEV1} attached", 590.0),
         id="pending-condition-false",
     ),
     pytest.param(
         allocated([bound()], [status(attached=False)]),
         None,
-        BindingVerdict(Binding.PENDING, f"waiting for {DEV1} attached", None),
+        BindingVerdict(ConditionsState.PENDING, f"waiting for {DEV1} attached", None),
         id="pending-without-timestamp-never-times-out",
     ),
     pytest.param(
         allocated([bound()], [status(DEVICE2, attached=True)]),
         0.0,
-        BindingVerdict(Binding.PENDING, f"waiting for {DEV1} attached", 600.0),
+        BindingVerdict(ConditionsState.PENDING, f"waiting for {DEV1} attached", 600.0),
         id="status-of-another-device-does-not-count",
     ),
     pytest.param(
         allocated([bound(), bound(DEVICE2)], [status(attached=True)]),
         100.0,
-        BindingVerdict(Binding.PENDING, f"waiting for {DEV2} attached", 500.0),
+        BindingVerdict(ConditionsState.PENDING, f"waiting for {DEV2} attached", 500.0),
         id="one-of-two-devices-ready",
     ),
     pytest.param(
         allocated([bound(), plain(DEVICE2)], [status(attached=True)]),
         0.0,
-        BindingVerdict(Binding.READY),
+        BindingVerdict(ConditionsState.READY),
         id="ready",
     ),
     pytest.param(
@@ -122,44 +129,44 @@ CASES = [
             [bound(), bound(DEVICE2)], [status(attached=True), status(DEVICE2, attached=True)]
         ),
         0.0,
-        BindingVerdict(Binding.READY),
+        BindingVerdict(ConditionsState.READY),
         id="ready-all-devices",
     ),
     pytest.param(
         allocated([bound()], [status(attached=True)]),
         TIMEOUT * 2,
-        BindingVerdict(Binding.READY),
+        BindingVerdict(ConditionsState.READY),
         id="ready-beats-timeout",
     ),
     pytest.param(
         allocated([bound()], [status(attached=False, failed=True)]),
         0.0,
-        BindingVerdict(Binding.FAILED, f"claim {KEY}: device {DEV1} reports failed"),
+        BindingVerdict(ConditionsState.FAILED, f"claim {KEY}: device {DEV1} reports failed"),
         id="failed",
     ),
     pytest.param(
         allocated([bound()], [status(attached=True, failed=True)]),
         0.0,
-        BindingVerdict(Binding.FAILED, f"claim {KEY}: device {DEV1} reports failed"),
+        BindingVerdict(ConditionsState.FAILED, f"claim {KEY}: device {DEV1} reports failed"),
         id="failure-beats-ready",
     ),
     pytest.param(
         allocated([bound(), bound(DEVICE2)], [status(DEVICE2, failed=True)]),
         TIMEOUT * 2,
-        BindingVerdict(Binding.FAILED, f"claim {KEY}: device {DEV2} reports failed"),
+        BindingVerdict(ConditionsState.FAILED, f"claim {KEY}: device {DEV2} reports failed"),
         id="failure-beats-timeout-and-pending",
     ),
     pytest.param(
         allocated([bound(failure=False)], [status(attached=False, failed=True)]),
         0.0,
-        BindingVerdict(Binding.PENDING, f"waiting for {DEV1} attached", 600.0),
+        BindingVerdict(ConditionsState.PENDING, f"waiting for {DEV1} attached", 600.0),
         id="undeclared-failure-condition-ignored",
     ),
     pytest.param(
         allocated([bound()], [status(attached=False)]),
         TIMEOUT,
         BindingVerdict(
-            Binding.TIMED_OUT,
+            ConditionsState.TIMED_OUT,
             f"claim {KEY}: binding conditions not met within 600s: {DEV1} attached",
         ),
         id="timed-out-exactly",
@@ -167,14 +174,14 @@ CASES = [
     pytest.param(
         allocated([bound()], [status(attached=False)]),
         TIMEOUT - 0.5,
-        BindingVerdict(Binding.PENDING, f"waiting for {DEV1} attached", 0.5),
+        BindingVerdict(ConditionsState.PENDING, f"waiting for {DEV1} attached", 0.5),
         id="just-before-timeout",
     ),
     pytest.param(
         allocated([bound(), bound(DEVICE2)]),
         TIMEOUT + 1,
         BindingVerdict(
-            Binding.TIMED_OUT,
+            ConditionsState.TIMED_OUT,
             f"claim {KEY}: binding conditions not met within 600s: "
             f"{DEV1} attached, {DEV2} attached",
         ),
@@ -184,7 +191,7 @@ CASES = [
     pytest.param(
         allocated([bound(share=SHARE_A)], [status(share=SHARE_B, attached=True)]),
         0.0,
-        BindingVerdict(Binding.PENDING, f"waiting for {DEV1} attached", 600.0),
+        BindingVerdict(ConditionsState.PENDING, f"waiting for {DEV1} attached", 600.0),
         id="share-other-share-ready",
     ),
     pytest.param(
@@ -193,7 +200,7 @@ CASES = [
             [status(share=SHARE_B, attached=True), status(share=SHARE_A, attached=False)],
         ),
         0.0,
-        BindingVerdict(Binding.PENDING, f"waiting for {DEV1} attached", 600.0),
+        BindingVerdict(ConditionsState.PENDING, f"waiting for {DEV1} attached", 600.0),
         id="share-ours-not-ready",
     ),
     pytest.param(
@@ -202,13 +209,13 @@ CASES = [
             [status(share=SHARE_B, attached=False), status(share=SHARE_A, attached=True)],
         ),
         0.0,
-        BindingVerdict(Binding.READY),
+        BindingVerdict(ConditionsState.READY),
         id="share-ours-ready",
     ),
     pytest.param(
         allocated([bound(share=SHARE_A)], [status(attached=True)]),
         0.0,
-        BindingVerdict(Binding.PENDING, f"waiting for {DEV1} attached", 600.0),
+        BindingVerdict(ConditionsState.PENDING, f"waiting for {DEV1} attached", 600.0),
         id="share-status-without-share-id",
     ),
     pytest.param(
@@ -217,7 +224,7 @@ CASES = [
             [status(share=SHARE_B, failed=True), status(share=SHARE_A, attached=True)],
         ),
         0.0,
-        BindingVerdict(Binding.READY),
+        BindingVerdict(ConditionsState.READY),
         id="share-failure-of-other-share-ignored",
     ),
 ]
@@ -232,7 +239,7 @@ def test_binding_verdict(
 
 def test_timeout_message_uses_the_configured_timeout() -> None:
     got = binding_verdict(allocated([bound()]), 30.5, 30.5)
-    assert got.state is Binding.TIMED_OUT
+    assert got.state is ConditionsState.TIMED_OUT
     assert "not met within 30.5s" in got.message
 
 

@@ -13,7 +13,7 @@ import enum
 from operators.api.resource import DeviceRequestAllocationResult, ResourceClaim
 
 
-class Binding(enum.Enum):
+class ConditionsState(enum.Enum):
     NOT_NEEDED = "not-needed"  # no device has binding conditions
     PENDING = "pending"
     READY = "ready"
@@ -23,7 +23,7 @@ class Binding(enum.Enum):
 
 @dataclasses.dataclass(frozen=True)
 class BindingVerdict:
-    state: Binding
+    state: ConditionsState
     message: str = ""
     remaining: float | None = None  # seconds until the timeout, while pending
 
@@ -52,24 +52,24 @@ def binding_verdict(claim: ResourceClaim, elapsed: float | None, timeout: float)
         failed = [c for c in result.binding_failure_conditions if conditions.get(c)]
         if failed:
             return BindingVerdict(
-                Binding.FAILED,
+                ConditionsState.FAILED,
                 f"claim {claim.key}: device {result.device_id} reports {', '.join(failed)}",
             )
         pending.extend(
             f"{result.device_id} {c}" for c in result.binding_conditions if not conditions.get(c)
         )
     if not needed:
-        return BindingVerdict(Binding.NOT_NEEDED)
+        return BindingVerdict(ConditionsState.NOT_NEEDED)
     if not pending:
-        return BindingVerdict(Binding.READY)
+        return BindingVerdict(ConditionsState.READY)
     if elapsed is not None and elapsed >= timeout:
         return BindingVerdict(
-            Binding.TIMED_OUT,
+            ConditionsState.TIMED_OUT,
             f"claim {claim.key}: binding conditions not met within {timeout:g}s: "
             + ", ".join(pending),
         )
     remaining = None if elapsed is None else max(0.0, timeout - elapsed)
-    return BindingVerdict(Binding.PENDING, "waiting for " + ", ".join(pending), remaining)
+    return BindingVerdict(ConditionsState.PENDING, "waiting for " + ", ".join(pending), remaining)
 
 
 def allocated_node(claim: ResourceClaim) -> str | None:
