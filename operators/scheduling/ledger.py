@@ -69,6 +69,13 @@ class InFlightLedger(Generic[K]):
         if self._entries.pop(key, None) is not None:
             self._changed(key)
 
+    def discard_unwritten(self, key: K) -> None:
+        """An attempt ended without writing this claim: its chosen status goes (a status our
+        write produced stays until the cache shows it)."""
+        entry = self._entries.get(key)
+        if entry is not None and entry.written is None:
+            self.remove(key)
+
     def observe(self, key: K, cached: ResourceClaim | None) -> None:
         """The cache now shows ``cached`` for ``key``: drop the entry once it caught up."""
         entry = self._entries.get(key)

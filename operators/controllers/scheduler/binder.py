@@ -121,8 +121,10 @@ class Binder:
                 return
             await self.bind(pod, node)
         except NotLeaderError:
-            # The new leader continues from the claims as written (or from nothing).
+            # The fence refused a write (nothing was sent). Leadership may be lost (then the
+            # new leader continues from the claims as written) or only the renewal late.
             log.info("binding cycle stopped: not the leader", **{fields.POD: str(key)})
+            self._abandon(pod, plan)
         except (
             ApiError,
             OSError,
@@ -141,8 +143,21 @@ class Binder:
                 await self.unreserve(pod, plan, node)
             except NotLeaderError:
                 log.info("recovery stopped: not the leader", **{fields.POD: str(key)})
+                self._abandon(pod, plan)
         finally:
             self.tasks.pop(key, None)
+
+    def _abandon(self, pod: Pod, plan: Sequence[planning.Reservation]) -> None:
+        """An attempt the fence stopped. The lease's renewal may only be late: this replica
+        then goes on leading with no deactivate to clear its in-flight state, so what the
+        attempt chose but did not write leaves the ledger now (a later cycle would take it
+        as written and bind the pod with no allocation), and the pod comes back."""
+        s = self.scheduler
+        key = planning.pod_key(pod)
+        for reservation in plan:
+            s.cache.ledger.discard_unwritten(planning.claim_key(reservation.target))
+        s.cache.usage.assume(key, None)
+        s.queue.add_after(key, s.queue.backoff(key))
 
     async def pre_bind(self, reservation: planning.Reservation) -> None:
         """PreBind, per claim of the attempt: finalizer first, then allocation and reservedFor

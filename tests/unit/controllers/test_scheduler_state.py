@@ -14,14 +14,17 @@ import pytest
 from operators.api.core import Pod
 from operators.api.ids import DeviceID
 from operators.api.keys import ObjectKey
-from operators.api.resource import ResourceClaim
+from operators.api.resource import AllocationResult, ResourceClaim
 from operators.controllers.scheduler import handlers, planning, queueing
 from operators.controllers.scheduler.handlers import Scheduler
 from operators.controllers.scheduler.metrics import REGISTRY
+from operators.controllers.scheduler.preemptor import Attempt
 from operators.controllers.scheduler.queueing import Hint, pending_pod_update
 from operators.controllers.scheduler.settings import SchedulerSettings
-from operators.runtime.errors import Requeue
-from operators.scheduling.cycle import run_cycle
+from operators.runtime.errors import NotLeaderError, Requeue
+from operators.scheduling.cycle import NodeFit, run_cycle
+from operators.scheduling.preemption import PodPriority
+from operators.scheduling.score import Score
 
 DEVICE = DeviceID("gpu.example.com", "node-1", "gpu-0")
 KEY = ObjectKey("ns", "c")
@@ -391,3 +394,54 @@ async def test_nothing_the_scheduler_started_outlives_deactivate(
     assert all(t.done() for t in started)
     assert len(s.tasks) == 0
     assert ObjectKey("ns", "p") not in s.binder
+
+
+@pytest.mark.parametrize("refused", ["status", "bind"])
+async def test_a_write_refused_by_the_fence_leaves_no_allocation_that_was_not_written(
+    monkeypatch: pytest.MonkeyPatch, refused: str
+) -> None:
+    """The fence refuses a write when the lease's renewal is late, although the renewal in
+    flight may still succeed: no deactivate follows then. What the attempt did not write must
+    not stay in the ledger (a later cycle would take the claim as allocated and bind the pod
+    with no allocation), and the pod must come back."""
+    s = Scheduler(SchedulerSettings())
+    s.active = True
+    s.cache.claims.apply("ADDED", _claim("5", allocated=False))
+    body = _pod("p", None)
+    body["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "c"}]
+    pod = Pod.load(body)
+    written: list[str] = []
+
+    async def apply(action: Any) -> dict[str, Any]:
+        kind = type(action).__name__
+        if (kind, refused) in (("ReplaceStatus", "status"), ("Bind", "bind")):
+            raise NotLeaderError("renewal late")
+        written.append(kind)
+        if kind == "ReplaceStatus":
+            answer: dict[str, Any] = copy.deepcopy(action.body)
+            answer["metadata"]["resourceVersion"] = "7"
+            return answer
+        return {"metadata": {"resourceVersion": "6"}}
+
+    requeued: list[ObjectKey] = []
+    monkeypatch.setattr(s, "apply", apply)
+    monkeypatch.setattr(s.queue, "add_after", lambda key, _delay: requeued.append(key))
+    claim = s.cache.claim(KEY)
+    assert claim is not None
+    allocation = AllocationResult.load(_claim("5", allocated=True)["status"]["allocation"])
+    attempt = Attempt(pod, PodPriority(0, True), [claim], [], {}, None, 0, 0)
+    s.reserve(attempt, NodeFit("node-1", {claim.key: allocation}, Score(0, 0, Decimal(0), "n")))
+    assert s.cache.allocated.state().is_allocated(DEVICE)
+    await asyncio.wait_for(asyncio.gather(*s.tasks.running()), timeout=10)
+    assert requeued == [ObjectKey("ns", "p")]
+    assert s.cache.usage.node_of(ObjectKey("ns", "p")) is None
+    seen = s.cache.claim(KEY)
+    assert seen is not None
+    if refused == "status":
+        assert written == ["Patch"]
+        assert not seen.is_allocated, "the ledger still shows the allocation never written"
+        assert not s.cache.allocated.state().is_allocated(DEVICE)
+    else:
+        assert written == ["Patch", "ReplaceStatus"]
+        assert seen.is_allocated, "what was written stays until the watch shows it"
+        assert seen.is_reserved_for("p")

@@ -229,3 +229,13 @@ def test_every_change_of_an_entry_is_announced() -> None:
     ledger.clear()
     assert changed == [KEY0, KEY0, KEY0, KEY1, KEY1, KEY0, KEY0]
     assert len(ledger) == 0
+
+
+def test_discard_unwritten_drops_a_chosen_status_and_keeps_a_written_one() -> None:
+    ledger: InFlightLedger[str] = InFlightLedger()
+    ledger.reserve(*keyed(chosen("10")))
+    ledger.written(*keyed(chosen("11", name=CLAIM1)))
+    ledger.discard_unwritten(KEY0)
+    ledger.discard_unwritten(KEY1)
+    assert KEY0 not in ledger
+    assert KEY1 in ledger
