@@ -5,7 +5,8 @@
   connection errors): retry with per-key exponential backoff, from a fresh read.
 - ``PermanentError``: retrying cannot help until the object changes; its next event brings
   the key back.
-- ``NotLeaderError``: this replica may not write; the leader does the work.
+- ``NotLeaderError``: this replica may not write now: retried with backoff (its lease may
+  only be renewing late; once leadership is lost the queue stops).
 - ``UnknownOutcomeError``: a write timed out, so it may or may not have happened; whoever
   wrote must re-read before deciding anything (the queue treats it as temporary).
 """
@@ -38,7 +39,10 @@ class PermanentError(Exception):
 
 
 class NotLeaderError(Exception):
-    """This replica does not hold the lease (or could not renew it in time): no writes."""
+    """This replica does not hold the lease (or could not renew it in time): no writes.
+
+    Retried with backoff like any temporary error: the renewal may only be late, and then no
+    deactivate re-enqueues the key; when leadership is lost, the queue stops anyway."""
 
 
 class UnknownOutcomeError(Exception):
@@ -49,7 +53,7 @@ def retry_delay(error: BaseException, backoff: float) -> float | None:
     """Seconds until the key is tried again after ``error``; None: not until it changes."""
     if isinstance(error, Requeue):
         return error.delay
-    if isinstance(error, PermanentError | NotLeaderError):
+    if isinstance(error, PermanentError):
         return None
     if isinstance(error, TemporaryError) and error.delay is not None:
         return error.delay

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from operators.runtime.errors import PermanentError, Requeue, TemporaryError
+from operators.runtime.errors import NotLeaderError, PermanentError, Requeue, TemporaryError
 from operators.runtime.queue import WorkQueue
 
 
@@ -144,3 +144,22 @@ async def test_a_key_keeps_its_backoff_across_the_turns_it_yields() -> None:
     queue.add("k")
     await run_until(queue, done)
     assert queue.backoff("k") == pytest.approx(0.04)  # two failures, kept across the yield
+
+
+async def test_a_key_the_fence_stopped_is_retried() -> None:
+    """The fence refuses writes while the lease's renewal is late, and the renewal may still
+    succeed: then no deactivate re-enqueues everything, and a dropped key would wait for its
+    object's next change."""
+    runs: list[str] = []
+    done = asyncio.Event()
+
+    async def reconcile(key: str) -> None:
+        runs.append(key)
+        if len(runs) == 1:
+            raise NotLeaderError("renewal late")
+        done.set()
+
+    queue: WorkQueue[str] = WorkQueue(reconcile, name="t", workers=1, base_delay=0.01)
+    queue.add("k")
+    await run_until(queue, done)
+    assert runs == ["k", "k"]
