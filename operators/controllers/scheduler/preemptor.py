@@ -30,6 +30,7 @@ from operators.kube.api import ConflictError, KubeAPI, NotFoundError
 from operators.observability import fields
 from operators.runtime.actions import PostEvent, ReplaceStatus, Write
 from operators.runtime.clock import Clock
+from operators.runtime.errors import NotLeaderError
 from operators.runtime.queue import WorkQueue
 from operators.scheduling import preemption
 from operators.scheduling.binding_conditions import allocated_node
@@ -221,6 +222,10 @@ class Preemptor:
                 # wait for.
                 self.victims.pop(victim.uid, None)
                 continue
+            except NotLeaderError:
+                # Not evicted: the retry must not wait for it (the evicted ones it waits for).
+                self.victims.pop(victim.uid, None)
+                raise
             await s.post(planning.preempted_event(victim.pod, pod, node))
         await self._clear_lower_nominations(node, priority.value, key)
         await s.post(planning.preempting_event(pod, description))

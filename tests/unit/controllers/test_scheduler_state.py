@@ -159,16 +159,10 @@ def _offline(s: Scheduler, monkeypatch: pytest.MonkeyPatch, cycle: Callable[...,
     return writes
 
 
-@pytest.mark.parametrize("preemption", [True, False])
-async def test_nobody_is_evicted_for_devices_freed_while_the_cycle_ran(
-    monkeypatch: pytest.MonkeyPatch, preemption: bool
-) -> None:
-    """An earlier victim is gone and its claim is released (by the reservation cleanup) while
-    the preemptor's cycle runs on a snapshot that still shows the claim allocated: evicting
-    the pod on the other node then would be one victim too many. The pod comes back instead,
-    for a cycle that sees the device (after the initial backoff, with preemption off too:
-    upstream's queue treats any event that came in flight so)."""
-    s = Scheduler(SchedulerSettings(preemption=preemption))
+def _preemption_scene(s: Scheduler) -> dict[str, Any]:
+    """Two nodes with a device each: on node-1 the claim of a pod gone already (not yet
+    released), on node-2 a running batch pod's; a pending preemptor of priority 100 wanting a
+    device. Returns the gone pod's claim."""
     s.active = True
     feeds = s.events_to_register()
 
@@ -239,6 +233,20 @@ async def test_nobody_is_evicted_for_devices_freed_while_the_cycle_ran(
         resourceClaims=[{"name": "gpu", "resourceClaimName": "wanted"}],
     )
     feed(preemptor)
+    return gone
+
+
+@pytest.mark.parametrize("preemption", [True, False])
+async def test_nobody_is_evicted_for_devices_freed_while_the_cycle_ran(
+    monkeypatch: pytest.MonkeyPatch, preemption: bool
+) -> None:
+    """An earlier victim is gone and its claim is released (by the reservation cleanup) while
+    the preemptor's cycle runs on a snapshot that still shows the claim allocated: evicting
+    the pod on the other node then would be one victim too many. The pod comes back instead,
+    for a cycle that sees the device (after the initial backoff, with preemption off too:
+    upstream's queue treats any event that came in flight so)."""
+    s = Scheduler(SchedulerSettings(preemption=preemption))
+    gone = _preemption_scene(s)
 
     released = copy.deepcopy(gone)
     released["metadata"]["resourceVersion"] = "6"
@@ -445,3 +453,25 @@ async def test_a_write_refused_by_the_fence_leaves_no_allocation_that_was_not_wr
         assert written == ["Patch", "ReplaceStatus"]
         assert seen.is_allocated, "what was written stays until the watch shows it"
         assert seen.is_reserved_for("p")
+
+
+async def test_a_victim_the_fence_kept_from_evicting_is_not_waited_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The eviction's write is refused (the lease's renewal is late): the preemptor's retry
+    must not wait for a victim that was never deleted."""
+    s = Scheduler(SchedulerSettings())
+    _preemption_scene(s)
+    writes = _offline(s, monkeypatch, run_cycle)
+    recorded = s.apply
+
+    async def apply(action: Any) -> dict[str, Any] | None:
+        if type(action).__name__ == "Delete":
+            raise NotLeaderError("renewal late")
+        return await recorded(action)
+
+    monkeypatch.setattr(s, "apply", apply)
+    with pytest.raises(NotLeaderError):
+        await s.schedule(ObjectKey("ns", "preemptor"))
+    assert [type(w).__name__ for w in writes] == ["Patch", "Patch"]  # nomination, DisruptionTarget
+    assert not s.preemptor.victims
