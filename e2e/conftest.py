@@ -12,12 +12,11 @@ Two ways to run it:
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
@@ -27,8 +26,8 @@ from operators.api.features import parse_feature_gates
 from operators.kube import controlplane
 from operators.kube.api import KubeAPI, NotFoundError, resource_of
 from operators.kube.client import make_api_client
+from tests.integration.helpers import eventually
 
-T = TypeVar("T")
 IN_CLUSTER = os.environ.get("KOPF_DRA_E2E_IN_CLUSTER") == "1"
 EXISTING = os.environ.get("KOPF_DRA_USE_EXISTING_CLUSTER") == "1"
 # The real-node scenarios (e2e/node/) and the deployed cluster (e2e/cluster/) run in sessions of
@@ -87,21 +86,6 @@ async def system(
         started.stop()
 
 
-async def eventually(
-    probe: Callable[[], Awaitable[T | None]], *, within: float = 60.0, what: str = "condition"
-) -> T:
-    """Poll ``probe`` until it returns something truthy; fail naming ``what``."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while True:
-        last = await probe()
-        if last:
-            return last
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out after {within}s waiting for {what}; last: {last!r}")
-        await asyncio.sleep(0.2)
-
-
 class Scenario:
     """One example scenario, applied; ``cleanup`` removes it and waits until devices are free."""
 
@@ -144,7 +128,9 @@ class Scenario:
             return None
 
         try:
-            return await eventually(probe, what=f"the pods of {self.name} to be scheduled")
+            return await eventually(
+                probe, within=60, what=f"the pods of {self.name} to be scheduled"
+            )
         except AssertionError as e:
             reasons = {
                 p["metadata"]["name"]: (demo.scheduled_condition(p) or {}).get("message")
@@ -176,7 +162,7 @@ class Scenario:
         async def gone() -> bool:
             return not await self.pods() and not await self.claims()
 
-        await eventually(gone, what=f"the pods and claims of {self.name} to be gone")
+        await eventually(gone, within=60, what=f"the pods and claims of {self.name} to be gone")
 
 
 @pytest.fixture

@@ -8,11 +8,12 @@ from collections.abc import Awaitable, Callable
 from decimal import Decimal
 from typing import Any
 
-from e2e.conftest import IN_CLUSTER, Scenario, eventually
+from e2e.conftest import IN_CLUSTER, Scenario
 from operators import demo
 from operators.api.quantity import Quantity
 from operators.kube import manifests
 from operators.kube.api import KubeAPI, NotFoundError, resource_of
+from tests.integration.helpers import eventually
 
 Apply = Callable[[str], Awaitable[Scenario]]
 
@@ -152,7 +153,7 @@ async def test_priority_preemption(scenario: Apply, kube: KubeAPI) -> None:
                 return p
         return None
 
-    evicted = await eventually(victim, what="a batch job being evicted")
+    evicted = await eventually(victim, within=60, what="a batch job being evicted")
     conditions = {c["type"]: c for c in evicted["status"].get("conditions") or []}
     assert conditions["DisruptionTarget"]["reason"] == "PreemptionByScheduler"
     assert evicted["metadata"]["deletionGracePeriodSeconds"] == 5
@@ -168,7 +169,7 @@ async def test_priority_preemption(scenario: Apply, kube: KubeAPI) -> None:
         train = pods.get("train")
         return train if train is not None and train["spec"].get("nodeName") else None
 
-    train = await eventually(trained, what="train bound on the freed GPU")
+    train = await eventually(trained, within=60, what="train bound on the freed GPU")
     assert train["spec"]["nodeName"] == evicted["spec"]["nodeName"]
     (result,) = await s.devices(train)
     assert "mig-3g-20gb" in result["device"]

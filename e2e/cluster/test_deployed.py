@@ -15,10 +15,10 @@ from typing import Any, TypeVar
 import yaml
 
 from e2e.cluster.conftest import HELM_COMMANDS, NAMESPACE, OVERLAY, TOKEN_COMMAND, shell
-from e2e.conftest import eventually
 from operators.kube import cluster
 from operators.kube.api import KubeAPI, NotFoundError
 from operators.kube.files import project_root
+from tests.integration.helpers import eventually
 
 T = TypeVar("T")
 #: The leader-elected components and their Leases (the manifests' KOPF_DRA_LEASE_NAME).
@@ -89,7 +89,7 @@ async def test_one_leader_per_lease_and_it_is_a_running_replica(
             holders[name] = lease["spec"].get("holderIdentity") or ""
         return holders if all(h in running for h in holders.values()) else None
 
-    holders = await eventually(held, what="a running replica holding every Lease")
+    holders = await eventually(held, within=60, what="a running replica holding every Lease")
     assert len(set(holders.values())) == len(LEASES)
 
 
@@ -104,7 +104,7 @@ async def test_the_driver_registers_with_every_kubelet_and_publishes_its_slices(
         nodes = {s["spec"].get("nodeName") for s in slices if s["spec"]["driver"] == DRIVER}
         return nodes if names <= nodes else None
 
-    await eventually(published, what="a ResourceSlice of the driver for every node")
+    await eventually(published, within=60, what="a ResourceSlice of the driver for every node")
     drivers = [
         p
         for p in await component_pods(kube)
@@ -116,6 +116,7 @@ async def test_the_driver_registers_with_every_kubelet_and_publishes_its_slices(
         command = f"kubectl -n {NAMESPACE} logs {pod['metadata']['name']}"
         await eventually(
             _sync(functools.partial(_logged, installed, command, "registered with the kubelet")),
+            within=60,
             what=f"{pod['metadata']['name']} to be registered with its kubelet",
         )
 
@@ -178,7 +179,7 @@ async def test_metrics_are_served_only_to_a_metrics_reader_token(
             assert _get(url, stranger) == 403, name
             # The authorizer's answer may take a moment to reach a fresh binding's cache.
             await eventually(
-                _sync(functools.partial(_served, url, reader)), what=f"metrics of {name}"
+                _sync(functools.partial(_served, url, reader)), within=60, what=f"metrics of {name}"
             )
             checked += 1
         assert checked >= len(LEASES) * 2 + 2

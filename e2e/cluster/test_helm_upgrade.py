@@ -17,10 +17,10 @@ from e2e.cluster.test_operations import (
     sampled,
     workload,
 )
-from e2e.conftest import eventually
 from operators import __version__
 from operators.kube import cluster
 from operators.kube.api import ConflictError, KubeAPI
+from tests.integration.helpers import eventually
 
 #: The same image under a new tag, as a rebuild of the same commit would be pushed.
 NEW_TAG = f"{__version__}-e2e-upgrade"

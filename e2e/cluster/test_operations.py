@@ -17,10 +17,10 @@ import pytest
 
 from e2e.cluster.conftest import NAMESPACE, shell
 from e2e.cluster.test_deployed import LEASES, component_pods, ready
-from e2e.conftest import eventually
 from operators import demo
 from operators.kube import cluster
 from operators.kube.api import ConflictError, KubeAPI, NotFoundError
+from tests.integration.helpers import eventually
 
 COMPONENTS = (*LEASES, "kopf-dra-fabric-manager-sim")
 #: A workload with a device, as users run one: a Deployment whose pods claim a GPU from a
@@ -114,6 +114,7 @@ async def test_rollout_restart_keeps_a_ready_replica_of_each_component(
         # One replica by design: it was down while its successor started, and comes back.
         await eventually(
             lambda: _sampled_ready(timeline, "kopf-dra-fabric-manager-sim"),
+            within=60,
             what="a sample with the fabric manager simulator ready again",
         )
     for component in LEASES:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from e2e.cluster.conftest import NAMESPACE, shell
-from e2e.conftest import eventually
 from operators import demo
 from operators.kube import cluster
 from operators.kube.api import KubeAPI, NotFoundError, resource_of
 from operators.kube.files import project_root
+from tests.integration.helpers import eventually
 
 #: Namespaced kinds the chart creates in the release's namespace, or its components make there.
 NAMESPACED = (

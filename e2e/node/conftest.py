@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from e2e.conftest import eventually
 from operators import demo
 from operators.kube import controlplane, realnode
 from operators.kube.api import KubeAPI
+from tests.integration.helpers import eventually
 
 CI = os.environ.get("CI", "").lower() == "true"
 

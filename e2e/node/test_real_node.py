@@ -10,13 +10,14 @@ from typing import Any
 
 import yaml
 
-from e2e.conftest import Scenario, eventually
+from e2e.conftest import Scenario
 from operators import demo
 from operators.driver import cdi
 from operators.driver.health import taint_key
 from operators.driver.settings import DriverSettings
 from operators.kube import realnode
 from operators.kube.api import KubeAPI
+from tests.integration.helpers import eventually
 
 Apply = Callable[[str], Awaitable[Scenario]]
 RUNNING_WITHIN = 180.0
@@ -49,7 +50,7 @@ async def log_of(kube: KubeAPI, pod: dict[str, Any]) -> str:
         text = await kube.pod_log(meta["namespace"], meta["name"])
         return text if "KOPF_DRA_DEVICE_" in text else None
 
-    return await eventually(probe, what=f"the log of {meta['name']}")
+    return await eventually(probe, within=60, what=f"the log of {meta['name']}")
 
 
 def env_key(result: dict[str, Any]) -> str:
@@ -70,7 +71,9 @@ async def assert_unprepared(s: Scenario, real_nodes: realnode.RealNodes, uids: s
     async def gone() -> bool:
         return not wanted & cdi_specs(real_nodes)
 
-    await eventually(gone, what="the CDI specs of the deleted pods' claims to be removed")
+    await eventually(
+        gone, within=60, what="the CDI specs of the deleted pods' claims to be removed"
+    )
 
 
 async def test_mig_partitions_run_and_see_their_partitions(
@@ -187,11 +190,13 @@ async def test_unhealthy_device_shows_in_pod_status_and_is_tainted(
         return [r for r, _ in found] or None
 
     # The driver serves the health stream: the kubelet reports the device Healthy first.
-    await eventually(lambda: health_of("Healthy"), what="the device reported Healthy")
+    await eventually(lambda: health_of("Healthy"), within=60, what="the device reported Healthy")
     system.supervisor.stop_child(driver)
     system.start_driver(node, "--unhealthy-devices", result["device"])
     try:
-        statuses = await eventually(lambda: health_of("Unhealthy"), what="the device Unhealthy")
+        statuses = await eventually(
+            lambda: health_of("Unhealthy"), within=60, what="the device Unhealthy"
+        )
         assert {r["name"] for r in statuses} <= claim_resource_names(pod), statuses
 
         async def tainted() -> bool:
@@ -206,12 +211,14 @@ async def test_unhealthy_device_shows_in_pod_status_and_is_tainted(
             ]
             return (taint_key(demo.DRIVER), "NoSchedule") in taints
 
-        await eventually(tainted, what="the unhealthy device tainted NoSchedule in its slice")
+        await eventually(
+            tainted, within=60, what="the unhealthy device tainted NoSchedule in its slice"
+        )
         assert running(await kube.get("Pod", pod["metadata"]["name"], pod["metadata"]["namespace"]))
     finally:
         system.supervisor.stop_child(driver)
         system.start_driver(node)
-    await eventually(lambda: health_of("Healthy"), what="the device Healthy again")
+    await eventually(lambda: health_of("Healthy"), within=60, what="the device Healthy again")
 
 
 def _kubelet_default_root_dir(bin_dir: Path) -> str:

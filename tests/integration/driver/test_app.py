@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,17 +18,8 @@ from operators.driver.service import HOTPLUG_ANNOTATION
 from operators.driver.settings import DriverSettings
 from operators.kube.api import KubeAPI
 from tests.integration.driver.conftest import DRIVER
-from tests.integration.helpers import metric_names, sample, scrape
+from tests.integration.helpers import eventually, metric_names, sample, scrape
 from tests.integration.test_metrics import DRIVER as DRIVER_METRICS
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], within: float = 20.0) -> None:
-    """Poll ``check`` until it is true; fail after ``within`` seconds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while not await check():
-        assert loop.time() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.1)
 
 
 async def _device_names(kube: KubeAPI, node: str) -> set[str]:
@@ -77,7 +67,7 @@ async def test_driver_runs_publishes_serves_and_follows_hot_plug(
         async def plugged() -> bool:
             return "fabric-gpu-1" in await _device_names(kube, name)
 
-        await eventually(plugged)
+        await eventually(plugged, within=20, what="the hot-plugged fabric-gpu-1 published")
     finally:
         stop.set()
         await asyncio.wait_for(task, timeout=20)
@@ -103,7 +93,7 @@ async def test_driver_waits_for_its_node(kube: KubeAPI, short_dir: Path, kubecon
         async def failed_once() -> bool:
             return driver.refresh_failures >= 1
 
-        await eventually(failed_once)
+        await eventually(failed_once, within=20, what="a refresh failed for the missing Node")
         assert not driver.started.is_set()
         assert not driver.plugin.registration_socket.exists()
         await kube.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}})
