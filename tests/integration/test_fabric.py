@@ -53,6 +53,7 @@ from tests.integration.helpers import (
     events_with,
     eventually,
     metric_names,
+    mint_token,
     pod_body,
     pod_condition,
     running_operator,
@@ -792,19 +793,9 @@ async def fabric_kubeconfig(
         created.append(await kube.create(docs[kind]))
     for policy in _policies_for(namespace, driver):
         created.append(await kube.create(policy))
-    minted = await kube.post_subresource(
-        "ServiceAccount",
-        "kopf-dra-fabric",
-        namespace,
-        "token",
-        {
-            "apiVersion": "authentication.k8s.io/v1",
-            "kind": "TokenRequest",
-            "spec": {"expirationSeconds": 600},
-        },
-    )
+    token = await mint_token(kube.api_client, "kopf-dra-fabric", namespace)
     config = json.loads(await asyncio.to_thread(Path(kubeconfig).read_text))
-    config["users"][0]["user"] = {"token": minted["status"]["token"]}
+    config["users"][0]["user"] = {"token": token}
     path = tmp_path / "fabric.kubeconfig"
     await asyncio.to_thread(path.write_text, json.dumps(config))
     try:

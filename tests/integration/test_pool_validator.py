@@ -47,7 +47,7 @@ from operators.kube.api import (
 from operators.kube.controlplane import FEATURE_GATES, free_port
 from operators.kube.manifests import render
 from operators.runtime.app import register_login
-from tests.integration.helpers import eventually, running_operator, unique
+from tests.integration.helpers import eventually, mint_token, running_operator, unique
 
 CRD_FILE = Path(__file__).resolve().parents[2] / "crds" / "resourcepoolstatuses.yaml"
 POOL = "node-1"
@@ -611,19 +611,9 @@ async def validator_kubeconfig(
     for doc in sorted(docs, key=lambda d: order.index(d["kind"])):
         created.append(await kube.create(doc))
     sa = next(d for d in docs if d["kind"] == "ServiceAccount")
-    minted = await kube.post_subresource(
-        "ServiceAccount",
-        sa["metadata"]["name"],
-        namespace,
-        "token",
-        {
-            "apiVersion": "authentication.k8s.io/v1",
-            "kind": "TokenRequest",
-            "spec": {"expirationSeconds": 600},
-        },
-    )
+    token = await mint_token(kube.api_client, sa["metadata"]["name"], namespace)
     config = json.loads(await asyncio.to_thread(Path(kubeconfig).read_text))
-    config["users"][0]["user"] = {"token": minted["status"]["token"]}
+    config["users"][0]["user"] = {"token": token}
     path = tmp_path / "pool-validator.kubeconfig"
     await asyncio.to_thread(path.write_text, json.dumps(config))
     try:
