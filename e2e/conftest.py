@@ -21,8 +21,16 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from operators import demo
 from operators.api.features import parse_feature_gates
+from operators.demo.bringup import (
+    E2E_NODES,
+    SCHEDULER_NAME,
+    System,
+    apply_example,
+    example_objects,
+    start_system,
+)
+from operators.demo.view import allocated_devices, is_settled, pod_claims, scheduled_condition
 from operators.kube import controlplane
 from operators.kube.api import KubeAPI, NotFoundError, resource_of
 from operators.kube.client import make_api_client
@@ -65,15 +73,15 @@ def kube(api: client.ApiClient) -> KubeAPI:
 @pytest.fixture(scope="session")
 async def system(
     kube: KubeAPI, kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[demo.System | None]:
+) -> AsyncIterator[System | None]:
     """Virtual nodes, their drivers and the operators (nothing when they run in the cluster)."""
     if IN_CLUSTER:
         yield None
         return
-    started = await demo.start_system(
+    started = await start_system(
         kube,
         kubeconfig,
-        nodes=demo.E2E_NODES,
+        nodes=E2E_NODES,
         log_dir=tmp_path_factory.mktemp("logs"),
         # An existing cluster's gates come from KOPF_DRA_FEATURE_GATES, as for any component.
         feature_gates=parse_feature_gates(os.environ.get("KOPF_DRA_FEATURE_GATES", ""))
@@ -93,18 +101,18 @@ class Scenario:
         self.kube = kube
         self.name = name
         self.graceful = graceful
-        self.objects = demo.example_objects(name)
+        self.objects = example_objects(name)
         self.namespaces = [o["metadata"]["name"] for o in self.objects if o["kind"] == "Namespace"]
 
     async def apply(self) -> None:
-        await demo.apply_example(self.kube, self.name)
+        await apply_example(self.kube, self.name)
 
     async def pods(self) -> list[dict[str, Any]]:
         return [
             p
             for ns in self.namespaces
             for p in (await self.kube.list("Pod", ns))["items"]
-            if p["spec"].get("schedulerName") == demo.SCHEDULER_NAME
+            if p["spec"].get("schedulerName") == SCHEDULER_NAME
         ]
 
     async def claims(self) -> dict[str, dict[str, Any]]:
@@ -123,7 +131,7 @@ class Scenario:
         async def probe() -> list[dict[str, Any]] | None:
             pods = await self.pods()
             placed = [p for p in pods if p["spec"].get("nodeName")]
-            if len(pods) == expected_pods and all(demo.is_settled(p) for p in pods):
+            if len(pods) == expected_pods and all(is_settled(p) for p in pods):
                 return pods if len(placed) >= bound else None
             return None
 
@@ -133,14 +141,14 @@ class Scenario:
             )
         except AssertionError as e:
             reasons = {
-                p["metadata"]["name"]: (demo.scheduled_condition(p) or {}).get("message")
+                p["metadata"]["name"]: (scheduled_condition(p) or {}).get("message")
                 for p in await self.pods()
             }
             raise AssertionError(f"{e}; PodScheduled messages: {reasons}") from None
 
     async def devices(self, pod: dict[str, Any]) -> list[dict[str, Any]]:
         claims = await self.claims()
-        return [r for c in demo.pod_claims(pod, claims) for r in demo.allocated_devices(c)]
+        return [r for c in pod_claims(pod, claims) for r in allocated_devices(c)]
 
     async def cleanup(self) -> None:
         """Delete the scenario's namespaced objects (not the namespaces: no namespace controller
@@ -167,7 +175,7 @@ class Scenario:
 
 @pytest.fixture
 async def scenario(
-    kube: KubeAPI, system: demo.System | None
+    kube: KubeAPI, system: System | None
 ) -> AsyncIterator[Callable[[str], Awaitable[Scenario]]]:
     applied: list[Scenario] = []
 

@@ -9,8 +9,9 @@ from decimal import Decimal
 from typing import Any
 
 from e2e.conftest import IN_CLUSTER, Scenario
-from operators import demo
 from operators.api.quantity import Quantity
+from operators.demo.bringup import EXAMPLES, FABRIC_LABEL, RACK_LABEL
+from operators.demo.view import allocated_devices, scheduled_condition
 from operators.kube import manifests
 from operators.kube.api import KubeAPI, NotFoundError, resource_of
 from tests.integration.helpers import eventually
@@ -65,9 +66,9 @@ async def test_multi_host_shared_claim(scenario: Apply, kube: KubeAPI) -> None:
     assert len(nodes) == 2, "two workers on two hosts"
     for node in nodes:
         labels = (await kube.get("Node", str(node)))["metadata"]["labels"]
-        assert labels[demo.RACK_LABEL] == "rack-a"
+        assert labels[RACK_LABEL] == "rack-a"
     claim = await kube.get("ResourceClaim", "rack-a-link", "kopf-dra-multihost")
-    (result,) = demo.allocated_devices(claim)
+    (result,) = allocated_devices(claim)
     assert (result["driver"], result["device"]) == (
         "interconnect.example.kopf-dra.io",
         "rack-a-link",
@@ -75,7 +76,7 @@ async def test_multi_host_shared_claim(scenario: Apply, kube: KubeAPI) -> None:
     reserved = {r["name"] for r in claim["status"]["reservedFor"]}
     assert reserved == {"worker-0", "worker-1"}
     terms = claim["status"]["allocation"]["nodeSelector"]["nodeSelectorTerms"]
-    assert terms[0]["matchExpressions"][0]["key"] == demo.RACK_LABEL, "the device's selector"
+    assert terms[0]["matchExpressions"][0]["key"] == RACK_LABEL, "the device's selector"
 
 
 async def test_prioritized_alternatives(scenario: Apply) -> None:
@@ -92,7 +93,7 @@ async def test_shared_nic_bandwidth_across_namespaces(scenario: Apply) -> None:
     placed = bound(pods)
     assert len(placed) == 4, "240G asked of two 100G NICs: exactly one pod must wait"
     (waiting,) = [p for p in pods if not p["spec"].get("nodeName")]
-    condition = demo.scheduled_condition(waiting)
+    condition = scheduled_condition(waiting)
     assert condition is not None
     assert condition["reason"] == "Unschedulable"
     used: dict[str, Decimal] = defaultdict(Decimal)
@@ -125,9 +126,9 @@ async def test_admin_access_sees_devices_in_use(scenario: Apply) -> None:
 async def test_fabric_gpu_with_binding_conditions(scenario: Apply, kube: KubeAPI) -> None:
     s = await scenario("fabric-gpu")
     (pod,) = await s.settled(expected_pods=1)
-    assert pod["spec"].get("nodeName"), demo.scheduled_condition(pod)
+    assert pod["spec"].get("nodeName"), scheduled_condition(pod)
     node = await kube.get("Node", pod["spec"]["nodeName"])
-    assert node["metadata"]["labels"][demo.FABRIC_LABEL] == "fabric1"
+    assert node["metadata"]["labels"][FABRIC_LABEL] == "fabric1"
     (result,) = await s.devices(pod)
     assert result["bindingConditions"] == ["fabric.kopf-dra.io/attached"]
     claims = await s.claims()
@@ -143,7 +144,7 @@ async def test_priority_preemption(scenario: Apply, kube: KubeAPI) -> None:
     assert all(p["spec"].get("nodeName") for p in batch.values()), "both A100s taken"
     assert len({p["spec"]["nodeName"] for p in batch.values()}) == 2
     assert [p["spec"].get("priority") for p in batch.values()] == [0, 0]
-    await manifests.apply(kube, manifests.load_directory(demo.EXAMPLES / s.name / "preemptor"))
+    await manifests.apply(kube, manifests.load_directory(EXAMPLES / s.name / "preemptor"))
 
     async def victim() -> dict[str, Any] | None:
         for p in await s.pods():

@@ -17,7 +17,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from operators import demo
+from operators.demo import command
+from operators.demo.bringup import apply_example
+from operators.demo.supervision import DemoError
+from operators.demo.view import view
 from operators.kube import cluster
 from operators.kube.api import KubeAPI
 from operators.kube.client import make_api_client
@@ -25,7 +28,7 @@ from operators.kube.client import make_api_client
 
 def main(argv: Sequence[str]) -> int:
     """``kopf-dra demo``, its ``--in-cluster`` form included."""
-    return demo.main(argv, in_cluster=run)
+    return command.main(argv, in_cluster=run)
 
 
 async def run(args: argparse.Namespace, stop: asyncio.Event, out: Any) -> int:
@@ -33,7 +36,7 @@ async def run(args: argparse.Namespace, stop: asyncio.Event, out: Any) -> int:
     state_dir = Path(args.state_dir) if args.state_dir else cluster.default_state_dir()
     missing = cluster.missing_prerequisites()
     if missing:
-        raise demo.DemoError("--in-cluster needs: " + "; ".join(missing))
+        raise DemoError("--in-cluster needs: " + "; ".join(missing))
 
     def say(text: str) -> None:
         print(f"kopf-dra demo: {text}", file=out, flush=True)
@@ -51,11 +54,9 @@ async def run(args: argparse.Namespace, stop: asyncio.Event, out: Any) -> int:
         async with await make_api_client(running.kubeconfig) as api_client:
             api = KubeAPI(api_client)
             applied = []
-            for name in demo.selected_examples(args.examples, fabric=True):
+            for name in command.selected_examples(args.examples, fabric=True):
                 applied.append(name)
-                await demo.apply_example(api, name)
+                await apply_example(api, name)
             where = f"local cluster, kopf-dra installed with Helm (KUBECONFIG={running.kubeconfig})"
-            return await demo.view(
-                api, running.check, args, stop, out, where, applied, kubelets=True
-            )
+            return await view(api, running.check, args, stop, out, where, applied, kubelets=True)
     raise AssertionError("unreachable")  # pragma: no cover - the with block returns

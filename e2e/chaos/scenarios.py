@@ -22,7 +22,7 @@ from typing import Any, Final
 
 from e2e.chaos import faults
 from e2e.chaos.system import ChaosSystem, node_profile, retrying
-from operators import demo
+from operators.demo.bringup import VirtualNode, ensure_default_service_account
 from operators.kube.api import ConflictError, KubeAPI
 from tests.integration.helpers import eventually, pod_body, template_body
 
@@ -83,9 +83,9 @@ class Scenario:
     burst_seconds: float = 15.0  # the pace of pod creation after the canary
     seeds: tuple[int, ...] = (1, 2)  # run by default
 
-    def node_list(self) -> list[demo.VirtualNode]:
+    def node_list(self) -> list[VirtualNode]:
         return [
-            demo.VirtualNode(f"chaos-node-{i + 1}", {}, node_profile(self.devices))
+            VirtualNode(f"chaos-node-{i + 1}", {}, node_profile(self.devices))
             for i in range(self.nodes)
         ]
 
@@ -103,7 +103,7 @@ async def install_workload(api: KubeAPI) -> None:
     namespace."""
     for name in (NAMESPACE, LEASE_NAMESPACE):
         await api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    await demo.ensure_default_service_account(api, NAMESPACE)
+    await ensure_default_service_account(api, NAMESPACE)
     await api.create(template_body(TEMPLATE, NAMESPACE, device_class=GPU_CLASS))
 
 

@@ -22,7 +22,8 @@ from typing import Any, Final, TextIO, TypeVar
 import aiohttp
 
 from e2e.chaos.invariants import ProcessState, Snapshot
-from operators import demo
+from operators.demo.bringup import System, VirtualNode, start_system
+from operators.demo.supervision import Child
 from operators.kube import controlplane
 from operators.kube.api import ApiError, ConflictError, KubeAPI
 from operators.kube.client import make_api_client
@@ -72,7 +73,7 @@ class Component:
 
     name: str
     args: tuple[str, ...]
-    child: demo.Child
+    child: Child
     stopped: bool = False  # on purpose: not expected to be alive
 
     @property
@@ -139,7 +140,7 @@ class ChaosSystem:
         self,
         cp: controlplane.ControlPlane,
         api: KubeAPI,
-        system: demo.System,
+        system: System,
         out: TextIO,
     ) -> None:
         self.cp = cp
@@ -149,7 +150,7 @@ class ChaosSystem:
         self.started = time.monotonic()
         self.components: dict[str, Component] = {}
         self.observer = Observer(api)
-        for child in system.supervisor.children:  # the drivers demo.start_system started
+        for child in system.supervisor.children:  # the drivers start_system started
             argv = child.process.args
             args = tuple(str(a) for a in argv[3:]) if isinstance(argv, list) else ()
             self.components[child.name] = Component(child.name, args, child)
@@ -217,7 +218,7 @@ def node_profile(devices: int) -> Mapping[str, Any]:
 
 @contextlib.asynccontextmanager
 async def running_system(
-    workdir: Path, nodes: Sequence[demo.VirtualNode], out: TextIO
+    workdir: Path, nodes: Sequence[VirtualNode], out: TextIO
 ) -> AsyncIterator[ChaosSystem]:
     """A fresh control plane with ``nodes`` published; always stopped, logs kept in workdir
     (etcd's data goes: 64 MB of preallocated log per run)."""
@@ -230,12 +231,12 @@ async def running_system(
 
 @contextlib.asynccontextmanager
 async def _running_system(
-    workdir: Path, nodes: Sequence[demo.VirtualNode], out: TextIO
+    workdir: Path, nodes: Sequence[VirtualNode], out: TextIO
 ) -> AsyncIterator[ChaosSystem]:
     with controlplane.running(workdir / "control-plane") as cp:
         async with await make_api_client(cp.kubeconfig) as api_client:
             api = KubeAPI(api_client)
-            system = await demo.start_system(
+            system = await start_system(
                 api,
                 cp.kubeconfig,
                 nodes=nodes,

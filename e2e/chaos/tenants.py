@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from e2e.chaos.scenarios import GPU_CLASS, Context, Scenario, canary
 from e2e.chaos.system import retrying
-from operators import demo
+from operators.demo.bringup import ensure_default_service_account
 from operators.kube.api import KubeAPI
 
 HOSTILE: Final = "tenant-a"
@@ -76,7 +76,7 @@ async def tenants(ctx: Context) -> None:
             ),
             f"namespace {name}",
         )
-        await demo.ensure_default_service_account(ctx.api, name)
+        await ensure_default_service_account(ctx.api, name)
 
 
 async def create_many(

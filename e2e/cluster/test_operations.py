@@ -17,7 +17,7 @@ import pytest
 
 from e2e.cluster.conftest import NAMESPACE, shell
 from e2e.cluster.test_deployed import LEASES, component_pods, ready
-from operators import demo
+from operators.demo.bringup import SCHEDULER_NAME
 from operators.kube import cluster
 from operators.kube.api import ConflictError, KubeAPI, NotFoundError
 from tests.integration.helpers import eventually
@@ -152,7 +152,7 @@ def workload(
             "template": {
                 "metadata": {"labels": {"app": name}},
                 "spec": {
-                    "schedulerName": demo.SCHEDULER_NAME,
+                    "schedulerName": SCHEDULER_NAME,
                     "terminationGracePeriodSeconds": 1,
                     "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": name}],
                     "containers": [

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from e2e.cluster.conftest import NAMESPACE, shell
-from operators import demo
+from operators.demo.bringup import example_names, example_objects
 from operators.kube import cluster
 from operators.kube.api import KubeAPI, NotFoundError, resource_of
 from operators.kube.files import project_root
@@ -51,8 +51,8 @@ CRD = ("CustomResourceDefinition", "resourcepoolstatuses.dra.kopf-dra.io")
 #: Cluster-scoped objects of the example scenarios (a DeviceClass): the user's, not the chart's.
 EXAMPLES = {
     (o["kind"], o["metadata"]["name"])
-    for name in demo.example_names()
-    for o in demo.example_objects(name)
+    for name in example_names()
+    for o in example_objects(name)
     if o["kind"] != "Namespace" and not resource_of(o["kind"]).namespaced
 }
 

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from operators import demo
+from operators.api.core import Node
+from operators.demo.bringup import E2E_NODES, System, VirtualNode, start_system
 from operators.kube import controlplane, realnode
 from operators.kube.api import KubeAPI
 from tests.integration.helpers import eventually
@@ -44,7 +45,7 @@ def real_nodes(
         host = realnode.HostState.record()
         base = Path(tempfile.mkdtemp(prefix="kdn-"))  # short: unix socket paths live below
         nodes = realnode.start(
-            [(n.name, dict(n.labels)) for n in demo.E2E_NODES], kubeconfig, base, host
+            [(n.name, dict(n.labels)) for n in E2E_NODES], kubeconfig, base, host
         )
         nodes.timings["lock wait"] = waited
         try:
@@ -61,27 +62,25 @@ async def system(
     kubeconfig: Path,
     real_nodes: realnode.RealNodes,
     tmp_path_factory: pytest.TempPathFactory,
-) -> AsyncIterator[demo.System]:
+) -> AsyncIterator[System]:
     """The operators, with the example driver on each real node."""
     started = time.monotonic()
 
     async def all_ready() -> bool:
         real_nodes.check()
         nodes = (await kube.list("Node"))["items"]
-        return {n["metadata"]["name"] for n in nodes if demo.node_ready(n)} >= {
+        return {n["metadata"]["name"] for n in nodes if Node.load(n).is_ready} >= {
             n.name for n in real_nodes.nodes
         }
 
     await eventually(all_ready, within=120, what="the real nodes to be Ready")
     real_nodes.timings["ready"] = time.monotonic() - started
     nodes = tuple(
-        demo.VirtualNode(
-            n.name, n.labels, kubelet_dir=str(real.kubelet_dir), cdi_dir=str(real.cdi_dir)
-        )
-        for n in demo.E2E_NODES
+        VirtualNode(n.name, n.labels, kubelet_dir=str(real.kubelet_dir), cdi_dir=str(real.cdi_dir))
+        for n in E2E_NODES
         for real in [real_nodes.by_name(n.name)]
     )
-    system = await demo.start_system(
+    system = await start_system(
         kube,
         kubeconfig,
         nodes=nodes,

@@ -11,7 +11,8 @@ from typing import Any
 import yaml
 
 from e2e.conftest import Scenario
-from operators import demo
+from operators.api.core import Node
+from operators.demo.bringup import DRIVER, MANIFESTS, System
 from operators.driver import cdi
 from operators.driver.health import taint_key
 from operators.driver.settings import DriverSettings
@@ -66,7 +67,7 @@ def cdi_specs(real_nodes: realnode.RealNodes) -> set[str]:
 async def assert_unprepared(s: Scenario, real_nodes: realnode.RealNodes, uids: set[str]) -> None:
     """Deleting the pods makes the kubelet unprepare: the driver removes each claim's spec."""
     await s.cleanup()
-    wanted = {cdi.spec_file_name(demo.DRIVER, uid) for uid in uids}
+    wanted = {cdi.spec_file_name(DRIVER, uid) for uid in uids}
 
     async def gone() -> bool:
         return not wanted & cdi_specs(real_nodes)
@@ -97,7 +98,7 @@ async def test_mig_partitions_run_and_see_their_partitions(
     for key in keys:
         assert re.search(rf"^{key}_PROFILE=1g\.5gb$", pair_log, re.MULTILINE), (key, pair_log)
     assert len({r["device"].split("-mig-")[0] for r in pair}) == 1, "two partitions of one GPU"
-    assert {cdi.spec_file_name(demo.DRIVER, u) for u in uids} <= cdi_specs(real_nodes)
+    assert {cdi.spec_file_name(DRIVER, u) for u in uids} <= cdi_specs(real_nodes)
     await assert_unprepared(s, real_nodes, uids)
 
 
@@ -149,7 +150,7 @@ async def test_pods_keep_running_across_a_kubelet_restart(
 
     async def ready_again() -> bool:
         real_nodes.check()
-        return demo.node_ready(await kube.get("Node", node.name))
+        return Node.load(await kube.get("Node", node.name)).is_ready
 
     await eventually(ready_again, within=120, what=f"{node.name} Ready after its kubelet restart")
     after = await running_pods(s, 4)
@@ -169,7 +170,7 @@ def claim_resource_names(pod: dict[str, Any]) -> set[str]:
 
 
 async def test_unhealthy_device_shows_in_pod_status_and_is_tainted(
-    scenario: Apply, kube: KubeAPI, system: demo.System, real_nodes: realnode.RealNodes
+    scenario: Apply, kube: KubeAPI, system: System, real_nodes: realnode.RealNodes
 ) -> None:
     s = await scenario("prioritized-alternatives")
     pods = await running_pods(s, 4)
@@ -209,7 +210,7 @@ async def test_unhealthy_device_shows_in_pod_status_and_is_tainted(
                 if d["name"] == result["device"]
                 for t in d.get("taints") or []
             ]
-            return (taint_key(demo.DRIVER), "NoSchedule") in taints
+            return (taint_key(DRIVER), "NoSchedule") in taints
 
         await eventually(
             tainted, within=60, what="the unhealthy device tainted NoSchedule in its slice"
@@ -251,7 +252,7 @@ def test_daemonset_paths_match_the_real_kubelet(real_nodes: realnode.RealNodes) 
     (daemonset,) = [
         d
         for d in yaml.safe_load_all(
-            (demo.MANIFESTS / "driver" / "daemonset" / "daemonset.yaml").read_text()
+            (MANIFESTS / "driver" / "daemonset" / "daemonset.yaml").read_text()
         )
         if d and d["kind"] == "DaemonSet"
     ]

@@ -8,7 +8,18 @@ from typing import Any
 
 import pytest
 
-from operators import demo
+from operators.demo.bringup import DRIVER
+from operators.demo.command import selected_examples
+from operators.demo.supervision import DemoError
+from operators.demo.view import (
+    Snapshot,
+    container_view,
+    human,
+    is_settled,
+    output_width,
+    pools_reported,
+    render_view,
+)
 
 
 def _pod(name: str, ns: str, node: str | None, claim: str, message: str = "") -> dict[str, Any]:
@@ -39,10 +50,10 @@ def _claim(name: str, ns: str, *results: dict[str, Any]) -> dict[str, Any]:
 
 
 def _result(device: str, pool: str = "node-1", **extra: Any) -> dict[str, Any]:
-    return {"request": "gpu", "driver": demo.DRIVER, "pool": pool, "device": device, **extra}
+    return {"request": "gpu", "driver": DRIVER, "pool": pool, "device": device, **extra}
 
 
-SNAPSHOT = demo.Snapshot(
+SNAPSHOT = Snapshot(
     pods=[
         _pod("a", "ns", "node-1", "ca"),
         _pod("b", "ns", None, "cb", "0/2 nodes are available: no T4 left\nmore detail"),
@@ -55,7 +66,7 @@ SNAPSHOT = demo.Snapshot(
     ],
     pool_statuses=[
         {
-            "spec": {"driver": demo.DRIVER, "pool": "node-1"},
+            "spec": {"driver": DRIVER, "pool": "node-1"},
             "status": {
                 "devices": {"total": 28, "allocated": 2},
                 "counterSets": [
@@ -75,7 +86,7 @@ SNAPSHOT = demo.Snapshot(
     slices=[
         {
             "spec": {
-                "driver": demo.DRIVER,
+                "driver": DRIVER,
                 "pool": {"name": "node-1"},
                 "devices": [
                     {
@@ -91,7 +102,7 @@ SNAPSHOT = demo.Snapshot(
 
 
 def test_the_view_shows_bound_pods_with_devices_pools_and_pending_reasons() -> None:
-    view = demo.render_view(SNAPSHOT, header="HEADER")
+    view = render_view(SNAPSHOT, header="HEADER")
     lines = view.splitlines()
     assert lines[0] == "HEADER"
     assert "PODS  2 bound, 1 pending" in view
@@ -113,14 +124,14 @@ def test_the_view_shows_bound_pods_with_devices_pools_and_pending_reasons() -> N
 
 
 def test_the_view_is_a_function_of_the_snapshot() -> None:
-    assert demo.render_view(SNAPSHOT) == demo.render_view(SNAPSHOT)
+    assert render_view(SNAPSHOT) == render_view(SNAPSHOT)
 
 
 def test_settled_means_bound_or_explained() -> None:
     bound, explained, fresh = SNAPSHOT.pods[0], SNAPSHOT.pods[1], _pod("d", "ns", None, "x")
-    assert demo.is_settled(bound)
-    assert demo.is_settled(explained)
-    assert not demo.is_settled(fresh)
+    assert is_settled(bound)
+    assert is_settled(explained)
+    assert not is_settled(fresh)
 
 
 @pytest.mark.parametrize(
@@ -135,21 +146,21 @@ def test_settled_means_bound_or_explained() -> None:
 def test_quantities_are_shown_in_the_unit_of_their_total(
     quantity: str, like: str, shown: str
 ) -> None:
-    assert demo.human(quantity, like) == shown
+    assert human(quantity, like) == shown
 
 
 def test_examples_are_selected_by_name_and_fabric_ones_need_the_fabric() -> None:
-    assert "fabric-gpu" not in demo.selected_examples("all", fabric=False)
-    assert "fabric-gpu" in demo.selected_examples("all", fabric=True)
-    assert demo.selected_examples("none", fabric=True) == []
-    assert demo.selected_examples("mig-partitions", fabric=False) == ["mig-partitions"]
-    with pytest.raises(demo.DemoError, match="fabric-gpu"):
-        demo.selected_examples("fabric-gpu", fabric=False)
+    assert "fabric-gpu" not in selected_examples("all", fabric=False)
+    assert "fabric-gpu" in selected_examples("all", fabric=True)
+    assert selected_examples("none", fabric=True) == []
+    assert selected_examples("mig-partitions", fabric=False) == ["mig-partitions"]
+    with pytest.raises(DemoError, match="fabric-gpu"):
+        selected_examples("fabric-gpu", fabric=False)
 
 
 def test_pools_are_reported_once_every_pool_with_slices_has_a_status() -> None:
-    assert demo.pools_reported(SNAPSHOT)
-    assert not demo.pools_reported(dataclasses.replace(SNAPSHOT, pool_statuses=[]))
+    assert pools_reported(SNAPSHOT)
+    assert not pools_reported(dataclasses.replace(SNAPSHOT, pool_statuses=[]))
 
 
 def test_output_that_is_not_a_terminal_keeps_whole_reasons() -> None:
@@ -157,9 +168,9 @@ def test_output_that_is_not_a_terminal_keeps_whole_reasons() -> None:
     long_reason = "0/2 nodes are available: " + "cannot allocate all claims; " * 10
     pod = _pod("long", "ns", None, "x", long_reason)
     snapshot = dataclasses.replace(SNAPSHOT, pods=[pod])
-    width = demo.output_width(io.StringIO())
-    assert f"  ns/long: {long_reason}" in demo.render_view(snapshot, width=width)
-    assert long_reason not in demo.render_view(snapshot, width=80)
+    width = output_width(io.StringIO())
+    assert f"  ns/long: {long_reason}" in render_view(snapshot, width=width)
+    assert long_reason not in render_view(snapshot, width=80)
 
 
 def test_container_view_sums_up_what_the_example_pods_print() -> None:
@@ -171,17 +182,17 @@ def test_container_view_sums_up_what_the_example_pods_print() -> None:
         "total 0\n"
         "crw-rw-rw-    1 0        0           1,   3 Nov 26 13:36 gpu-0-mig-1g-5gb-5\n"
     )
-    assert demo.container_view(log) == (
+    assert container_view(log) == (
         "gpu_0_mig_1g_5gb_5 model=A100-SXM4-40GB profile=1g.5gb; nic_0_f1837a12 bandwidth=60G; "
         "/dev/kopf-dra/gpu-0-mig-1g-5gb-5"
     )
-    assert demo.container_view("hello\n") == "(no device variables)"
+    assert container_view("hello\n") == "(no device variables)"
 
 
 def test_the_view_shows_the_newest_answered_pool_status_request_beside_the_pools() -> None:
     def request(name: str, created: str, available: int) -> dict[str, Any]:
         pool = {
-            "driver": demo.DRIVER,
+            "driver": DRIVER,
             "poolName": "node-1",
             "generation": 1,
             "totalDevices": 28,
@@ -207,8 +218,8 @@ def test_the_view_shows_the_newest_answered_pool_status_request_beside_the_pools
             unanswered,
         ],
     )
-    lines = demo.render_view(snap).splitlines()
+    lines = render_view(snap).splitlines()
     assert "REQUESTED  ResourcePoolStatusRequest new: Calculated status for 1 pools" in lines
-    (row,) = [line for line in lines if line.strip().startswith(f"{demo.DRIVER}/node-1  28")]
-    assert row.split() == [f"{demo.DRIVER}/node-1", "28", "2", "19", "7"]
-    assert "REQUESTED" not in demo.render_view(SNAPSHOT)
+    (row,) = [line for line in lines if line.strip().startswith(f"{DRIVER}/node-1  28")]
+    assert row.split() == [f"{DRIVER}/node-1", "28", "2", "19", "7"]
+    assert "REQUESTED" not in render_view(SNAPSHOT)
