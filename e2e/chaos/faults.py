@@ -1,10 +1,10 @@
 """Fault injectors: what goes wrong in a real cluster, done to the local one.
 
 Processes get signals to their whole process group (each component runs in its own, see
-``operators.demo.supervision.Supervisor``). Nodes are virtual, so the injectors play the parts of the missing
-components: the kubelet (node readiness, pod phases, confirming deletions) and the pod and
-garbage collectors of kube-controller-manager (a deleted node's pods and slices). Each
-injector says what it did on the system's timeline.
+``operators.demo.supervision.Supervisor``). Nodes are virtual, so the injectors play the parts
+of the missing components: the kubelet (node readiness, pod phases, confirming deletions) and
+the pod and garbage collectors of kube-controller-manager (a deleted node's pods and slices).
+Each injector says what it did on the system's timeline.
 """
 
 from __future__ import annotations
