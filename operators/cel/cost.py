@@ -670,7 +670,7 @@ def _library_estimate(
                 element_cost = add(element_cost, factor(_k8s_size(est, element), STRING_TRAVERSAL))
             return mul(_k8s_size(est, target), element_cost), None
         return factor(_k8s_size(est, target), STRING_TRAVERSAL), None
-    if function in ("url", "jsonpatch.escapeKey"):
+    if function == "url":
         if len(args) == 1:
             sz = _k8s_size(est, args[0])
             return factor(sz, STRING_TRAVERSAL), sz
@@ -995,7 +995,7 @@ def _library_charge(function: str, overload: str) -> int | CostFn | None:
         return lambda args, result: _selector_cost(fixed(_k8s_actual(args[1])))[1]
     if function in ("isSorted", "sum", "max", "min", "indexOf", "lastIndexOf"):
         return lambda args, result: _traversal(args[0]) if args else 0
-    if function in ("url", "lowerAscii", "upperAscii", "substring", "trim", "jsonpatch.escapeKey"):
+    if function in ("url", "lowerAscii", "upperAscii", "substring", "trim"):
         return lambda args, result: _ceil(_k8s_actual(args[0]) * STRING_TRAVERSAL)
     if function in ("replace", "split"):
         return lambda args, result: _ceil(_k8s_actual(args[0]) * 2 * STRING_TRAVERSAL)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import typing
 from decimal import Decimal
 
 import pytest
@@ -85,3 +87,14 @@ def test_an_unchanged_cluster_is_not_ranked_again() -> None:
     after = order._rankings[("least-allocated", ())].basis
     # Only node-1's bound was computed again: the others keep the very same entries.
     assert [after[n] is basis[n] for n in ("node-0", "node-1", "node-2")] == [True, False, True]
+
+
+def test_key_is_every_field_of_score_in_order() -> None:
+    """``Score.key()`` is what ranking and search compare, written out field by field: deriving
+    it (``operator.attrgetter`` over the fields) costs half as much again per call, and it runs
+    for every node of every cycle. So a field added to ``Score`` must be added to ``key()`` and
+    to ``ScoreKey`` by hand; this test is what notices when it was not."""
+    fields = dataclasses.fields(Score)
+    values = [object() for _ in fields]
+    assert Score(*values).key() == tuple(values)  # type: ignore[arg-type]
+    assert [a.__name__ for a in typing.get_args(ScoreKey)] == [f.type for f in fields]
