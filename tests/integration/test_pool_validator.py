@@ -48,6 +48,7 @@ from operators.kube.controlplane import FEATURE_GATES, free_port
 from operators.kube.manifests import render
 from operators.runtime.app import register_login
 from tests.integration.helpers import eventually, mint_token, running_operator, unique
+from tests.requires import require_program
 
 CRD_FILE = Path(__file__).resolve().parents[2] / "crds" / "resourcepoolstatuses.yaml"
 POOL = "node-1"
@@ -451,9 +452,7 @@ async def test_a_pool_incomplete_for_too_long_is_reported(
 async def test_kubectl_shows_the_columns(
     kube: KubeAPI, kubeconfig: Any, driver: str, tmp_path: Path
 ) -> None:
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        pytest.skip("kubectl is not installed")
+    kubectl = require_program("kubectl", "shows the printer columns as people see them")
     await kube.create(slice_body("counters", driver, counters=GPU_COUNTERS, count=1))
     async with validator(kubeconfig):
         await status_where(kube, driver, Complete="True", Valid="True", what="pool status")
@@ -817,9 +816,8 @@ def _webhook_manifests(namespace: str, name: str) -> list[dict[str, Any]]:
 async def test_the_webhook_manifests_are_accepted_and_the_cert_script_fills_them(
     kube: KubeAPI, kubeconfig: Any, namespace: str, tmp_path: Path
 ) -> None:
-    kubectl, openssl = shutil.which("kubectl"), shutil.which("openssl")
-    if kubectl is None or openssl is None:
-        pytest.skip("kubectl or openssl is not installed")
+    require_program("kubectl", "hack/webhook-cert.sh applies the certificate with it")
+    openssl = require_program("openssl", "hack/webhook-cert.sh makes the certificate with it")
     name = f"kopf-dra-test-{uuid.uuid4().hex[:8]}.kopf-dra.io"
     docs = _webhook_manifests(namespace, name)
     assert sorted(d["kind"] for d in docs) == ["Service", "ValidatingWebhookConfiguration"]
