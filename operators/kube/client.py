@@ -72,8 +72,9 @@ async def make_api_client(kubeconfig: str | Path | None = None) -> client.ApiCli
     """An ApiClient the caller must close (``async with`` or ``await c.close()``).
 
     kubernetes-asyncio's session trusts the environment, which costs two thread-pool round
-    trips per request (~/.netrc and proxy lookup): 14% of a busy scheduler's time. We trust it
-    only when proxy variables are set, as kopf's own session (``trust_env``) does too.
+    trips per request (~/.netrc and proxy lookup), a visible share of a busy scheduler's time
+    (bench/README.md). We trust it only when proxy variables are set, as kopf's own session
+    (``trust_env``) does too.
     """
     api_client = client.ApiClient(configuration=await make_configuration(kubeconfig))
     session = api_client.rest_client.pool_manager

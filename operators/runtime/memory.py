@@ -2,9 +2,9 @@
 
 Our stores hold every pod, claim, node and slice as parsed JSON, and a cycle allocates many
 short-lived objects. With CPython's default thresholds (700, 10, 10) the collector ran every
-700 net allocations and, as the stores grew, traversed the whole heap again and again:
-measured on ``bench_scheduler --workload upstream`` (500 nodes, 5,000 pods), 46% of the
-scheduler's CPU and 28% of the claim controllers' went to collections, 22 and 11 of them full.
+700 net allocations and, as the stores grew, traversed the whole heap again and again: on a
+large cluster, collections took a large share of the scheduler's and the claim controllers' CPU
+(bench/README.md has the figures).
 Our objects are acyclic JSON and models, freed by reference counting; the collector is
 only needed for the rare cycle (a task and its exception), which a younger generation
 catches. So:

@@ -1,12 +1,13 @@
 """Watch-fed stores, without kopf's indices.
 
 kopf gates every event of an indexed kind on a global readiness toggle set, and while objects
-keep arriving (1000 pods created in a burst, 5000 nodes joining) each new object adds a toggle
-and wakes every waiting worker: quadratic work that took half of the scheduler's CPU. So the
-kinds a reconcile reads are kept here instead: filled by one LIST at startup (no reconcile runs
-before that), then kept current by watch events (``runtime.informer``), never letting an older
-resourceVersion overwrite a newer one. Derived indices have kopf's shape (key -> values) and
-are read through the same ``IndexView`` as kopf's own.
+keep arriving (a burst of pod creations, many nodes joining) each new object adds a toggle and
+wakes every waiting worker: quadratic work, a large share of the scheduler's CPU
+(bench/README.md). So the kinds a reconcile reads are kept here instead: filled by one LIST at
+startup (no reconcile runs before that), then kept current by watch events
+(``runtime.informer``), never letting an older resourceVersion overwrite a newer one. Derived
+indices have kopf's shape (key -> values) and are read through the same ``IndexView`` as kopf's
+own.
 """
 
 from __future__ import annotations
