@@ -529,13 +529,6 @@ def double_divide(a: float, b: float) -> float:
     return a / b
 
 
-def double_multiply(a: float, b: float) -> float:
-    try:
-        return a * b
-    except OverflowError:  # pragma: no cover - floats do not raise on overflow
-        return math.inf
-
-
 def format_double(value: float) -> str:
     """A double as Go's ``%g`` prints it (cel-go's string(double)): shortest digits,
     exponent notation below 1e-4 and from 1e6."""

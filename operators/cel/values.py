@@ -374,11 +374,6 @@ def _parse_quantity(text: str, shared: bool) -> QuantityValue:
     return QuantityValue(dec=_Dec(unscaled, dec_scale, shared), shared=shared)
 
 
-def quantity_value(text: str) -> QuantityValue:
-    """Parse a Kubernetes quantity into its CEL value (raises QuantityError)."""
-    return QuantityValue.parse(text)
-
-
 class SemverError(ValueError):
     """A string that is not a semantic version (semver.org 2.0.0)."""
 

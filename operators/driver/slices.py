@@ -229,11 +229,3 @@ class SlicePublisher:
                     resource_version=s.metadata.resource_version,
                 )
         return generation
-
-    async def remove_all(self) -> int:
-        """Delete every slice of ours for the node (driver uninstall); returns how many."""
-        removed = 0
-        for s in await self.existing():
-            if await self.api.delete("ResourceSlice", s.metadata.name or "") is not None:
-                removed += 1
-        return removed

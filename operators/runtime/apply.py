@@ -29,11 +29,6 @@ from operators.runtime.events import EventRecorder
 Fence = Callable[[], float | None]
 
 
-def no_fence() -> float | None:
-    """For components that write without a lease (a node's driver writes its own slices)."""
-    return None
-
-
 class Applier:
     def __init__(self, api: KubeAPI, events: EventRecorder, fence: Fence) -> None:
         self.api = api

@@ -35,20 +35,6 @@ class Overload:
     result: t.Type
     impl: Implementation | None  # None: the function's singleton serves it
 
-    @property
-    def type_params(self) -> frozenset[str]:
-        names: set[str] = set()
-        for p in (*self.params, self.result):
-            _collect_params(p, names)
-        return frozenset(names)
-
-
-def _collect_params(typ: t.Type, out: set[str]) -> None:
-    if typ.kind == t.Kind.PARAM:
-        out.add(typ.name)
-    for p in typ.params:
-        _collect_params(p, out)
-
 
 @dataclass(slots=True)
 class Function:
