@@ -314,7 +314,7 @@ class Cluster:
         for name in ("kube-proxy", "kube-scheduler", "kube-controller-manager"):
             proc = self.processes.pop(name, None)
             if proc is not None:
-                realnode.terminate(proc)
+                controlplane.terminate(proc)
         cleanup = subprocess.run(
             [str(self.cluster_bin / "kube-proxy"), "--cleanup"],
             capture_output=True, text=True, check=False, env={**os.environ, "PATH": SBIN_PATH},

@@ -358,14 +358,7 @@ class ControlPlane:
         can take longer than 15 s to exit."""
         old = self.apiserver
         assert old is not None, "the control plane has not started"
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(old.pid, signal.SIGTERM)
-        try:
-            old.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(old.pid, signal.SIGKILL)
-            old.wait(timeout=10)
+        terminate(old, grace)
         self.processes.remove(old)
         self.apiserver = self._spawn("kube-apiserver", self.apiserver_argv())
         self.wait_ready(timeout)
@@ -424,6 +417,18 @@ class ControlPlane:
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=10)
         self.processes.clear()
+
+
+def terminate(proc: subprocess.Popen[bytes], grace: float = 10.0) -> None:
+    """SIGTERM the process group, SIGKILL it after ``grace`` seconds; reaped either way."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
 
 
 @contextlib.contextmanager

@@ -438,7 +438,7 @@ class RealNode:
     def stop_process(self, name: str, grace: float = 10.0) -> None:
         proc = self.processes.pop(name, None)
         if proc is not None:
-            terminate(proc, grace)
+            controlplane.terminate(proc, grace)
 
     def restart_kubelet(self) -> None:
         self.stop_process("kubelet")
@@ -485,18 +485,6 @@ class RealNode:
         unmount_below(self.home)
         self.remove_cgroups()
         subprocess.run(["ip", "link", "delete", self.bridge], capture_output=True, check=False)
-
-
-def terminate(proc: subprocess.Popen[bytes], grace: float = 10.0) -> None:
-    """SIGTERM the process group, SIGKILL it after ``grace`` seconds; reaped either way."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
 
 
 def _hierarchies() -> list[Path]:
