@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 import structlog
 
@@ -20,12 +20,12 @@ from operators.api.keys import ObjectKey
 from operators.api.resource import ResourceClaim
 from operators.api.timestamps import age
 from operators.controllers.scheduler import metrics, planning
-from operators.controllers.scheduler.cache import SchedulerCache
+from operators.controllers.scheduler.protocol import SchedulerIO
+from operators.controllers.scheduler.queueing import PendingPods
 from operators.controllers.scheduler.settings import SchedulerSettings
-from operators.kube.api import ApiError, ConflictError, KubeAPI, NotFoundError
+from operators.kube.api import ApiError, ConflictError, NotFoundError
 from operators.observability import fields
-from operators.runtime.actions import PostEvent, Write
-from operators.runtime.clock import Clock
+from operators.runtime.actions import PostEvent
 from operators.runtime.errors import NotLeaderError, Requeue, UnknownOutcomeError
 from operators.runtime.queue import WorkQueue
 from operators.runtime.tasks import TaskOwner
@@ -37,37 +37,15 @@ READ_BACKOFF = (0.2, 5.0)  # first and largest pause between failed reads
 RELEASE_ATTEMPTS = 5  # conflicting writes (someone else changed the claim) before giving up
 
 
-class PendingLike(Protocol):
-    bound_unseen: set[ObjectKey]
-    waiting: set[ObjectKey]
-    nominated: dict[ObjectKey, str]
-
-    @property
-    def unsatisfiable(self) -> dict[str, Any]: ...
-
-
-class Scheduler(Protocol):
+class Scheduler(SchedulerIO, Protocol):
     """What a binding task uses of its scheduler (the handlers' ``Scheduler``)."""
 
     settings: SchedulerSettings
-    clock: Clock
-    cache: SchedulerCache
     queue: WorkQueue[ObjectKey]
     tasks: TaskOwner
-
-    @property
-    def pending(self) -> PendingLike: ...
-
-    @property
-    def api(self) -> KubeAPI: ...
+    pending: PendingPods
 
     def fence(self) -> float | None: ...
-
-    async def apply(self, action: Write) -> dict[str, Any] | None: ...
-
-    async def post(self, event: PostEvent) -> bool: ...
-
-    async def write_claim(self, action: Write) -> ResourceClaim: ...
 
     def make_room(self, event: str, reason: str) -> None: ...
 

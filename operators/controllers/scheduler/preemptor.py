@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 import structlog
 
@@ -23,13 +23,12 @@ from operators.api.resource import ResourceClaim
 from operators.controllers.reservations.planning import PodInfo, pods_to_look_up
 from operators.controllers.scheduler import metrics, planning
 from operators.controllers.scheduler.budget import deadline
-from operators.controllers.scheduler.cache import SchedulerCache
+from operators.controllers.scheduler.protocol import SchedulerIO
 from operators.controllers.scheduler.queueing import PendingPods
 from operators.controllers.scheduler.settings import SchedulerSettings
-from operators.kube.api import ConflictError, KubeAPI, NotFoundError
+from operators.kube.api import ConflictError, NotFoundError
 from operators.observability import fields
-from operators.runtime.actions import PostEvent, ReplaceStatus, Write
-from operators.runtime.clock import Clock
+from operators.runtime.actions import ReplaceStatus
 from operators.runtime.errors import NotLeaderError
 from operators.runtime.queue import WorkQueue
 from operators.scheduling import preemption
@@ -63,25 +62,14 @@ class Attempt:
         return any(not c.is_allocated for c in self.claims)
 
 
-class Scheduler(Protocol):
+class Scheduler(SchedulerIO, Protocol):
     """What preemption uses of its scheduler (the handlers' ``Scheduler``)."""
 
     settings: SchedulerSettings
-    clock: Clock
-    cache: SchedulerCache
     queue: WorkQueue[ObjectKey]
     pending: PendingPods
     features: Features
     filter_timeout: float
-
-    @property
-    def api(self) -> KubeAPI: ...
-
-    async def apply(self, action: Write) -> dict[str, Any] | None: ...
-
-    async def post(self, event: PostEvent) -> bool: ...
-
-    async def write_claim(self, action: Write) -> ResourceClaim: ...
 
     def allocator(
         self, state: AllocatedState | None, out_of_time: Callable[[], bool] | None

@@ -9,8 +9,6 @@ on the claim.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
-
 import structlog
 
 from operators.api.core import Pod
@@ -18,37 +16,18 @@ from operators.api.keys import ObjectKey
 from operators.api.names import TERMINAL_PHASES
 from operators.api.resource import ResourceClaim
 from operators.controllers.scheduler import metrics, planning
-from operators.controllers.scheduler.cache import SchedulerCache
-from operators.kube.api import KubeAPI
+from operators.controllers.scheduler.protocol import SchedulerIO
 from operators.observability import fields
-from operators.runtime.actions import PostEvent, Write
-from operators.runtime.clock import Clock
 from operators.runtime.errors import Requeue
 from operators.runtime.queue import WorkQueue
 
 log = structlog.get_logger(__name__)
 
 
-class Scheduler(Protocol):
-    """What the repair uses of its scheduler (the handlers' ``Scheduler``)."""
-
-    clock: Clock
-    cache: SchedulerCache
-
-    @property
-    def api(self) -> KubeAPI: ...
-
-    async def apply(self, action: Write) -> dict[str, Any] | None: ...
-
-    async def post(self, event: PostEvent) -> bool: ...
-
-    async def write_claim(self, action: Write) -> ResourceClaim: ...
-
-
 class Repair:
     """The repair queue of one scheduler replica."""
 
-    def __init__(self, scheduler: Scheduler) -> None:
+    def __init__(self, scheduler: SchedulerIO) -> None:
         self.scheduler = scheduler
         self.queue: WorkQueue[ObjectKey] = WorkQueue(
             self.repair, name="scheduler-repairs", workers=1, clock=scheduler.clock
