@@ -16,12 +16,8 @@
 # PYTHON defaults to .venv/bin/python, else python3).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
-# pip runs on the host (downloads, checked by hash): the project's venv has one, else python3.
-if [ -z "${PYTHON:-}" ]; then
-  PYTHON=python3
-  [ -x "$root/.venv/bin/python" ] && PYTHON="$root/.venv/bin/python"
-fi
+# shellcheck source=hack/image/common.sh
+. "$here/common.sh"
 force=0
 out="${KOPF_DRA_IMAGE_DIR:-}"
 while [ $# -gt 0 ]; do
@@ -141,7 +137,7 @@ rm -f "$work/build/wheels/.complete"
 # signed indices; a version the mirror no longer lists fails the build).
 debs="$CACHE_ROOT/image/debs/${arch}-$(lock_hash "$here/debian.lock")"
 mkdir -p "$debs"
-mapfile -t mirrors < <(grep -v '^\s*\(#\|$\)' "$here/sources.list")
+read_mirrors
 mapfile -t pins < <(grep -v '^\s*\(#\|$\)\|^architecture=' "$here/debian.lock")
 excludes=()
 # What debian:bookworm-slim leaves out too: documentation (but the licenses), manuals,

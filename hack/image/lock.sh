@@ -11,12 +11,8 @@
 # The Python lock follows constraints.txt (regenerate it after changing that file).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
-# pip runs on the host (downloads, checked by hash): the project's venv has one, else python3.
-if [ -z "${PYTHON:-}" ]; then
-  PYTHON=python3
-  [ -x "$root/.venv/bin/python" ] && PYTHON="$root/.venv/bin/python"
-fi
+# shellcheck source=hack/image/common.sh
+. "$here/common.sh"
 what="${1:-all}"
 case "$what" in
   debian | python | all) ;;
@@ -39,7 +35,7 @@ lock_debian() {
   [ "$(id -u)" = 0 ] || { echo "mmdebstrap's root mode needs root" >&2; exit 1; }
   local arch mirrors=() top out
   arch=$(dpkg --print-architecture)
-  mapfile -t mirrors < <(grep -v '^\s*\(#\|$\)' "$here/sources.list")
+  read_mirrors
   top=$(grep -v '^\s*\(#\|$\)' "$here/packages" | paste -sd, -)
   out=$(mktemp)
   # The Essential set and the image's packages, /usr merged as debootstrap does it (the usrmerge
