@@ -47,8 +47,9 @@ GATES: Final[Mapping[str, Gate]] = {
     "DRAPartitionableDevices": Gate(True, "Beta", depends_on=(DRA,)),
     "DRAPrioritizedList": Gate(True, "GA", depends_on=(DRA,)),
     "DRAResourceClaimDeviceStatus": Gate(True, "Beta"),
+    # Enforced by the API server; kopf-dra's part is RBAC that holds the verbs it asks for.
     "DRAResourceClaimGranularStatusAuthorization": Gate(
-        True, "Beta", depends_on=(DRA, "DRAResourceClaimDeviceStatus"), implemented=False
+        True, "Beta", depends_on=(DRA, "DRAResourceClaimDeviceStatus")
     ),
     "DRAResourcePoolStatus": Gate(False, "Alpha", depends_on=(DRA,)),
     "DRASchedulerFilterTimeout": Gate(True, "Beta", depends_on=(DRA,)),
