@@ -14,6 +14,8 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -50,12 +52,33 @@ def build_spec(driver: str, devices: list[dict[str, Any]]) -> dict[str, Any]:
     return {"cdiVersion": CDI_VERSION, "kind": cdi_kind(driver), "devices": devices}
 
 
+@dataclass(frozen=True, slots=True)
+class DeviceEdits:
+    """What a real device adds to a container: env, host device nodes, read-only host files
+    (driver libraries), each at the same path inside as outside."""
+
+    env: Mapping[str, str] = field(default_factory=dict)
+    device_nodes: tuple[str, ...] = ()
+    mounts: tuple[str, ...] = ()
+
+
+#: How nvidia-ctk mounts the driver's libraries.
+MOUNT_OPTIONS = ["ro", "nosuid", "nodev", "bind"]
+
+
 def device_entry(
-    name: str, env: dict[str, str], device_nodes: list[dict[str, str]]
+    name: str,
+    env: dict[str, str],
+    device_nodes: list[dict[str, str]],
+    mounts: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     edits: dict[str, Any] = {"env": [f"{k}={v}" for k, v in sorted(env.items())]}
     if device_nodes:
         edits["deviceNodes"] = device_nodes
+    if mounts:
+        edits["mounts"] = [
+            {"hostPath": m, "containerPath": m, "options": list(MOUNT_OPTIONS)} for m in mounts
+        ]
     return {"name": name, "containerEdits": edits}
 
 

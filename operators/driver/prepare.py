@@ -207,17 +207,20 @@ def plan_prepare(
         chosen = _configs_for(result, info, configs, where)
         name = cdi.cdi_device_name(uid, info.name, result.share_id)
         env = device_env(claim, result, info, chosen)
-        nodes = (
-            [
+        real = inventory.edits.get(info.name)
+        if real is not None:
+            env.update(real.env)
+            nodes = [{"path": n, "hostPath": n} for n in real.device_nodes]
+        elif inventory.device_node_host_path:
+            nodes = [
                 {
                     "path": f"{DEVICE_NODE_DIR}/{info.name}",
                     "hostPath": inventory.device_node_host_path,
                 }
             ]
-            if inventory.device_node_host_path
-            else []
-        )
-        entries.append(cdi.device_entry(name, env, nodes))
+        else:
+            nodes = []
+        entries.append(cdi.device_entry(name, env, nodes, real.mounts if real else ()))
         prepared = PreparedDevice(
             request_names=[result.request or ""],
             pool=result.pool or "",

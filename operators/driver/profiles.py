@@ -42,6 +42,7 @@ from operators.api.resource import (
     DeviceCounterConsumption,
 )
 from operators.api.validation import dns1123_label_errors
+from operators.driver.cdi import DeviceEdits
 
 PCIE_ROOT_ATTRIBUTE = "resource.kubernetes.io/pcieRoot"
 DRIVER_VERSION = "1.0.0"
@@ -285,6 +286,8 @@ class Inventory:
     info: Mapping[str, DeviceInfo] = field(default_factory=dict)
     device_node_host_path: str = "/dev/null"
     problems: tuple[str, ...] = ()
+    #: Real devices' CDI edits (device nodes, libraries, env), by device name.
+    edits: Mapping[str, DeviceEdits] = field(default_factory=dict)
 
 
 def stable_uuid(node: str, device: str) -> str:
