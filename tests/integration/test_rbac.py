@@ -1,5 +1,8 @@
 """The manifests' RBAC, proven: each component runs with a token of its own ServiceAccount and
-does its whole job; what it must not do is refused by the API server.
+does its whole job; what it must not do is refused by the API server. All of it with
+DRAResourceClaimGranularStatusAuthorization on (1.36's default, the local control plane's), under
+which a claim's allocation needs ``resourceclaims/binding`` and its device status the
+``resourceclaims/driver`` verbs, ``resourceclaims/status`` alone no longer being enough.
 
 The driver's identity (own node's slices only, device status only through node-bound verbs) is
 proven in tests/integration/driver/test_manifests_on_server.py with a pod-bound token; the
@@ -38,6 +41,7 @@ from tests.integration.helpers import (
     gpu_cluster,
     pod_body,
     running_operator,
+    served_feature_gates,
     slice_body,
     template_body,
     token_kubeconfig,
@@ -46,17 +50,21 @@ from tests.integration.helpers import (
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMESPACE = "kopf-dra"
+GRANULAR = "DRAResourceClaimGranularStatusAuthorization"
+EXAMPLE_DRIVER = "example.kopf-dra.io"  # the one driver name the manifests' RBAC names
+OTHER_DRIVER = "gpu.example.com"
 
 
 @pytest.fixture
 async def as_account(
     api: client.ApiClient, rbac_applied: list[dict[str, Any]], tmp_path: Path
 ) -> AsyncIterator[Any]:
-    """``await as_account(name)``: a KubeAPI authenticated as kopf-dra/<name>."""
+    """``await as_account(name[, namespace])``: a KubeAPI authenticated as
+    <namespace>/<name> (kopf-dra's own accounts by default)."""
     clients: list[client.ApiClient] = []
 
-    async def make(account: str) -> KubeAPI:
-        path = await token_kubeconfig(api, account, tmp_path)
+    async def make(account: str, namespace: str = NAMESPACE) -> KubeAPI:
+        path = await token_kubeconfig(api, account, tmp_path, namespace)
         configuration = client.Configuration()
         token = json.loads(path.read_text())["users"][0]["user"]["token"]
         configuration.host = api.configuration.host
@@ -79,7 +87,10 @@ async def test_components_do_their_job_with_their_own_identities(
     rbac_applied: list[dict[str, Any]],
     tmp_path: Path,
 ) -> None:
-    """Claim created, allocated, reserved, pod bound, pool status written; then cleaned up."""
+    """Claim created, allocated, reserved, pod bound, pool status written; then cleaned up. The
+    API server enforces DRAResourceClaimGranularStatusAuthorization meanwhile: the scheduler's
+    allocation and reservation pass because its account holds ``resourceclaims/binding``."""
+    assert (await served_feature_gates(api))[GRANULAR] == ("Beta", True)
     configs = {
         name: str(await token_kubeconfig(api, f"kopf-dra-{name}", tmp_path))
         for name in ("claim-templates", "reservations", "scheduler", "pool-validator")
@@ -204,6 +215,132 @@ async def test_only_components_with_resourceclaims_binding_write_allocations(
     scheduler: KubeAPI = await as_account("kopf-dra-scheduler")
     written = await scheduler.replace_status(allocated)
     assert written["status"]["allocation"]["devices"]["results"][0]["device"] == "gpu-0"
+
+
+async def _status_only_account(kube: KubeAPI, namespace: str) -> str:
+    """A throwaway ServiceAccount of ``namespace`` that may read claims and update/patch their
+    status, and holds neither ``resourceclaims/binding`` nor any ``resourceclaims/driver`` verb:
+    without the gate, enough to write every claim's allocation and device status."""
+    name = "status-only"
+    await kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": name, "namespace": namespace},
+        }
+    )
+    await kube.create(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": name, "namespace": namespace},
+            "rules": [
+                {
+                    "apiGroups": ["resource.k8s.io"],
+                    "resources": ["resourceclaims"],
+                    "verbs": ["get", "list", "watch"],
+                },
+                {
+                    "apiGroups": ["resource.k8s.io"],
+                    "resources": ["resourceclaims/status"],
+                    "verbs": ["update", "patch"],
+                },
+            ],
+        }
+    )
+    await kube.create(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": name, "namespace": namespace},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+        }
+    )
+    return name
+
+
+def _allocation(driver: str) -> dict[str, Any]:
+    result = {"request": "gpu", "driver": driver, "pool": "node-1", "device": "gpu-0"}
+    return dict(ALLOCATION, devices={"results": [result]})
+
+
+def _refused_by_the_gate(error: ApiError, field: str, needed: str) -> None:
+    """The API server's refusal of a status write that lacks the gate's finer verb: a Forbidden
+    field error (422) naming the field and the synthetic subresource it asks for."""
+    assert error.status == 422, error
+    assert f"{field}: Forbidden" in error.message, error.message
+    assert f'requires resource="{needed}"' in error.message, error.message
+
+
+def _device_status(driver: str) -> dict[str, Any]:
+    return {"status": {"devices": [{"driver": driver, "pool": "node-1", "device": "gpu-0"}]}}
+
+
+async def test_the_granular_status_gate_asks_more_than_resourceclaims_status(
+    api: client.ApiClient, as_account: Any, kube: KubeAPI, namespace: str
+) -> None:
+    """With DRAResourceClaimGranularStatusAuthorization on (as the API server itself reports):
+    ``resourceclaims/status`` alone writes neither an allocation (that needs
+    ``resourceclaims/binding``, which the scheduler's account holds) nor device status (that
+    needs a ``resourceclaims/driver`` verb for the driver's name, which the fabric controller's
+    account holds as ``arbitrary-node:patch``)."""
+    assert (await served_feature_gates(api))[GRANULAR] == ("Beta", True)
+    status_only: KubeAPI = await as_account(await _status_only_account(kube, namespace), namespace)
+    created = await kube.create(claim_body("c", namespace))
+
+    # The Role is in force once the account may write the claim's status at all (a no-op).
+    async def status_writable() -> dict[str, Any] | None:
+        try:
+            return await status_only.replace_status(created)
+        except ApiError as e:
+            if e.status != 403:
+                raise
+            return None
+
+    created = await eventually(status_writable, what="the throwaway Role in force")
+
+    # An allocation: refused by the gate, not by RBAC's resourceclaims/status.
+    allocated = dict(created, status={"allocation": _allocation(EXAMPLE_DRIVER)})
+    with pytest.raises(ApiError) as denied:
+        await status_only.replace_status(allocated)
+    _refused_by_the_gate(denied.value, "status.allocation", "resourceclaims/binding")
+    fabric: KubeAPI = await as_account("kopf-dra-fabric")  # status patch, no binding either
+    with pytest.raises(ApiError) as denied:
+        await fabric.patch(
+            "ResourceClaim", "c", {"status": allocated["status"]}, namespace, subresource="status"
+        )
+    _refused_by_the_gate(denied.value, "status.allocation", "resourceclaims/binding")
+    assert "allocation" not in (await kube.get("ResourceClaim", "c", namespace)).get("status", {})
+    scheduler: KubeAPI = await as_account("kopf-dra-scheduler")
+    allocated = await scheduler.replace_status(allocated)
+    assert allocated["status"]["allocation"]["devices"]["results"][0]["driver"] == EXAMPLE_DRIVER
+
+    # Device status of the allocated claim: refused without a resourceclaims/driver verb for
+    # the driver's name; the fabric controller's arbitrary-node:patch for it writes it.
+    with pytest.raises(ApiError) as denied:
+        await status_only.patch(
+            "ResourceClaim", "c", _device_status(EXAMPLE_DRIVER), namespace, subresource="status"
+        )
+    _refused_by_the_gate(denied.value, "status.devices", "resourceclaims/driver")
+    written = await fabric.patch(
+        "ResourceClaim", "c", _device_status(EXAMPLE_DRIVER), namespace, subresource="status"
+    )
+    assert written["status"]["devices"][0]["device"] == "gpu-0"
+
+    # The verb is named by driver: the fabric controller may not write another driver's.
+    other = await kube.create(claim_body("other", namespace))
+    await kube.replace_status(dict(other, status={"allocation": _allocation(OTHER_DRIVER)}))
+    with pytest.raises(ApiError) as denied:
+        await fabric.patch(
+            "ResourceClaim",
+            "other",
+            _device_status(OTHER_DRIVER),
+            namespace,
+            subresource="status",
+        )
+    _refused_by_the_gate(denied.value, "status.devices", "resourceclaims/driver")
+    assert "devices" not in (await kube.get("ResourceClaim", "other", namespace))["status"]
 
 
 async def test_the_pool_validator_writes_only_its_own_kind(as_account: Any, namespace: str) -> None:
