@@ -27,6 +27,7 @@ from operators.driver.profiles import ProfileError, load_config
 from operators.driver.service import DriverService
 from operators.driver.settings import DriverSettings
 from operators.driver.slices import InvalidPoolError
+from operators.driver.sources import DeviceSource, NvmlSource, ProfileSource
 from operators.kube.api import ApiError, ApiTimeouts, KubeAPI
 from operators.kube.client import ClientConfigError, make_api_client
 from operators.observability import fields
@@ -38,10 +39,24 @@ COMPONENT = "driver"
 log = structlog.get_logger(__name__)
 
 
+def make_source(settings: DriverSettings) -> DeviceSource:
+    """The profile source, or NVML (imported only when chosen: it needs kopf-dra[nvidia])."""
+    if settings.devices == "nvml":
+        from operators.driver.nvml import PynvmlBackend
+
+        backend = PynvmlBackend(settings.driver_root)
+        return NvmlSource(backend, dynamic_mig=settings.dynamic_mig)
+    if settings.dynamic_mig:
+        raise SettingsError("DriverSettings: --dynamic-mig needs --devices nvml")
+    return ProfileSource(load_config(settings.profiles))
+
+
 class Driver:
     """Wires settings, API access, the service and the plugin sockets; ``run`` until stopped."""
 
-    def __init__(self, settings: DriverSettings, api: KubeAPI) -> None:
+    def __init__(
+        self, settings: DriverSettings, api: KubeAPI, source: DeviceSource | None = None
+    ) -> None:
         if not settings.node_name:
             raise SettingsError("DriverSettings: --node-name / KOPF_DRA_NODE_NAME is required")
         self.settings = settings
@@ -52,7 +67,7 @@ class Driver:
             api,
             driver=settings.driver_name,
             node_name=settings.node_name,
-            config=load_config(settings.profiles),
+            source=source or make_source(settings),
             cdi=CDIWriter(settings.cdi_dir, settings.driver_name),
             checkpoint=Checkpoint(state_dir / "checkpoint.json"),
             pool=settings.pool_name,
@@ -131,6 +146,9 @@ class Driver:
             return
         await self.plugin.start()
         self.started.set()
+        watcher = asyncio.create_task(
+            self.service.source.watch(self.service.report_unhealthy, stop)
+        )
         try:
             while not stop.is_set():
                 await wait_at_most(stop.wait(), self.settings.resync_seconds)
@@ -138,6 +156,7 @@ class Driver:
                     await self._refresh()
         finally:
             await self.plugin.stop()
+            await watcher
 
 
 async def _main(settings: DriverSettings) -> None:
@@ -159,7 +178,10 @@ def run(args: argparse.Namespace) -> int:
         settings = DriverSettings.load(args)
         if not settings.node_name:
             raise SettingsError("DriverSettings: --node-name / KOPF_DRA_NODE_NAME is required")
-        load_config(settings.profiles)  # fail fast, before connecting anywhere
+        if settings.devices == "profiles":
+            load_config(settings.profiles)  # fail fast, before connecting anywhere
+        if settings.dynamic_mig and settings.devices != "nvml":
+            raise SettingsError("DriverSettings: --dynamic-mig needs --devices nvml")
     except (SettingsError, ProfileError) as e:
         print(f"kopf-dra run driver: {e}", file=sys.stderr)
         return 2

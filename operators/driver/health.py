@@ -48,14 +48,24 @@ def unhealthy_devices(inventory: Inventory, marked: Collection[str]) -> frozense
 
 
 def health_report(
-    inventory: Inventory, pool: str, unhealthy: Collection[str]
+    inventory: Inventory,
+    pool: str,
+    unhealthy: Collection[str],
+    reasons: Mapping[str, str] | None = None,
 ) -> list[DeviceHealth]:
-    """Every published device, in publishing order."""
+    """Every published device, in publishing order; ``reasons`` says why a device (or its
+    GPU) is unhealthy when the hardware said so (NVML events), else the setting did."""
+    reasons = reasons or {}
+
+    def why(name: str) -> str:
+        if name not in unhealthy:
+            return ""
+        info = inventory.info.get(name)
+        parent = info.parent if info is not None else None
+        return reasons.get(name) or reasons.get(parent or "") or UNHEALTHY_MESSAGE
+
     names = [d.name or "" for d in inventory.devices]
-    return [
-        DeviceHealth(pool, n, n not in unhealthy, UNHEALTHY_MESSAGE if n in unhealthy else "")
-        for n in names
-    ]
+    return [DeviceHealth(pool, n, n not in unhealthy, why(n)) for n in names]
 
 
 def with_taints(inventory: Inventory, driver: str, since: Mapping[str, str]) -> Inventory:

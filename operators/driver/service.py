@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Collection, Sequence
+from dataclasses import replace
 from typing import Any
 
 import structlog
@@ -25,8 +26,15 @@ from operators.driver.checkpoint import Checkpoint, PreparedClaim, PreparedDevic
 from operators.driver.health import DeviceHealth, health_report, unhealthy_devices, with_taints
 from operators.driver.plugin import ClaimRef, PrepareResult
 from operators.driver.prepare import PrepareError, plan_prepare
-from operators.driver.profiles import DriverConfig, Inventory, build_inventory, parse_hotplug
+from operators.driver.profiles import (
+    DeviceInfo,
+    DriverConfig,
+    Inventory,
+    default_config,
+    parse_hotplug,
+)
 from operators.driver.slices import NodeRef, SlicePublisher
+from operators.driver.sources import DeviceSource, ProfileSource, SourceError
 from operators.kube.api import ApiError, ConflictError, KubeAPI, NotFoundError
 from operators.observability import fields
 from operators.runtime.clock import SYSTEM_CLOCK, Clock
@@ -48,8 +56,9 @@ class DriverService:
         *,
         driver: str,
         node_name: str,
-        config: DriverConfig,
         cdi: CDIWriter,
+        config: DriverConfig | None = None,
+        source: DeviceSource | None = None,
         checkpoint: Checkpoint,
         pool: str | None = None,
         clock: Clock = SYSTEM_CLOCK,
@@ -59,7 +68,7 @@ class DriverService:
         self.driver = driver
         self.node_name = node_name
         self.pool = pool or node_name
-        self.config = config
+        self.source: DeviceSource = source or ProfileSource(config or default_config())
         self.cdi = cdi
         self.checkpoint = checkpoint
         self.clock = clock
@@ -69,6 +78,8 @@ class DriverService:
         self._lock = asyncio.Lock()
         self.field_manager = f"{driver}/{node_name}"[:_FIELD_MANAGER_MAX]
         self.marked_unhealthy = frozenset(unhealthy)
+        #: Devices the source reported unhealthy (NVML's critical events) -> why.
+        self.reported_unhealthy: dict[str, str] = {}
         #: Unhealthy device -> when this driver first saw it so (the taint's timeAdded).
         self.unhealthy_since: dict[str, str] = {}
         self.health: list[DeviceHealth] = []
@@ -82,17 +93,20 @@ class DriverService:
         """Re-read the Node (hot-plugged devices) and publish; the new generation or None."""
         node = Node.load(await self.api.get("Node", self.node_name))
         hotplugged, problems = parse_hotplug(node.metadata.annotations.get(HOTPLUG_ANNOTATION))
-        inventory = build_inventory(self.config, self.node_name, hotplugged)
+        inventory = self.source.inventory(self.node_name, hotplugged)
         for problem in (*problems, *inventory.problems):
             log.warning(
                 "skipped a hot-plugged device", **{fields.NODE: self.node_name}, reason=problem
             )
-        unhealthy = unhealthy_devices(inventory, self.marked_unhealthy)
+        marked = self.marked_unhealthy | self.reported_unhealthy.keys()
+        unhealthy = unhealthy_devices(inventory, marked)
         now = format_time(self.clock.now())
         self.unhealthy_since = {d: self.unhealthy_since.get(d, now) for d in sorted(unhealthy)}
         inventory = with_taints(inventory, self.driver, self.unhealthy_since)
         self.node, self.inventory = node, inventory
-        await self._set_health(health_report(inventory, self.pool, unhealthy))
+        await self._set_health(
+            health_report(inventory, self.pool, unhealthy, self.reported_unhealthy)
+        )
         ref = NodeRef(self.node_name, node.metadata.uid or "")
         if self.publisher is None or self.publisher.node != ref:
             self.publisher = SlicePublisher(self.api, self.driver, ref, self.pool)
@@ -109,6 +123,19 @@ class DriverService:
         return generation
 
     # --- device health (the kubelet's NodeWatchResources stream) -----------------------------
+
+    async def report_unhealthy(self, device: str, why: str) -> None:
+        """The source saw ``device`` (a GPU covers its partitions) fail: tell the kubelet and
+        taint it now rather than at the next resync."""
+        if self.reported_unhealthy.get(device) == why:
+            return
+        self.reported_unhealthy[device] = why
+        log.warning("device failed", **{fields.NODE: self.node_name}, device=device, reason=why)
+        if self.node is not None:
+            try:
+                await self.refresh()
+            except (ApiError, OSError, TimeoutError) as e:
+                log.error("could not publish the taint; the next resync will", error=str(e))
 
     async def _set_health(self, report: list[DeviceHealth]) -> None:
         if report == self.health:
@@ -189,15 +216,25 @@ class DriverService:
         except NotFoundError:
             raise PrepareError("ClaimNotFound", f"claim {ref.key}: not found") from None
         claim = ResourceClaim.load(raw)
-        preparation = plan_prepare(
-            claim,
-            uid=ref.uid,
-            driver=self.driver,
-            node=self.node,
-            pool=self.pool,
-            inventory=self.inventory,
-            now=format_time(self.clock.now()),
-        )
+        ours = self._our_devices(claim.allocated_results())
+        try:
+            edits = await self.source.prepare(ours)
+        except SourceError as e:
+            raise PrepareError("DeviceSetupFailed", f"claim {ref.key}: {e}") from None
+        inventory = replace(self.inventory, edits={**self.inventory.edits, **edits})
+        try:
+            preparation = plan_prepare(
+                claim,
+                uid=ref.uid,
+                driver=self.driver,
+                node=self.node,
+                pool=self.pool,
+                inventory=inventory,
+                now=format_time(self.clock.now()),
+            )
+        except PrepareError:
+            await self.source.unprepare([d for d in ours if d.name in edits])
+            raise
         record = preparation.claim
         self.cdi.write(ref.uid, record.cdi_spec)
         self.checkpoint.add(record)
@@ -213,6 +250,11 @@ class DriverService:
                 record = self.checkpoint.get(ref.uid)
                 self.cdi.remove(ref.uid)
                 if record is not None:
+                    try:
+                        await self.source.unprepare(self._our_devices(record.devices))
+                    except Exception as e:  # the kubelet retries: keep the record
+                        errors[ref.uid] = f"claim {ref.key}: could not tear down: {e}"
+                        continue
                     await self._report(record, [])
                     self.checkpoint.remove(ref.uid)
                     log.info("unprepared", **{fields.CLAIM: ref.key})
@@ -222,6 +264,15 @@ class DriverService:
                 metrics.OPERATION_DURATION.labels("unprepare", "false").observe(duration)
             metrics.PREPARED_CLAIMS.set(len(self.checkpoint.claims()))
         return errors
+
+    def _our_devices(self, results: Sequence[Any]) -> list[DeviceInfo]:
+        """This pool's devices among allocation results or prepared devices."""
+        infos = (
+            self.inventory.info.get(r.device or "")
+            for r in results
+            if getattr(r, "driver", self.driver) == self.driver and r.pool == self.pool
+        )
+        return list({i.name: i for i in infos if i is not None}.values())
 
     # --- device status ----------------------------------------------------------------------
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from operators.settings import Settings
 
 DEFAULT_DRIVER = "example.kopf-dra.io"
+DEVICE_SOURCES = ("profiles", "nvml")
 
 
 class DriverSettings(Settings):
@@ -17,6 +18,22 @@ class DriverSettings(Settings):
     profiles: str | None = Field(
         default=None,
         description="Path of the device profile config (YAML); default: a built-in demo node",
+    )
+    devices: str = Field(
+        default="profiles",
+        description="Where the devices come from: profiles (simulated, from --profiles) or nvml "
+        "(this node's NVIDIA GPUs through NVML; needs the kopf-dra[nvidia] extra)",
+    )
+    dynamic_mig: bool = Field(
+        default=False,
+        description="With --devices nvml on GPUs in MIG mode: publish every MIG profile at every "
+        "placement as partitionable devices, create the instance at prepare and destroy it at "
+        "unprepare (without it: the MIG devices that exist)",
+    )
+    driver_root: str | None = Field(
+        default=None,
+        description="Where the NVIDIA driver's libraries are (e.g. /usr/local/nvidia, with "
+        "lib64/ in it); default: found through ldconfig -p",
     )
     kubelet_dir: str = Field(
         default="/var/lib/kubelet",
@@ -45,3 +62,12 @@ class DriverSettings(Settings):
         "node (resourceclaims/driver arbitrary-node:patch/update): development with an admin "
         "kubeconfig only; a node's driver needs only the associated-node: verbs",
     )
+
+    @field_validator("devices")
+    @classmethod
+    def _known_source(cls, value: str) -> str:
+        if value not in DEVICE_SOURCES:
+            raise ValueError(
+                f"unknown device source {value!r} (known: {', '.join(DEVICE_SOURCES)})"
+            )
+        return value

@@ -130,12 +130,10 @@ class NvmlSource:
         created: list[tuple[int, nvidia.MigInstance]] = []
         try:
             for info in self._dynamic(devices):
-                minor, profile_id, start, size = _placement(info.name)
-                existing = self._instance(snapshot, minor, profile_id, start)
-                mig = existing or await asyncio.to_thread(
-                    self.backend.create_mig, minor, profile_id, start
-                )
-                if existing is None:
+                minor, profile_id, start, _ = _placement(info.name)
+                mig = self._instance(snapshot, minor, profile_id, start)
+                if mig is None:
+                    mig = await asyncio.to_thread(self.backend.create_mig, minor, profile_id, start)
                     created.append((minor, mig))
                 caps = self.backend.mig_caps(minor, mig.gi_id, mig.ci_id)
                 edits[info.name] = nvidia.device_edits(gpus[minor], mig.uuid, host, caps)
