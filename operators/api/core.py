@@ -152,6 +152,21 @@ class PodResourceClaimStatus(KubeModel):
     resource_claim_name: str | None = None
 
 
+class ContainerExtendedResourceRequest(KubeModel):
+    """Which request of the extended-resource claim serves a container's extended resource."""
+
+    container_name: str | None = None
+    resource_name: str | None = None
+    request_name: str | None = None
+
+
+class PodExtendedResourceClaimStatus(KubeModel):
+    """The claim the scheduler made for a pod's extended resources backed by DRA (KEP-5004)."""
+
+    request_mappings: list[ContainerExtendedResourceRequest] = Field(default_factory=list)
+    resource_claim_name: str | None = None
+
+
 class PodStatus(KubeModel):
     phase: str | None = None
     conditions: list[PodCondition] = Field(default_factory=list)
@@ -159,6 +174,7 @@ class PodStatus(KubeModel):
     reason: str | None = None
     nominated_node_name: str | None = None
     resource_claim_statuses: list[PodResourceClaimStatus] = Field(default_factory=list)
+    extended_resource_claim_status: PodExtendedResourceClaimStatus | None = None
     start_time: str | None = None
 
 
@@ -196,9 +212,12 @@ class Pod(KubeModel):
         return self.claim_status(pod_claim)[1]
 
     def claim_names(self) -> set[str]:
-        """Every ResourceClaim the pod refers to (its spec, or its status for templates)."""
+        """Every ResourceClaim the pod refers to (its spec, or its status for templates and
+        for its extended resources backed by DRA)."""
         names = {self.claim_name(c) for c in self.spec.resource_claims}
         names.update(s.resource_claim_name for s in self.status.resource_claim_statuses)
+        if self.status.extended_resource_claim_status is not None:
+            names.add(self.status.extended_resource_claim_status.resource_claim_name)
         names.discard(None)
         return names  # type: ignore[return-value]
 

@@ -41,7 +41,7 @@ GATES: Final[Mapping[str, Gate]] = {
     ),
     "DRADeviceTaintRules": Gate(False, "Beta", depends_on=("DRADeviceTaints",)),
     "DRADeviceTaints": Gate(True, "Beta", depends_on=(DRA,)),
-    "DRAExtendedResource": Gate(True, "Beta", depends_on=(DRA,), implemented=False),
+    "DRAExtendedResource": Gate(True, "Beta", depends_on=(DRA,)),
     "DRAListTypeAttributes": Gate(False, "Alpha", depends_on=(DRA,)),
     "DRANodeAllocatableResources": Gate(False, "Alpha", depends_on=(DRA,), implemented=False),
     "DRAPartitionableDevices": Gate(True, "Beta", depends_on=(DRA,)),

@@ -32,9 +32,9 @@ BUILD_SCRIPT = project_root() / "hack" / "controlplane" / "build.sh"
 VERSION_FILE = project_root() / "hack" / "controlplane" / "VERSION"
 
 # Exactly the DRA gates this design implements (README, "The local control plane"), alpha ones
-# included; gates of behaviour we do not implement are switched off even where 1.36 defaults
-# them on (DRAExtendedResource). DRAPrioritizedList and DRAAdminAccess are GA (the latter locked
-# on). Components started on it get the same gates (``--feature-gates``).
+# included; gates of behaviour we do not implement are switched off. DRAPrioritizedList and
+# DRAAdminAccess are GA (the latter locked on). Components started on it get the same gates
+# (``--feature-gates``), the real nodes' kubelets too.
 FEATURE_GATES = {
     "DRAPartitionableDevices": True,
     "DRAConsumableCapacity": True,
@@ -44,7 +44,7 @@ FEATURE_GATES = {
     "DRAResourceClaimDeviceStatus": True,
     "DRAResourceClaimGranularStatusAuthorization": True,
     "DRAListTypeAttributes": True,
-    "DRAExtendedResource": False,
+    "DRAExtendedResource": True,
     "DRANodeAllocatableResources": False,
     "DRAWorkloadResourceClaims": False,
     "DRAResourcePoolStatus": True,

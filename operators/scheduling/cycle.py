@@ -25,6 +25,7 @@ from operators.allocator.nodes import selector_matches
 from operators.api.core import Node, Pod
 from operators.api.limits import ResourceClaimReservedForMaxSize
 from operators.api.resource import AllocationResult, ResourceClaim
+from operators.scheduling.extended import ExtendedClaim, ExtendedResources
 from operators.scheduling.nodes import NodeUsage, node_failure, pod_requests
 from operators.scheduling.score import NodeOrder, Score, ScoreKey, ScorePolicy
 
@@ -81,6 +82,9 @@ class NodeFit:
     node: str
     results: Mapping[str, AllocationResult]  # claim key -> new allocation
     score: Score
+    # The pod's special claim for extended resources backed by DRA (KEP-5004), if this node
+    # needs one: its allocation is in ``results`` under its in-memory key.
+    extended: ExtendedClaim | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,6 +123,7 @@ def run_cycle(
     nominated: str | None = None,
     explain_all: bool = False,
     node_order: NodeOrder | None = None,
+    extended: ExtendedResources | None = None,
 ) -> CycleResult:
     """Filter every node, allocate the pod's unallocated claims on each, score the fits.
 
@@ -138,8 +143,16 @@ def run_cycle(
     ranking of nodes by bound across cycles (the scheduler's: the same visit, cheaper).
     ``explain_all`` explains every node that does not fit even when others do (``simulate``;
     the scheduler only needs why when nothing fits).
+
+    ``extended``: the pod's extended resources backed by DRA. On a node that does not
+    advertise one, NodeResourcesFit leaves it to DRA and a special claim for it is allocated
+    with the pod's claims (one of the pod's own from an earlier attempt is used as it is).
+    Such a pod's claims differ by node: nothing is skipped as known unsatisfiable.
     """
     requests = pod_requests(pod)
+    generates = extended is not None and extended.existing is None
+    if generates:
+        known_unsatisfiable = None
     to_allocate = [c for c in claims if not c.is_allocated]
     allocated = [c for c in claims if c.is_allocated]
     failures: dict[str, str] = {}
@@ -165,7 +178,8 @@ def run_cycle(
     unavailable: dict[str, None] = {}  # ordered set
 
     def node_reason(node: Node, node_usage: NodeUsage) -> str | None:
-        reason = node_failure(pod, node, requests, node_usage)
+        delegated = extended.delegated(node) if extended is not None else ()
+        reason = node_failure(pod, node, requests, node_usage, delegated)
         if reason is not None:
             return reason
         claim = unavailable_claim(allocated, node)
@@ -210,10 +224,12 @@ def run_cycle(
             failures[name] = reason
             continue
         results: dict[str, AllocationResult] = {}
-        if to_allocate:
+        node_claim = extended.for_node(node) if generates and extended is not None else None
+        here = [*to_allocate, node_claim.claim] if node_claim is not None else to_allocate
+        if here:
             assert allocator is not None
             try:
-                outcome = allocator.allocate(node, to_allocate)
+                outcome = allocator.allocate(node, here)
             except InvalidInputError as e:
                 return CycleResult((), {}, {}, str(e))
             except OutOfTimeError as e:
@@ -231,9 +247,9 @@ def run_cycle(
                 if known_unsatisfiable is not None:
                     known_unsatisfiable[name] = (allocator.allocated, outcome, keys)
                 continue
-            results = dict(zip((c.key for c in to_allocate), outcome.results, strict=True))
-        score = Score.of(node, node_usage, requests, to_allocate, results, policy)
-        fits.append(NodeFit(name, results, score))
+            results = dict(zip((c.key for c in here), outcome.results, strict=True))
+        score = Score.of(node, node_usage, requests, here, results, policy)
+        fits.append(NodeFit(name, results, score, node_claim))
         if best_only:
             fits.sort(key=lambda f: (f.node != nominated, f.score))
     fits.sort(key=lambda f: f.score)

@@ -81,7 +81,9 @@ class InFlightLedger(Generic[K]):
         entry = self._entries.get(key)
         if entry is None:
             return
-        if cached is None or cached.metadata.uid != entry.claim.metadata.uid:
+        # An entry without a uid is a claim this scheduler is creating: the cache's is it.
+        uid = entry.claim.metadata.uid
+        if cached is None or (uid is not None and cached.metadata.uid != uid):
             self._entries.pop(key)
             self._changed(key)
             return
@@ -89,6 +91,9 @@ class InFlightLedger(Generic[K]):
         if entry.written is not None and seen is not None and seen >= entry.written:
             self._entries.pop(key)
             self._changed(key)
+
+    def items(self) -> list[tuple[K, ResourceClaim]]:
+        return [(key, entry.claim) for key, entry in self._entries.items()]
 
     def get(self, key: K) -> ResourceClaim | None:
         entry = self._entries.get(key)

@@ -7,7 +7,7 @@ so that identical reasons group into "N node(s) ..." in the unschedulable messag
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Collection, Hashable, Iterable, Mapping
 from decimal import Decimal
 
 from operators.allocator.errors import InvalidNodeSelectorError
@@ -197,16 +197,28 @@ class UsageTracker:
                 self.usage[node] = NodeUsage(dict(totals), self._pods[node])
 
 
+def is_scalar_resource(name: str) -> bool:
+    """kube-scheduler's scalar resources: extended, hugepages, prefixed native, volumes."""
+    return "/" in name or name.startswith(("hugepages-", "attachable-volumes-"))
+
+
 def insufficient_resources(
-    node: Node, requests: Mapping[str, Decimal], usage: NodeUsage
+    node: Node,
+    requests: Mapping[str, Decimal],
+    usage: NodeUsage,
+    delegated: Collection[str] = (),
 ) -> list[str]:
-    """kube-scheduler's NodeResourcesFit reasons ("Insufficient cpu", "Too many pods")."""
+    """kube-scheduler's NodeResourcesFit reasons ("Insufficient cpu", "Too many pods").
+
+    ``delegated``: extended resources that devices serve on this node (KEP-5004): the
+    DynamicResources filter decides those, not the node's allocatable."""
     reasons = []
     allocatable = node.status.allocatable
     pods_allowed = allocatable.get("pods")
     if pods_allowed is not None and usage.pods + 1 > pods_allowed.value:
         reasons.append("Too many pods")
-    for name in FIT_RESOURCES:
+    scalar = sorted(n for n in requests if is_scalar_resource(n) and n not in delegated)
+    for name in (*FIT_RESOURCES, *scalar):
         want = requests.get(name, Decimal(0))
         if want <= 0:
             continue
@@ -220,9 +232,14 @@ def insufficient_resources(
 
 
 def node_failure(
-    pod: Pod, node: Node, requests: Mapping[str, Decimal], usage: NodeUsage
+    pod: Pod,
+    node: Node,
+    requests: Mapping[str, Decimal],
+    usage: NodeUsage,
+    delegated: Collection[str] = (),
 ) -> str | None:
-    """The first non-DRA reason this node cannot take the pod, in kube-scheduler's words."""
+    """The first non-DRA reason this node cannot take the pod, in kube-scheduler's words
+    (``delegated``: as for ``insufficient_resources``)."""
     if not node_ready(node):
         return "node(s) were not ready"
     if node.spec.unschedulable and not any(
@@ -235,7 +252,7 @@ def node_failure(
         return f"node(s) had untolerated taint {{{taint.key}: {taint.value or ''}}}"
     if not affinity_matches(pod, node):
         return "node(s) didn't match Pod's node affinity/selector"
-    resources = insufficient_resources(node, requests, usage)
+    resources = insufficient_resources(node, requests, usage, delegated)
     if resources:
         return ", ".join(resources)
     return None

@@ -51,6 +51,7 @@ from operators.api.resource import AllocationResult, ResourceClaim
 from operators.api.timestamps import parse_time
 from operators.scheduling.binding_conditions import allocated_node
 from operators.scheduling.cycle import unavailable_claim
+from operators.scheduling.extended import ExtendedResources
 from operators.scheduling.nodes import NodeUsage, node_failure, pod_requests
 from operators.scheduling.score import subrequest_rank
 
@@ -296,9 +297,11 @@ class _Search:
         usage: Mapping[str, NodeUsage],
         allocator: Allocator | None,
         features: Features,
+        extended: ExtendedResources | None = None,
     ) -> None:
         self.pod = pod
         self.requests = pod_requests(pod)
+        self.extended = extended
         self.to_allocate = [c for c in claims if not c.is_allocated]
         self.allocated = [c for c in claims if c.is_allocated]
         self.usage = usage
@@ -312,7 +315,7 @@ class _Search:
         """A filter no eviction changes: readiness, cordon, taints, affinity, an allocated
         claim of the pod that cannot be used there."""
         free = NodeUsage()  # resources are what evictions change; judged separately
-        if node_failure(self.pod, node, self.requests, free) is not None:
+        if node_failure(self.pod, node, self.requests, free, self._delegated(node)) is not None:
             return True
         return unavailable_claim(self.allocated, node) is not None
 
@@ -321,7 +324,8 @@ class _Search:
         name = node.metadata.name or ""
         if not self._room(node, pods, removed):
             return None
-        if not self.to_allocate:
+        claims = self.claims_on(node)
+        if not claims:
             return _Fit({}, 0)
         assert self.allocator is not None
         released = {
@@ -333,11 +337,11 @@ class _Search:
         }
         state = self.allocator.allocated.without(self._holding(c) for c in released.values())
         self.calls += 1
-        outcome = self.allocator.rebased(state).allocate(node, self.to_allocate)
+        outcome = self.allocator.rebased(state).allocate(node, claims)
         if outcome.status is not Status.SUCCESS:
             return None
-        results = dict(zip((c.key for c in self.to_allocate), outcome.results, strict=True))
-        return _Fit(results, subrequest_rank(self.to_allocate, results))
+        results = dict(zip((c.key for c in claims), outcome.results, strict=True))
+        return _Fit(results, subrequest_rank(claims, results))
 
     def still_fits(
         self,
@@ -354,7 +358,7 @@ class _Search:
         name = node.metadata.name or ""
         if not self._room(node, pods, removed):
             return False
-        if not self.to_allocate:
+        if not self.claims_on(node):
             return True
         assert self.allocator is not None
         was_removed = {*removed, back.uid}
@@ -380,7 +384,17 @@ class _Search:
                 for resource, value in self._requests(p).items():
                     requests[resource] = requests.get(resource, Decimal(0)) - value
         usage = NodeUsage(requests, before.pods - gone)
-        return node_failure(self.pod, node, self.requests, usage) is None
+        return node_failure(self.pod, node, self.requests, usage, self._delegated(node)) is None
+
+    def _delegated(self, node: Node) -> list[str]:
+        return self.extended.delegated(node) if self.extended is not None else []
+
+    def claims_on(self, node: Node) -> list[ResourceClaim]:
+        """The claims to allocate on ``node``: the pod's, and its special claim there."""
+        if self.extended is None or self.extended.existing is not None:
+            return self.to_allocate
+        node_claim = self.extended.for_node(node)
+        return self.to_allocate if node_claim is None else [*self.to_allocate, node_claim.claim]
 
     def _requests(self, p: RunningPod) -> Mapping[str, Decimal]:
         found = self._pod_requests.get(p.uid)
@@ -514,6 +528,7 @@ def preempt(
     features: Features,
     alternatives: AlternativesPolicy = "no-preemption-first",
     better_than: int | None = None,
+    extended: ExtendedResources | None = None,
 ) -> Preemption:
     """Find the node and victims for ``pod`` (eligibility is checked by the caller).
 
@@ -521,9 +536,10 @@ def preempt(
     the devices nominated for pods of higher or equal priority), None when no claim needs
     allocating. ``on_node`` lists the pods bound to each node. ``better_than`` (rank-first
     only): the rank of the best alternative that fits without preemption; only a better one
-    is worth evicting for.
+    is worth evicting for. ``extended``: the pod's extended resources backed by DRA (their
+    special claim is allocated with the pod's claims, as in the cycle).
     """
-    search = _Search(pod, claims, usage, allocator, features)
+    search = _Search(pod, claims, usage, allocator, features, extended)
     ordered = sorted(nodes, key=lambda n: n.metadata.name or "")
     wanted = candidates_wanted(len(ordered))
     failures: dict[str, str] = {}

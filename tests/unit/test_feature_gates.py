@@ -155,7 +155,7 @@ ALLOCATOR_FIELDS: dict[str, str | None] = {
     "DRAWorkloadResourceClaims": None,
 }
 # Gates the scheduler itself honours, outside the allocator.
-SCHEDULER_GATES = {"DRADeviceTaintRules", "DRASchedulerFilterTimeout"}
+SCHEDULER_GATES = {"DRADeviceTaintRules", "DRAExtendedResource", "DRASchedulerFilterTimeout"}
 # Gates the pool validator honours.
 POOL_VALIDATOR_GATES = {"DRAResourcePoolStatus"}
 # Gates the API server enforces on kopf-dra's writes, which the manifests' RBAC satisfies
@@ -206,6 +206,11 @@ def test_scheduler_gates_device_taint_rules_and_filter_timeout() -> None:
     assert (off.taint_rules, off.filter_timeout) == (False, 0.0)
     assert off.indices.has("taint_rules")
     assert not list(off.indices.keys("taint_rules"))
+
+
+def test_scheduler_gates_extended_resources() -> None:
+    assert _scheduler(DRAExtendedResource=True).extended_enabled
+    assert not _scheduler(DRAExtendedResource=False).extended_enabled
 
 
 def _allocate(features: Features, claim: Any) -> Any:

@@ -18,7 +18,6 @@ from operators.api.claim_status import edited_status
 from operators.api.keys import ObjectKey, controller_pod
 from operators.api.names import (
     DELETE_PROTECTION_FINALIZER,
-    POD_CLAIM_NAME_ANNOTATION,
     TERMINAL_PHASES,
 )
 from operators.api.resource import ResourceClaim
@@ -118,14 +117,13 @@ class ClaimFacts:
     allocated: bool
     deleting: bool
     protected: bool  # the delete-protection finalizer is on
-    owner: tuple[str, str] | None  # (pod name, pod uid) of a generated claim
+    owner: tuple[str, str] | None  # (pod name, pod uid) of a claim a pod controls
 
     @classmethod
     def of(cls, claim: ResourceClaim | Mapping[str, Any]) -> ClaimFacts:
         body = claim.dump() if isinstance(claim, ResourceClaim) else claim
         meta = body.get("metadata") or {}
         status = body.get("status") or {}
-        generated = POD_CLAIM_NAME_ANNOTATION in (meta.get("annotations") or {})
         return cls(
             uid=meta.get("uid"),
             consumers=tuple(
@@ -140,7 +138,9 @@ class ClaimFacts:
             allocated=status.get("allocation") is not None,
             deleting=meta.get("deletionTimestamp") is not None,
             protected=DELETE_PROTECTION_FINALIZER in (meta.get("finalizers") or []),
-            owner=controller_pod(body) if generated else None,
+            # kube-controller-manager's owningPod: any claim a pod controls, the claims of its
+            # templates and its special claim for extended resources (KEP-5004) alike.
+            owner=controller_pod(body),
         )
 
     def pods_to_look_up(self) -> set[str]:

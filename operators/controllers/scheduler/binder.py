@@ -17,18 +17,21 @@ import structlog
 
 from operators.api.core import Pod
 from operators.api.keys import ObjectKey
+from operators.api.names import DELETE_PROTECTION_FINALIZER
 from operators.api.resource import ResourceClaim
 from operators.api.timestamps import age
+from operators.controllers.reservations import planning as reservations_planning
 from operators.controllers.scheduler import metrics, planning
 from operators.controllers.scheduler.protocol import SchedulerIO
 from operators.controllers.scheduler.queueing import PendingPods
 from operators.controllers.scheduler.settings import SchedulerSettings
 from operators.kube.api import ApiError, ConflictError, NotFoundError
 from operators.observability import fields
-from operators.runtime.actions import PostEvent
+from operators.runtime.actions import Patch, PostEvent
 from operators.runtime.errors import NotLeaderError, Requeue, UnknownOutcomeError
 from operators.runtime.queue import WorkQueue
 from operators.runtime.tasks import TaskOwner
+from operators.scheduling import extended
 from operators.scheduling.binding_conditions import ConditionsState, allocated_node, binding_verdict
 
 log = structlog.get_logger(__name__)
@@ -66,11 +69,18 @@ class Binder:
     def __contains__(self, key: object) -> bool:
         return key in self.tasks
 
-    def start(self, pod: Pod, plan: Sequence[planning.Reservation], node: str) -> None:
-        """Runs right after Reserve: the binding cycle, as a task the scheduler owns."""
+    def start(
+        self,
+        pod: Pod,
+        plan: Sequence[planning.Reservation],
+        node: str,
+        status: Patch | None = None,
+    ) -> None:
+        """Runs right after Reserve: the binding cycle, as a task the scheduler owns.
+        ``status``: the pod's extendedResourceClaimStatus, written after the claims."""
         key = planning.pod_key(pod)
         self.tasks[key] = self.scheduler.tasks.spawn(
-            self._binding_cycle(pod, plan, node), name=f"bind-{key.namespace}-{key.name}"
+            self._binding_cycle(pod, plan, node, status), name=f"bind-{key.namespace}-{key.name}"
         )
 
     def forget(self) -> None:
@@ -81,7 +91,7 @@ class Binder:
     # --- the binding cycle -----------------------------------------------------------------
 
     async def _binding_cycle(
-        self, pod: Pod, plan: Sequence[planning.Reservation], node: str
+        self, pod: Pod, plan: Sequence[planning.Reservation], node: str, status: Patch | None
     ) -> None:
         s = self.scheduler
         key = planning.pod_key(pod)
@@ -90,6 +100,8 @@ class Binder:
                 if reservation.allocation is not None:
                     self._check_still_free(reservation.target)
                 await self.pre_bind(reservation)
+            if status is not None:
+                await s.apply(status)
             if any(r.needs_conditions for r in plan):
                 # Wait (without blocking other pods) until the devices are attached. Claim
                 # events that came while this task ran were skipped (the pod was in the
@@ -142,7 +154,13 @@ class Binder:
         in one status write."""
         s = self.scheduler
         version = reservation.cached.metadata.resource_version
-        patch = planning.finalizer(reservation.cached)
+        if reservation.create:  # the special claim for extended resources: created first
+            created = await s.apply(planning.creation(reservation.cached))
+            assert created is not None
+            version = created["metadata"]["resourceVersion"]
+            patch = None
+        else:
+            patch = planning.finalizer(reservation.cached)
         if patch is not None:
             patched = await s.apply(patch)
             assert patched is not None
@@ -295,6 +313,18 @@ class Binder:
         key = planning.claim_key(reservation.cached)
         for _ in range(RELEASE_ATTEMPTS):
             current = await self._read_claim(key)
+            if reservation.create:
+                # The special claim this attempt created: deleted, so that none is left
+                # behind (another of the pod's attempts makes its own).
+                if current is not None and extended.special_claim_of(current, uid):
+                    try:
+                        await self.delete_special_claim(current)
+                    except ConflictError:
+                        continue
+                    except NotFoundError:
+                        pass
+                s.cache.ledger.remove(key)
+                return
             action = (
                 None if current is None else planning.release(current, uid, reservation.allocation)
             )
@@ -313,6 +343,16 @@ class Binder:
         # Still changing under us: the reservation cleanup takes stale entries out.
         s.cache.ledger.remove(key)
         log.warning("release gave up after repeated conflicts", **{fields.CLAIM: str(key)})
+
+    async def delete_special_claim(self, claim: ResourceClaim) -> None:
+        """A special claim deleted as upstream deletes it: its finalizer off first (it is
+        the scheduler's own), then the claim, both at the version and uid read."""
+        s = self.scheduler
+        version = claim.metadata.resource_version
+        if DELETE_PROTECTION_FINALIZER in claim.metadata.finalizers:
+            patched = await s.apply(reservations_planning.finalizer_removal(claim, version))
+            assert patched is not None
+        await s.apply(reservations_planning.deletion(claim))
 
     async def _read_pod(self, key: ObjectKey) -> Pod | None:
         body = await self._read("Pod", key)

@@ -18,13 +18,14 @@ from operators.allocator.state import AllocatedTracker, Holding
 from operators.api.base import KubeModel
 from operators.api.core import Node, Pod, PodDisruptionBudget, PriorityClass
 from operators.api.ids import DeviceID
-from operators.api.keys import ObjectKey
-from operators.api.names import TERMINAL_PHASES
+from operators.api.keys import ObjectKey, controller_pod
+from operators.api.names import EXTENDED_RESOURCE_CLAIM_ANNOTATION, TERMINAL_PHASES
 from operators.api.resource import DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice
 from operators.cel import CELEnvironment
 from operators.controllers.reservations.planning import pod_summary
 from operators.runtime.indices import IndexView
 from operators.runtime.stores import LocalStore, Stores, by_key
+from operators.scheduling.extended import class_mapping, is_special_claim
 from operators.scheduling.ledger import InFlightLedger
 from operators.scheduling.nodes import UsageTracker, pod_requests
 from operators.scheduling.score import NodeOrder
@@ -98,7 +99,7 @@ class SchedulerCache:
         )
         self.claims = LocalStore(
             "ResourceClaim",
-            {"claims": by_key, "allocated_claims": _allocated},
+            {"claims": by_key, "allocated_claims": _allocated, "extended_claims": _extended},
             on_change=lambda key, _body: self.track(key),
         )
         # The kinds that change rarely: cluster-scoped ones by name, PDBs by namespace/name.
@@ -130,6 +131,7 @@ class SchedulerCache:
         self.views = NodeViewCache()
         self.order = NodeOrder()  # one cycle at a time ranks with it, as with ``views``
         self.selectors = CelSelectorEngine(CELEnvironment())
+        self._mapping: tuple[list[DeviceClass], dict[str, str]] | None = None
 
     # --- reads ---------------------------------------------------------------------------
 
@@ -162,6 +164,30 @@ class SchedulerCache:
             return in_flight
         body = self.claims.indices["claims"].last(key)
         return None if body is None else self.claim_models.parse(key, body)
+
+    def extended_claim(self, pod: Pod) -> ResourceClaim | None:
+        """The pod's special claim for extended resources (KEP-5004), ours in flight too."""
+        namespace = pod.metadata.namespace or ""
+        names = set(
+            self.indices.values("extended_claims", ObjectKey(namespace, pod.metadata.name or ""))
+        )
+        names.update(
+            key.name
+            for key, claim in self.ledger.items()
+            if key.namespace == namespace and is_special_claim(claim, pod)
+        )
+        for name in sorted(names):
+            claim = self.claim(ObjectKey(namespace, name))
+            if claim is not None and is_special_claim(claim, pod):
+                return claim
+        return None
+
+    def extended_resource_classes(self) -> dict[str, str]:
+        """Extended resource name -> DeviceClass name (KEP-5004)."""
+        classes = self.all_of(self.classes, "classes")
+        if self._mapping is None or self._mapping[0] is not classes:
+            self._mapping = (classes, class_mapping(classes))
+        return self._mapping[1]
 
     def claims_of(self, pod: Pod) -> dict[str, ResourceClaim]:
         """The claims a pod names (directly or through its status), by name."""
@@ -326,6 +352,18 @@ def _on_node(body: Mapping[str, Any]) -> dict[Any, Any]:
 
 def by_name(body: Mapping[str, Any]) -> dict[Any, Any]:
     return {ObjectKey.of(body).name: dict(body)}
+
+
+def _extended(body: Mapping[str, Any]) -> dict[Any, Any]:
+    """Special claims for extended resources, by (namespace, name of the pod they are for)."""
+    meta = body.get("metadata") or {}
+    if (meta.get("annotations") or {}).get(EXTENDED_RESOURCE_CLAIM_ANNOTATION) != "true":
+        return {}
+    owner = controller_pod(body)
+    if owner is None:
+        return {}
+    key = ObjectKey.of(body)
+    return {ObjectKey(key.namespace, owner[0]): key.name}
 
 
 def _allocated(body: Mapping[str, Any]) -> dict[Any, Any]:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -70,6 +71,7 @@ from operators.scheduling.decision import (
     Unschedulable,
     decide,
 )
+from operators.scheduling.extended import ExtendedResources, extended_resources, final_name
 from operators.scheduling.nodes import pod_requests
 
 log = structlog.get_logger(__name__)
@@ -93,6 +95,8 @@ class Scheduler(Controller[SchedulerSettings]):
     def __init__(self, settings: SchedulerSettings, **kwargs: Any) -> None:
         super().__init__(settings, **kwargs)
         self.features = Features.from_gates(settings.gates())
+        #: KEP-5004: container requests of extended resources that DeviceClasses back.
+        self.extended_enabled = settings.gate("DRAExtendedResource")
         self.cache = SchedulerCache(settings.scheduler_name, self.features)
         self.indices = self.cache.indices
         # kube-scheduler watches DeviceTaintRules only with DRADeviceTaintRules on: off, there
@@ -125,9 +129,15 @@ class Scheduler(Controller[SchedulerSettings]):
         if ready is None:
             return
         pod, claims = ready
+        extended = self.extended_of(pod)
+        if extended is not None and extended.existing is not None:
+            if not extended.reusable:
+                await self._delete_special_claim(pod, extended.existing)
+                raise Requeue(INITIAL_BACKOFF, "a stale claim for extended resources was deleted")
+            claims = [*claims, extended.existing]
         if await self.binder.binding_conditions(pod, claims):
             return
-        filtered = await self.filter(pod, claims)
+        filtered = await self.filter(pod, claims, extended)
         if filtered is None:
             return  # it gave way to other tenants
         attempt, result, fit = filtered
@@ -185,8 +195,20 @@ class Scheduler(Controller[SchedulerSettings]):
             raise Requeue(1.0, f"resourceclaim {shared[0].key} shares a device with another claim")
         return pod, resolved
 
+    def extended_of(self, pod: Pod) -> ExtendedResources | None:
+        """PreFilter, for extended resources backed by DRA (KEP-5004): what the pod asks of
+        them, and its special claim from an earlier attempt. None: the gate is off, or the
+        pod asks for none that a DeviceClass backs."""
+        if not self.extended_enabled:
+            return None
+        mapping = self.cache.extended_resource_classes()
+        requests = pod_requests(pod)
+        if not any(name in mapping for name in requests):
+            return None
+        return extended_resources(pod, mapping, requests, self.cache.extended_claim(pod))
+
     async def filter(
-        self, pod: Pod, claims: list[ResourceClaim]
+        self, pod: Pod, claims: list[ResourceClaim], extended: ExtendedResources | None = None
     ) -> tuple[Attempt, CycleResult, NodeFit | None] | None:
         """PreFilter and Filter, after PreEnqueue: every node filtered, the pod's claims
         allocated on each, the fits scored, off the event loop. None: the attempt gave way to
@@ -212,7 +234,8 @@ class Scheduler(Controller[SchedulerSettings]):
             tenant_slice=self.settings.tenant_slice,
             others_waiting=lambda: self.queue.others_waiting(key),
         )
-        allocating = any(not c.is_allocated for c in claims)
+        generates = extended is not None and extended.existing is None
+        allocating = generates or any(not c.is_allocated for c in claims)
         allocator = self.allocator(state, budget.spent, timed=True) if allocating else None
         specs = (
             "|".join(
@@ -240,6 +263,7 @@ class Scheduler(Controller[SchedulerSettings]):
             best_only=True,
             nominated=nominated,
             node_order=self.cache.order,
+            extended=extended,
         )
         if isinstance(allocator, TimedAllocator):
             metrics.ALLOCATOR_DURATION.observe(allocator.seconds)
@@ -249,7 +273,7 @@ class Scheduler(Controller[SchedulerSettings]):
             self.queue.yield_turn(key)
             return None
         self.pending.spent.pop(key, None)
-        attempt = Attempt(pod, priority, claims, nodes, usage, state, releases, moves)
+        attempt = Attempt(pod, priority, claims, nodes, usage, state, releases, moves, extended)
         return attempt, result, fit
 
     def allocator(
@@ -275,11 +299,29 @@ class Scheduler(Controller[SchedulerSettings]):
         pod, key = attempt.pod, attempt.key
         self.pending.unschedulable.discard(key)
         self.preemptor.nominations.pop(key, None)  # its devices are in the ledger from here on
-        plan = planning.reservations(pod, attempt.claims, fit.results, self.clock.now())
+        claims, results, created = attempt.claims, fit.results, None
+        node_claim = fit.extended
+        if node_claim is None and attempt.extended is not None:
+            # The special claim of an earlier attempt, reused: its mappings on this node.
+            node = next(n for n in attempt.nodes if n.metadata.name == fit.node)
+            node_claim = attempt.extended.for_node(node)
+        if fit.extended is not None:
+            generate = fit.extended.claim.metadata.generate_name or ""
+            created = fit.extended.named(final_name(generate, random.randrange))
+            in_memory = fit.extended.claim.key
+            results = {(created.key if k == in_memory else k): r for k, r in results.items()}
+            claims = [*claims, created]
+        plan = planning.reservations(
+            pod, claims, results, self.clock.now(), creating=created.key if created else None
+        )
         for reservation in plan:
             self.cache.ledger.reserve(planning.claim_key(reservation.target), reservation.target)
         self.cache.usage.assume(key, (fit.node, pod_requests(pod)))
-        self.binder.start(pod, plan, fit.node)
+        status = None
+        special = created or (attempt.extended.existing if attempt.extended else None)
+        if node_claim is not None and special is not None:
+            status = planning.extended_status(pod, node_claim.status_patch(special))
+        self.binder.start(pod, plan, fit.node, status)
 
     async def post_filter(
         self,
@@ -327,6 +369,18 @@ class Scheduler(Controller[SchedulerSettings]):
             # may have come before the pod was unschedulable, so it would wait the full retry.
             raise Requeue(INITIAL_BACKOFF, "the cluster changed during the attempt")
         raise Requeue(self.settings.unschedulable_retry, "unschedulable")
+
+    async def _delete_special_claim(self, pod: Pod, claim: ResourceClaim) -> None:
+        """A special claim of an earlier attempt that cannot be used as it is (not allocated
+        for the pod): deleted, as upstream's PostFilter does; its event brings the pod back."""
+        try:
+            await self.binder.delete_special_claim(claim)
+        except (ConflictError, NotFoundError):
+            return
+        log.info(
+            "deleted a stale claim for extended resources",
+            **{fields.POD: pod.key, fields.CLAIM: claim.key},
+        )
 
     async def write_claim(self, action: Write) -> ResourceClaim:
         """A claim write of ours, kept in the in-flight ledger until the cache shows it (the

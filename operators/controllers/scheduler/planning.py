@@ -24,6 +24,7 @@ import dataclasses
 import datetime
 import enum
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from operators.api.claim_status import edited_status, pod_consumer
 from operators.api.core import Pod
@@ -32,7 +33,7 @@ from operators.api.names import DELETE_PROTECTION_FINALIZER
 from operators.api.resource import AllocationResult, ResourceClaim
 from operators.api.timestamps import format_time
 from operators.controllers.reservations import planning as reservations_planning
-from operators.runtime.actions import Bind, Delete, Patch, PostEvent, ReplaceStatus
+from operators.runtime.actions import Bind, Create, Delete, Patch, PostEvent, ReplaceStatus
 
 WARNING = "Warning"
 NORMAL = "Normal"
@@ -56,6 +57,7 @@ class Reservation:
     cached: ResourceClaim
     target: ResourceClaim
     allocation: AllocationResult | None  # the allocation this attempt makes, if it makes one
+    create: bool = False  # the pod's special claim for extended resources, not created yet
 
     @property
     def needs_conditions(self) -> bool:
@@ -67,9 +69,12 @@ def reservations(
     claims: Sequence[ResourceClaim],
     allocations: Mapping[str, AllocationResult],
     now: datetime.datetime,
+    *,
+    creating: str | None = None,
 ) -> list[Reservation]:
     """The claims this attempt writes: new allocations (stamped ``now``) and the pod's entry
-    in ``reservedFor``; claims already allocated and reserved for the pod are left alone."""
+    in ``reservedFor``; claims already allocated and reserved for the pod are left alone.
+    ``creating``: the key of the claim to create first (extended resources, KEP-5004)."""
     uid = pod.metadata.uid or ""
     consumer = pod_consumer(pod.metadata.name or "", uid)
     stamp = format_time(now)
@@ -89,8 +94,37 @@ def reservations(
             allocation=written.dump() if written is not None else None,
             reserve=None if reserved else consumer,
         )
-        planned.append(Reservation(claim, ResourceClaim.load(body), written))
+        target = ResourceClaim.load(body)
+        planned.append(Reservation(claim, target, written, create=claim.key == creating))
     return planned
+
+
+def creation(claim: ResourceClaim) -> Create:
+    """PreBind for the special claim: created with the delete-protection finalizer (its
+    allocation follows in the status write)."""
+    body = claim.dump()
+    body.pop("status", None)
+    body["metadata"]["finalizers"] = [DELETE_PROTECTION_FINALIZER]
+    return Create(body=body)
+
+
+def extended_status(pod: Pod, status: Mapping[str, Any]) -> Patch | None:
+    """PreBind, after the claims: ``pod.status.extendedResourceClaimStatus``, which the
+    kubelet prepares the devices from (None: the pod says so already)."""
+    shown = pod.status.extended_resource_claim_status
+    if shown is not None and shown.dump() == status:
+        return None
+    return Patch(
+        kind="Pod",
+        key=pod_key(pod),
+        # The uid pins the write to this pod (a replacement of the same name is refused).
+        patch={
+            "metadata": {"uid": pod.metadata.uid},
+            "status": {"extendedResourceClaimStatus": status},
+        },
+        resource_version=None,
+        subresource="status",
+    )
 
 
 def finalizer(claim: ResourceClaim) -> Patch | None:

@@ -33,6 +33,7 @@ from operators.runtime.errors import NotLeaderError
 from operators.runtime.queue import WorkQueue
 from operators.scheduling import preemption
 from operators.scheduling.binding_conditions import allocated_node
+from operators.scheduling.extended import ExtendedResources
 from operators.scheduling.nodes import NodeUsage
 from operators.scheduling.preemption import Nomination, PodPriority, RunningPod
 
@@ -52,6 +53,7 @@ class Attempt:
     state: AllocatedState | None
     releases: int  # the allocation tracker's count when the cycle took its snapshot
     moves: int  # the scheduler's count of room-making changes then
+    extended: ExtendedResources | None = None  # extended resources backed by DRA
 
     @property
     def key(self) -> ObjectKey:
@@ -59,7 +61,9 @@ class Attempt:
 
     @property
     def allocating(self) -> bool:
-        return any(not c.is_allocated for c in self.claims)
+        """A claim to allocate: one of the pod's, or a new special claim (KEP-5004)."""
+        generates = self.extended is not None and self.extended.existing is None
+        return generates or any(not c.is_allocated for c in self.claims)
 
 
 class Scheduler(SchedulerIO, Protocol):
@@ -163,6 +167,7 @@ class Preemptor:
                 features=s.features,
                 alternatives=s.settings.preemption_alternatives,
                 better_than=better_than,
+                extended=attempt.extended,
             )
         )
 

@@ -561,7 +561,18 @@ ALLOC = {"cpu": "4", "memory": "8Gi", "ephemeral-storage": "10Gi", "pods": "10"}
             id="missing-allocatable-is-zero",
         ),
         pytest.param(
-            {"nvidia.com/gpu": "1"}, NodeUsage(), ALLOC, [], id="extended-resources-not-checked"
+            {"nvidia.com/gpu": "1"},
+            NodeUsage(),
+            ALLOC,
+            ["Insufficient nvidia.com/gpu"],
+            id="extended-resource-the-node-lacks",
+        ),
+        pytest.param(
+            {"nvidia.com/gpu": "2", "hugepages-2Mi": "4Mi"},
+            NodeUsage({"nvidia.com/gpu": Decimal(1)}, 1),
+            {**ALLOC, "nvidia.com/gpu": "2", "hugepages-2Mi": "8Mi"},
+            ["Insufficient nvidia.com/gpu"],
+            id="extended-resources-counted-like-cpu",
         ),
         pytest.param(
             {"cpu": "5", "memory": "9Gi", "ephemeral-storage": "11Gi"},
