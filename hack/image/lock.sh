@@ -85,7 +85,8 @@ lock_python() {
   work=$(mktemp -d)
   trap 'rm -rf "$work"' RETURN
   # The project's runtime requirements and build backend, as pyproject.toml declares them.
-  mapfile -t deps < <("$PYTHON" -c 'import sys, tomllib; print("\n".join(tomllib.load(open(sys.argv[1], "rb"))["project"]["dependencies"]))' "$root/pyproject.toml")
+  # The image runs the driver on real GPUs too: the nvidia extra is part of it.
+  mapfile -t deps < <("$PYTHON" -c 'import sys, tomllib; t = tomllib.load(open(sys.argv[1], "rb")); print("\n".join(t["project"]["dependencies"] + t["project"]["optional-dependencies"]["nvidia"]))' "$root/pyproject.toml")
   mapfile -t build < <("$PYTHON" -c 'import sys, tomllib; print("\n".join(tomllib.load(open(sys.argv[1], "rb"))["build-system"]["requires"]))' "$root/pyproject.toml")
   # A local wheel directory of the environment (PIP_FIND_LINKS) must not end up in the lock.
   for machine in x86_64 aarch64; do

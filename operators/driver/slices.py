@@ -15,6 +15,7 @@ import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from operators.allocator.features import Features
 from operators.allocator.pools import build_pool
@@ -31,7 +32,9 @@ from operators.api.resource import (
 )
 from operators.api.validation import validate
 from operators.driver.profiles import Inventory
-from operators.kube.api import ConflictError, KubeAPI
+
+if TYPE_CHECKING:  # the pure half (plan_slices) runs without the client: hack/gpu/check.py
+    from operators.kube.api import KubeAPI
 
 #: Slices are named ``<node>-<driver>-<counters|devices>-<i>``, shortened with a hash if long.
 _NAME_BUDGET = limits.DNS1123SubdomainMaxLength - len("-counters-999")
@@ -190,6 +193,8 @@ class SlicePublisher:
 
     async def sync(self, inventory: Inventory, *, attempts: int = 5) -> int | None:
         """Publish ``inventory``; returns the new generation, or None when nothing changed."""
+        from operators.kube.api import ConflictError
+
         check_slices(plan_slices(self.driver, self.node, self.pool, inventory, 1))
         for attempt in range(attempts):
             try:
