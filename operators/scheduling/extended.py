@@ -24,7 +24,7 @@ from typing import Any
 
 from operators.api.core import Container, Node, Pod
 from operators.api.names import EXTENDED_RESOURCE_CLAIM_ANNOTATION
-from operators.api.resource import DeviceClass, ResourceClaim
+from operators.api.resource import API_VERSION, DeviceClass, ResourceClaim
 from operators.api.timestamps import parse_time
 
 IMPLICIT_PREFIX = "deviceclass.resource.kubernetes.io/"
@@ -287,6 +287,8 @@ def special_claim(pod: Pod, requests: list[dict[str, Any]]) -> ResourceClaim:
     name = pod.metadata.name or ""
     return ResourceClaim.load(
         {
+            "apiVersion": API_VERSION,
+            "kind": "ResourceClaim",
             "metadata": {
                 "name": IN_MEMORY_NAME,
                 "namespace": pod.metadata.namespace,
