@@ -10,6 +10,13 @@ then preemption (``scheduling.preemption``): which pods would be evicted from wh
 what their eviction frees, without evicting anybody. A pod held by scheduling gates is
 answered as if they were lifted. ``node_answer`` answers the
 narrower question "do these claims fit on this node together".
+
+Extended resources backed by DRA (KEP-5004, gate DRAExtendedResource): a container's
+``example.com/gpu: 1`` that a DeviceClass backs is allocated as the scheduler's special claim
+on nodes that do not advertise it; the answer names that claim ``<pod>-extended-resources-*``
+(the API server picks the suffix when the scheduler creates it at binding) and gives its
+container -> request mappings. A special claim of an earlier attempt, allocated and reserved
+for the pod, is used as it is; any other is left out, as the scheduler deletes it first.
 """
 
 from __future__ import annotations
@@ -51,6 +58,14 @@ from operators.scheduling.cycle import (
     unschedulable_message,
 )
 from operators.scheduling.decision import Deallocate, Preempt, decide
+from operators.scheduling.extended import (
+    IN_MEMORY_NAME,
+    ExtendedResources,
+    RequestMapping,
+    class_mapping,
+    extended_resources,
+    find_special_claim,
+)
 from operators.scheduling.nodes import NodeUsage, UsageTracker, pod_requests
 from operators.scheduling.preemption import AlternativesPolicy, RunningPod
 from operators.scheduling.score import Score, ScorePolicy
@@ -84,6 +99,19 @@ class NodeAnswer:
     explanation: list[ClaimBreakdown] = dataclasses.field(default_factory=list)
 
 
+@dataclasses.dataclass(frozen=True)
+class ExtendedAnswer:
+    """The pod's special claim for extended resources on the chosen node (KEP-5004).
+
+    ``claim``: its key in ``allocations``; ``<pod>-extended-resources-*`` until the scheduler
+    creates it (``created`` False), its own name when an earlier attempt's is reused."""
+
+    claim: str
+    generate_name: str
+    created: bool
+    mappings: tuple[RequestMapping, ...]
+
+
 @dataclasses.dataclass
 class Answer:
     outcome: Verdict
@@ -94,6 +122,7 @@ class Answer:
     nodes: dict[str, NodeAnswer] = dataclasses.field(default_factory=dict)
     notes: list[str] = dataclasses.field(default_factory=list)
     preemption: PreemptionAnswer | None = None
+    extended: ExtendedAnswer | None = None
 
 
 @dataclasses.dataclass
@@ -168,6 +197,36 @@ def _generated(
     return Pod.load(body), claims
 
 
+def _extended(
+    snapshot: Snapshot,
+    pod: Pod,
+    claims: Mapping[str, ResourceClaim],
+    options: Options,
+    notes: list[str],
+) -> tuple[ExtendedResources | None, ResourceClaim | None]:
+    """The scheduler's ``extended_of`` on the snapshot: what the pod asks of extended
+    resources that DeviceClasses back (None: the gate is off, or it asks for none), with its
+    special claim of an earlier attempt only when that can be reused; and the stale one the
+    scheduler would delete before trying again, if any."""
+    if not resolve(options.feature_gates)["DRAExtendedResource"]:
+        return None, None
+    mapping = class_mapping(snapshot.classes.values())
+    existing = find_special_claim(pod, claims.values())
+    extended = extended_resources(pod, mapping, pod_requests(pod), existing)
+    if extended is None or existing is None or extended.reusable:
+        return extended, None
+    notes.append(
+        f"claim {existing.key} for extended resources is not allocated and reserved for the "
+        "pod: the scheduler deletes it and tries again"
+    )
+    return dataclasses.replace(extended, existing=None), existing
+
+
+def _shown_name(pod: Pod) -> str:
+    """The special claim's key before it exists: its generateName and a wildcard."""
+    return f"{pod.metadata.namespace}/{pod.metadata.name}-extended-resources-*"
+
+
 def pod_answer(
     snapshot: Snapshot, key: ObjectKey, options: Options, now: datetime.datetime
 ) -> Answer:
@@ -187,6 +246,20 @@ def pod_answer(
     claims = list(resolved)
     uid = pod.metadata.uid or ""
     released: set[str] = set()
+    extended, stale = _extended(snapshot, pod, namespace_claims, options, notes)
+    if extended is not None and extended.existing is not None:
+        claims.append(extended.existing)  # reused, as the scheduler does
+    if stale is not None:
+        released.add(stale.key)  # deleted by the scheduler: its devices are free
+    generates = extended is not None and extended.existing is None
+    if extended is not None:
+        backed = ", ".join(f"{r} (DeviceClass {c})" for r, c in sorted(extended.backed.items()))
+        special = extended.existing.key if extended.existing is not None else _shown_name(pod)
+        notes.append(
+            f"extended resources backed by DRA: {backed}; on a node that does not advertise "
+            f"them the pod's special claim {special} serves them (reasons name it "
+            f"{pod.metadata.namespace}/{IN_MEMORY_NAME}, the scheduler's name before creation)"
+        )
     for i, claim in enumerate(claims):
         if not (claim.is_allocated and claim.is_reserved_for(uid)):
             continue
@@ -211,7 +284,7 @@ def pod_answer(
     for _ in range(len(claims) + 1):
         allocator = (
             _allocator(snapshot, options, released)
-            if any(not c.is_allocated for c in claims)
+            if generates or any(not c.is_allocated for c in claims)
             else None
         )
         result = run_cycle(
@@ -223,6 +296,7 @@ def pod_answer(
             policy=options.score_policy,
             nominated=nominated,
             explain_all=True,
+            extended=extended,
         )
         fit = prefer_nominated(result, nominated)
         decision = decide(pod, claims, result, fit, preemption=alternatives)
@@ -236,9 +310,20 @@ def pod_answer(
             "deallocates it (PostFilter) and tries again"
         )
     answer = _answer(result, fit.node if fit is not None else None, claims, nodes, notes)
+    if extended is not None:
+        _show_extended(answer, pod, extended, snapshot.nodes)
     if isinstance(decision, Preempt):
         answer.preemption = _preemption(
-            snapshot, pod, claims, nodes, usage, options, released, now, decision.better_than
+            snapshot,
+            pod,
+            claims,
+            nodes,
+            usage,
+            options,
+            released,
+            now,
+            decision.better_than,
+            extended,
         )
         if answer.outcome == "unsatisfiable":
             answer.reasons = [
@@ -248,8 +333,42 @@ def pod_answer(
         unallocated = [c for c in claims if not c.is_allocated]
         for name, node_answer in answer.nodes.items():
             if node_answer.outcome == "unsatisfiable" or node_answer.chosen:
-                node_answer.explanation = allocator.breakdown(snapshot.nodes[name], unallocated)
+                node = snapshot.nodes[name]
+                node_claim = extended.for_node(node) if generates and extended else None
+                here = [*unallocated, node_claim.claim] if node_claim else unallocated
+                node_answer.explanation = [
+                    dataclasses.replace(b, claim=_renamed(b.claim, pod))
+                    for b in allocator.breakdown(node, here)
+                ]
     return answer
+
+
+def _renamed(key: str, pod: Pod) -> str:
+    """A claim key as the answer shows it: the special claim's in-memory key renamed."""
+    in_memory = f"{pod.metadata.namespace}/{IN_MEMORY_NAME}"
+    return _shown_name(pod) if key == in_memory else key
+
+
+def _show_extended(
+    answer: Answer, pod: Pod, extended: ExtendedResources, nodes: Mapping[str, Node]
+) -> None:
+    """The special claim in the answer: under its shown name in every allocation, and its
+    mappings on the chosen node (none where the node advertises every resource itself)."""
+    answer.allocations = {_renamed(k, pod): v for k, v in answer.allocations.items()}
+    for node_answer in answer.nodes.values():
+        node_answer.allocations = {_renamed(k, pod): v for k, v in node_answer.allocations.items()}
+    if answer.node is None:
+        return
+    node_claim = extended.for_node(nodes[answer.node])
+    if node_claim is None:
+        return
+    existing = extended.existing
+    answer.extended = ExtendedAnswer(
+        claim=existing.key if existing is not None else _shown_name(pod),
+        generate_name=node_claim.claim.metadata.generate_name or "",
+        created=existing is not None,
+        mappings=node_claim.mappings,
+    )
 
 
 def _preemption(
@@ -262,6 +381,7 @@ def _preemption(
     released: set[str],
     now: datetime.datetime,
     better_than: int | None,
+    extended: ExtendedResources | None,
 ) -> PreemptionAnswer:
     """The scheduler's preemption on the snapshot: eligibility, then the victims' search."""
     priority = preemption.priority_of(pod, snapshot.priority_classes)
@@ -300,13 +420,15 @@ def _preemption(
         usage=usage,
         on_node=lower,
         allocator=_allocator(snapshot, options, released)
-        if any(not c.is_allocated for c in claims)
+        if (extended is not None and extended.existing is None)
+        or any(not c.is_allocated for c in claims)
         else None,
         budgets=[preemption.Budget.of(b) for b in snapshot.budgets.values()],
         now=now,
         features=Features.from_gates(resolve(options.feature_gates)),
         alternatives=options.preemption_alternatives,
         better_than=better_than,
+        extended=extended,
     )
     candidate = result.candidate
     message = result.message(len(nodes))

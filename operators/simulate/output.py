@@ -20,7 +20,7 @@ import yaml
 
 from operators.allocator.explain import ClaimBreakdown
 from operators.api.resource import AllocationResult
-from operators.simulate.engine import Answer, NodeAnswer, PreemptionAnswer
+from operators.simulate.engine import Answer, ExtendedAnswer, NodeAnswer, PreemptionAnswer
 
 SHOWN = 4  # device names listed per explanation line
 
@@ -35,6 +35,18 @@ def as_json(answer: Answer) -> dict[str, Any]:
         "nodes": {name: _node_json(n) for name, n in sorted(answer.nodes.items())},
         "notes": answer.notes,
         "preemption": _preemption_json(answer.preemption),
+        "extendedResourceClaim": _extended_json(answer.extended),
+    }
+
+
+def _extended_json(e: ExtendedAnswer | None) -> dict[str, Any] | None:
+    if e is None:
+        return None
+    return {
+        "claim": e.claim,
+        "generateName": e.generate_name,
+        "created": e.created,
+        "requestMappings": [m.dump() for m in e.mappings],
     }
 
 
@@ -109,6 +121,12 @@ def table(answer: Answer) -> str:
         lines.append(f"ERROR    {answer.error}")
     for key, allocation in sorted(answer.allocations.items()):
         lines.append(f"CLAIM    {key}  {_listed(_devices(allocation))}")
+    if answer.extended is not None:
+        e = answer.extended
+        made = "reused" if e.created else f"created at binding, generateName {e.generate_name}"
+        lines.append(f"EXTENDED {e.claim} ({made})")
+        for m in e.mappings:
+            lines.append(f"  container {m.container}: {m.resource} -> request {m.request}")
     for reason in answer.reasons:
         lines.append(f"REASON   {reason}")
     if answer.nodes:

@@ -7,11 +7,16 @@ validation (names, one-of rules, limits), and every CEL selector is type-checked
 estimated as the API server does (``check_selector``), also those of alternatives the search
 would never reach. Every problem names the file, the document, the object and the field;
 ``--no-validate`` keeps only what parsing needs (deliberately partial snapshots).
+
+Objects are also defaulted as the API server stores them where the answer depends on it: a
+container's requests default to its limits (``SetDefaults_Pod``), so that a hand-written pod
+asking ``limits: {example.com/gpu: 1}`` is counted as the scheduler sees it once created.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+import copy
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from pydantic import ValidationError
@@ -55,8 +60,26 @@ def build(documents: Iterable[Document], *, strict: bool = True) -> tuple[Snapsh
         found = list(_problems(doc, strict))
         problems += [f"{doc.source}: {doc.describe()}: {p}" for p in found]
         if not found:
-            snapshot.add(doc.kind, doc.body)
+            snapshot.add(doc.kind, defaulted(doc.kind, doc.body))
     return snapshot, problems
+
+
+def defaulted(kind: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    """The object as the API server would store it: for a pod, every container's requests
+    default to its limits (the scheduler reads requests only). A copy; ``body`` is kept."""
+    out = copy.deepcopy(dict(body))
+    if kind != "Pod":
+        return out
+    spec = out.get("spec") or {}
+    for field in ("initContainers", "containers"):
+        for container in spec.get(field) or []:
+            resources = container.get("resources") or {}
+            limits = resources.get("limits") or {}
+            if not limits:
+                continue
+            requests = resources.setdefault("requests", {}) or {}
+            resources["requests"] = {**limits, **requests}
+    return out
 
 
 def _unknown_kind(doc: Document) -> str | None:

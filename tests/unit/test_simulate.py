@@ -119,6 +119,7 @@ def test_node_success(snapshot: Path) -> None:
         "nodes",
         "notes",
         "preemption",
+        "extendedResourceClaim",
     }
     assert result["outcome"] == "success"
     devices = result["allocations"]["default/h100"]["devices"]["results"]
@@ -647,3 +648,237 @@ def test_every_option_has_help() -> None:
     parser = build_parser()
     assert all(a.help for a in parser._actions)
     assert "examples:" in parser.format_help()
+
+
+# --- extended resources backed by DRA (KEP-5004) ------------------------------------------
+
+EXTENDED = Path(__file__).parents[1] / "fixtures" / "simulate-extended-resources.yaml"
+SHOWN_CLAIM = "default/trainer-extended-resources-*"
+
+
+def extended_docs() -> list[dict[str, Any]]:
+    return list(yaml.safe_load_all(EXTENDED.read_text()))
+
+
+def write_docs(tmp_path: Path, docs: list[dict[str, Any]]) -> Path:
+    path = tmp_path / "extended.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    return path
+
+
+def special_claim(name: str, pod_uid: str, status: dict[str, Any] | None) -> dict[str, Any]:
+    """A special claim as the scheduler creates it (annotated, controlled by the pod)."""
+    body: dict[str, Any] = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "annotations": {"resource.kubernetes.io/extended-resource-claim": "true"},
+            "ownerReferences": [
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "name": name.partition("-extended-resources-")[0],
+                    "uid": pod_uid,
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {
+            "devices": {
+                "requests": [
+                    {
+                        "name": "container-0-request-0",
+                        "exactly": {
+                            "deviceClassName": "gpu.example.com",
+                            "allocationMode": "ExactCount",
+                            "count": 1,
+                        },
+                    }
+                ]
+            }
+        },
+    }
+    if status is not None:
+        body["status"] = status
+    return body
+
+
+def gpu_0_for(pod: str | None) -> dict[str, Any]:
+    """gpu-0 of node-2 allocated to the special claim, reserved for ``pod`` (None: nobody)."""
+    status = allocated_to(pod or "nobody", "gpu-0")
+    result = status["allocation"]["devices"]["results"][0]
+    result.update(request="container-0-request-0", driver="gpu.example.com")
+    if pod is None:
+        del status["reservedFor"]
+    return status
+
+
+def test_an_extended_resource_is_served_by_the_special_claim() -> None:
+    """No ResourceClaim, only ``limits: {example.kopf-dra.io/gpu: 1}`` (requests defaulted
+    from it, as the API server does): the special claim gets the one GPU, on node-2."""
+    code, result = run("-f", str(EXTENDED), "--pod", "default/trainer")
+    assert (code, result["outcome"], result["node"]) == (0, "success", "node-2")
+    devices = result["allocations"][SHOWN_CLAIM]["devices"]["results"]
+    assert [(d["request"], d["device"]) for d in devices] == [("container-0-request-0", "gpu-0")]
+    assert result["extendedResourceClaim"] == {
+        "claim": SHOWN_CLAIM,
+        "generateName": "trainer-extended-resources-",
+        "created": False,
+        "requestMappings": [
+            {
+                "containerName": "train",
+                "resourceName": "example.kopf-dra.io/gpu",
+                "requestName": "container-0-request-0",
+            }
+        ],
+    }
+    assert "0 devices on node-1" in result["nodes"]["node-1"]["reason"]
+    out = io.StringIO()
+    main(["-f", str(EXTENDED), "--pod", "default/trainer", "-o", "table"], out=out)
+    table = out.getvalue()
+    assert f"CLAIM    {SHOWN_CLAIM}  gpu.example.com/node-2/gpu-0" in table
+    assert "container train: example.kopf-dra.io/gpu -> request container-0-request-0" in table
+
+
+def test_the_implicit_class_resource_name_is_served_too(tmp_path: Path) -> None:
+    docs = extended_docs()
+    pod = docs[-1]
+    pod["spec"]["containers"][0]["resources"] = {
+        "limits": {"deviceclass.resource.kubernetes.io/gpu.example.com": 1}
+    }
+    code, result = run("-f", str(write_docs(tmp_path, docs)), "--pod", "default/trainer")
+    assert (code, result["node"]) == (0, "node-2")
+    (mapping,) = result["extendedResourceClaim"]["requestMappings"]
+    assert mapping["resourceName"] == "deviceclass.resource.kubernetes.io/gpu.example.com"
+
+
+def test_with_the_gate_off_the_node_must_advertise_it() -> None:
+    code, result = run(
+        "-f",
+        str(EXTENDED),
+        "--pod",
+        "default/trainer",
+        "--feature-gates",
+        "DRAExtendedResource=false",
+    )
+    assert (code, result["outcome"], result["extendedResourceClaim"]) == (1, "unsatisfiable", None)
+    assert result["nodes"]["node-2"]["reason"] == "Insufficient example.kopf-dra.io/gpu"
+
+
+def test_a_node_advertising_the_resource_gets_no_special_claim(tmp_path: Path) -> None:
+    """node-1 advertises the resource as a device plugin would: it fits there without a
+    claim (NodeResourcesFit counts it), and node-2 (cordoned) is out."""
+    docs = extended_docs()
+    docs[0]["status"]["allocatable"] = {"example.kopf-dra.io/gpu": "1"}
+    docs[1]["spec"] = {"unschedulable": True}
+    path = write_docs(tmp_path, docs)
+    code, result = run("-f", str(path), "--pod", "default/trainer")
+    assert (code, result["node"]) == (0, "node-1")
+    assert (result["allocations"], result["extendedResourceClaim"]) == ({}, None)
+    # Its one GPU taken by a bound pod: NodeResourcesFit says so.
+    docs.append(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "plugin-user", "namespace": "default"},
+            "spec": {
+                "nodeName": "node-1",
+                "containers": [
+                    {
+                        "name": "c",
+                        "image": "busybox",
+                        "resources": {"limits": {"example.kopf-dra.io/gpu": 1}},
+                    }
+                ],
+            },
+            "status": {"phase": "Running"},
+        }
+    )
+    code, result = run("-f", str(write_docs(tmp_path, docs)), "--pod", "default/trainer")
+    assert code == 1
+    assert result["nodes"]["node-1"]["reason"] == "Insufficient example.kopf-dra.io/gpu"
+
+
+def test_an_allocated_and_reserved_special_claim_is_reused(tmp_path: Path) -> None:
+    docs = extended_docs()
+    docs[-1]["metadata"]["uid"] = "trainer-uid"
+    reserved = gpu_0_for("trainer")
+    docs.append(special_claim("trainer-extended-resources-x7k2p", "trainer-uid", reserved))
+    code, result = run("-f", str(write_docs(tmp_path, docs)), "--pod", "default/trainer")
+    assert (code, result["node"]) == (0, "node-2")
+    assert list(result["allocations"]) == ["default/trainer-extended-resources-x7k2p"]
+    shown = result["extendedResourceClaim"]
+    assert (shown["claim"], shown["created"]) == ("default/trainer-extended-resources-x7k2p", True)
+
+
+def test_a_stale_special_claim_is_left_out_as_the_scheduler_deletes_it(tmp_path: Path) -> None:
+    """Allocated but not reserved for the pod: the scheduler deletes it before trying again,
+    so its GPU (the only one) is free for the new special claim."""
+    docs = extended_docs()
+    docs[-1]["metadata"]["uid"] = "trainer-uid"
+    docs.append(special_claim("trainer-extended-resources-old00", "trainer-uid", gpu_0_for(None)))
+    code, result = run("-f", str(write_docs(tmp_path, docs)), "--pod", "default/trainer")
+    assert (code, result["node"]) == (0, "node-2")
+    assert list(result["allocations"]) == [SHOWN_CLAIM]
+    assert result["extendedResourceClaim"]["created"] is False
+    assert any(
+        "default/trainer-extended-resources-old00" in n and "deletes it" in n
+        for n in result["notes"]
+    )
+
+
+def test_preemption_frees_the_device_of_a_special_claim(tmp_path: Path) -> None:
+    """The only GPU is held by a lower-priority pod through its own special claim: that pod
+    is the victim, and the trainer's special claim would get the GPU."""
+    docs = extended_docs()
+    docs += [
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": name},
+            "value": value,
+        }
+        for name, value in (("low", 10), ("high", 1000))
+    ]
+    docs[-3]["spec"]["priorityClassName"] = "high"  # the trainer
+    docs.append(special_claim("low-extended-resources-abcde", "low-uid", gpu_0_for("low")))
+    docs.append(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "low", "namespace": "default", "uid": "low-uid"},
+            "spec": {
+                "nodeName": "node-2",
+                "priorityClassName": "low",
+                "containers": [
+                    {
+                        "name": "c",
+                        "image": "busybox",
+                        "resources": {"limits": {"example.kopf-dra.io/gpu": 1}},
+                    }
+                ],
+            },
+            "status": {
+                "phase": "Running",
+                "extendedResourceClaimStatus": {
+                    "resourceClaimName": "low-extended-resources-abcde",
+                    "requestMappings": [
+                        {
+                            "containerName": "c",
+                            "resourceName": "example.kopf-dra.io/gpu",
+                            "requestName": "container-0-request-0",
+                        }
+                    ],
+                },
+            },
+        }
+    )
+    code, result = run("-f", str(write_docs(tmp_path, docs)), "--pod", "default/trainer")
+    assert code == 1
+    preemption = result["preemption"]
+    assert (preemption["outcome"], preemption["node"]) == ("victims", "node-2")
+    assert preemption["victims"] == [
+        {"pod": "default/low", "priority": 10, "frees": ["gpu.example.com/node-2/gpu-0"]}
+    ]
