@@ -93,10 +93,15 @@ def _key(obj: Mapping[str, Any]) -> str:
 
 
 def pod_claims(pod: Mapping[str, Any], claims: Mapping[str, Mapping[str, Any]]) -> list[Any]:
-    """The claims of a pod (direct names and generated ones), those that exist."""
+    """The claims of a pod (direct names, generated ones, and the special claim of its
+    extended resources backed by DRA, KEP-5004: a pod asking ``example.com/gpu: 1`` has no
+    entry in ``spec.resourceClaims``), those that exist."""
     model = Pod.load(pod)
     namespace = model.metadata.namespace
-    names = (model.claim_name(entry) for entry in model.spec.resource_claims)
+    names = [model.claim_name(entry) for entry in model.spec.resource_claims]
+    extended = model.status.extended_resource_claim_status
+    if extended is not None and extended.resource_claim_name not in names:
+        names.append(extended.resource_claim_name)
     return [claims[f"{namespace}/{n}"] for n in names if n and f"{namespace}/{n}" in claims]
 
 

@@ -223,3 +223,24 @@ def test_the_view_shows_the_newest_answered_pool_status_request_beside_the_pools
     (row,) = [line for line in lines if line.strip().startswith(f"{DRIVER}/node-1  28")]
     assert row.split() == [f"{DRIVER}/node-1", "28", "2", "19", "7"]
     assert "REQUESTED" not in render_view(SNAPSHOT)
+
+
+def test_a_pod_s_special_claim_for_extended_resources_lists_its_devices() -> None:
+    """KEP-5004: a pod asking ``example.kopf-dra.io/gpu: 1`` has no resourceClaims entry;
+    its devices come from the claim ``status.extendedResourceClaimStatus`` names."""
+    pod = _pod("x", "ns", "node-1", "unused")
+    pod["spec"]["resourceClaims"] = []
+    pod["status"]["extendedResourceClaimStatus"] = {
+        "resourceClaimName": "x-extended-resources-k7b2q",
+        "requestMappings": [
+            {
+                "containerName": "c",
+                "resourceName": "example.kopf-dra.io/gpu",
+                "requestName": "container-0-request-0",
+            }
+        ],
+    }
+    special = _claim("x-extended-resources-k7b2q", "ns", _result("gpu-3"))
+    snap = dataclasses.replace(SNAPSHOT, pods=[pod], claims=[special])
+    (row,) = [line for line in render_view(snap).splitlines() if line.strip().startswith("ns/x ")]
+    assert "node-1/gpu-3" in row
