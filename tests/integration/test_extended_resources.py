@@ -16,7 +16,7 @@ import pytest
 
 from operators.api.names import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from operators.controllers.scheduler.handlers import Scheduler
-from operators.kube.api import KubeAPI, NotFoundError, resource_of
+from operators.kube.api import ApiError, KubeAPI, NotFoundError, resource_of
 from operators.kube.controlplane import FEATURE_GATES
 from tests.integration.helpers import (
     bound_node,
@@ -235,3 +235,137 @@ async def test_a_high_priority_pod_preempts_for_the_only_device_and_gets_its_cla
     claim = await special_claim_of(kube, namespace, "high")
     assert devices_of(claim) == [f"{node}/gpu-0"]
     assert claim["metadata"]["name"] != low_claim["metadata"]["name"]
+
+
+# --- failures between the writes -------------------------------------------------------------
+
+
+class FailsPodStatusOnce(Scheduler):
+    """The scheduler, whose first write of a pod's extendedResourceClaimStatus fails (the
+    special claim is created and allocated by then)."""
+
+    failed: list[str] = []
+
+    async def apply(self, action: Any) -> Any:
+        patch = getattr(action, "patch", None)
+        if (
+            not self.failed
+            and isinstance(patch, dict)
+            and "extendedResourceClaimStatus" in (patch.get("status") or {})
+        ):
+            self.failed.append(patch["status"]["extendedResourceClaimStatus"]["resourceClaimName"])
+            raise ApiError(500, "InternalError", "injected", {})
+        return await super().apply(action)
+
+
+async def test_a_failed_pod_status_write_leaves_no_claim_behind(
+    kube: KubeAPI, namespace: str, driver: str, kubeconfig: Any, controllers: None
+) -> None:
+    await extended_class(kube, driver)
+    node = await dra_node(kube, driver, devices=1)
+    replica, registry = start_scheduler(kubeconfig, FailsPodStatusOnce, unschedulable_retry=2.0)
+    replica.failed = []
+    async with running_operator(registry, "scheduler"):
+        await kube.create(asking("retried", namespace, {resource(driver): "1"}))
+        assert await eventually(lambda: bound_node(kube, namespace, "retried")) == node
+    (first,) = replica.failed
+    (claim,) = await special_claims(kube, namespace)
+    assert claim["metadata"]["name"] != first, "the first attempt's claim was deleted"
+    named = await special_claim_of(kube, namespace, "retried")
+    assert claim["metadata"]["uid"] == named["metadata"]["uid"]
+    assert devices_of(claim) == [f"{node}/gpu-0"]
+
+
+async def _crash_left(
+    kube: KubeAPI, namespace: str, driver: str, pod: dict[str, Any], *, allocated: bool
+) -> str:
+    """A special claim as a scheduler that crashed mid-binding left it: created, and (with
+    ``allocated``) allocated and reserved for the pod, the pod status not written."""
+    name = f"{pod['metadata']['name']}-extended-resources-crash"
+    body = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "generateName": f"{pod['metadata']['name']}-extended-resources-",
+            "annotations": {EXTENDED_RESOURCE_CLAIM_ANNOTATION: "true"},
+            "finalizers": ["resource.kubernetes.io/delete-protection"],
+            "ownerReferences": [
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "name": pod["metadata"]["name"],
+                    "uid": pod["metadata"]["uid"],
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {
+            "devices": {
+                "requests": [
+                    {
+                        "name": "container-0-request-0",
+                        "exactly": {"deviceClassName": driver, "count": 1},
+                    }
+                ]
+            }
+        },
+    }
+    created = await kube.create(body)
+    if allocated:
+        pool = pod["spec"]["nodeSelector"]["kubernetes.io/hostname"]
+        created["status"] = {
+            "allocation": {
+                "devices": {
+                    "results": [
+                        {
+                            "request": "container-0-request-0",
+                            "driver": driver,
+                            "pool": pool,
+                            "device": "gpu-0",
+                        }
+                    ]
+                },
+                "nodeSelector": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchFields": [
+                                {"key": "metadata.name", "operator": "In", "values": [pool]}
+                            ]
+                        }
+                    ]
+                },
+            },
+            "reservedFor": [
+                {"resource": "pods", "name": pod["metadata"]["name"], "uid": pod["metadata"]["uid"]}
+            ],
+        }
+        await kube.replace_status(created)
+    return name
+
+
+@pytest.mark.parametrize("allocated", [False, True], ids=["stale-deleted", "reserved-reused"])
+async def test_a_special_claim_a_crash_left_is_deleted_or_reused(
+    kube: KubeAPI,
+    namespace: str,
+    driver: str,
+    kubeconfig: Any,
+    controllers: None,
+    allocated: bool,
+) -> None:
+    await kube.create(device_class_body(driver, driver))
+    ext = device_class_body(unique("gpu"), driver)
+    ext["spec"]["extendedResourceName"] = resource(driver)
+    await kube.create(ext)
+    node = await dra_node(kube, driver, devices=1)
+    pod = await kube.create(asking("resumed", namespace, {resource(driver): "1"}, node=node))
+    left = await _crash_left(kube, namespace, driver, pod, allocated=allocated)
+    _, registry = start_scheduler(kubeconfig, unschedulable_retry=2.0)
+    async with running_operator(registry, "scheduler"):
+        assert await eventually(lambda: bound_node(kube, namespace, "resumed")) == node
+    (claim,) = await special_claims(kube, namespace)
+    named = await special_claim_of(kube, namespace, "resumed")
+    assert claim["metadata"]["uid"] == named["metadata"]["uid"]
+    assert (claim["metadata"]["name"] == left) is allocated
+    assert devices_of(claim) == [f"{node}/gpu-0"]
