@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import copy
+import datetime
 import re
 import subprocess
 from collections.abc import Awaitable, Callable
@@ -12,12 +16,14 @@ import yaml
 
 from e2e.conftest import Scenario
 from operators.api.core import Node
+from operators.api.names import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from operators.demo.bringup import DRIVER, MANIFESTS, System
+from operators.demo.view import allocated_devices
 from operators.driver import cdi
 from operators.driver.health import taint_key
 from operators.driver.settings import DriverSettings
 from operators.kube import realnode
-from operators.kube.api import KubeAPI
+from operators.kube.api import KubeAPI, NotFoundError, resource_of
 from tests.integration.helpers import eventually
 
 Apply = Callable[[str], Awaitable[Scenario]]
@@ -269,3 +275,175 @@ def test_daemonset_paths_match_the_real_kubelet(real_nodes: realnode.RealNodes) 
     assert env["KOPF_DRA_CDI_DIR"] == host_paths["cdi"]
     defaults = DriverSettings()
     assert (defaults.kubelet_dir, defaults.cdi_dir) == (root, host_paths["cdi"])
+
+
+# --- extended resources backed by DRA (KEP-5004) ---------------------------------------------
+
+EXTENDED_RESOURCE = "example.kopf-dra.io/gpu"
+DEVICE_PLUGIN_NODE = "kopf-dra-device-plugin-node"
+
+
+def claim_state(claim: dict[str, Any]) -> str:
+    """One line of a claim's life: allocated devices, reservations, deletion."""
+    meta, status = claim["metadata"], claim.get("status") or {}
+    devices = [f"{r['pool']}/{r['device']}" for r in allocated_devices(claim)]
+    reserved = [r.get("name") for r in status.get("reservedFor") or []]
+    owners = [f"{o['kind']}/{o['name']}" for o in meta.get("ownerReferences") or []]
+    deleting = (
+        " deletionTimestamp=" + meta["deletionTimestamp"] if "deletionTimestamp" in meta else ""
+    )
+    return (
+        f"{meta['name']} owners={owners} allocated={devices or '-'} reservedFor={reserved or '-'}"
+        f" finalizers={meta.get('finalizers') or '-'}{deleting}"
+    )
+
+
+async def record_claims(kube: KubeAPI, namespace: str, life: list[str]) -> None:
+    """Append every change of the namespace's claims to ``life``, with the time it was seen."""
+    last: dict[str, str] = {}
+    async for event in kube.watch("ResourceClaim", namespace):
+        if event["type"] not in ("ADDED", "MODIFIED", "DELETED"):
+            continue
+        claim = event["object"]
+        state = claim_state(claim)
+        if event["type"] != "DELETED" and last.get(claim["metadata"]["name"]) == state:
+            continue
+        last[claim["metadata"]["name"]] = state
+        stamp = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
+        life.append(f"{stamp} {event['type']:8} {state}")
+
+
+def is_extended_claim_of(claim: dict[str, Any], pod: dict[str, Any]) -> bool:
+    annotations = claim["metadata"].get("annotations") or {}
+    owned = any(
+        o.get("uid") == pod["metadata"]["uid"]
+        for o in claim["metadata"].get("ownerReferences") or []
+    )
+    return owned or annotations.get(EXTENDED_RESOURCE_CLAIM_ANNOTATION) == "true"
+
+
+async def test_extended_resource_runs_on_a_special_claim_and_a_device_plugin_node_needs_none(
+    scenario: Apply, kube: KubeAPI, real_nodes: realnode.RealNodes
+) -> None:
+    namespace = "kopf-dra-extended"
+    life: list[str] = []
+    recorder = asyncio.create_task(record_claims(kube, namespace, life))
+    try:
+        s = await scenario("extended-resources")
+        pods = await running_pods(s, 1)
+        pod = pods["legacy-gpu"]
+        assert pod["spec"]["nodeName"] in {n.name for n in real_nodes.nodes}
+        claims = list((await s.claims()).values())
+        (claim,) = claims
+        meta = claim["metadata"]
+        # The special claim: annotated, controlled by the pod, allocated and reserved for it.
+        assert meta["annotations"][EXTENDED_RESOURCE_CLAIM_ANNOTATION] == "true", meta
+        assert meta["generateName"] == "legacy-gpu-extended-resources-", meta
+        (owner,) = meta["ownerReferences"]
+        assert (owner["kind"], owner["name"], owner["uid"], owner.get("controller")) == (
+            "Pod",
+            "legacy-gpu",
+            pod["metadata"]["uid"],
+            True,
+        )
+        (result,) = allocated_devices(claim)
+        assert result["driver"] == DRIVER
+        assert result["pool"] == pod["spec"]["nodeName"]
+        assert [r["uid"] for r in claim["status"]["reservedFor"]] == [pod["metadata"]["uid"]]
+        status = pod["status"]["extendedResourceClaimStatus"]
+        assert status["resourceClaimName"] == meta["name"], status
+        assert status["requestMappings"] == [
+            {
+                "containerName": "main",
+                "resourceName": EXTENDED_RESOURCE,
+                "requestName": result["request"],
+            }
+        ], status
+        # The kubelet admitted the pod on a node without the resource and prepared the device.
+        node = await kube.get("Node", pod["spec"]["nodeName"])
+        assert EXTENDED_RESOURCE not in node["status"]["allocatable"]
+        log = await log_of(kube, pod)
+        assert f"{env_key(result)}=" in log, (result["device"], log)
+        assert re.search(rf"\s{re.escape(result['device'])}$", log, re.MULTILINE), log
+        assert cdi.spec_file_name(DRIVER, meta["uid"]) in cdi_specs(real_nodes)
+        # Deleting the pod: the kubelet unprepares, the reservation cleanup deletes the claim.
+        await assert_unprepared(s, real_nodes, {meta["uid"]})
+        events = (await kube.list("Event", namespace))["items"]
+    finally:
+        recorder.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await recorder
+        print("\n--- the claims of kopf-dra-extended, as watched ---\n" + "\n".join(life))
+    print(f"\n--- the special claim's life (pod legacy-gpu on {pod['spec']['nodeName']}) ---")
+    print(f"pod running, log:\n{log.rstrip()}")
+    print(f"pod.status.extendedResourceClaimStatus: {status}")
+    print(f"claim {meta['name']} created {meta['creationTimestamp']} (API server's clock)")
+    print("events:")
+    for e in sorted(events, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or ""):
+        involved = e["involvedObject"]
+        print(
+            f"{e.get('lastTimestamp') or e.get('eventTime')} {involved['kind']}/{involved['name']}"
+            f" {e.get('reason')}: {e.get('message')}"
+        )
+    assert any(line.split()[1] == "DELETED" and meta["name"] in line for line in life), life
+    assert any("allocated=[" in line and "reservedFor=['legacy-gpu']" in line for line in life)
+
+    # A node whose device plugin advertises the resource: served from its allocatable.
+    body = copy.deepcopy(next(o for o in s.objects if o["kind"] == "Pod"))
+    body["metadata"]["name"] = "device-plugin-gpu"
+    body["spec"]["nodeSelector"] = {"kubernetes.io/hostname": DEVICE_PLUGIN_NODE}
+    await create_device_plugin_node(kube)
+    try:
+        created = await kube.create(body)
+
+        async def bound() -> dict[str, Any] | None:
+            fresh = await kube.get("Pod", "device-plugin-gpu", namespace)
+            return fresh if fresh["spec"].get("nodeName") else None
+
+        placed = await eventually(bound, within=60, what="device-plugin-gpu bound")
+        assert placed["spec"]["nodeName"] == DEVICE_PLUGIN_NODE
+        # The scheduler writes a special claim and the pod status before the bind: none here.
+        assert "extendedResourceClaimStatus" not in (placed.get("status") or {}), placed["status"]
+        claims_now = (await kube.list("ResourceClaim", namespace))["items"]
+        assert not [c for c in claims_now if is_extended_claim_of(c, created)], claims_now
+        print(f"device-plugin-gpu bound to {DEVICE_PLUGIN_NODE}: no special claim, no status")
+    finally:
+        # No kubelet confirms a graceful deletion on the Node object: delete at once.
+        with contextlib.suppress(NotFoundError):
+            await kube.call(
+                "DELETE",
+                resource_of("Pod").path(namespace, "device-plugin-gpu"),
+                body={"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0},
+            )
+        await kube.delete("Node", DEVICE_PLUGIN_NODE)
+
+
+async def create_device_plugin_node(kube: KubeAPI) -> None:
+    """A Node as a kubelet with a device plugin registers it: Ready, the extended resource in
+    its capacity and allocatable (a real kubelet rewrites its own status, so a Node object)."""
+    node = await kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": DEVICE_PLUGIN_NODE,
+                "labels": {"kubernetes.io/hostname": DEVICE_PLUGIN_NODE},
+            },
+        }
+    )
+    resources = {"cpu": "32", "memory": "256Gi", "pods": "110", EXTENDED_RESOURCE: "2"}
+    node["status"] = {
+        "capacity": resources,
+        "allocatable": resources,
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "True",
+                "reason": "KubeletReady",
+                "message": "a node whose device plugin advertises example.kopf-dra.io/gpu",
+                "lastHeartbeatTime": "2026-01-01T00:00:00Z",
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+            }
+        ],
+    }
+    await kube.replace_status(node)

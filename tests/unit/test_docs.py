@@ -56,9 +56,10 @@ def test_the_kind_config_disables_the_upstream_claim_controller_and_labels_worke
 SCENARIOS = sorted(p.name for p in EXAMPLES.iterdir() if p.is_dir())
 
 
-def test_the_seven_scenarios_exist() -> None:
+def test_the_eight_scenarios_exist() -> None:
     assert SCENARIOS == [
         "admin-access",
+        "extended-resources",
         "fabric-gpu",
         "mig-partitions",
         "multi-host-shared-claim",
@@ -81,7 +82,10 @@ def test_every_scenario_has_a_readme_and_lists_all_its_files(name: str) -> None:
     assert pods
     for pod in pods:
         assert pod["spec"]["schedulerName"] == "kopf-dra"
-        # Every claim a container uses is declared, and the reverse.
-        declared = {c["name"] for c in pod["spec"]["resourceClaims"]}
-        used = {c["name"] for c in pod["spec"]["containers"][0]["resources"]["claims"]}
+        # Every claim a container uses is declared, and the reverse; a pod without claims asks
+        # for an extended resource backed by DRA (KEP-5004) instead.
+        resources = pod["spec"]["containers"][0]["resources"]
+        declared = {c["name"] for c in pod["spec"].get("resourceClaims") or []}
+        used = {c["name"] for c in resources.get("claims") or []}
         assert declared == used
+        assert declared or "example.kopf-dra.io/gpu" in (resources.get("limits") or {})
