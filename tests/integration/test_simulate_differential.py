@@ -3,7 +3,10 @@ reasons, on random cluster states on the real API server.
 
 Each seeded state gets nodes (some cordoned, not ready, tainted or busy), slices of a driver of
 its own, device classes, claims already allocated to bound pods, and a pod with one or two
-claims (selectors, counts, alternatives, a matchAttribute constraint) and a cpu request. Once
+claims (selectors, counts, alternatives, a matchAttribute constraint) and a cpu request; in
+some states the pod also asks for an extended resource that the plain class backs (KEP-5004),
+which a node may advertise as a device plugin would (its draws have their own random stream,
+so the other draws of a seed do not move). Once
 the running scheduler's cache has caught up with the state, a snapshot is taken (cluster-wide,
 as ``simulate --kubeconfig`` takes it), the pod is created, and the scheduler's placement (or
 its ``PodScheduled=False`` message) is compared with ``simulate``'s answer from the snapshot.
@@ -18,7 +21,7 @@ import contextlib
 import datetime
 import os
 import random
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -92,10 +95,14 @@ async def build_state(
     """Create a random state; returns the pod to create and its claims (not created yet), and
     adds what it creates outside the namespace to ``cluster_scoped``."""
     rng = random.Random(seed)
+    extended_rng = random.Random(seed + 100_000)
     driver = f"{unique('sim')}.example.com"
     plain = driver
     model_class = f"{driver}-model-a"
-    await kube.create(device_class_body(plain, driver))
+    extended = f"{driver}/gpu" if extended_rng.random() < 0.4 else None
+    plain_body = device_class_body(plain, driver)
+    plain_body["spec"]["extendedResourceName"] = f"{driver}/gpu"
+    await kube.create(plain_body)
     await kube.create(
         device_class_body(model_class, driver, f'device.attributes["{driver}"].model == "a"')
     )
@@ -117,6 +124,11 @@ async def build_state(
             body = await kube.get("Node", node)
             body["spec"]["unschedulable"] = True
             await kube.replace(body)
+        if extended is not None and extended_rng.random() < 0.3:  # a device plugin's node
+            body = await kube.get("Node", node)
+            for field in ("capacity", "allocatable"):
+                body["status"][field][extended] = str(extended_rng.randint(0, 2))
+            await kube.replace_status(body)
         devices = [device(f"gpu-{i}", rng) for i in range(rng.randint(0, 4))]
         if devices:
             created_slice = await kube.create(
@@ -187,7 +199,42 @@ async def build_state(
         ),
     )
     pod["spec"]["containers"][0]["resources"] = {"requests": {"cpu": str(rng.randint(0, 3))}}
+    if extended is not None:
+        count = str(extended_rng.randint(1, 2))
+        pod["spec"]["containers"][0]["resources"]["requests"][extended] = count
+        pod["spec"]["containers"][0]["resources"]["limits"] = {extended: count}
     return pod, claims
+
+
+async def extended_state(
+    kube: KubeAPI, namespace: str, case: int, cluster_scoped: list[tuple[str, str]]
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A pod asking ``<driver>/gpu: 1`` with no claim (KEP-5004): case 0, one node with two
+    devices of the class; case 1, that node with one device and a node advertising the
+    resource as a device plugin would; case 2, one node with no device at all."""
+    driver = f"{unique('ext')}.example.com"
+    resource = f"{driver}/gpu"
+    body = device_class_body(driver, driver)
+    body["spec"]["extendedResourceName"] = resource
+    await kube.create(body)
+    cluster_scoped.append(("DeviceClass", driver))
+    dra_node = unique("ext-node")
+    await create_node(kube, dra_node)
+    cluster_scoped.append(("Node", dra_node))
+    devices = [{"name": f"gpu-{i}"} for i in range((2, 1, 0)[case])]
+    if devices:
+        created = await kube.create(slice_body(unique("ext-slice"), driver, dra_node, devices))
+        cluster_scoped.append(("ResourceSlice", created["metadata"]["name"]))
+    if case == 1:
+        plugin_node = unique("ext-plugin")
+        node = await create_node(kube, plugin_node)
+        cluster_scoped.append(("Node", plugin_node))
+        for field in ("capacity", "allocatable"):
+            node["status"][field][resource] = "1"
+        await kube.replace_status(node)
+    pod = pod_body("subject", namespace)
+    pod["spec"]["containers"][0]["resources"] = {"limits": {resource: "1"}}
+    return pod, []
 
 
 def _claim(name: str, namespace: str, requests: list[dict[str, Any]]) -> dict[str, Any]:
@@ -259,6 +306,29 @@ async def test_simulate_predicts_the_scheduler(
                 await kube.delete(kind, name)
 
 
+@pytest.mark.parametrize("case", range(3))
+async def test_simulate_predicts_the_special_claim(
+    kube: KubeAPI, kubeconfig: Any, namespace: str, scheduler: Scheduler, case: int
+) -> None:
+    cluster_scoped: list[tuple[str, str]] = []
+    try:
+        extended = await _compare(
+            kube, kubeconfig, namespace, scheduler, case, cluster_scoped, extended_state
+        )
+    finally:
+        for kind, name in cluster_scoped:
+            with contextlib.suppress(NotFoundError):
+                await kube.delete(kind, name)
+    # Case 0 proves the special claim's path end to end (not only "both said no").
+    assert (case != 0) or extended, "the scheduler made a special claim"
+
+
+State = Callable[
+    [KubeAPI, str, int, list[tuple[str, str]]],
+    Awaitable[tuple[dict[str, Any], list[dict[str, Any]]]],
+]
+
+
 async def _compare(
     kube: KubeAPI,
     kubeconfig: Any,
@@ -266,8 +336,10 @@ async def _compare(
     scheduler: Scheduler,
     seed: int,
     cluster_scoped: list[tuple[str, str]],
-) -> None:
-    pod, claims = await build_state(kube, namespace, seed, cluster_scoped)
+    state: State = build_state,
+) -> bool:
+    """Compare the answers; True when the scheduler made a special claim for the pod."""
+    pod, claims = await state(kube, namespace, seed, cluster_scoped)
     for claim in claims:
         await kube.create(claim)
     documents = await cluster_documents(str(kubeconfig))
@@ -296,6 +368,18 @@ async def _compare(
     if actual["spec"].get("nodeName"):
         fresh = [await kube.get("ResourceClaim", c["metadata"]["name"], namespace) for c in claims]
         assert predicted.outcome == "success", (seed, predicted.reasons, predicted.notes)
+        special = (actual.get("status") or {}).get("extendedResourceClaimStatus")
+        if predicted.extended is None:
+            assert special is None, seed
+        else:
+            # The special claim under the name simulate shows it by (before its creation).
+            assert special is not None, seed
+            made = await kube.get("ResourceClaim", special["resourceClaimName"], namespace)
+            made["metadata"]["name"] = ObjectKey.parse(predicted.extended.claim).name
+            fresh.append(made)
+            assert special["requestMappings"] == [m.dump() for m in predicted.extended.mappings], (
+                seed
+            )
         expected = {
             "node": predicted.node,
             "devices": {
@@ -306,12 +390,13 @@ async def _compare(
             },
         }
         assert placement(actual, fresh) == expected, seed
-    else:
-        (condition,) = [c for c in actual["status"]["conditions"] if c["type"] == "PodScheduled"]
-        assert predicted.outcome in ("unsatisfiable", "error"), (seed, predicted.node)
-        assert (
-            predicted.reasons == [condition["message"]] or predicted.error == condition["message"]
-        ), seed
+        return special is not None
+    (condition,) = [c for c in actual["status"]["conditions"] if c["type"] == "PodScheduled"]
+    assert predicted.outcome in ("unsatisfiable", "error"), (seed, predicted.node)
+    assert predicted.reasons == [condition["message"]] or predicted.error == condition["message"], (
+        seed
+    )
+    return False
 
 
 async def _true(value: bool) -> bool:
