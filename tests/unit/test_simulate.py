@@ -882,3 +882,11 @@ def test_preemption_frees_the_device_of_a_special_claim(tmp_path: Path) -> None:
     assert preemption["victims"] == [
         {"pod": "default/low", "priority": 10, "frees": ["gpu.example.com/node-2/gpu-0"]}
     ]
+
+
+def test_explain_covers_the_special_claim_under_its_shown_name() -> None:
+    code, result = run("-f", str(EXTENDED), "--pod", "default/trainer", "--explain")
+    assert code == 0
+    (claim,) = result["nodes"]["node-2"]["explanation"]
+    assert claim["claim"] == SHOWN_CLAIM
+    assert claim["requests"][0]["usable"] == ["gpu.example.com/node-2/gpu-0"]
