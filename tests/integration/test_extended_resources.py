@@ -9,6 +9,7 @@ completes a deletion. The reservation cleanup runs beside the scheduler (``contr
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -115,7 +116,7 @@ async def test_a_pod_asking_for_an_extended_resource_gets_its_special_claim(
     implicit = f"deviceclass.resource.kubernetes.io/{device_class}"
     await kube.create(asking("implicit", namespace, {implicit: "1"}))
     for name in ("explicit", "implicit"):
-        bound = await eventually(lambda n=name: bound_node(kube, namespace, n), what=f"{name}")
+        bound = await eventually(functools.partial(bound_node, kube, namespace, name), what=name)
         assert bound == node
 
     pod = await kube.get("Pod", "explicit", namespace)
@@ -244,7 +245,9 @@ class FailsPodStatusOnce(Scheduler):
     """The scheduler, whose first write of a pod's extendedResourceClaimStatus fails (the
     special claim is created and allocated by then)."""
 
-    failed: list[str] = []
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.failed: list[str] = []
 
     async def apply(self, action: Any) -> Any:
         patch = getattr(action, "patch", None)
@@ -264,7 +267,7 @@ async def test_a_failed_pod_status_write_leaves_no_claim_behind(
     await extended_class(kube, driver)
     node = await dra_node(kube, driver, devices=1)
     replica, registry = start_scheduler(kubeconfig, FailsPodStatusOnce, unschedulable_retry=2.0)
-    replica.failed = []
+    assert isinstance(replica, FailsPodStatusOnce)
     async with running_operator(registry, "scheduler"):
         await kube.create(asking("retried", namespace, {resource(driver): "1"}))
         assert await eventually(lambda: bound_node(kube, namespace, "retried")) == node
