@@ -29,8 +29,11 @@ FIGURES = {
     "max_live": 0,
 }
 
-# A step: claim a profile (index) or release the i-th live claim (negative).
-steps = st.lists(st.integers(min_value=-8, max_value=len(PROFILES) - 1), min_size=1, max_size=25)
+# A step: claim a profile (index) or release the i-th live claim (negative). Claims come three
+# times as often as releases, so that sequences fill the GPU (releases otherwise keep it empty).
+_claim = st.integers(min_value=0, max_value=len(PROFILES) - 1)
+_release = st.integers(min_value=-8, max_value=-1)
+steps = st.lists(st.one_of(_claim, _claim, _claim, _release), min_size=5, max_size=40)
 
 
 def _slices_of(name: str) -> set[int]:
@@ -84,6 +87,7 @@ def test_random_claims_and_releases_never_overlap_partitions() -> None:
     assert FIGURES["sequences"] >= 100
     assert FIGURES["allocations"] > 0, "the property must exercise allocations"
     assert FIGURES["refusals"] > 0, "and a full GPU"
+    assert FIGURES["max_live"] >= 4, "several partitions live at once"
     line = ", ".join(f"{k}={v}" for k, v in FIGURES.items())
     print(f"dynamic-MIG property: {line}")
     if target := os.environ.get("KOPF_DRA_GPU_FIGURES"):
