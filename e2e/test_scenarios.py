@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from decimal import Decimal
@@ -77,6 +78,29 @@ async def test_multi_host_shared_claim(scenario: Apply, kube: KubeAPI) -> None:
     assert reserved == {"worker-0", "worker-1"}
     terms = claim["status"]["allocation"]["nodeSelector"]["nodeSelectorTerms"]
     assert terms[0]["matchExpressions"][0]["key"] == RACK_LABEL, "the device's selector"
+
+
+async def test_extended_resources(scenario: Apply) -> None:
+    s = await scenario("extended-resources")
+    (pod,) = await s.settled(expected_pods=1, bound=1)
+    status = pod["status"]["extendedResourceClaimStatus"]
+    (mapping,) = status["requestMappings"]
+    assert (mapping["containerName"], mapping["resourceName"]) == (
+        "main",
+        "example.kopf-dra.io/gpu",
+    )
+    (claim,) = [
+        c
+        for c in (await s.claims()).values()
+        if c["metadata"]["name"] == status["resourceClaimName"]
+    ]
+    assert (
+        claim["metadata"]["annotations"]["resource.kubernetes.io/extended-resource-claim"] == "true"
+    )
+    (result,) = await s.devices(pod)
+    assert result["request"] == mapping["requestName"]
+    assert result["pool"] == pod["spec"]["nodeName"]
+    assert re.fullmatch(r"gpu-\d+", result["device"]), result  # a whole GPU, as the class says
 
 
 async def test_prioritized_alternatives(scenario: Apply) -> None:

@@ -4,6 +4,7 @@ against the installed cluster (the fixtures of e2e/cluster/conftest.py)."""
 
 from e2e.test_scenarios import (
     test_admin_access_sees_devices_in_use,
+    test_extended_resources,
     test_fabric_gpu_with_binding_conditions,
     test_mig_partitions,
     test_multi_host_shared_claim,
@@ -14,6 +15,7 @@ from e2e.test_scenarios import (
 
 __all__ = [
     "test_admin_access_sees_devices_in_use",
+    "test_extended_resources",
     "test_fabric_gpu_with_binding_conditions",
     "test_mig_partitions",
     "test_multi_host_shared_claim",
