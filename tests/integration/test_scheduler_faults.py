@@ -17,6 +17,7 @@ from operators.api.keys import ObjectKey
 from operators.api.names import DELETE_PROTECTION_FINALIZER
 from operators.controllers.scheduler.handlers import Scheduler
 from operators.kube.api import KubeAPI
+from operators.runtime.actions import Bind
 from tests.integration.helpers import (
     bound_node,
     claim_body,
@@ -316,3 +317,35 @@ async def _explained(kube: KubeAPI, namespace: str, pod: str) -> str | None:
             message: str = condition["message"]
             return message
     return None
+
+
+class BugInFirstBind(Scheduler):
+    """The scheduler with a bug that strikes its first bind (an exception no API raises)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.struck = 0
+
+    async def apply(self, action: Any) -> Any:
+        if isinstance(action, Bind) and not self.struck:
+            self.struck += 1
+            raise RuntimeError("a bug in the binding cycle")
+        return await super().apply(action)
+
+
+async def test_a_bug_in_the_binding_cycle_releases_what_it_wrote_and_the_pod_is_retried(
+    kube: KubeAPI, kubeconfig: Any, namespace: str, driver: str
+) -> None:
+    """Not only API failures: whatever ends a binding cycle, the claim it allocated is
+    released (it would hold its device for nobody until a change of leader) and the pod is
+    scheduled again."""
+    (node,) = await gpu_cluster(kube, driver, nodes=1, per_node=1)
+    await kube.create(claim_body("c", namespace, device_class=driver))
+    await kube.create(pod_body("p", namespace, {"name": "gpu", "resourceClaimName": "c"}))
+    replica, registry = start_scheduler(kubeconfig, BugInFirstBind, unschedulable_retry=1.0)
+    assert isinstance(replica, BugInFirstBind)
+    async with running_operator(registry, "scheduler"):
+        assert await eventually(lambda: bound_node(kube, namespace, "p"), what="p bound") == node
+    assert replica.struck == 1
+    claim = await kube.get("ResourceClaim", "c", namespace)
+    assert [r["name"] for r in claim["status"]["reservedFor"]] == ["p"]

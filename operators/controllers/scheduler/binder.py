@@ -59,6 +59,16 @@ class ConflictingAllocationError(Exception):
     """Another scheduler allocated a chosen device between our cycle and our write."""
 
 
+#: Failures of a binding cycle that are the cluster's doing, not a bug of ours.
+EXPECTED_FAILURES = (
+    ApiError,
+    OSError,
+    TimeoutError,
+    UnknownOutcomeError,
+    ConflictingAllocationError,
+)
+
+
 class Binder:
     """Binding tasks of one scheduler replica, by pod."""
 
@@ -115,15 +125,12 @@ class Binder:
             # new leader continues from the claims as written) or only the renewal late.
             log.info("binding cycle stopped: not the leader", **{fields.POD: str(key)})
             self._abandon(pod, plan)
-        except (
-            ApiError,
-            OSError,
-            TimeoutError,
-            UnknownOutcomeError,
-            ConflictingAllocationError,
-        ) as e:
+        except Exception as e:  # whatever failed, the truth decides
             s.attempt_ended(key, "error")
-            log.warning(
+            expected = isinstance(e, EXPECTED_FAILURES)
+            # A failure of the API is expected; anything else is a bug, logged with its
+            # traceback, but the pod's devices are released all the same.
+            (log.warning if expected else log.exception)(
                 "binding cycle failed; deciding from the pod and claims as they are",
                 **{fields.POD: str(key), fields.NODE: node},
                 error=str(e),
