@@ -7,9 +7,9 @@ camelCase aliases and only the fields that were set, so ``model_validate(obj).du
 
 from __future__ import annotations
 
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 from pydantic.alias_generators import to_camel
 
 
@@ -24,6 +24,27 @@ class KubeModel(BaseModel):
         protected_namespaces=(),
         ser_json_inf_nan="strings",
     )
+    #: Wire names of the fields whose default is an empty list or dict.
+    _collections: ClassVar[frozenset[str]] = frozenset()
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        cls._collections = frozenset(
+            name
+            for field_name, info in cls.model_fields.items()
+            if info.default_factory in (list, dict)
+            for name in (field_name, info.alias or field_name)
+        )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_is_empty(cls, data: Any) -> Any:
+        """A null list or map is an empty one, as Go reads it: the API server writes Go's nil
+        slices as null where a field has no omitempty (a device status's ``conditions``)."""
+        if isinstance(data, dict) and cls._collections and None in data.values():
+            return {k: v for k, v in data.items() if v is not None or k not in cls._collections}
+        return data
 
     def dump(self) -> dict[str, Any]:
         """The camelCase JSON dict of what was set, as the API server would receive it.

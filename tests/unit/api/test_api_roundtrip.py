@@ -122,3 +122,23 @@ def test_python_names_and_aliases_both_populate() -> None:
     assert by_alias == by_name
     assert by_name.dump() == {"int": 3}
     assert DeviceAttribute(bool_=False).dump() == {"bool": False}
+
+
+def test_a_null_list_or_map_reads_as_an_empty_one_as_go_reads_it() -> None:
+    """The API server writes a nil slice as null where the Go field has no omitempty (a
+    device status's ``conditions``); a claim like that must not stop a controller's feed."""
+    claim = ResourceClaim.load(
+        {
+            "metadata": {"name": "c", "namespace": "ns", "finalizers": None, "labels": None},
+            "status": {
+                "reservedFor": None,
+                "devices": [{"driver": "d", "pool": "p", "device": "x", "conditions": None}],
+            },
+        }
+    )
+    assert claim.status.devices[0].conditions == []
+    assert (claim.metadata.finalizers, claim.metadata.labels) == ([], {})
+    assert claim.status.reserved_for == []
+    assert claim.dump()["status"] == {"devices": [{"driver": "d", "pool": "p", "device": "x"}]}
+    # A null scalar stays what it says.
+    assert ResourceClaim.load({"metadata": {"name": None}}).metadata.name is None
