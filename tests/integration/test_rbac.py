@@ -11,6 +11,7 @@ fabric controller doing its whole job with its manifests in tests/integration/te
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -36,6 +37,7 @@ from tests.integration.helpers import (
     claim_body,
     claim_of,
     create_node,
+    device_class_body,
     devices_of,
     eventually,
     gpu_cluster,
@@ -89,7 +91,9 @@ async def test_components_do_their_job_with_their_own_identities(
 ) -> None:
     """Claim created, allocated, reserved, pod bound, pool status written; then cleaned up. The
     API server enforces DRAResourceClaimGranularStatusAuthorization meanwhile: the scheduler's
-    allocation and reservation pass because its account holds ``resourceclaims/binding``."""
+    allocation and reservation pass because its account holds ``resourceclaims/binding``.
+    A pod asking for an extended resource backed by DRA gets its special claim, which the
+    scheduler's account creates (KEP-5004), and the reservation cleanup's deletes."""
     assert (await served_feature_gates(api))[GRANULAR] == ("Beta", True)
     configs = {
         name: str(await token_kubeconfig(api, f"kopf-dra-{name}", tmp_path))
@@ -97,6 +101,9 @@ async def test_components_do_their_job_with_their_own_identities(
     }
     (node,) = await gpu_cluster(kube, driver, nodes=1, per_node=2)
     await kube.create(template_body("gpu", namespace, driver))
+    extended_class = device_class_body(unique("gpu"), driver)
+    extended_class["spec"]["extendedResourceName"] = f"{driver}/gpu"
+    await kube.create(extended_class)
     scheduler = SchedulerSettings(
         kubeconfig=configs["scheduler"],
         feature_gates=FEATURE_GATES,
@@ -134,14 +141,24 @@ async def test_components_do_their_job_with_their_own_identities(
         await kube.create(
             pod_body("p", namespace, {"name": "gpu", "resourceClaimTemplateName": "gpu"})
         )
+        legacy = pod_body("legacy", namespace)
+        legacy["spec"]["containers"][0]["resources"] = {"limits": {f"{driver}/gpu": "1"}}
+        await kube.create(legacy)
 
-        async def bound() -> str | None:
-            return await bound_node(kube, namespace, "p")
-
-        assert await eventually(bound, what="the pod bound by the scheduler's identity") == node
+        for name in ("p", "legacy"):
+            bound = functools.partial(bound_node, kube, namespace, name)
+            assert await eventually(bound, what=f"{name} bound by the scheduler's identity") == node
         claim = await claim_of(kube, namespace, "p")
-        assert devices_of(claim) == [f"{node}/gpu-0"]
         assert claim["status"]["reservedFor"][0]["name"] == "p"
+        status = (await kube.get("Pod", "legacy", namespace))["status"]
+        special = await kube.get(
+            "ResourceClaim", status["extendedResourceClaimStatus"]["resourceClaimName"], namespace
+        )
+        assert special["status"]["reservedFor"][0]["name"] == "legacy"
+        assert sorted(devices_of(claim) + devices_of(special)) == [
+            f"{node}/gpu-0",
+            f"{node}/gpu-1",
+        ]
         lease = await kube.get("Lease", scheduler.lease_name, NAMESPACE)
         assert lease["spec"]["holderIdentity"]
 
@@ -152,19 +169,22 @@ async def test_components_do_their_job_with_their_own_identities(
         (status,) = await eventually(pool_status, what="the pool validator's status object")
         assert status["spec"]["pool"] == node
 
-        # The pod finishes (the test plays kubelet): reservations deletes its generated claim.
-        await kube.patch(
-            "Pod", "p", {"status": {"phase": "Succeeded"}}, namespace, subresource="status"
-        )
+        # The pods finish (the test plays kubelet): reservations deletes the claims they own.
+        for name in ("p", "legacy"):
+            await kube.patch(
+                "Pod", name, {"status": {"phase": "Succeeded"}}, namespace, subresource="status"
+            )
 
-        async def claim_gone() -> bool:
-            try:
-                await kube.get("ResourceClaim", claim["metadata"]["name"], namespace)
-            except NotFoundError:
-                return True
-            return False
+        async def claims_gone() -> bool:
+            for gone in (claim, special):
+                try:
+                    await kube.get("ResourceClaim", gone["metadata"]["name"], namespace)
+                except NotFoundError:
+                    continue
+                return False
+            return True
 
-        await eventually(claim_gone, what="the generated claim deleted by reservations")
+        await eventually(claims_gone, what="the pods' claims deleted by reservations")
 
 
 async def test_the_scheduler_may_evict_but_not_create_or_change_pods_nor_touch_slices(
