@@ -19,11 +19,13 @@ from operators.api.names import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from operators.controllers.scheduler.handlers import Scheduler
 from operators.kube.api import ApiError, KubeAPI, NotFoundError, resource_of
 from operators.kube.controlplane import FEATURE_GATES
+from operators.runtime.actions import Create
 from tests.integration.helpers import (
     bound_node,
     create_node,
     device_class_body,
     devices_of,
+    events_with,
     eventually,
     gpus,
     pod_body,
@@ -372,3 +374,34 @@ async def test_a_special_claim_a_crash_left_is_deleted_or_reused(
     assert claim["metadata"]["uid"] == named["metadata"]["uid"]
     assert (claim["metadata"]["name"] == left) is allocated
     assert devices_of(claim) == [f"{node}/gpu-0"]
+
+
+class RefusedCreates(Scheduler):
+    """The scheduler under a role without ``create`` on resourceclaims (the API's 403)."""
+
+    async def apply(self, action: Any) -> Any:
+        if isinstance(action, Create) and action.body.get("kind") == "ResourceClaim":
+            raise ApiError(403, "Forbidden", "cannot create resource resourceclaims", {})
+        return await super().apply(action)
+
+
+async def test_a_refused_claim_create_is_told_on_the_pod_and_retried_with_backoff(
+    kube: KubeAPI, namespace: str, driver: str, kubeconfig: Any, controllers: None
+) -> None:
+    await extended_class(kube, driver)
+    await dra_node(kube, driver, devices=1)
+    _, registry = start_scheduler(kubeconfig, RefusedCreates, unschedulable_retry=2.0)
+    async with running_operator(registry, "scheduler"):
+        await kube.create(asking("refused", namespace, {resource(driver): "1"}))
+
+        async def told() -> dict[str, Any] | None:
+            condition = await pod_condition(kube, namespace, "refused")
+            return condition if condition and condition.get("reason") == "SchedulerError" else None
+
+        condition = await eventually(told, what="PodScheduled=False, SchedulerError")
+        assert condition["status"] == "False"
+        assert "403 Forbidden: cannot create resource resourceclaims" in condition["message"]
+        (event, *_) = await events_with(kube, namespace, "FailedScheduling")
+        assert "403 Forbidden" in event["message"]
+    assert not await bound_node(kube, namespace, "refused")
+    assert await special_claims(kube, namespace) == []

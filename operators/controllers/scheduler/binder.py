@@ -137,7 +137,7 @@ class Binder:
                 error_type=type(e).__name__,
             )
             try:
-                await self.unreserve(pod, plan, node)
+                await self.unreserve(pod, plan, node, f"binding to node {node} failed: {e}")
             except NotLeaderError:
                 log.info("recovery stopped: not the leader", **{fields.POD: str(key)})
                 self._abandon(pod, plan)
@@ -286,9 +286,13 @@ class Binder:
 
     # --- Unreserve -------------------------------------------------------------------------
 
-    async def unreserve(self, pod: Pod, plan: Sequence[planning.Reservation], node: str) -> None:
+    async def unreserve(
+        self, pod: Pod, plan: Sequence[planning.Reservation], node: str, error: str
+    ) -> None:
         """Unreserve, after any failure of PreBind or Bind: read the pod, then release only
-        what this attempt wrote."""
+        what this attempt wrote. A pod still unbound is told why (PodScheduled=False, reason
+        SchedulerError, and a FailedScheduling Event, as kube-scheduler) and tried again after
+        its backoff."""
         s = self.scheduler
         key = planning.pod_key(pod)
         uid = pod.metadata.uid or ""
@@ -313,7 +317,17 @@ class Binder:
             "ResourceClaim/Update", f"a failed binding attempt of {key} released its devices"
         )
         if state is planning.PodState.UNBOUND:
-            s.queue.add_after(key, s.queue.backoff(key))
+            await self._report(pod, error)
+            s.queue.add_after(key, s.pending.backoff(key))
+
+    async def _report(self, pod: Pod, error: str) -> None:
+        s = self.scheduler
+        s.pending.last_message.pop(planning.pod_key(pod), None)  # the next answer is news
+        try:
+            await s.apply(planning.unschedulable(pod, error, s.clock.now(), "SchedulerError"))
+        except NotFoundError:
+            return
+        await s.post(planning.failed_scheduling(pod, error))
 
     async def _release(self, reservation: planning.Reservation, uid: str) -> None:
         s = self.scheduler

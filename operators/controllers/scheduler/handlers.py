@@ -41,7 +41,7 @@ from operators.controllers.scheduler.binder import Binder
 from operators.controllers.scheduler.budget import AttemptBudget, TimedAllocator
 from operators.controllers.scheduler.cache import SchedulerCache
 from operators.controllers.scheduler.preemptor import Attempt, Preemptor
-from operators.controllers.scheduler.queueing import Hint, PendingPods
+from operators.controllers.scheduler.queueing import INITIAL_BACKOFF, Hint, PendingPods
 from operators.controllers.scheduler.repair import Repair
 from operators.controllers.scheduler.settings import SchedulerSettings
 from operators.kube.api import ConflictError, NotFoundError
@@ -78,7 +78,6 @@ log = structlog.get_logger(__name__)
 
 COMPONENT = "scheduler"
 REQUEUE_COALESCE = 0.2  # seconds
-INITIAL_BACKOFF = 1.0  # seconds: kube-scheduler's podInitialBackoffSeconds
 MAX_UNSATISFIABLE_SPECS = 1000
 
 

@@ -229,8 +229,11 @@ def deallocation(claim: ResourceClaim) -> ReplaceStatus:
     return ReplaceStatus(body=edited_status(claim, unreserve=uids, deallocate=True))
 
 
-def unschedulable(pod: Pod, message: str, now: datetime.datetime) -> Patch:
-    """PodScheduled=False with kube-scheduler's reason, as ``kubectl describe`` shows it."""
+def unschedulable(
+    pod: Pod, message: str, now: datetime.datetime, reason: str = "Unschedulable"
+) -> Patch:
+    """PodScheduled=False with kube-scheduler's reason, as ``kubectl describe`` shows it:
+    Unschedulable when no node fits, SchedulerError when an attempt failed (a write refused)."""
     return Patch(
         kind="Pod",
         key=pod_key(pod),
@@ -240,7 +243,7 @@ def unschedulable(pod: Pod, message: str, now: datetime.datetime) -> Patch:
                     {
                         "type": "PodScheduled",
                         "status": "False",
-                        "reason": "Unschedulable",
+                        "reason": reason,
                         "message": message,
                         "lastTransitionTime": format_time(now),
                         "lastProbeTime": None,

@@ -28,6 +28,8 @@ from operators.scheduling.cycle import KnownOutcome
 log = structlog.get_logger(__name__)
 
 _ACTIONS = {"ADDED": "Add", "MODIFIED": "Update", "DELETED": "Delete", None: "Add"}
+INITIAL_BACKOFF = 1.0  # seconds: kube-scheduler's podInitialBackoffSeconds
+MAX_BACKOFF = 10.0  # seconds: podMaxBackoffSeconds
 
 
 @dataclasses.dataclass
@@ -55,6 +57,12 @@ class PendingPods:
         preemption, as remembered here (before the cache shows it) or as written on the pod."""
         key = ObjectKey(pod.metadata.namespace or "", pod.metadata.name or "")
         return self.nominated.get(key) or pod.status.nominated_node_name
+
+    def backoff(self, key: ObjectKey) -> float:
+        """kube-scheduler's pod backoff after a failed attempt: 1 s, doubled per attempt so far,
+        at most 10 s (podInitialBackoffSeconds, podMaxBackoffSeconds)."""
+        attempts = max(self.attempts.get(key, 1), 1)
+        return float(min(MAX_BACKOFF, INITIAL_BACKOFF * 2 ** (attempts - 1)))
 
     def forget(self, key: ObjectKey) -> None:
         self.spent.pop(key, None)

@@ -19,7 +19,12 @@ from operators.controllers.scheduler import handlers, planning, queueing
 from operators.controllers.scheduler.handlers import Scheduler
 from operators.controllers.scheduler.metrics import REGISTRY
 from operators.controllers.scheduler.preemptor import Attempt
-from operators.controllers.scheduler.queueing import Hint, pending_pod_update
+from operators.controllers.scheduler.queueing import (
+    INITIAL_BACKOFF,
+    Hint,
+    PendingPods,
+    pending_pod_update,
+)
 from operators.controllers.scheduler.settings import SchedulerSettings
 from operators.runtime.errors import NotLeaderError, Requeue
 from operators.scheduling.cycle import NodeFit, run_cycle
@@ -261,7 +266,7 @@ async def test_nobody_is_evicted_for_devices_freed_while_the_cycle_ran(
     writes = _offline(s, monkeypatch, cycle)
     with pytest.raises(Requeue, match="devices were freed during the attempt") as raised:
         await s.schedule(ObjectKey("ns", "preemptor"))
-    assert raised.value.delay == handlers.INITIAL_BACKOFF
+    assert raised.value.delay == INITIAL_BACKOFF
     assert not s.preemptor.victims, "nobody evicted"
     (condition,) = writes
     assert ("devices were freed meanwhile" in str(condition)) is preemption
@@ -299,7 +304,7 @@ async def test_a_change_that_came_in_flight_brings_an_unschedulable_pod_back_soo
     with pytest.raises(Requeue) as raised:
         await s.schedule(ObjectKey("ns", "waiting"))
     if node_joins:
-        assert raised.value.delay == handlers.INITIAL_BACKOFF
+        assert raised.value.delay == INITIAL_BACKOFF
         assert raised.value.reason == "the cluster changed during the attempt"
     else:
         assert raised.value.delay == s.settings.unschedulable_retry
@@ -475,3 +480,14 @@ async def test_a_victim_the_fence_kept_from_evicting_is_not_waited_for(
         await s.schedule(ObjectKey("ns", "preemptor"))
     assert [type(w).__name__ for w in writes] == ["Patch", "Patch"]  # nomination, DisruptionTarget
     assert not s.preemptor.victims
+
+
+def test_a_pods_backoff_doubles_per_attempt_up_to_ten_seconds() -> None:
+    pending = PendingPods()
+    key = ObjectKey("ns", "p")
+    assert pending.backoff(key) == 1.0
+    delays = []
+    for attempts in range(1, 7):
+        pending.attempts[key] = attempts
+        delays.append(pending.backoff(key))
+    assert delays == [1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
