@@ -35,8 +35,11 @@ from operators.driver.profiles import (
     PCIE_ROOT_ATTRIBUTE,
     DeviceInfo,
     Inventory,
+    capacities,
+    consumed_counters,
     counter_set_name,
-    memory_slice_counter,
+    engine_capacity,
+    engine_consumption,
 )
 
 DOMAIN = "gpu.nvidia.com"
@@ -265,44 +268,37 @@ def memory_slices(gpu: Gpu) -> int:
     return max(start + size for p in gpu.profiles for start, size in p.placements)
 
 
-def _engines(p: MigProfile) -> dict[str, int]:
-    return {
-        "copy-engines": p.copy_engines,
-        "decoders": p.decoders,
-        "encoders": p.encoders,
-        "jpeg-engines": p.jpeg_engines,
-        "multiprocessors": p.multiprocessors,
-        "ofa-engines": p.ofa_engines,
-    }
+def _engines(p: MigProfile) -> tuple[int, int, int, int, int, int]:
+    """The profile's engines, in ``profiles.engine_consumption``'s order after memory."""
+    return (
+        p.multiprocessors,
+        p.copy_engines,
+        p.decoders,
+        p.encoders,
+        p.jpeg_engines,
+        p.ofa_engines,
+    )
+
+
+def _counter_values(p: MigProfile, slices: Iterable[int]) -> dict[str, str | int]:
+    """What ``p`` placed on ``slices`` draws: the profile counters, plus compute slices."""
+    values = engine_consumption(f"{p.memory_mib}Mi", *_engines(p), slices=slices)
+    return dict(sorted({COMPUTE_SLICES: p.slices, **values}.items()))
 
 
 def gpu_counters(gpu: Gpu) -> CounterSet:
     """The GPU's shared counters: the full profile's resources, memory slices one by one."""
-    full = full_profile(gpu)
-    values: dict[str, str | int] = {
-        COMPUTE_SLICES: full.slices,
-        "memory": f"{full.memory_mib}Mi",
-        **_engines(full),
-    }
-    for i in range(memory_slices(gpu)):
-        values[memory_slice_counter(i)] = 1
+    values = _counter_values(full_profile(gpu), range(memory_slices(gpu)))
     return CounterSet(
         name=counter_set_name(gpu_device_name(gpu)),
-        counters={k: Counter(value=Quantity(str(v))) for k, v in sorted(values.items())},
+        counters={k: Counter(value=Quantity(str(v))) for k, v in values.items()},
     )
 
 
 def _consumption(gpu: Gpu, p: MigProfile, start: int, size: int) -> DeviceCounterConsumption:
-    values: dict[str, str | int] = {
-        COMPUTE_SLICES: p.slices,
-        "memory": f"{p.memory_mib}Mi",
-        **_engines(p),
-    }
-    for i in range(start, start + size):
-        values[memory_slice_counter(i)] = 1
     return DeviceCounterConsumption(
         counter_set=counter_set_name(gpu_device_name(gpu)),
-        counters={k: Counter(value=Quantity(str(v))) for k, v in sorted(values.items()) if v},
+        counters=consumed_counters(_counter_values(p, range(start, start + size))),
     )
 
 
@@ -320,19 +316,10 @@ def mig_device(
     }
     if uuid:
         attributes[_attr("uuid")] = DeviceAttribute.of(uuid)
-    capacity: dict[str, str | int] = {
-        "copyEngines": p.copy_engines,
-        "decoders": p.decoders,
-        "encoders": p.encoders,
-        "jpegEngines": p.jpeg_engines,
-        "memory": f"{p.memory_mib}Mi",
-        "multiprocessors": p.multiprocessors,
-        "ofaEngines": p.ofa_engines,
-    }
     return Device(
         name=mig_device_name(gpu, p.id, start, size),
         attributes=dict(sorted(attributes.items())),
-        capacity={k: DeviceCapacity(value=Quantity(str(v))) for k, v in capacity.items()},
+        capacity=capacities(engine_capacity(f"{p.memory_mib}Mi", *_engines(p))),
         consumes_counters=[_consumption(gpu, p, start, size)],
     )
 

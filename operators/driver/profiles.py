@@ -315,11 +315,11 @@ def _attrs(
     return out
 
 
-def _caps(values: Mapping[str, str | int]) -> dict[str, DeviceCapacity]:
+def capacities(values: Mapping[str, str | int]) -> dict[str, DeviceCapacity]:
     return {name: DeviceCapacity(value=Quantity(str(value))) for name, value in values.items()}
 
 
-def _counters(values: Mapping[str, str | int]) -> dict[str, Counter]:
+def consumed_counters(values: Mapping[str, str | int]) -> dict[str, Counter]:
     """Counters with a zero value are left out: consuming nothing needs no entry."""
     return {
         name: Counter(value=Quantity(str(v)))
@@ -336,24 +336,28 @@ def counter_set_name(gpu: str) -> str:
     return f"{gpu}-counters"
 
 
+def _table_engines(table: PartitionTable) -> tuple[int, int, int, int, int, int]:
+    """The whole GPU's engines, in ``engine_consumption``'s order after memory."""
+    return (
+        table.multiprocessors,
+        table.copy_engines,
+        table.decoders,
+        table.encoders,
+        table.jpeg_engines,
+        table.ofa_engines,
+    )
+
+
 def table_counters(table: PartitionTable) -> dict[str, Counter]:
     """The shared counters of one GPU: all of its resources, memory slices one by one."""
-    values: dict[str, str | int] = {
-        "copy-engines": table.copy_engines,
-        "decoders": table.decoders,
-        "encoders": table.encoders,
-        "jpeg-engines": table.jpeg_engines,
-        "memory": table.memory,
-        "multiprocessors": table.multiprocessors,
-        "ofa-engines": table.ofa_engines,
-    }
-    for i in range(table.memory_slices):
-        values[memory_slice_counter(i)] = 1
+    values = engine_consumption(
+        table.memory, *_table_engines(table), slices=range(table.memory_slices)
+    )
     # A zero counter (the A100 has no encoders) still belongs to the set: KEP-4815 lists it.
     return {name: Counter(value=Quantity(str(v))) for name, v in values.items()}
 
 
-def _consumption(
+def engine_consumption(
     memory: str,
     multiprocessors: int,
     copy_engines: int,
@@ -363,6 +367,8 @@ def _consumption(
     ofa_engines: int,
     slices: Iterable[int],
 ) -> dict[str, str | int]:
+    """What a partition (or the whole GPU) draws on its GPU's counter set: its engines and
+    memory, and one counter per memory slice it covers."""
     values: dict[str, str | int] = {
         "copy-engines": copy_engines,
         "decoders": decoders,
@@ -377,7 +383,7 @@ def _consumption(
     return values
 
 
-def _engine_caps(
+def engine_capacity(
     memory: str,
     multiprocessors: int,
     copy_engines: int,
@@ -437,12 +443,12 @@ def partitioned_gpu(
                         },
                         versions=["driverVersion"],
                     ),
-                    capacity=_caps(_engine_caps(profile.memory, *engines)),
+                    capacity=capacities(engine_capacity(profile.memory, *engines)),
                     consumes_counters=[
                         DeviceCounterConsumption(
                             counter_set=counter_set.name,
-                            counters=_counters(
-                                _consumption(
+                            counters=consumed_counters(
+                                engine_consumption(
                                     profile.memory,
                                     *engines,
                                     slices=range(start, start + profile.memory_slices),
@@ -453,14 +459,7 @@ def partitioned_gpu(
                 )
             )
             infos.append(DeviceInfo(name, "mig", mig_uuid, model, profile.name, parent=gpu))
-    whole = (
-        table.multiprocessors,
-        table.copy_engines,
-        table.decoders,
-        table.encoders,
-        table.jpeg_engines,
-        table.ofa_engines,
-    )
+    whole = _table_engines(table)
     devices.append(
         Device(
             name=gpu,
@@ -476,12 +475,12 @@ def partitioned_gpu(
                 },
                 versions=["driverVersion"],
             ),
-            capacity=_caps(_engine_caps(table.memory, *whole)),
+            capacity=capacities(engine_capacity(table.memory, *whole)),
             consumes_counters=[
                 DeviceCounterConsumption(
                     counter_set=counter_set.name,
-                    counters=_counters(
-                        _consumption(table.memory, *whole, slices=range(table.memory_slices))
+                    counters=consumed_counters(
+                        engine_consumption(table.memory, *whole, slices=range(table.memory_slices))
                     ),
                 )
             ],
