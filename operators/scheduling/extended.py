@@ -22,7 +22,13 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from operators.api.core import Container, Node, Pod
+from operators.api.core import (
+    Container,
+    ContainerExtendedResourceRequest,
+    Node,
+    Pod,
+    PodExtendedResourceClaimStatus,
+)
 from operators.api.names import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from operators.api.resource import API_VERSION, DeviceClass, ResourceClaim
 from operators.api.timestamps import parse_time
@@ -104,20 +110,10 @@ def find_special_claim(pod: Pod, claims: Iterable[ResourceClaim]) -> ResourceCla
     return next((c for c in claims if is_special_claim(c, pod)), None)
 
 
-@dataclasses.dataclass(frozen=True)
-class RequestMapping:
-    """One entry of ``extendedResourceClaimStatus.requestMappings``."""
-
-    container: str
-    resource: str
-    request: str
-
-    def dump(self) -> dict[str, str]:
-        return {
-            "containerName": self.container,
-            "resourceName": self.resource,
-            "requestName": self.request,
-        }
+def _mapping(container: str, resource: str, request: str) -> ContainerExtendedResourceRequest:
+    return ContainerExtendedResourceRequest(
+        container_name=container, resource_name=resource, request_name=request
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,7 +121,7 @@ class ExtendedClaim:
     """The special claim a node needs for the pod, and which request serves which container."""
 
     claim: ResourceClaim
-    mappings: tuple[RequestMapping, ...]
+    mappings: tuple[ContainerExtendedResourceRequest, ...]
 
     def named(self, name: str) -> ResourceClaim:
         """The claim as it will be created, under its final name."""
@@ -135,10 +131,10 @@ class ExtendedClaim:
 
     def status_patch(self, claim: ResourceClaim) -> dict[str, Any]:
         """``pod.status.extendedResourceClaimStatus`` for the claim as created."""
-        return {
-            "requestMappings": [m.dump() for m in self.mappings],
-            "resourceClaimName": claim.metadata.name,
-        }
+        status = PodExtendedResourceClaimStatus(
+            request_mappings=list(self.mappings), resource_claim_name=claim.metadata.name
+        )
+        return status.dump()
 
 
 def final_name(generate_name: str, random: Callable[[int], int]) -> str:
@@ -162,7 +158,7 @@ def _device_request(name: str, device_class: str, count: int) -> dict[str, Any]:
 
 def requests_and_mappings(
     pod: Pod, resources: Iterable[str], mapping: Mapping[str, str]
-) -> tuple[list[dict[str, Any]], list[RequestMapping]]:
+) -> tuple[list[dict[str, Any]], list[ContainerExtendedResourceRequest]]:
     """The device requests and mappings for the pod's ``resources`` delegated to DRA.
 
     Long-lived containers (regular ones and sidecars) each get their own request; a
@@ -175,20 +171,20 @@ def requests_and_mappings(
     short = [i for i, c in enumerate(containers) if i < inits and c.restart_policy != "Always"]
     long_lived = [i for i in range(len(containers)) if i not in short]
     requests: list[dict[str, Any]] = []
-    mappings: list[RequestMapping] = []
+    mappings: list[ContainerExtendedResourceRequest] = []
     for resource in sorted(resources):
         device_class = mapping.get(resource)
         if device_class is None:
             continue
         per_container: list[dict[str, Any] | None] = [None] * len(containers)
-        long_mappings: list[RequestMapping] = []
+        long_mappings: list[ContainerExtendedResourceRequest] = []
         for i in long_lived:
             request, found = _container_request(i, containers[i], resource, device_class, [])
             per_container[i] = request
             long_mappings.extend(found)
         largest: dict[str, Any] | None = None
         short_names: set[str] = set()
-        short_mappings: list[RequestMapping] = []
+        short_mappings: list[ContainerExtendedResourceRequest] = []
         for i in short:
             request, found = _container_request(
                 i, containers[i], resource, device_class, per_container[i:]
@@ -200,7 +196,9 @@ def requests_and_mappings(
             short_mappings.extend(found)
         if largest is not None and len(short_names) > 1:
             short_mappings = [
-                dataclasses.replace(m, request=largest["name"]) if m.request in short_names else m
+                m.model_copy(update={"request_name": largest["name"]})
+                if m.request_name in short_names
+                else m
                 for m in short_mappings
             ]
         if largest is not None:
@@ -218,24 +216,24 @@ def _container_request(
     resource: str,
     device_class: str,
     reusable: Sequence[dict[str, Any] | None],
-) -> tuple[dict[str, Any] | None, list[RequestMapping]]:
+) -> tuple[dict[str, Any] | None, list[ContainerExtendedResourceRequest]]:
     """One container's request for ``resource`` (None: it needs none of its own)."""
     wanted = _container_requests(container).get(resource, 0)
     if wanted <= 0:
         return None, []
     name = container.name or ""
-    mappings: list[RequestMapping] = []
+    mappings: list[ContainerExtendedResourceRequest] = []
     covered = 0
     for request in reusable:
         if request is None:
             continue
         covered += request["exactly"]["count"]
-        mappings.append(RequestMapping(name, resource, request["name"]))
+        mappings.append(_mapping(name, resource, request["name"]))
         if covered >= wanted:
             return None, mappings
     position = _request_names(container).index(resource)
     request_name = f"container-{index}-request-{position}"
-    mappings.append(RequestMapping(name, resource, request_name))
+    mappings.append(_mapping(name, resource, request_name))
     return _device_request(request_name, device_class, wanted - covered), mappings
 
 

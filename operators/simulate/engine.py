@@ -39,7 +39,7 @@ from operators.allocator.allocator import Policy
 from operators.allocator.explain import ClaimBreakdown
 from operators.allocator.selectors import CelSelectorEngine
 from operators.api.claim_status import edited_status
-from operators.api.core import Node, Pod
+from operators.api.core import ContainerExtendedResourceRequest, Node, Pod
 from operators.api.features import resolve
 from operators.api.keys import ObjectKey
 from operators.api.names import TERMINAL_PHASES
@@ -61,7 +61,6 @@ from operators.scheduling.decision import Deallocate, Preempt, decide
 from operators.scheduling.extended import (
     IN_MEMORY_NAME,
     ExtendedResources,
-    RequestMapping,
     class_mapping,
     extended_resources,
     find_special_claim,
@@ -109,7 +108,7 @@ class ExtendedAnswer:
     claim: str
     generate_name: str
     created: bool
-    mappings: tuple[RequestMapping, ...]
+    mappings: tuple[ContainerExtendedResourceRequest, ...]
 
 
 @dataclasses.dataclass

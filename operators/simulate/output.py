@@ -126,7 +126,9 @@ def table(answer: Answer) -> str:
         made = "reused" if e.created else f"created at binding, generateName {e.generate_name}"
         lines.append(f"EXTENDED {e.claim} ({made})")
         for m in e.mappings:
-            lines.append(f"  container {m.container}: {m.resource} -> request {m.request}")
+            lines.append(
+                f"  container {m.container_name}: {m.resource_name} -> request {m.request_name}"
+            )
     for reason in answer.reasons:
         lines.append(f"REASON   {reason}")
     if answer.nodes:

@@ -90,7 +90,7 @@ def test_each_long_lived_container_gets_its_own_request() -> None:
         ("container-0-request-1", 1),
         ("container-2-request-1", 2),
     ]
-    assert [(m.container, m.request) for m in mappings] == [
+    assert [(m.container_name, m.request_name) for m in mappings] == [
         ("a", "container-0-request-1"),
         ("c", "container-2-request-1"),
     ]
@@ -108,7 +108,7 @@ def test_init_containers_reuse_later_requests_and_share_the_largest_of_their_own
         ("container-2-request-1", 1),
         ("container-3-request-1", 1),
     ]
-    assert sorted((m.container, m.request) for m in mappings) == [
+    assert sorted((m.container_name, m.request_name) for m in mappings) == [
         ("i0", "container-0-request-1"),
         ("i0", "container-2-request-1"),
         ("i0", "container-3-request-1"),
