@@ -25,7 +25,13 @@ from operators.allocator.nodes import selector_matches
 from operators.api.core import Node, Pod
 from operators.api.limits import ResourceClaimReservedForMaxSize
 from operators.api.resource import AllocationResult, ResourceClaim
-from operators.scheduling.extended import ExtendedClaim, ExtendedResources
+from operators.scheduling.extended import (
+    ExtendedClaim,
+    ExtendedResources,
+    delegated,
+    makes_claim,
+    new_claim,
+)
 from operators.scheduling.nodes import NodeUsage, node_failure, pod_requests
 from operators.scheduling.score import NodeOrder, Score, ScoreKey, ScorePolicy
 
@@ -150,8 +156,7 @@ def run_cycle(
     Such a pod's claims differ by node: nothing is skipped as known unsatisfiable.
     """
     requests = pod_requests(pod)
-    generates = extended is not None and extended.existing is None
-    if generates:
+    if makes_claim(extended):
         known_unsatisfiable = None
     to_allocate = [c for c in claims if not c.is_allocated]
     allocated = [c for c in claims if c.is_allocated]
@@ -178,8 +183,7 @@ def run_cycle(
     unavailable: dict[str, None] = {}  # ordered set
 
     def node_reason(node: Node, node_usage: NodeUsage) -> str | None:
-        delegated = extended.delegated(node) if extended is not None else ()
-        reason = node_failure(pod, node, requests, node_usage, delegated)
+        reason = node_failure(pod, node, requests, node_usage, delegated(extended, node))
         if reason is not None:
             return reason
         claim = unavailable_claim(allocated, node)
@@ -224,7 +228,7 @@ def run_cycle(
             failures[name] = reason
             continue
         results: dict[str, AllocationResult] = {}
-        node_claim = extended.for_node(node) if generates and extended is not None else None
+        node_claim = new_claim(extended, node)
         here = [*to_allocate, node_claim.claim] if node_claim is not None else to_allocate
         if here:
             assert allocator is not None

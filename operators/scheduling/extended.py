@@ -280,6 +280,24 @@ class ExtendedResources:
         return ExtendedClaim(special_claim(self.pod, requests), tuple(mappings))
 
 
+def makes_claim(extended: ExtendedResources | None) -> bool:
+    """This attempt allocates a new special claim (the pod asks for backed resources and no
+    claim of an earlier attempt is used): the scheduler, preemption and simulate agree."""
+    return extended is not None and extended.existing is None
+
+
+def new_claim(extended: ExtendedResources | None, node: Node) -> ExtendedClaim | None:
+    """The new special claim to allocate on ``node`` with the pod's claims, if any."""
+    if extended is None or extended.existing is not None:
+        return None
+    return extended.for_node(node)
+
+
+def delegated(extended: ExtendedResources | None, node: Node) -> list[str]:
+    """The pod's resources that DRA serves on ``node`` (NodeResourcesFit leaves them)."""
+    return extended.delegated(node) if extended is not None else []
+
+
 def special_claim(pod: Pod, requests: list[dict[str, Any]]) -> ResourceClaim:
     """The special claim, in memory (named ``IN_MEMORY_NAME`` until it is created)."""
     name = pod.metadata.name or ""

@@ -51,7 +51,7 @@ from operators.api.resource import AllocationResult, ResourceClaim
 from operators.api.timestamps import parse_time
 from operators.scheduling.binding_conditions import allocated_node
 from operators.scheduling.cycle import unavailable_claim
-from operators.scheduling.extended import ExtendedResources
+from operators.scheduling.extended import ExtendedResources, delegated, new_claim
 from operators.scheduling.nodes import NodeUsage, node_failure, pod_requests
 from operators.scheduling.score import subrequest_rank
 
@@ -315,7 +315,8 @@ class _Search:
         """A filter no eviction changes: readiness, cordon, taints, affinity, an allocated
         claim of the pod that cannot be used there."""
         free = NodeUsage()  # resources are what evictions change; judged separately
-        if node_failure(self.pod, node, self.requests, free, self._delegated(node)) is not None:
+        dra = delegated(self.extended, node)
+        if node_failure(self.pod, node, self.requests, free, dra) is not None:
             return True
         return unavailable_claim(self.allocated, node) is not None
 
@@ -384,16 +385,12 @@ class _Search:
                 for resource, value in self._requests(p).items():
                     requests[resource] = requests.get(resource, Decimal(0)) - value
         usage = NodeUsage(requests, before.pods - gone)
-        return node_failure(self.pod, node, self.requests, usage, self._delegated(node)) is None
-
-    def _delegated(self, node: Node) -> list[str]:
-        return self.extended.delegated(node) if self.extended is not None else []
+        failure = node_failure(self.pod, node, self.requests, usage, delegated(self.extended, node))
+        return failure is None
 
     def claims_on(self, node: Node) -> list[ResourceClaim]:
         """The claims to allocate on ``node``: the pod's, and its special claim there."""
-        if self.extended is None or self.extended.existing is not None:
-            return self.to_allocate
-        node_claim = self.extended.for_node(node)
+        node_claim = new_claim(self.extended, node)
         return self.to_allocate if node_claim is None else [*self.to_allocate, node_claim.claim]
 
     def _requests(self, p: RunningPod) -> Mapping[str, Decimal]:

@@ -64,6 +64,8 @@ from operators.scheduling.extended import (
     class_mapping,
     extended_resources,
     find_special_claim,
+    makes_claim,
+    new_claim,
 )
 from operators.scheduling.nodes import NodeUsage, UsageTracker, pod_requests
 from operators.scheduling.preemption import AlternativesPolicy, RunningPod
@@ -250,7 +252,6 @@ def pod_answer(
         claims.append(extended.existing)  # reused, as the scheduler does
     if stale is not None:
         released.add(stale.key)  # deleted by the scheduler: its devices are free
-    generates = extended is not None and extended.existing is None
     if extended is not None:
         backed = ", ".join(f"{r} (DeviceClass {c})" for r, c in sorted(extended.backed.items()))
         special = extended.existing.key if extended.existing is not None else _shown_name(pod)
@@ -283,7 +284,7 @@ def pod_answer(
     for _ in range(len(claims) + 1):
         allocator = (
             _allocator(snapshot, options, released)
-            if generates or any(not c.is_allocated for c in claims)
+            if makes_claim(extended) or any(not c.is_allocated for c in claims)
             else None
         )
         result = run_cycle(
@@ -333,7 +334,7 @@ def pod_answer(
         for name, node_answer in answer.nodes.items():
             if node_answer.outcome == "unsatisfiable" or node_answer.chosen:
                 node = snapshot.nodes[name]
-                node_claim = extended.for_node(node) if generates and extended else None
+                node_claim = new_claim(extended, node)
                 here = [*unallocated, node_claim.claim] if node_claim else unallocated
                 node_answer.explanation = [
                     dataclasses.replace(b, claim=_renamed(b.claim, pod))
@@ -419,8 +420,7 @@ def _preemption(
         usage=usage,
         on_node=lower,
         allocator=_allocator(snapshot, options, released)
-        if (extended is not None and extended.existing is None)
-        or any(not c.is_allocated for c in claims)
+        if makes_claim(extended) or any(not c.is_allocated for c in claims)
         else None,
         budgets=[preemption.Budget.of(b) for b in snapshot.budgets.values()],
         now=now,

@@ -71,7 +71,12 @@ from operators.scheduling.decision import (
     Unschedulable,
     decide,
 )
-from operators.scheduling.extended import ExtendedResources, extended_resources, final_name
+from operators.scheduling.extended import (
+    ExtendedResources,
+    extended_resources,
+    final_name,
+    makes_claim,
+)
 from operators.scheduling.nodes import pod_requests
 
 log = structlog.get_logger(__name__)
@@ -233,8 +238,7 @@ class Scheduler(Controller[SchedulerSettings]):
             tenant_slice=self.settings.tenant_slice,
             others_waiting=lambda: self.queue.others_waiting(key),
         )
-        generates = extended is not None and extended.existing is None
-        allocating = generates or any(not c.is_allocated for c in claims)
+        allocating = makes_claim(extended) or any(not c.is_allocated for c in claims)
         allocator = self.allocator(state, budget.spent, timed=True) if allocating else None
         specs = (
             "|".join(

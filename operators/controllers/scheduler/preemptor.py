@@ -33,7 +33,7 @@ from operators.runtime.errors import NotLeaderError
 from operators.runtime.queue import WorkQueue
 from operators.scheduling import preemption
 from operators.scheduling.binding_conditions import allocated_node
-from operators.scheduling.extended import ExtendedResources
+from operators.scheduling.extended import ExtendedResources, makes_claim
 from operators.scheduling.nodes import NodeUsage
 from operators.scheduling.preemption import Nomination, PodPriority, RunningPod
 
@@ -62,8 +62,7 @@ class Attempt:
     @property
     def allocating(self) -> bool:
         """A claim to allocate: one of the pod's, or a new special claim (KEP-5004)."""
-        generates = self.extended is not None and self.extended.existing is None
-        return generates or any(not c.is_allocated for c in self.claims)
+        return makes_claim(self.extended) or any(not c.is_allocated for c in self.claims)
 
 
 class Scheduler(SchedulerIO, Protocol):
