@@ -35,7 +35,7 @@ from tests.integration.helpers import (
     start_scheduler,
     unique,
 )
-from tests.integration.test_preemption import act_as_kubelet, priority_classes
+from tests.integration.test_preemption import act_as_kubelet, message_of, priority_classes
 
 pytestmark = pytest.mark.integration
 
@@ -190,10 +190,9 @@ async def test_a_node_with_a_device_plugin_serves_the_resource_from_its_allocata
     # The node's allocatable is used up: a third one does not fit there (NodeResourcesFit).
     await kube.create(asking("more", namespace, {resource(driver): "1"}, node=plugin_node))
 
-    async def insufficient() -> str | None:
-        message = ((await pod_condition(kube, namespace, "more")) or {}).get("message") or ""
-        return message if f"Insufficient {resource(driver)}" in message else None
-
+    insufficient = functools.partial(
+        message_of, kube, namespace, "more", f"Insufficient {resource(driver)}"
+    )
     await eventually(insufficient, what="more unschedulable for want of the resource")
     assert await special_claims(kube, namespace) == []
 
@@ -208,11 +207,9 @@ async def test_with_the_gate_off_the_resource_is_only_what_nodes_advertise(
     async with running_operator(registry, "scheduler"):
         await kube.create(asking("plain", namespace, {resource(driver): "1"}))
 
-        async def insufficient() -> str | None:
-            condition = (await pod_condition(kube, namespace, "plain")) or {}
-            message = condition.get("message") or ""
-            return message if f"Insufficient {resource(driver)}" in message else None
-
+        insufficient = functools.partial(
+            message_of, kube, namespace, "plain", f"Insufficient {resource(driver)}"
+        )
         await eventually(insufficient, what="plain unschedulable: the gate is off")
     assert await special_claims(kube, namespace) == []
     assert not await bound_node(kube, namespace, "plain")
