@@ -74,21 +74,20 @@ def class_mapping(classes: Iterable[DeviceClass]) -> dict[str, str]:
 
 
 def _container_requests(container: Container) -> dict[str, int]:
-    """A container's requests of extended resources (whole numbers, by API validation)."""
-    resources = container.resources
-    if resources is None:
+    """A container's requests of extended resources (whole numbers, by API validation; the
+    API server has defaulted them from the limits, as ``simulate`` does for its files)."""
+    if container.resources is None:
         return {}
-    wanted = dict(resources.limits)
-    wanted.update(resources.requests)  # requests default to limits for extended resources
-    return {name: int(q.value) for name, q in wanted.items() if is_dra_extended_resource_name(name)}
+    return {
+        name: int(q.value)
+        for name, q in container.resources.requests.items()
+        if is_dra_extended_resource_name(name)
+    }
 
 
 def _request_names(container: Container) -> list[str]:
     """The container's request names, sorted: a resource's index names its device request."""
-    resources = container.resources
-    if resources is None:
-        return []
-    return sorted({*resources.requests, *resources.limits})
+    return sorted(container.resources.requests) if container.resources is not None else []
 
 
 def is_special_claim(claim: ResourceClaim, pod: Pod) -> bool:
