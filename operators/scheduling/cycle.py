@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from collections.abc import Mapping, MutableMapping, Sequence
+from decimal import Decimal
 
 from operators.allocator import (
     AllocatedState,
@@ -155,165 +156,251 @@ def run_cycle(
     with the pod's claims (one of the pod's own from an earlier attempt is used as it is).
     Such a pod's claims differ by node: nothing is skipped as known unsatisfiable.
     """
-    requests = pod_requests(pod)
-    if makes_claim(extended):
-        known_unsatisfiable = None
-    to_allocate = [c for c in claims if not c.is_allocated]
-    allocated = [c for c in claims if c.is_allocated]
-    failures: dict[str, str] = {}
-    details: dict[str, str] = {}
-    fits: list[NodeFit] = []
-    # By node: the outcome, and its claims' keys to this pod's (an outcome known from another
-    # pod's claims of the same specs explains this pod's claims, not that pod's).
-    unsatisfiable: list[tuple[str, Outcome, Mapping[str, str]]] = []
-    skipped: list[Node] = []
-    keys = tuple(c.key for c in to_allocate)
-    for claim in allocated:
-        if not claim.is_reserved_for(pod.metadata.uid or "") and (
-            len(claim.status.reserved_for) >= ResourceClaimReservedForMaxSize
-        ):
-            return CycleResult(
-                (),
-                {},
-                {},
-                f"resourceclaim {claim.key} is reserved by the "
-                f"maximum of {ResourceClaimReservedForMaxSize} consumers",
-            )
+    cycle = _Cycle(
+        pod,
+        claims,
+        usage,
+        allocator,
+        policy,
+        None if makes_claim(extended) else known_unsatisfiable,
+        explain_all,
+        extended,
+    )
+    error = cycle.too_many_consumers()
+    if error is not None:
+        return CycleResult((), {}, {}, error)
+    try:
+        cycle.visit(
+            *_visit_order(nodes, usage, cycle.requests, policy, best_only, nominated, node_order),
+            best_only=best_only,
+            nominated=nominated,
+        )
+        if cycle.fits:
+            cycle.skipped_fit_elsewhere()
+        else:
+            cycle.explain_skipped()
+    except InvalidInputError as e:
+        return CycleResult((), {}, {}, str(e))
+    return cycle.result()
 
-    unavailable: dict[str, None] = {}  # ordered set
 
-    def node_reason(node: Node, node_usage: NodeUsage) -> str | None:
-        reason = node_failure(pod, node, requests, node_usage, delegated(extended, node))
-        if reason is not None:
-            return reason
-        claim = unavailable_claim(allocated, node)
-        if claim is None:
-            return None
-        unavailable[claim.key] = None
-        return f"node(s) didn't match allocated claim {claim.key}'s node selector"
-
-    bounds: Sequence[ScoreKey] = ()  # best_only: each visited node's bound, in visit order
+def _visit_order(
+    nodes: Sequence[Node],
+    usage: Mapping[str, NodeUsage],
+    requests: Mapping[str, Decimal],
+    policy: ScorePolicy,
+    best_only: bool,
+    nominated: str | None,
+    node_order: NodeOrder | None,
+) -> tuple[Sequence[Node], Sequence[ScoreKey]]:
+    """The nodes in the order a cycle visits them, with each one's score bound when
+    ``best_only`` (else by name); the nominated node first, the others in the same order."""
+    bounds: Sequence[ScoreKey] = ()
     order: Sequence[Node]
     if best_only:
         bounds, order = (node_order or NodeOrder()).ranked(nodes, usage, requests, policy)
     else:
         order = sorted(nodes, key=_node_name)
-    if nominated:  # visited first, the others in the same order
+    if nominated:
         at = next((i for i, n in enumerate(order) if n.metadata.name == nominated), None)
         if at is not None:
             order = [order[at], *order[:at], *order[at + 1 :]]
             if best_only:
                 bounds = [bounds[at], *bounds[:at], *bounds[at + 1 :]]
-    timed_out = False
-    for position, node in enumerate(order):
-        name = node.metadata.name or ""
-        if (
-            best_only
-            and fits
-            and (
-                name == nominated
-                or fits[0].node == nominated
-                or fits[0].score.key() <= bounds[position]
-            )
-        ):
-            break
-        if to_allocate and known_unsatisfiable is not None and name in known_unsatisfiable:
-            # Cannot fit whatever the node filters say; they run below if the pod ends up
-            # unschedulable and its explanation needs them. Full nodes cost a set lookup.
-            skipped.append(node)
-            continue
-        node_usage = usage.get(name, NodeUsage())
-        reason = node_reason(node, node_usage)
+    return order, bounds
+
+
+class _Cycle:
+    """One cycle's state as it visits the nodes: the fits, the reasons, and the nodes known
+    not to fit that were skipped (explained only if nothing fits)."""
+
+    def __init__(
+        self,
+        pod: Pod,
+        claims: Sequence[ResourceClaim],
+        usage: Mapping[str, NodeUsage],
+        allocator: Allocator | None,
+        policy: ScorePolicy,
+        known_unsatisfiable: MutableMapping[str, KnownOutcome] | None,
+        explain_all: bool,
+        extended: ExtendedResources | None,
+    ) -> None:
+        self.pod = pod
+        self.requests = pod_requests(pod)
+        self.usage = usage
+        self.allocator = allocator
+        self.policy = policy
+        self.known = known_unsatisfiable
+        self.explain_all = explain_all
+        self.extended = extended
+        self.to_allocate = [c for c in claims if not c.is_allocated]
+        self.allocated = [c for c in claims if c.is_allocated]
+        self.keys = tuple(c.key for c in self.to_allocate)
+        self.failures: dict[str, str] = {}
+        self.details: dict[str, str] = {}
+        self.fits: list[NodeFit] = []
+        # By node: the outcome, and its claims' keys to this pod's (an outcome known from
+        # another pod's claims of the same specs explains this pod's claims, not that pod's).
+        self.unsatisfiable: list[tuple[str, Outcome, Mapping[str, str]]] = []
+        self.skipped: list[Node] = []
+        self.unavailable: dict[str, None] = {}  # ordered set
+        self.timed_out = False
+
+    def too_many_consumers(self) -> str | None:
+        """An allocated claim of the pod's that no further consumer may reserve."""
+        for claim in self.allocated:
+            if not claim.is_reserved_for(self.pod.metadata.uid or "") and (
+                len(claim.status.reserved_for) >= ResourceClaimReservedForMaxSize
+            ):
+                return (
+                    f"resourceclaim {claim.key} is reserved by the "
+                    f"maximum of {ResourceClaimReservedForMaxSize} consumers"
+                )
+        return None
+
+    def node_reason(self, node: Node) -> str | None:
+        """The node filters before DynamicResources, then the allocated claims' selectors."""
+        node_usage = self.usage.get(node.metadata.name or "", NodeUsage())
+        reason = node_failure(
+            self.pod, node, self.requests, node_usage, delegated(self.extended, node)
+        )
         if reason is not None:
-            failures[name] = reason
-            continue
-        results: dict[str, AllocationResult] = {}
-        node_claim = new_claim(extended, node)
-        here = [*to_allocate, node_claim.claim] if node_claim is not None else to_allocate
-        if here:
-            assert allocator is not None
+            return reason
+        claim = unavailable_claim(self.allocated, node)
+        if claim is None:
+            return None
+        self.unavailable[claim.key] = None
+        return f"node(s) didn't match allocated claim {claim.key}'s node selector"
+
+    def visit(
+        self,
+        order: Sequence[Node],
+        bounds: Sequence[ScoreKey],
+        *,
+        best_only: bool,
+        nominated: str | None,
+    ) -> None:
+        """Each node in turn, until a fit beats every bound left (``best_only``)."""
+        for position, node in enumerate(order):
+            name = node.metadata.name or ""
+            if (
+                best_only
+                and self.fits
+                and (
+                    name == nominated
+                    or self.fits[0].node == nominated
+                    or self.fits[0].score.key() <= bounds[position]
+                )
+            ):
+                break
+            if self.to_allocate and self.known is not None and name in self.known:
+                # Cannot fit whatever the node filters say; they run below if the pod ends up
+                # unschedulable and its explanation needs them. Full nodes cost a set lookup.
+                self.skipped.append(node)
+                continue
             try:
-                outcome = allocator.allocate(node, here)
-            except InvalidInputError as e:
-                return CycleResult((), {}, {}, str(e))
+                fitted = self.try_node(node)
             except OutOfTimeError as e:
                 # Upstream's per-node verdict; nodes not visited yet are not decided either.
-                timed_out = True
+                self.timed_out = True
                 for undecided in order[position:]:
-                    failures.setdefault(undecided.metadata.name or "", e.message)
+                    self.failures.setdefault(undecided.metadata.name or "", e.message)
                 break
+            if best_only and fitted:
+                self.fits.sort(key=lambda f: (f.node != nominated, f.score))
+        self.fits.sort(key=lambda f: f.score)
+
+    def try_node(self, node: Node) -> bool:
+        """Filter: the node's filters, then the pod's claims (and its special claim for
+        extended resources, if the node needs one) allocated there, scored if they fit."""
+        name = node.metadata.name or ""
+        reason = self.node_reason(node)
+        if reason is not None:
+            self.failures[name] = reason
+            return False
+        results: dict[str, AllocationResult] = {}
+        node_claim = new_claim(self.extended, node)
+        here = [*self.to_allocate, node_claim.claim] if node_claim is not None else self.to_allocate
+        if here:
+            assert self.allocator is not None
+            outcome = self.allocator.allocate(node, here)
             if outcome.status is Status.ERROR:
-                key = f"node(s) had errors in their resource pools: {outcome.error}"
-                failures[name] = key
-                continue
+                self.failures[name] = f"node(s) had errors in their resource pools: {outcome.error}"
+                return False
             if outcome.status is Status.UNSATISFIABLE:
-                unsatisfiable.append((name, outcome, {}))
-                if known_unsatisfiable is not None:
-                    known_unsatisfiable[name] = (allocator.allocated, outcome, keys)
-                continue
+                self.unsatisfiable.append((name, outcome, {}))
+                if self.known is not None:
+                    self.known[name] = (self.allocator.allocated, outcome, self.keys)
+                return False
             results = dict(zip((c.key for c in here), outcome.results, strict=True))
-        score = Score.of(node, node_usage, requests, here, results, policy)
-        fits.append(NodeFit(name, results, score, node_claim))
-        if best_only:
-            fits.sort(key=lambda f: (f.node != nominated, f.score))
-    fits.sort(key=lambda f: f.score)
-    if not fits:
-        # Explained as kube-scheduler would: the node filters come before DynamicResources.
-        for node in skipped:
+        node_usage = self.usage.get(name, NodeUsage())
+        score = Score.of(node, node_usage, self.requests, here, results, self.policy)
+        self.fits.append(NodeFit(name, results, score, node_claim))
+        return True
+
+    def skipped_fit_elsewhere(self) -> None:
+        for node in self.skipped:  # a fit exists: no explanation needed
+            self.failures.setdefault(node.metadata.name or "", "cannot allocate all claims")
+
+    def explain_skipped(self) -> None:
+        """Nothing fits: the skipped nodes explained as kube-scheduler would (the node filters
+        come before DynamicResources), each by its own outcome, recomputed if devices were
+        taken since it was known."""
+        for node in self.skipped:
             name = node.metadata.name or ""
-            reason = node_reason(node, usage.get(name, NodeUsage()))
+            reason = self.node_reason(node)
             if reason is not None:
-                failures[name] = reason
+                self.failures[name] = reason
                 continue
-            assert allocator is not None
-            assert known_unsatisfiable is not None
-            basis, outcome, computed_for = known_unsatisfiable[name]
-            if basis is not allocator.allocated and not timed_out:
+            assert self.allocator is not None
+            assert self.known is not None
+            basis, outcome, computed_for = self.known[name]
+            if basis is not self.allocator.allocated and not self.timed_out:
                 try:  # devices were taken since: explain it as it is now
-                    outcome = allocator.allocate(node, to_allocate)
-                except InvalidInputError as e:  # a class or selector changed since
-                    return CycleResult((), {}, {}, str(e))
+                    outcome = self.allocator.allocate(node, self.to_allocate)
                 except OutOfTimeError as e:
-                    timed_out = True
-                    failures[name] = e.message
+                    self.timed_out = True
+                    self.failures[name] = e.message
                     continue
-                known_unsatisfiable[name] = (allocator.allocated, outcome, keys)
-                computed_for = keys
+                self.known[name] = (self.allocator.allocated, outcome, self.keys)
+                computed_for = self.keys
             if outcome.status is Status.ERROR:
-                failures[name] = f"node(s) had errors in their resource pools: {outcome.error}"
+                self.failures[name] = f"node(s) had errors in their resource pools: {outcome.error}"
             else:
-                unsatisfiable.append((name, outcome, dict(zip(computed_for, keys, strict=True))))
-    else:
-        for node in skipped:  # a fit exists: no explanation needed
-            failures.setdefault(node.metadata.name or "", "cannot allocate all claims")
-    # One detail per grouped reason: that of the first node by name, whatever the visit order.
-    unsatisfiable.sort(key=lambda item: item[0])
-    explanations: dict[str, str] = {}
-    for name, outcome, renamed in unsatisfiable:
-        # Explanations cost a pass over every device: only an unschedulable pod needs them.
-        try:
-            first = outcome.reasons[0] if (explain_all or not fits) and outcome.reasons else None
-        except OutOfTimeError:
-            timed_out, first = True, None
-        where = (
-            f"cannot allocate claim {renamed.get(first.claim, first.claim)}"
-            + (f", request {first.request}" if first.request else "")
-            if first is not None
-            else "cannot allocate all claims"
+                renamed = dict(zip(computed_for, self.keys, strict=True))
+                self.unsatisfiable.append((name, outcome, renamed))
+
+    def result(self) -> CycleResult:
+        """The fits, and the reasons: one detail per grouped reason, that of the first node
+        by name, whatever the visit order."""
+        self.unsatisfiable.sort(key=lambda item: item[0])
+        explanations: dict[str, str] = {}
+        for name, outcome, renamed in self.unsatisfiable:
+            # Explanations cost a pass over every device: only an unschedulable pod needs them.
+            wanted = self.explain_all or not self.fits
+            try:
+                first = outcome.reasons[0] if wanted and outcome.reasons else None
+            except OutOfTimeError:
+                self.timed_out, first = True, None
+            where = (
+                f"cannot allocate claim {renamed.get(first.claim, first.claim)}"
+                + (f", request {first.request}" if first.request else "")
+                if first is not None
+                else "cannot allocate all claims"
+            )
+            self.failures.setdefault(name, where)
+            if first is not None:
+                self.details.setdefault(where, first.message)
+                if self.explain_all:
+                    explanations[name] = first.message
+        return CycleResult(
+            tuple(self.fits),
+            self.failures,
+            self.details,
+            unavailable=tuple(self.unavailable),
+            timed_out=self.timed_out,
+            explanations=explanations,
         )
-        failures.setdefault(name, where)
-        if first is not None:
-            details.setdefault(where, first.message)
-            if explain_all:
-                explanations[name] = first.message
-    return CycleResult(
-        tuple(fits),
-        failures,
-        details,
-        unavailable=tuple(unavailable),
-        timed_out=timed_out,
-        explanations=explanations,
-    )
 
 
 def unavailable_claim(claims: Sequence[ResourceClaim], node: Node) -> ResourceClaim | None:

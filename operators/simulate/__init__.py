@@ -23,6 +23,7 @@ from operators.api.features import KUBERNETES_RELEASE, feature_gates_argument
 from operators.api.keys import ObjectKey
 from operators.kube.api import ApiError, KubeAPI, NotFoundError
 from operators.kube.client import make_api_client
+from operators.scheduling.attempt import DEFAULT_FILTER_TIMEOUT
 from operators.simulate import engine, output
 from operators.simulate.snapshot import KINDS, Document, InputError, Source, documents_from
 from operators.simulate.validate import build
@@ -56,6 +57,26 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    _input_arguments(p)
+    _scheduler_arguments(p)
+    p.add_argument(
+        "--explain",
+        action="store_true",
+        help="per request, which classes, selectors and checks eliminated which devices",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        choices=["json", "yaml", "table"],
+        default="json",
+        help="json and yaml keep one contract (outcome, error, node, allocations, reasons, "
+        "nodes, notes); table is for people",
+    )
+    return p
+
+
+def _input_arguments(p: argparse.ArgumentParser) -> None:
+    """Where the snapshot comes from, and what to simulate in it."""
     p.add_argument(
         "-f",
         "--filename",
@@ -88,6 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--claim", action="append", default=[], metavar="NS/NAME", help="a claim for --node"
     )
+
+
+def _scheduler_arguments(p: argparse.ArgumentParser) -> None:
+    """The scheduler's flags that change its answer (``kopf-dra run scheduler``'s)."""
     p.add_argument(
         "--score-policy",
         choices=["least-allocated", "most-allocated"],
@@ -128,19 +153,14 @@ def build_parser() -> argparse.ArgumentParser:
         "beats a higher-ranked one that needs it",
     )
     p.add_argument(
-        "--explain",
-        action="store_true",
-        help="per request, which classes, selectors and checks eliminated which devices",
+        "--filter-timeout",
+        type=float,
+        default=DEFAULT_FILTER_TIMEOUT,
+        metavar="SECONDS",
+        help="as the scheduler's flag: seconds the pod's device allocation may take (with "
+        "DRASchedulerFilterTimeout on); past it the answer says so, as the scheduler's "
+        "message does; 0: none",
     )
-    p.add_argument(
-        "-o",
-        "--output",
-        choices=["json", "yaml", "table"],
-        default="json",
-        help="json and yaml keep one contract (outcome, error, node, allocations, reasons, "
-        "nodes, notes); table is for people",
-    )
-    return p
 
 
 async def cluster_documents(kubeconfig: str | None) -> list[Document]:
@@ -194,6 +214,7 @@ def run(args: argparse.Namespace, now: datetime.datetime) -> engine.Answer | Non
         feature_gates=args.feature_gates,
         preemption=args.preemption,
         preemption_alternatives=args.preemption_alternatives,
+        filter_timeout=args.filter_timeout,
     )
     if args.pod is not None:
         if args.claim:

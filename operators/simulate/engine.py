@@ -1,15 +1,17 @@
 """The scheduler's answer for one pod, from a snapshot: its own code, not a copy of it.
 
-``pod_answer`` does what ``Scheduler.schedule`` does, with nothing written: the pod's claims
-through ``resolve_claims`` (a claim not yet generated from its template is generated in memory,
-as the claim-template controller would), the binding conditions of claims already allocated
-for it, node usage from the bound pods, the allocator over every allocated claim,
-``run_cycle`` with the same policies, the nominated node preferred, upstream's PostFilter
-(a claim no node can use, held by nobody else, is deallocated and the pod tried again), and
-then preemption (``scheduling.preemption``): which pods would be evicted from which node, and
-what their eviction frees, without evicting anybody. A pod held by scheduling gates is
-answered as if they were lifted. ``node_answer`` answers the
-narrower question "do these claims fit on this node together".
+``pod_answer`` does what ``Scheduler.schedule`` does, with nothing written: the attempt
+prepared by ``scheduling.attempt.prepare`` (a claim not yet generated from its template is
+generated in memory first, as the claim-template controller would; what the scheduler would
+write before trying again, a stale special claim deleted or failed binding conditions undone,
+is applied in memory and the pod prepared again), node usage from the bound pods, the
+allocator over every allocated claim, ``run_cycle`` with the same policies and the same filter
+timeout, the nominated node preferred, upstream's PostFilter (a claim no node can use, held
+by nobody else, is deallocated and the pod tried again), and then preemption
+(``scheduling.preemption``): which pods would be evicted from which node, and what their
+eviction frees, without evicting anybody. A pod held by scheduling gates is answered as if
+they were lifted. ``node_answer`` answers the narrower question "do these claims fit on this
+node together".
 
 Extended resources backed by DRA (KEP-5004, gate DRAExtendedResource): a container's
 ``example.com/gpu: 1`` that a DeviceClass backs is allocated as the scheduler's special claim
@@ -23,7 +25,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import Literal
 
 from operators.allocator import (
@@ -45,26 +48,31 @@ from operators.api.keys import ObjectKey
 from operators.api.names import TERMINAL_PHASES
 from operators.api.resource import AllocationResult, ResourceClaim
 from operators.api.templates import claim_from_template
-from operators.api.timestamps import age
 from operators.cel import CELEnvironment
 from operators.scheduling import preemption
-from operators.scheduling.binding_conditions import ConditionsState, binding_verdict
+from operators.scheduling.attempt import (
+    DEFAULT_FILTER_TIMEOUT,
+    BindingFailed,
+    DropStaleClaim,
+    Ready,
+    SharedDevice,
+    Wait,
+    deadline,
+    prepare,
+)
 from operators.scheduling.cycle import (
-    ClaimsNotReady,
     CycleResult,
+    NodeFit,
     prefer_nominated,
-    resolve_claims,
     run_cycle,
     unschedulable_message,
 )
-from operators.scheduling.decision import Deallocate, Preempt, decide
+from operators.scheduling.decision import Deallocate, Decision, Preempt, decide
 from operators.scheduling.extended import (
     IN_MEMORY_NAME,
     ExtendedResources,
     class_mapping,
-    extended_resources,
     find_special_claim,
-    makes_claim,
     new_claim,
 )
 from operators.scheduling.nodes import NodeUsage, UsageTracker, pod_requests
@@ -88,6 +96,8 @@ class Options:
     feature_gates: Mapping[str, bool] = dataclasses.field(default_factory=dict)
     preemption: bool = True
     preemption_alternatives: AlternativesPolicy = "no-preemption-first"
+    #: Seconds the pod's allocation may take (DRASchedulerFilterTimeout on; 0: none).
+    filter_timeout: float = DEFAULT_FILTER_TIMEOUT
 
 
 @dataclasses.dataclass
@@ -137,7 +147,12 @@ class PreemptionAnswer:
     victims: list[tuple[str, int, tuple[str, ...]]] = dataclasses.field(default_factory=list)
 
 
-def _allocator(snapshot: Snapshot, options: Options, leave_out: set[str]) -> Allocator:
+def _allocator(
+    snapshot: Snapshot,
+    options: Options,
+    leave_out: set[str],
+    out_of_time: Callable[[], bool] | None = None,
+) -> Allocator:
     gates = resolve(options.feature_gates)
     features = Features.from_gates(gates)
     allocated = [c for c in snapshot.claims.values() if c.is_allocated and c.key not in leave_out]
@@ -151,7 +166,15 @@ def _allocator(snapshot: Snapshot, options: Options, leave_out: set[str]) -> All
         # As the scheduler: without DRADeviceTaintRules it watches none.
         taint_rules=list(snapshot.taint_rules.values()) if gates["DRADeviceTaintRules"] else [],
         policy=options.allocation_policy,
+        out_of_time=out_of_time,
     )
+
+
+def _out_of_time(options: Options, monotonic: Callable[[], float]) -> Callable[[], bool] | None:
+    """The scheduler's filter timeout, from now (None: the gate is off, or no limit)."""
+    if not resolve(options.feature_gates)["DRASchedulerFilterTimeout"]:
+        return None
+    return deadline(monotonic, options.filter_timeout)
 
 
 def _usage(snapshot: Snapshot, leave_out: ObjectKey) -> UsageTracker:
@@ -198,39 +221,20 @@ def _generated(
     return Pod.load(body), claims
 
 
-def _extended(
-    snapshot: Snapshot,
-    pod: Pod,
-    claims: Mapping[str, ResourceClaim],
-    options: Options,
-    notes: list[str],
-) -> tuple[ExtendedResources | None, ResourceClaim | None]:
-    """The scheduler's ``extended_of`` on the snapshot: what the pod asks of extended
-    resources that DeviceClasses back (None: the gate is off, or it asks for none), with its
-    special claim of an earlier attempt only when that can be reused; and the stale one the
-    scheduler would delete before trying again, if any."""
-    if not resolve(options.feature_gates)["DRAExtendedResource"]:
-        return None, None
-    mapping = class_mapping(snapshot.classes.values())
-    existing = find_special_claim(pod, claims.values())
-    extended = extended_resources(pod, mapping, pod_requests(pod), existing)
-    if extended is None or existing is None or extended.reusable:
-        return extended, None
-    notes.append(
-        f"claim {existing.key} for extended resources is not allocated and reserved for the "
-        "pod: the scheduler deletes it and tries again"
-    )
-    return dataclasses.replace(extended, existing=None), existing
-
-
 def _shown_name(pod: Pod) -> str:
     """The special claim's key before it exists: its generateName and a wildcard."""
     return f"{pod.metadata.namespace}/{pod.metadata.name}-extended-resources-*"
 
 
 def pod_answer(
-    snapshot: Snapshot, key: ObjectKey, options: Options, now: datetime.datetime
+    snapshot: Snapshot,
+    key: ObjectKey,
+    options: Options,
+    now: datetime.datetime,
+    monotonic: Callable[[], float] = time.monotonic,
 ) -> Answer:
+    """The scheduler's answer for the pod ``key`` of the snapshot; ``monotonic`` measures
+    the filter timeout, as the scheduler's clock does."""
     pod = snapshot.pods.get(key)
     if pod is None:
         raise InputError(f"pod {key} is not in the input")
@@ -241,106 +245,153 @@ def pod_answer(
         gates = ", ".join(g.name or "" for g in pod.spec.scheduling_gates)
         notes.append(f"scheduling gates ({gates}) ignored: the answer is for when they are lifted")
     pod, namespace_claims = _generated(snapshot, pod, notes)
-    resolved = resolve_claims(pod, namespace_claims)
-    if isinstance(resolved, ClaimsNotReady):
-        return Answer("waiting", error=resolved.reason, notes=notes)
-    claims = list(resolved)
-    uid = pod.metadata.uid or ""
-    released: set[str] = set()
-    extended, stale = _extended(snapshot, pod, namespace_claims, options, notes)
-    if extended is not None and extended.existing is not None:
-        claims.append(extended.existing)  # reused, as the scheduler does
-    if stale is not None:
-        released.add(stale.key)  # deleted by the scheduler: its devices are free
-    if extended is not None:
-        backed = ", ".join(f"{r} (DeviceClass {c})" for r, c in sorted(extended.backed.items()))
-        special = extended.existing.key if extended.existing is not None else _shown_name(pod)
-        notes.append(
-            f"extended resources backed by DRA: {backed}; on a node that does not advertise "
-            f"them the pod's special claim {special} serves them (reasons name it "
-            f"{pod.metadata.namespace}/{IN_MEMORY_NAME}, the scheduler's name before creation)"
-        )
-    for i, claim in enumerate(claims):
-        if not (claim.is_allocated and claim.is_reserved_for(uid)):
-            continue
-        allocation = claim.status.allocation
-        verdict = binding_verdict(
-            claim,
-            age(allocation.allocation_timestamp if allocation else None, now),
-            options.binding_timeout,
-        )
-        if verdict.state is ConditionsState.PENDING:
-            return Answer("waiting", error=verdict.message, notes=notes)
-        if verdict.state in (ConditionsState.FAILED, ConditionsState.TIMED_OUT):
-            claims[i] = _deallocated(claim)
-            released.add(claim.key)
-            notes.append(f"{verdict.message}: the scheduler deallocates it and tries again")
+    prepared, released = _prepare(snapshot, pod, namespace_claims, options, now, notes)
+    if not isinstance(prepared, Ready):
+        return Answer("waiting", error=prepared.reason, notes=notes)
+    if prepared.extended is not None:
+        notes.append(_extended_note(pod, prepared.extended))
     nodes = sorted(snapshot.nodes.values(), key=lambda n: n.metadata.name or "")
     usage = _usage(snapshot, key).usage
-    nominated = pod.status.nominated_node_name
+    filtered = _filter(snapshot, prepared, nodes, usage, options, released, notes, monotonic)
+    ready, result, fit, decision = filtered
+    answer = _answer(result, fit.node if fit is not None else None, ready.claims, nodes, notes)
+    if ready.extended is not None:
+        _show_extended(answer, pod, ready.extended, snapshot.nodes)
+    if isinstance(decision, Preempt):
+        answer.preemption = _preemption(
+            snapshot, ready, nodes, usage, options, released, now, decision.better_than, monotonic
+        )
+        if answer.outcome == "unsatisfiable":
+            answer.reasons = [
+                f"{r} preemption: {answer.preemption.message}" for r in answer.reasons
+            ]
+    if result.timed_out:
+        notes.append(
+            f"the allocation did not finish within the filter timeout ({options.filter_timeout:g}s,"
+            " --filter-timeout): the scheduler retries the pod with backoff"
+        )
+    if options.explain and ready.allocating:
+        _explain(snapshot, answer, ready, options, released)
+    return answer
+
+
+def _prepare(
+    snapshot: Snapshot,
+    pod: Pod,
+    claims: dict[str, ResourceClaim],
+    options: Options,
+    now: datetime.datetime,
+    notes: list[str],
+) -> tuple[Wait | SharedDevice | Ready, set[str]]:
+    """The scheduler's preparation of the attempt; what it would write before trying again
+    (a stale special claim deleted, failed binding conditions undone) is applied to
+    ``claims`` in memory, and the pod prepared again. Also the keys of the claims whose
+    devices that frees."""
+    released: set[str] = set()
+    gates = resolve(options.feature_gates)
+    classes = class_mapping(snapshot.classes.values()) if gates["DRAExtendedResource"] else None
+    for _ in range(len(claims) + 2):
+        prepared = prepare(
+            pod,
+            claims,
+            now=now,
+            binding_timeout=options.binding_timeout,
+            extended_classes=classes,
+            special_claim=lambda p: find_special_claim(p, claims.values()),
+        )
+        if isinstance(prepared, DropStaleClaim):
+            stale = prepared.claim
+            claims.pop(stale.metadata.name or "", None)
+            released.add(stale.key)  # deleted by the scheduler: its devices are free
+            notes.append(
+                f"claim {stale.key} for extended resources is not allocated and reserved for "
+                "the pod: the scheduler deletes it and tries again"
+            )
+        elif isinstance(prepared, BindingFailed):
+            for claim in prepared.released:
+                claims[claim.metadata.name or ""] = claim
+                if not claim.is_allocated:
+                    released.add(claim.key)
+            notes.append(f"{prepared.message}: the scheduler deallocates it and tries again")
+        else:
+            return prepared, released
+    raise AssertionError("each round drops a claim or a reservation")  # pragma: no cover
+
+
+def _extended_note(pod: Pod, extended: ExtendedResources) -> str:
+    backed = ", ".join(f"{r} (DeviceClass {c})" for r, c in sorted(extended.backed.items()))
+    special = extended.existing.key if extended.existing is not None else _shown_name(pod)
+    return (
+        f"extended resources backed by DRA: {backed}; on a node that does not advertise "
+        f"them the pod's special claim {special} serves them (reasons name it "
+        f"{pod.metadata.namespace}/{IN_MEMORY_NAME}, the scheduler's name before creation)"
+    )
+
+
+def _filter(
+    snapshot: Snapshot,
+    ready: Ready,
+    nodes: Sequence[Node],
+    usage: Mapping[str, NodeUsage],
+    options: Options,
+    released: set[str],
+    notes: list[str],
+    monotonic: Callable[[], float],
+) -> tuple[Ready, CycleResult, NodeFit | None, Decision]:
+    """Filter and the decision after it, as the scheduler's attempts would go: a claim
+    stranded where no node can use it is deallocated (in memory) and the pod tried again."""
+    nominated = ready.pod.status.nominated_node_name
     # The scheduler's decision after each cycle (``scheduling.decision``), from the snapshot:
     # nothing is being written, and no victim of an earlier preemption is awaited.
     alternatives = options.preemption_alternatives if options.preemption else None
-    for _ in range(len(claims) + 1):
+    for _ in range(len(ready.claims) + 1):
         allocator = (
-            _allocator(snapshot, options, released)
-            if makes_claim(extended) or any(not c.is_allocated for c in claims)
+            _allocator(snapshot, options, released, _out_of_time(options, monotonic))
+            if ready.allocating
             else None
         )
         result = run_cycle(
-            pod,
-            claims,
+            ready.pod,
+            ready.claims,
             nodes,
             usage,
             allocator,
             policy=options.score_policy,
             nominated=nominated,
             explain_all=True,
-            extended=extended,
+            extended=ready.extended,
         )
         fit = prefer_nominated(result, nominated)
-        decision = decide(pod, claims, result, fit, preemption=alternatives)
+        decision = decide(ready.pod, ready.claims, result, fit, preemption=alternatives)
         if not isinstance(decision, Deallocate):
             break
         stranded = decision.claim
-        claims = [_deallocated(c) if c is stranded else c for c in claims]
+        claims = tuple(_deallocated(c) if c is stranded else c for c in ready.claims)
+        ready = dataclasses.replace(ready, claims=claims)
         released.add(stranded.key)
         notes.append(
             f"claim {stranded.key} is allocated where no node can use it: the scheduler "
             "deallocates it (PostFilter) and tries again"
         )
-    answer = _answer(result, fit.node if fit is not None else None, claims, nodes, notes)
-    if extended is not None:
-        _show_extended(answer, pod, extended, snapshot.nodes)
-    if isinstance(decision, Preempt):
-        answer.preemption = _preemption(
-            snapshot,
-            pod,
-            claims,
-            nodes,
-            usage,
-            options,
-            released,
-            now,
-            decision.better_than,
-            extended,
-        )
-        if answer.outcome == "unsatisfiable":
-            answer.reasons = [
-                f"{r} preemption: {answer.preemption.message}" for r in answer.reasons
+    return ready, result, fit, decision
+
+
+def _explain(
+    snapshot: Snapshot, answer: Answer, ready: Ready, options: Options, released: set[str]
+) -> None:
+    """--explain: per node that fits nowhere (and the chosen one), which classes, selectors
+    and checks eliminated which devices."""
+    allocator = _allocator(snapshot, options, released)
+    unallocated = [c for c in ready.claims if not c.is_allocated]
+    for name, node_answer in answer.nodes.items():
+        if node_answer.outcome == "unsatisfiable" or node_answer.chosen:
+            node = snapshot.nodes[name]
+            node_claim = new_claim(ready.extended, node)
+            here = [*unallocated, node_claim.claim] if node_claim else unallocated
+            node_answer.explanation = [
+                dataclasses.replace(b, claim=_renamed(b.claim, ready.pod))
+                for b in allocator.breakdown(node, here)
             ]
-    if options.explain and allocator is not None:
-        unallocated = [c for c in claims if not c.is_allocated]
-        for name, node_answer in answer.nodes.items():
-            if node_answer.outcome == "unsatisfiable" or node_answer.chosen:
-                node = snapshot.nodes[name]
-                node_claim = new_claim(extended, node)
-                here = [*unallocated, node_claim.claim] if node_claim else unallocated
-                node_answer.explanation = [
-                    dataclasses.replace(b, claim=_renamed(b.claim, pod))
-                    for b in allocator.breakdown(node, here)
-                ]
-    return answer
 
 
 def _renamed(key: str, pod: Pod) -> str:
@@ -373,17 +424,18 @@ def _show_extended(
 
 def _preemption(
     snapshot: Snapshot,
-    pod: Pod,
-    claims: Sequence[ResourceClaim],
+    ready: Ready,
     nodes: Sequence[Node],
-    usage: dict[str, NodeUsage],
+    usage: Mapping[str, NodeUsage],
     options: Options,
     released: set[str],
     now: datetime.datetime,
     better_than: int | None,
-    extended: ExtendedResources | None,
+    monotonic: Callable[[], float],
 ) -> PreemptionAnswer:
-    """The scheduler's preemption on the snapshot: eligibility, then the victims' search."""
+    """The scheduler's preemption on the snapshot: eligibility, then the victims' search
+    (with a filter timeout of its own, as the scheduler's)."""
+    pod = ready.pod
     priority = preemption.priority_of(pod, snapshot.priority_classes)
     lower: dict[str, list[RunningPod]] = {}
     for key, other in sorted(snapshot.pods.items()):
@@ -412,23 +464,25 @@ def _preemption(
     )
     if reason is not None:
         return PreemptionAnswer("not-eligible", reason, priority.value)
-    result = preemption.preempt(
-        pod,
-        priority=priority,
-        claims=claims,
-        nodes=nodes,
-        usage=usage,
-        on_node=lower,
-        allocator=_allocator(snapshot, options, released)
-        if makes_claim(extended) or any(not c.is_allocated for c in claims)
-        else None,
-        budgets=[preemption.Budget.of(b) for b in snapshot.budgets.values()],
-        now=now,
-        features=Features.from_gates(resolve(options.feature_gates)),
-        alternatives=options.preemption_alternatives,
-        better_than=better_than,
-        extended=extended,
-    )
+    allocator = _allocator(snapshot, options, released, _out_of_time(options, monotonic))
+    try:
+        result = preemption.preempt(
+            pod,
+            priority=priority,
+            claims=ready.claims,
+            nodes=nodes,
+            usage=usage,
+            on_node=lower,
+            allocator=allocator if ready.allocating else None,
+            budgets=[preemption.Budget.of(b) for b in snapshot.budgets.values()],
+            now=now,
+            features=Features.from_gates(resolve(options.feature_gates)),
+            alternatives=options.preemption_alternatives,
+            better_than=better_than,
+            extended=ready.extended,
+        )
+    except OutOfTimeError as e:
+        return PreemptionAnswer("none", f"{e.message} while looking for victims", priority.value)
     candidate = result.candidate
     message = result.message(len(nodes))
     if candidate is None:

@@ -294,7 +294,7 @@ class DecisionOrder(Scheduler):
             if key.name not in decided:
                 if self.cache.usage.node_of(key) is not None:
                     self.timeline.append(("placed", key.name))
-                elif key in self.pending.last_message:
+                elif (record := self.queue.records.get(key)) and record.last_message:
                     self.timeline.append(("answered", key.name))
 
 

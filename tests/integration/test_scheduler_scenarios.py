@@ -24,6 +24,7 @@ from operators.api.keys import ObjectKey
 from operators.api.quantity import parse_quantity
 from operators.api.timestamps import parse_time
 from operators.controllers.scheduler.handlers import Scheduler
+from operators.controllers.scheduler.queueing import PodState
 from operators.kube.api import ConflictError, KubeAPI, NotFoundError
 from operators.runtime.clock import SystemClock
 from tests.integration.helpers import (
@@ -159,7 +160,7 @@ async def left_waiting(
     version = claim["metadata"]["resourceVersion"]
     return (
         scheduler.decided(key, claim["metadata"]["name"], version)
-        and key in scheduler.pending.waiting
+        and key in scheduler.queue.in_state(PodState.WAITING)
         and key not in scheduler.binder
     )
 

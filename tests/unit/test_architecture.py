@@ -6,6 +6,7 @@ is invisible to it, so this test reads the imports (and clock reads) itself."""
 from __future__ import annotations
 
 import ast
+import re
 import tomllib
 from pathlib import Path
 
@@ -195,3 +196,55 @@ def test_every_module_is_in_the_layers_contract() -> None:
     named = {m.strip() for layer in layers for m in layer.split("|")}
     top = {n.split(".")[1] for n in _graph() if n.count(".") >= 1}
     assert {f"operators.{t}" for t in top} <= named
+
+
+#: Where the scheduling attempt lives: its steps must stay short enough to read one by one.
+SHORT_FUNCTION_PACKAGES = ("scheduling", "simulate")
+MAX_FUNCTION_LINES = 80
+
+
+def test_no_function_of_the_scheduling_attempt_is_long() -> None:
+    """Long functions hid repeated steps before (a 198-line cycle, a 113-line answer)."""
+    long = []
+    for package in SHORT_FUNCTION_PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                    if lines > MAX_FUNCTION_LINES:
+                        long.append(f"{path.relative_to(ROOT.parent)}:{node.lineno} {node.name}")
+    assert long == []
+
+
+ARCHITECTURE = ROOT.parent / "docs" / "architecture.md"
+
+
+def _recipe(title: str) -> str:
+    text = ARCHITECTURE.read_text()
+    found = re.search(rf"\*\*{re.escape(title)}\.?\*\*", text)
+    assert found is not None, f"architecture.md has no recipe {title!r}"
+    start = found.start()
+    end = text.find("\n\n**", start)
+    return text[start : end if end != -1 else len(text)]
+
+
+def test_every_path_the_architecture_names_exists() -> None:
+    """A recipe that names a module or test that moved sends its reader nowhere."""
+    named = set(
+        re.findall(r"`((?:operators|tests|bench|e2e|hack)/[\w./-]+)`", ARCHITECTURE.read_text())
+    )
+    assert named
+    assert sorted(p for p in named if not (ROOT.parent / p).exists()) == []
+
+
+def test_the_recipe_for_a_step_of_an_attempt_names_where_it_goes() -> None:
+    """The one module a new step before Filter goes into, and the names the recipe tells a
+    reader to extend, exist where it says."""
+    recipe = _recipe("A step of a scheduling attempt")
+    modules = re.findall(r"`((?:operators|tests)/[\w/]+\.py)`", recipe)
+    assert modules[0] == "operators/scheduling/attempt.py"
+    sources = "\n".join((ROOT.parent / m).read_text() for m in modules)
+    names = set(re.findall(r"`([A-Za-z_][A-Za-z_0-9]*)`", recipe))
+    assert {"prepare", "Prepared", "pre_filter", "_prepare", "OWN_STEPS", "decide"} <= names
+    missing = [n for n in names if not re.search(rf"\b(def|class) {n}\b|^{n}\b", sources, re.M)]
+    assert missing == []

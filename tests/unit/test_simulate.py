@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import io
 import json
 from pathlib import Path
@@ -10,7 +11,12 @@ from typing import Any
 import pytest
 import yaml
 
-from operators.simulate import main
+from operators.api.keys import ObjectKey
+from operators.simulate import engine, main
+from operators.simulate.snapshot import documents_from
+from operators.simulate.validate import build
+
+NOW = datetime.datetime(2026, 11, 28, tzinfo=datetime.UTC)
 
 READY = "status: {conditions: [{type: Ready, status: 'True'}]}"
 SNAPSHOT = f"""
@@ -890,3 +896,102 @@ def test_explain_covers_the_special_claim_under_its_shown_name() -> None:
     (claim,) = result["nodes"]["node-2"]["explanation"]
     assert claim["claim"] == SHOWN_CLAIM
     assert claim["requests"][0]["usable"] == ["gpu.example.com/node-2/gpu-0"]
+
+
+def unfinishable(tmp_path: Path, requests: int = 9, groups: int = 3) -> Path:
+    """A claim the allocator cannot finish: ``requests`` requests that must share a group
+    attribute, over groups of one device too few each, so the search tries every ordering of
+    every group's devices before it gives up (upstream's allocator too)."""
+    devices = [
+        {"name": f"gpu-{g}-{i}", "attributes": {"group": {"int": g}}}
+        for g in range(groups)
+        for i in range(requests - 1)
+    ]
+    docs: list[dict[str, Any]] = [
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": "node-1"},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+        },
+        yaml.safe_load(SNAPSHOT.split("---")[2]),  # the gpu DeviceClass
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": "node-1-gpus"},
+            "spec": {
+                "driver": "gpu.example.com",
+                "nodeName": "node-1",
+                "pool": {"name": "node-1", "generation": 1, "resourceSliceCount": 1},
+                "devices": devices,
+            },
+        },
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": "together", "namespace": "default"},
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {"name": f"r{i}", "exactly": {"deviceClassName": "gpu"}}
+                        for i in range(requests)
+                    ],
+                    "constraints": [{"matchAttribute": "gpu.example.com/group"}],
+                }
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "trainer", "namespace": "default"},
+            "spec": {
+                "resourceClaims": [{"name": "c", "resourceClaimName": "together"}],
+                "containers": [{"name": "c", "image": "busybox"}],
+            },
+        },
+    ]
+    path = tmp_path / "unfinishable.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    return path
+
+
+def test_simulate_gives_up_at_the_filter_timeout_as_the_scheduler_does(tmp_path: Path) -> None:
+    """The search would run for minutes; with the scheduler's filter timeout it stops when its
+    clock says so, with the scheduler's message. The clock is simulate's own, stepped one
+    second per reading, so the answer is the same however fast the machine is."""
+    snapshot, _ = build(list(documents_from([str(unfinishable(tmp_path))])), strict=True)
+    readings = 0
+
+    def clock() -> float:
+        nonlocal readings
+        readings += 1
+        return float(readings)
+
+    options = engine.Options(filter_timeout=30.0)
+    key = ObjectKey("default", "trainer")
+    answer = engine.pod_answer(snapshot, key, options, NOW, monotonic=clock)
+    assert answer.outcome == "unsatisfiable"
+    assert answer.reasons == ["0/1 nodes are available: 1 timed out trying to allocate devices."]
+    assert readings == 31, "one reading to start, then one per check until 30 s are over"
+    assert any("filter timeout (30s" in note for note in answer.notes)
+    gate_off = engine.Options(
+        filter_timeout=30.0, feature_gates={"DRASchedulerFilterTimeout": False}
+    )
+    small = unfinishable(tmp_path, requests=4, groups=2)  # finishes: no timeout applies
+    snapshot, _ = build(list(documents_from([str(small)])), strict=True)
+    readings = 0
+    answer = engine.pod_answer(snapshot, key, gate_off, NOW, monotonic=clock)
+    assert readings == 0, "without DRASchedulerFilterTimeout there is no timeout to measure"
+    assert "not together" in answer.reasons[0]
+
+
+def test_the_filter_timeout_flag_reaches_the_answer(tmp_path: Path) -> None:
+    code, result = run(
+        "-f", str(unfinishable(tmp_path)), "--pod", "default/trainer", "--filter-timeout", "0.2"
+    )
+    assert code == 1
+    assert result["reasons"] == ["0/1 nodes are available: 1 timed out trying to allocate devices."]
+    assert result["notes"] == [
+        "the allocation did not finish within the filter timeout (0.2s, --filter-timeout): the "
+        "scheduler retries the pod with backoff"
+    ]

@@ -23,16 +23,15 @@ from operators.api.timestamps import age
 from operators.controllers.reservations import planning as reservations_planning
 from operators.controllers.scheduler import metrics, planning
 from operators.controllers.scheduler.protocol import SchedulerIO
-from operators.controllers.scheduler.queueing import PendingPods
+from operators.controllers.scheduler.queueing import SchedulingQueue
 from operators.controllers.scheduler.settings import SchedulerSettings
 from operators.kube.api import ApiError, ConflictError, NotFoundError
 from operators.observability import fields
 from operators.runtime.actions import Patch, PostEvent
-from operators.runtime.errors import NotLeaderError, Requeue, UnknownOutcomeError
-from operators.runtime.queue import WorkQueue
+from operators.runtime.errors import NotLeaderError, UnknownOutcomeError
 from operators.runtime.tasks import TaskOwner
 from operators.scheduling import extended
-from operators.scheduling.binding_conditions import ConditionsState, allocated_node, binding_verdict
+from operators.scheduling.attempt import BindingFailed
 
 log = structlog.get_logger(__name__)
 
@@ -44,13 +43,10 @@ class Scheduler(SchedulerIO, Protocol):
     """What a binding task uses of its scheduler (the handlers' ``Scheduler``)."""
 
     settings: SchedulerSettings
-    queue: WorkQueue[ObjectKey]
+    queue: SchedulingQueue
     tasks: TaskOwner
-    pending: PendingPods
 
     def fence(self) -> float | None: ...
-
-    def make_room(self, event: str, reason: str) -> None: ...
 
     def attempt_ended(self, key: ObjectKey, result: str) -> None: ...
 
@@ -195,9 +191,9 @@ class Binder:
     async def _bound(self, pod: Pod, node: str) -> None:
         s = self.scheduler
         key = planning.pod_key(pod)
-        s.pending.bound_unseen.add(key)
-        s.pending.nominated.pop(key, None)
+        s.queue.bound_unseen.add(key)
         s.attempt_ended(key, "scheduled")
+        s.queue.forget(key)
         waited = age(pod.metadata.creation_timestamp, s.clock.now())
         if waited is not None:
             metrics.SCHEDULING_LATENCY.observe(max(waited, 0.0))
@@ -214,73 +210,31 @@ class Binder:
 
     # --- PreBind, continued: binding conditions (KEP-5007) --------------------------------
 
-    async def binding_conditions(self, pod: Pod, claims: Sequence[ResourceClaim]) -> bool:
-        """Runs at the start of every cycle of a pod with claims already reserved for it:
-        True while their binding conditions are pending (nothing else to do this cycle).
-        Failed or timed out, the claims are deallocated and the pod tried again."""
-        s = self.scheduler
-        key = planning.pod_key(pod)
-        uid = pod.metadata.uid or ""
-        waiting = False
-        for claim in claims:
-            if not (claim.is_allocated and claim.is_reserved_for(uid)):
-                continue
-            allocation = claim.status.allocation
-            verdict = binding_verdict(
-                claim,
-                age(allocation.allocation_timestamp if allocation else None, s.clock.now()),
-                s.settings.binding_timeout,
-            )
-            if verdict.state in (ConditionsState.FAILED, ConditionsState.TIMED_OUT):
-                self._waiting(key, False)
-                await self._binding_failed(pod, claims, verdict.message, allocated_node(claim))
-                raise Requeue(1.0, verdict.message)
-            if verdict.state is ConditionsState.PENDING:
-                waiting = True
-                if verdict.remaining is not None:
-                    s.queue.add_after(key, verdict.remaining + 0.5)
-                break
-        self._waiting(key, waiting)
-        return waiting
-
-    def _waiting(self, key: ObjectKey, waiting: bool) -> None:
-        pods = self.scheduler.pending.waiting
-        if waiting:
-            pods.add(key)
-        else:
-            pods.discard(key)
-        metrics.WAITING_BINDING_CONDITIONS.set(len(pods))
-
-    async def _binding_failed(
-        self, pod: Pod, claims: Sequence[ResourceClaim], message: str, node: str | None
-    ) -> None:
-        """Deallocate (one write per claim) and nominate the node of the attempt: in the
+    async def binding_failed(self, pod: Pod, failed: BindingFailed) -> None:
+        """Binding conditions failed or timed out (found by the attempt's preparation):
+        deallocate (one write per claim) and nominate the node of the attempt: in the
         composable flow the device is there now."""
         s = self.scheduler
-        log.warning("binding conditions failed; deallocating", pod=pod.key, reason=message)
+        log.warning("binding conditions failed; deallocating", pod=pod.key, reason=failed.message)
         await s.post(
             PostEvent(
                 obj=pod.dump(),
                 type=planning.WARNING,
                 reason="BindingConditionsFailed",
-                message=message,
+                message=failed.message,
             )
         )
         key = planning.pod_key(pod)
-        s.pending.unsatisfiable.clear()  # the failed allocation's devices are free again
-        if node:
-            s.pending.nominated[key] = node
-        for claim in claims:
-            action = planning.binding_failed(claim, pod.metadata.uid or "")
-            if action is None:
-                continue
-            s.cache.ledger.remove(planning.claim_key(claim))
+        s.queue.unsatisfiable.clear()  # the failed allocation's devices are free again
+        s.queue.nominate(key, failed.node)
+        for released in failed.released:
+            s.cache.ledger.remove(planning.claim_key(released))
             # The retry follows at once: until the cache shows this write, the ledger does,
             # so the retry neither sees the failed allocation again nor counts its devices.
-            await s.write_claim(action)
-        if node:
+            await s.write_claim(planning.binding_failed(released))
+        if failed.node:
             try:
-                await s.apply(planning.nominate(pod, node))
+                await s.apply(planning.nominate(pod, failed.node))
             except NotFoundError:
                 return
 
@@ -313,16 +267,16 @@ class Binder:
             return
         for reservation in plan:
             await self._release(reservation, uid)
-        s.make_room(
+        s.queue.make_room(
             "ResourceClaim/Update", f"a failed binding attempt of {key} released its devices"
         )
         if state is planning.PodState.UNBOUND:
             await self._report(pod, error)
-            s.queue.add_after(key, s.pending.backoff(key))
+            s.queue.add_after(key, s.queue.backoff_of(key))
 
     async def _report(self, pod: Pod, error: str) -> None:
         s = self.scheduler
-        s.pending.last_message.pop(planning.pod_key(pod), None)  # the next answer is news
+        s.queue.record(planning.pod_key(pod)).last_message = None  # the next answer is news
         try:
             await s.apply(planning.unschedulable(pod, error, s.clock.now(), "SchedulerError"))
         except NotFoundError:

@@ -62,11 +62,3 @@ class AttemptBudget:
             self.yielded = True
             return True
         return False
-
-
-def deadline(clock: Clock, limit: float) -> Callable[[], bool] | None:
-    """A search of its own with the filter timeout (None: no limit)."""
-    if not limit:
-        return None
-    started = clock.monotonic()
-    return lambda: clock.monotonic() - started >= limit

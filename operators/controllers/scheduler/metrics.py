@@ -28,6 +28,14 @@ POD_ATTEMPTS = Histogram(
     buckets=(1, 2, 4, 8, 16),
     registry=REGISTRY,
 )
+SCHEDULING_SLI = Histogram(
+    "scheduler_pod_scheduling_sli_duration_seconds",
+    "E2e latency for a pod being scheduled, from its first scheduling attempt to its binding, "
+    "by the number of attempts",
+    ["attempts"],
+    buckets=tuple(0.01 * 2**i for i in range(20)),
+    registry=REGISTRY,
+)
 PENDING_PODS = GaugeFunction(
     "scheduler_pending_pods",
     "Number of pending pods, by the queue type. 'active' means number of pods in activeQ; "

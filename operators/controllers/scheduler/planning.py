@@ -199,13 +199,12 @@ def release(
     return ReplaceStatus(body=edited_status(current, unreserve=(pod_uid,), deallocate=deallocate))
 
 
-def binding_failed(claim: ResourceClaim, pod_uid: str) -> ReplaceStatus | None:
-    """KEP-5007: binding conditions failed or timed out. The pod's reservation goes and, when
-    nobody else holds the claim, the allocation and device statuses with it, in one write."""
-    if not claim.is_reserved_for(pod_uid):
-        return None
-    deallocate = not (claim.reserved_for_uids() - {pod_uid})
-    return ReplaceStatus(body=edited_status(claim, unreserve=(pod_uid,), deallocate=deallocate))
+def binding_failed(released: ResourceClaim) -> ReplaceStatus:
+    """KEP-5007: binding conditions failed or timed out. The claim as the attempt's
+    preparation left it (``attempt.undo_reservation``: the pod's reservation gone and, when
+    nobody else holds the claim, the allocation and device statuses with it), in one write
+    at the version it was read."""
+    return ReplaceStatus(body=released.dump())
 
 
 def nominate(pod: Pod, node: str | None) -> Patch:

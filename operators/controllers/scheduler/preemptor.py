@@ -9,7 +9,6 @@ The search itself is pure and runs off the event loop; every write here is safe 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
@@ -22,63 +21,32 @@ from operators.api.names import TERMINAL_PHASES
 from operators.api.resource import ResourceClaim
 from operators.controllers.reservations.planning import PodInfo, pods_to_look_up
 from operators.controllers.scheduler import metrics, planning
-from operators.controllers.scheduler.budget import deadline
 from operators.controllers.scheduler.protocol import SchedulerIO
-from operators.controllers.scheduler.queueing import PendingPods
+from operators.controllers.scheduler.queueing import SchedulingQueue
 from operators.controllers.scheduler.settings import SchedulerSettings
 from operators.kube.api import ConflictError, NotFoundError
 from operators.observability import fields
 from operators.runtime.actions import ReplaceStatus
 from operators.runtime.errors import NotLeaderError
-from operators.runtime.queue import WorkQueue
 from operators.scheduling import preemption
+from operators.scheduling.attempt import Attempt, deadline
 from operators.scheduling.binding_conditions import allocated_node
-from operators.scheduling.extended import ExtendedResources, makes_claim
-from operators.scheduling.nodes import NodeUsage
 from operators.scheduling.preemption import Nomination, PodPriority, RunningPod
 
 log = structlog.get_logger(__name__)
-
-
-@dataclasses.dataclass(frozen=True)
-class Attempt:
-    """What one cycle saw, for its PostFilter: the pod, its priority and claims, the nodes,
-    their usage and the allocated state (with the nominations it had to leave alone)."""
-
-    pod: Pod
-    priority: PodPriority
-    claims: list[ResourceClaim]
-    nodes: list[Node]
-    usage: dict[str, NodeUsage]
-    state: AllocatedState | None
-    releases: int  # the allocation tracker's count when the cycle took its snapshot
-    moves: int  # the scheduler's count of room-making changes then
-    extended: ExtendedResources | None = None  # extended resources backed by DRA
-
-    @property
-    def key(self) -> ObjectKey:
-        return planning.pod_key(self.pod)
-
-    @property
-    def allocating(self) -> bool:
-        """A claim to allocate: one of the pod's, or a new special claim (KEP-5004)."""
-        return makes_claim(self.extended) or any(not c.is_allocated for c in self.claims)
 
 
 class Scheduler(SchedulerIO, Protocol):
     """What preemption uses of its scheduler (the handlers' ``Scheduler``)."""
 
     settings: SchedulerSettings
-    queue: WorkQueue[ObjectKey]
-    pending: PendingPods
+    queue: SchedulingQueue
     features: Features
     filter_timeout: float
 
     def allocator(
         self, state: AllocatedState | None, out_of_time: Callable[[], bool] | None
     ) -> Allocator: ...
-
-    def make_room(self, event: str, reason: str) -> None: ...
 
 
 class Preemptor:
@@ -112,7 +80,7 @@ class Preemptor:
         s = self.scheduler
         metrics.PREEMPTION_ATTEMPTS.inc()
         pod, priority, key = attempt.pod, attempt.priority, attempt.key
-        nominated = s.pending.nominated_node(pod)
+        nominated = s.queue.nominated_node(pod)
         lower = self._lower_priority_pods(priority.value)
         reason = preemption.eligibility(
             priority,
@@ -151,7 +119,7 @@ class Preemptor:
         """The pure search, off the event loop, with a filter timeout of its own (none without
         DRASchedulerFilterTimeout) on the state the cycle allocated against."""
         s = self.scheduler
-        allocator = s.allocator(attempt.state, deadline(s.clock, s.filter_timeout))
+        allocator = s.allocator(attempt.state, deadline(s.clock.monotonic, s.filter_timeout))
         return await asyncio.to_thread(
             lambda: preemption.preempt(
                 attempt.pod,
@@ -192,7 +160,7 @@ class Preemptor:
         key = planning.pod_key(pod)
         node = candidate.node
         self.nominations[key] = Nomination.of(pod, priority.value, candidate, s.features)
-        s.pending.nominated[key] = node
+        s.queue.nominate(key, node)
         description = candidate.describe()
         log.info("preempting", **{fields.POD: str(key), fields.NODE: node}, victims=description)
         if not await self._nominate(pod, node):
@@ -255,15 +223,17 @@ class Preemptor:
         """Preemption no longer helps: the nomination goes (upstream), unless it is the node of
         a failed binding attempt (KEP-5007), which is not preemption's to take back."""
         key = planning.pod_key(pod)
-        if key in self.scheduler.pending.nominated and key not in self.nominations:
+        if self.scheduler.queue.nominated(key) and key not in self.nominations:
             return
         self.drop_nomination(key)
         await self._nominate(pod, None)
 
     def drop_nomination(self, key: ObjectKey) -> None:
-        self.scheduler.pending.nominated.pop(key, None)
+        self.scheduler.queue.nominate(key, None)
         if self.nominations.pop(key, None) is not None:
-            self.scheduler.make_room("Pod/Delete", f"the devices nominated for {key} are free")
+            self.scheduler.queue.make_room(
+                "Pod/Delete", f"the devices nominated for {key} are free"
+            )
 
     async def _clear_lower_nominations(
         self, node: str, priority: int, preemptor: ObjectKey
@@ -275,11 +245,11 @@ class Preemptor:
             other = None if key == preemptor else s.cache.pending(key)
             if other is None:
                 continue
-            if s.pending.nominated_node(other) != node:
+            if s.queue.nominated_node(other) != node:
                 continue
             if preemption.priority_of(other, classes).value >= priority:
                 continue
-            s.pending.nominated.pop(key, None)
+            s.queue.nominate(key, None)
             self.nominations.pop(key, None)
             if await self._nominate(other, None):
                 s.queue.add(key)
@@ -291,7 +261,7 @@ class Preemptor:
         deleted or finished), with the reservation cleanup's write for each: the reads that
         ``scheduling.decision`` needs, done before it decides."""
         s = self.scheduler
-        node = s.pending.nominated_node(pod)
+        node = s.queue.nominated_node(pod)
         if not node:
             return []
         found = []
@@ -321,7 +291,7 @@ class Preemptor:
                 await s.write_claim(action)
             except (ConflictError, NotFoundError):
                 continue  # changed meanwhile: its event brings the pod back
-            s.pending.unsatisfiable.clear()
+            s.queue.unsatisfiable.clear()
             log.info(
                 "released the claim of a preemption victim",
                 **{fields.POD: pod.key, fields.CLAIM: claim.key},

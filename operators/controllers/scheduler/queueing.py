@@ -1,28 +1,38 @@
-"""Queueing: which events bring a pod back for an attempt, and why (kube-scheduler's
-``EventsToRegister`` with a queueing hint per event).
+"""The scheduling queue: which pods wait, what the scheduler remembers of each between
+attempts, and which events bring them back (kube-scheduler's scheduling queue, its
+``QueuedPodInfo`` and ``EventsToRegister`` with a queueing hint per event).
 
-Runs on every watch event, before any cycle. Each check answers a ``Hint``: Queue or
-QueueSkip, with its reason. The reason is logged at debug level and counted in
+``SchedulingQueue`` owns the work queue (one lane per namespace) and one ``PodRecord`` per
+pending pod; the claims' specs that fit nowhere (``Unsatisfiable``) are a cache beside them,
+shared across pods. Every watch event goes through a hint here (``feeds``): Queue or
+QueueSkip, with its reason, logged at debug level and counted in
 ``kopf_dra_scheduler_queueing_hints_total`` by event and hint, so that "why did my pod not
-come back" has an answer. ``PendingPods`` is what the scheduler remembers per pending pod
-between attempts (its scheduling queue's state beside the work queue).
+come back" has an answer.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import enum
+import json
 import logging
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
+from typing import Any, Protocol
 
 import structlog
 
 from operators.api.core import Pod
 from operators.api.keys import ObjectKey
+from operators.api.names import TERMINAL_PHASES
+from operators.api.resource import ResourceClaim
 from operators.controllers.scheduler import metrics
 from operators.controllers.scheduler.cache import ModelCache, SchedulerCache
 from operators.observability import fields
+from operators.runtime.clock import Clock
 from operators.runtime.informer import EventFeed
+from operators.runtime.queue import WorkQueue
+from operators.runtime.tasks import TaskOwner
 from operators.scheduling.cycle import KnownOutcome
 
 log = structlog.get_logger(__name__)
@@ -30,48 +40,227 @@ log = structlog.get_logger(__name__)
 _ACTIONS = {"ADDED": "Add", "MODIFIED": "Update", "DELETED": "Delete", None: "Add"}
 INITIAL_BACKOFF = 1.0  # seconds: kube-scheduler's podInitialBackoffSeconds
 MAX_BACKOFF = 10.0  # seconds: podMaxBackoffSeconds
+REQUEUE_COALESCE = 0.2  # seconds: a burst of room-making events moves the pods back once
+MAX_UNSATISFIABLE_SPECS = 1000
+
+
+class PodState(enum.Enum):
+    """Where a pending pod is between attempts."""
+
+    QUEUED = "queued"  # waiting for an attempt, or in one
+    UNSCHEDULABLE = "unschedulable"  # fitted nowhere: back on an event that may make room
+    WAITING = "waiting"  # reserved, waiting for its claims' binding conditions (KEP-5007)
 
 
 @dataclasses.dataclass
-class PendingPods:
-    """What the scheduler remembers per pending pod between attempts."""
+class PodRecord:
+    """What the scheduler remembers of one pending pod between attempts (QueuedPodInfo)."""
 
-    unschedulable: set[ObjectKey] = dataclasses.field(default_factory=set)
-    waiting: set[ObjectKey] = dataclasses.field(default_factory=set)  # on binding conditions
-    # Bound by this replica; the watch has not shown them bound yet (no attempt meanwhile).
-    bound_unseen: set[ObjectKey] = dataclasses.field(default_factory=set)
-    last_message: dict[ObjectKey, str] = dataclasses.field(default_factory=dict)
-    # Node of a failed binding attempt (KEP-5007): the retry prefers it. Kept here as well as
-    # in pod.status.nominatedNodeName, because the retry runs before the cache shows it.
-    nominated: dict[ObjectKey, str] = dataclasses.field(default_factory=dict)
-    # claim specs -> nodes where they did not fit since the last time anything was freed
-    unsatisfiable: dict[str, dict[str, KnownOutcome]] = dataclasses.field(default_factory=dict)
-    # Allocation time a pod has used in attempts that yielded to other tenants.
-    spent: dict[ObjectKey, float] = dataclasses.field(default_factory=dict)
-    # Scheduling attempts so far, and when the last one began (scheduler_pod_scheduling_*).
-    attempts: dict[ObjectKey, int] = dataclasses.field(default_factory=dict)
-    attempt_started: dict[ObjectKey, float] = dataclasses.field(default_factory=dict)
+    state: PodState = PodState.QUEUED
+    attempts: int = 0
+    first_attempt: float | None = None  # perf_counter() when its first attempt began
+    attempt_started: float | None = None  # ... and its current or last attempt
+    # Allocation time used by attempts that gave way to other tenants; None when the next
+    # attempt starts afresh rather than continuing one that yielded.
+    spent: float | None = None
+    # Node of a failed binding attempt (KEP-5007) or of a preemption: the retry prefers it.
+    # Kept here as well as in pod.status.nominatedNodeName, because the retry runs before the
+    # cache shows it.
+    nominated: str | None = None
+    last_message: str | None = None  # its PodScheduled=False message, said once
+
+    def begin_attempt(self, now: float) -> None:
+        """An attempt begins, unless it continues one that yielded (counted once)."""
+        if self.spent is not None:
+            return
+        self.attempts += 1
+        self.attempt_started = now
+        if self.first_attempt is None:
+            self.first_attempt = now
+
+    def backoff(self) -> float:
+        """kube-scheduler's pod backoff after a failed attempt: 1 s, doubled per attempt so far,
+        at most 10 s (podInitialBackoffSeconds, podMaxBackoffSeconds)."""
+        attempts = max(self.attempts, 1)
+        return float(min(MAX_BACKOFF, INITIAL_BACKOFF * 2 ** (attempts - 1)))
+
+
+class Unsatisfiable:
+    """Nodes where claims of given specs did not fit since the last time anything was freed,
+    keyed by the specs (and the nominations the attempt left alone), shared across pods:
+    allocations only take devices away, so such a node is skipped until something is freed."""
+
+    def __init__(self) -> None:
+        self._by_specs: dict[str, dict[str, KnownOutcome]] = {}
+
+    def __len__(self) -> int:
+        return len(self._by_specs)
+
+    def clear(self) -> None:
+        self._by_specs.clear()
+
+    def known(
+        self, claims: Sequence[ResourceClaim], promised: Iterable[ObjectKey]
+    ) -> dict[str, KnownOutcome]:
+        """The nodes known not to fit ``claims``' unallocated specs (filled by the cycle)."""
+        specs = (
+            "|".join(
+                json.dumps(c.spec.dump(), sort_keys=True) for c in claims if not c.is_allocated
+            )
+            + "|nominated:"
+            + ",".join(map(str, promised))
+        )
+        if len(self._by_specs) > MAX_UNSATISFIABLE_SPECS:
+            self._by_specs.clear()
+        return self._by_specs.setdefault(specs, {})
+
+
+class SchedulingQueue:
+    """The pending pods of one scheduler replica: the work queue that runs their attempts
+    (one lane per namespace, so every tenant gets its turn) and one record per pod."""
+
+    def __init__(
+        self,
+        attempt: Callable[[ObjectKey], Awaitable[None]],
+        *,
+        clock: Clock,
+        tasks: TaskOwner,
+        lane_of: Callable[[ObjectKey], Hashable],
+        leading: Callable[[], bool],
+    ) -> None:
+        self.work: WorkQueue[ObjectKey] = WorkQueue(
+            attempt, name="scheduler", workers=1, clock=clock, lane_of=lane_of
+        )
+        self.tasks = tasks
+        self.leading = leading  # moves are flushed only while this replica leads
+        self.records: dict[ObjectKey, PodRecord] = {}
+        # Bound by this replica; the watch has not shown them bound yet (no attempt meanwhile).
+        # Not a record: it outlives the pod's pending life until the watch catches up.
+        self.bound_unseen: set[ObjectKey] = set()
+        self.unsatisfiable = Unsatisfiable()
+        self.moves = 0  # room-making changes so far: an attempt that saw one came in flight
+        self._flush: asyncio.Task[None] | None = None
+
+    # --- the work queue --------------------------------------------------------------------
+
+    def add(self, key: ObjectKey) -> None:
+        self.work.add(key)
+
+    def add_after(self, key: ObjectKey, delay: float) -> None:
+        self.work.add_after(key, delay)
+
+    def backoff(self, key: ObjectKey) -> float:
+        """The work queue's retry delay for a failed attempt (not the pod's backoff)."""
+        return self.work.backoff(key)
+
+    def yield_turn(self, key: ObjectKey) -> None:
+        self.work.yield_turn(key)
+
+    def others_waiting(self, key: ObjectKey) -> bool:
+        return self.work.others_waiting(key)
+
+    @property
+    def processed(self) -> int:
+        return self.work.processed
+
+    def start(self) -> None:
+        self.work.start()
+
+    async def stop(self) -> None:
+        await self.work.stop()
+
+    def reset(self) -> None:
+        """Leadership lost, every task ended: what this replica learnt in flight goes (the
+        records stay: a pod's attempts and messages are the pod's, whoever leads)."""
+        self.unsatisfiable.clear()
+        self.bound_unseen.clear()
+
+    # --- the records -----------------------------------------------------------------------
+
+    def record(self, key: ObjectKey) -> PodRecord:
+        record = self.records.get(key)
+        if record is None:
+            record = self.records[key] = PodRecord()
+        return record
+
+    def forget(self, key: ObjectKey) -> None:
+        """The pod left the queue (bound, deleted, gated or no longer ours)."""
+        record = self.records.pop(key, None)
+        if record is not None and record.state is PodState.WAITING:
+            metrics.WAITING_BINDING_CONDITIONS.set(self.count(PodState.WAITING))
+
+    def set_state(self, key: ObjectKey, state: PodState) -> None:
+        record = self.records.get(key)
+        if record is None:
+            if state is PodState.QUEUED:
+                return  # nothing to remember of a pod that had no attempt yet
+            record = self.record(key)
+        was, record.state = record.state, state
+        if PodState.WAITING in (was, state):
+            metrics.WAITING_BINDING_CONDITIONS.set(self.count(PodState.WAITING))
+
+    def wait_on_conditions(self, key: ObjectKey, waiting: bool) -> None:
+        """The pod's claims wait for their binding conditions (KEP-5007), or no longer."""
+        if waiting:
+            self.set_state(key, PodState.WAITING)
+        elif (record := self.records.get(key)) is not None and record.state is PodState.WAITING:
+            self.set_state(key, PodState.QUEUED)
+
+    def count(self, state: PodState) -> int:
+        return sum(1 for r in self.records.values() if r.state is state)
+
+    def in_state(self, state: PodState) -> list[ObjectKey]:
+        return [key for key, r in self.records.items() if r.state is state]
 
     def nominated_node(self, pod: Pod) -> str | None:
         """The node the pod's next attempt prefers: of a failed binding attempt or a
         preemption, as remembered here (before the cache shows it) or as written on the pod."""
-        key = ObjectKey(pod.metadata.namespace or "", pod.metadata.name or "")
-        return self.nominated.get(key) or pod.status.nominated_node_name
+        record = self.records.get(ObjectKey(pod.metadata.namespace or "", pod.metadata.name or ""))
+        return (record.nominated if record else None) or pod.status.nominated_node_name
 
-    def backoff(self, key: ObjectKey) -> float:
-        """kube-scheduler's pod backoff after a failed attempt: 1 s, doubled per attempt so far,
-        at most 10 s (podInitialBackoffSeconds, podMaxBackoffSeconds)."""
-        attempts = max(self.attempts.get(key, 1), 1)
-        return float(min(MAX_BACKOFF, INITIAL_BACKOFF * 2 ** (attempts - 1)))
+    def nominated(self, key: ObjectKey) -> str | None:
+        """The node remembered for the pod (not the one written on it)."""
+        record = self.records.get(key)
+        return record.nominated if record is not None else None
 
-    def forget(self, key: ObjectKey) -> None:
-        self.spent.pop(key, None)
-        self.attempts.pop(key, None)
-        self.attempt_started.pop(key, None)
-        self.unschedulable.discard(key)
-        self.waiting.discard(key)
-        self.last_message.pop(key, None)
-        self.nominated.pop(key, None)
+    def nominate(self, key: ObjectKey, node: str | None) -> None:
+        if node is not None:
+            self.record(key).nominated = node
+        elif key in self.records:
+            self.records[key].nominated = None
+
+    def backoff_of(self, key: ObjectKey) -> float:
+        record = self.records.get(key)
+        return record.backoff() if record is not None else INITIAL_BACKOFF
+
+    def pending_pods(self, gated: int) -> list[tuple[tuple[str, ...], float]]:
+        """scheduler_pending_pods by queue, at scrape time: waiting for a worker (active),
+        for a retry (backoff), for a change (unschedulable), for their gates (gated)."""
+        ready, delayed = self.work.waiting()
+        return [
+            (("active",), ready),
+            (("backoff",), delayed),
+            (("unschedulable",), self.count(PodState.UNSCHEDULABLE)),
+            (("gated",), gated),
+        ]
+
+    # --- moving pods back --------------------------------------------------------------------
+
+    def make_room(self, event: str, reason: str) -> None:
+        """Something that may make room changed (``reason``): try the unschedulable pods again
+        soon. Coalesced: a burst of changes (a node's heartbeat, a rollout of slices) moves
+        the unschedulable pods back once, not once per event."""
+        record(event, Hint(True, reason))
+        # Freed devices, counters or capacity may fit claims that did not fit before.
+        self.unsatisfiable.clear()
+        self.moves += 1
+        if self.leading() and (self._flush is None or self._flush.done()):
+            self._flush = self.tasks.spawn(self._requeue_later(), name="requeue-unschedulable")
+
+    async def _requeue_later(self) -> None:
+        await asyncio.sleep(REQUEUE_COALESCE)
+        for key in self.in_state(PodState.UNSCHEDULABLE):
+            self.add(key)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,33 +374,37 @@ def any_change(kind: str) -> Callable[[Mapping[str, Any] | None, Mapping[str, An
 RoomCheck = Callable[[Mapping[str, Any] | None, Mapping[str, Any]], Hint]
 
 
-def listed_feeds(
+class Watched(Protocol):
+    """What the hints use of the scheduler beside its cache and queue."""
+
+    def victim_gone(self, uid: str) -> ObjectKey | None:
+        """A pod is gone: the preemptor it was a victim of, if any."""
+
+    def pod_left(self, key: ObjectKey) -> None:
+        """A pending pod is bound elsewhere, done or deleted: its nomination goes."""
+
+    def repair(self, claim: ObjectKey) -> None:
+        """An allocated claim shares a device with another: the repair looks at it."""
+
+
+def feeds(
     cache: SchedulerCache,
-    make_room: Callable[[str, Hint], None],
+    queue: SchedulingQueue,
+    watched: Watched,
     *,
     taint_rules: bool,
 ) -> dict[str, EventFeed]:
-    """The kinds that change rarely, into their stores; where a change may make room for the
-    unschedulable pods, ``make_room(event, hint)`` is told (with the hint either way).
-    kube-scheduler watches DeviceTaintRules only with DRADeviceTaintRules on: off, there are
-    none (the API server may not even serve them)."""
+    """Every watched kind to its feed (kube-scheduler's EventsToRegister): each event into
+    its store, then its hint: the pods it may help, queued. kube-scheduler watches
+    DeviceTaintRules only with DRADeviceTaintRules on: off, there are none (the API server
+    may not even serve them)."""
 
-    def listed(index: str, models: ModelCache[Any], room: RoomCheck | None = None) -> EventFeed:
-        store = cache.listed[index]
+    def listed(index: str, models: ModelCache[Any], check: RoomCheck | None = None) -> EventFeed:
+        return _listed_feed(cache, queue, index, models, check)
 
-        def feed(kw: Mapping[str, Any]) -> None:
-            body = kw["body"]
-            old = None
-            if room is not None and kw["type"] != "DELETED":
-                old = store.indices[index].last(ObjectKey.of(body).name)
-            if store.apply(kw["type"], body):
-                models.changed()
-                if room is not None:
-                    make_room(event_name(store.kind, kw["type"]), room(old, body))
-
-        return feed
-
-    feeds = {
+    found = {
+        "Pod": _pod_feed(cache, queue, watched),
+        "ResourceClaim": _claim_feed(cache, queue, watched),
         "Node": listed("nodes", cache.nodes, node_update),
         "ResourceSlice": listed("slices", cache.slices, any_change("ResourceSlice")),
         "DeviceClass": listed("classes", cache.classes, any_change("DeviceClass")),
@@ -220,7 +413,99 @@ def listed_feeds(
         "PodDisruptionBudget": listed("pdbs", cache.budgets),
     }
     if taint_rules:
-        feeds["DeviceTaintRule"] = listed(
+        found["DeviceTaintRule"] = listed(
             "taint_rules", cache.taint_rules, any_change("DeviceTaintRule")
         )
-    return feeds
+    return found
+
+
+def _listed_feed(
+    cache: SchedulerCache,
+    queue: SchedulingQueue,
+    index: str,
+    models: ModelCache[Any],
+    check: RoomCheck | None,
+) -> EventFeed:
+    """A kind that changes rarely, into its store; where a change may make room for the
+    unschedulable pods (``check``), they are moved back."""
+    store = cache.listed[index]
+
+    def feed(kw: Mapping[str, Any]) -> None:
+        body = kw["body"]
+        old = None
+        if check is not None and kw["type"] != "DELETED":
+            old = store.indices[index].last(ObjectKey.of(body).name)
+        if not store.apply(kw["type"], body):
+            return
+        models.changed()
+        if check is None:
+            return
+        event, hint = event_name(store.kind, kw["type"]), check(old, body)
+        if hint.queue:
+            queue.make_room(event, hint.reason)
+        else:
+            record(event, hint)
+
+    return feed
+
+
+def _pod_feed(cache: SchedulerCache, queue: SchedulingQueue, watched: Watched) -> EventFeed:
+    """A pod into the cache; a pending pod's own change, or what its leaving frees."""
+
+    def feed(kw: Mapping[str, Any]) -> None:
+        body = kw["body"]
+        key = ObjectKey.of(body)
+        event = event_name("Pod", kw["type"])
+        before = cache.indices.one("pending", key)
+        if not cache.pods.apply(kw["type"], body):
+            return
+        if cache.is_pending(body) and kw["type"] != "DELETED":
+            if record(event, pending_pod_update(before, body), pod=str(key)).queue:
+                queue.add(key)
+            return
+        queue.bound_unseen.discard(key)
+        queue.forget(key)  # bound, or not ours: no attempt of ours follows
+        if kw["type"] == "DELETED" or body.get("status", {}).get("phase") in TERMINAL_PHASES:
+            watched.pod_left(key)
+            preemptor = watched.victim_gone((body.get("metadata") or {}).get("uid") or "")
+            if preemptor is not None:
+                # Its victim is gone: release the claims now.
+                record(event, Hint(True, f"a victim of {preemptor} is gone"))
+                queue.add(preemptor)
+            node = body.get("spec", {}).get("nodeName")
+            if node:
+                queue.make_room(event, f"pod {key} left node {node}")
+
+    return feed
+
+
+def _claim_feed(cache: SchedulerCache, queue: SchedulingQueue, watched: Watched) -> EventFeed:
+    """A claim into the cache; the pods it names or is reserved for, queued; its freed
+    devices make room."""
+
+    def feed(kw: Mapping[str, Any]) -> None:
+        body = kw["body"]
+        key = ObjectKey.of(body)
+        event = event_name("ResourceClaim", kw["type"])
+        was_allocated = cache.was_allocated(key)
+        if not cache.observe_claim(kw["type"], body):
+            return
+        pods = cache.pods_naming(key)
+        pods.extend(
+            ObjectKey(key.namespace, ref.get("name") or "")
+            for ref in (body.get("status") or {}).get("reservedFor") or []
+            if ref.get("resource") == "pods"
+        )
+        for pod in pods:
+            queue.add(pod)
+        allocated = bool((body.get("status") or {}).get("allocation"))
+        if was_allocated and (kw["type"] == "DELETED" or not allocated):
+            queue.make_room(event, f"claim {key} freed its devices")
+        elif pods:
+            record(event, Hint(True, f"claim {key} changed: the pods it names"))
+        else:
+            record(event, Hint(False, f"claim {key} freed nothing and names no pod"))
+        if allocated and kw["type"] != "DELETED" and cache.conflicts(key):
+            watched.repair(key)
+
+    return feed

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from operators.scheduling.attempt import DEFAULT_FILTER_TIMEOUT
 from operators.settings import LeaderElectionSettings
 
 
@@ -24,7 +25,7 @@ class SchedulerSettings(LeaderElectionSettings):
     )
     lease_name: str = Field(default="kopf-dra-scheduler", description="Name of the Lease")
     filter_timeout: float = Field(
-        default=10.0,
+        default=DEFAULT_FILTER_TIMEOUT,
         ge=0,
         description="Seconds one pod's device allocation may take in all; past it the pod is "
         "unschedulable and retried with backoff (kube-scheduler's DRA filter timeout); 0: none",

@@ -14,6 +14,7 @@ from operators.controllers.reservations.planning import PodInfo
 from operators.controllers.scheduler import planning
 from operators.controllers.scheduler.planning import PodState
 from operators.runtime.actions import ReplaceStatus
+from operators.scheduling.attempt import undo_reservation
 
 NOW = datetime.datetime(2026, 11, 26, 12, 0, 0, tzinfo=datetime.UTC)
 STAMP = "2026-11-26T12:00:00Z"
@@ -187,14 +188,15 @@ def test_release_of_our_allocation_nobody_reserves_any_more() -> None:
 
 
 def test_binding_failed_deallocates_only_when_nobody_else_holds_the_claim() -> None:
-    assert (
-        status(planning.binding_failed(claim(allocated=allocation(), reserved=("p",)), "p")) == {}
-    )
-    shared = status(
-        planning.binding_failed(claim(allocated=allocation(), reserved=("p", "q")), "p")
-    )
+    def failed(reserved: tuple[str, ...]) -> dict[str, Any] | None:
+        released = undo_reservation(claim(allocated=allocation(), reserved=reserved), "p")
+        return None if released is None else status(planning.binding_failed(released))
+
+    assert failed(("p",)) == {}
+    shared = failed(("p", "q"))
+    assert shared is not None
     assert shared["allocation"] == allocation()
-    assert planning.binding_failed(claim(allocated=allocation(), reserved=("q",)), "p") is None
+    assert failed(("q",)) is None
 
 
 def test_deallocation_clears_everything_at_the_cached_version() -> None:

@@ -18,15 +18,15 @@ from operators.api.resource import AllocationResult, ResourceClaim
 from operators.controllers.scheduler import handlers, planning, queueing
 from operators.controllers.scheduler.handlers import Scheduler
 from operators.controllers.scheduler.metrics import REGISTRY
-from operators.controllers.scheduler.preemptor import Attempt
 from operators.controllers.scheduler.queueing import (
     INITIAL_BACKOFF,
     Hint,
-    PendingPods,
+    PodRecord,
     pending_pod_update,
 )
 from operators.controllers.scheduler.settings import SchedulerSettings
 from operators.runtime.errors import NotLeaderError, Requeue
+from operators.scheduling.attempt import Attempt, Ready
 from operators.scheduling.cycle import NodeFit, run_cycle
 from operators.scheduling.preemption import PodPriority
 from operators.scheduling.score import Score
@@ -336,12 +336,12 @@ async def test_only_node_updates_that_may_make_room_bring_unschedulable_pods_bac
         version += 1
         node["metadata"]["resourceVersion"] = str(version)
         change(node)
-        before = s.moves
+        before = s.queue.moves
         feed({"type": "MODIFIED", "body": node})
-        return s.moves - before
+        return s.queue.moves - before
 
     feed({"type": "ADDED", "body": node})
-    assert s.moves == 1, "a new node may make room"
+    assert s.queue.moves == 1, "a new node may make room"
 
     def heartbeat(n: Any) -> None:
         n["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-11-27T00:05:00Z"
@@ -365,9 +365,9 @@ async def test_only_node_updates_that_may_make_room_bring_unschedulable_pods_bac
     relabelled = copy.deepcopy(node)
     relabelled["metadata"]["labels"] = {"zone": "c"}
     assert queueing.node_update(node, relabelled) == queueing.Hint(True, "its labels changed")
-    before = s.moves
+    before = s.queue.moves
     feed({"type": "DELETED", "body": node})
-    assert s.moves == before + 1
+    assert s.queue.moves == before + 1
 
 
 def _hints(event: str, hint: str) -> float:
@@ -396,7 +396,7 @@ async def test_nothing_the_scheduler_started_outlives_deactivate(
     claim = ResourceClaim.load(_claim("5", allocated=False))
     plan = planning.reservations(pod, [claim], {}, s.clock.now())
     s.binder.start(pod, plan, "node-1")
-    s.make_room("Node/Add", "a node joined")
+    s.queue.make_room("Node/Add", "a node joined")
     await asyncio.wait_for(blocked.wait(), timeout=10)
     started = s.tasks.running()
     assert sorted(t.get_name() for t in started) == [
@@ -442,7 +442,7 @@ async def test_a_write_refused_by_the_fence_leaves_no_allocation_that_was_not_wr
     claim = s.cache.claim(KEY)
     assert claim is not None
     allocation = AllocationResult.load(_claim("5", allocated=True)["status"]["allocation"])
-    attempt = Attempt(pod, PodPriority(0, True), [claim], [], {}, None, 0, 0)
+    attempt = Attempt(Ready(pod, (claim,)), PodPriority(0, True), [], {})
     s.reserve(attempt, NodeFit("node-1", {claim.key: allocation}, Score(0, 0, Decimal(0), "n")))
     assert s.cache.allocated.state().is_allocated(DEVICE)
     await asyncio.wait_for(asyncio.gather(*s.tasks.running()), timeout=10)
@@ -483,11 +483,10 @@ async def test_a_victim_the_fence_kept_from_evicting_is_not_waited_for(
 
 
 def test_a_pods_backoff_doubles_per_attempt_up_to_ten_seconds() -> None:
-    pending = PendingPods()
-    key = ObjectKey("ns", "p")
-    assert pending.backoff(key) == 1.0
+    record = PodRecord()
+    assert record.backoff() == 1.0
     delays = []
     for attempts in range(1, 7):
-        pending.attempts[key] = attempts
-        delays.append(pending.backoff(key))
+        record.attempts = attempts
+        delays.append(record.backoff())
     assert delays == [1.0, 2.0, 4.0, 8.0, 10.0, 10.0]

@@ -13,7 +13,7 @@ import pytest
 from operators.api.core import Pod
 from operators.api.resource import ResourceClaim
 from operators.controllers.scheduler import handlers
-from operators.scheduling import decision
+from operators.scheduling import attempt, decision
 from operators.scheduling.cycle import CycleResult, NodeFit
 from operators.scheduling.decision import (
     FREED_MEANWHILE,
@@ -117,11 +117,27 @@ def _calls(module: Any) -> set[str]:
     return found
 
 
-def test_the_scheduler_and_simulate_call_the_same_decision_and_repeat_none_of_it() -> None:
-    """One function decides for both: each calls it, and neither calls the steps it decides
-    between on its own (the stranded-claim rule, preemption's "wanted")."""
+#: The steps ``attempt.prepare`` and ``decide`` take for both: neither caller may call them.
+OWN_STEPS = {
+    "stranded_claim",
+    "wanted",
+    "resolve_claims",
+    "binding_verdict",
+    "makes_claim",
+    "extended_resources",
+    "requests_and_mappings",
+    "special_claim",
+}
+
+
+def test_the_scheduler_and_simulate_prepare_and_decide_alike_and_repeat_none_of_it() -> None:
+    """One preparation of the attempt and one decision after Filter, for both: each calls
+    them, and neither calls the steps they take on its own (resolving claims, the binding
+    verdict, building or weighing the special claim for extended resources, the
+    stranded-claim rule, preemption's "wanted")."""
     assert vars(handlers)["decide"] is vars(engine)["decide"] is decision.decide
+    assert vars(handlers)["prepare"] is vars(engine)["prepare"] is attempt.prepare
     for module in (handlers, engine):
         calls = _calls(module)
-        assert "decide" in calls, module.__name__
-        assert not calls & {"stranded_claim", "wanted"}, module.__name__
+        assert {"decide", "prepare"} <= calls, module.__name__
+        assert not calls & OWN_STEPS, (module.__name__, calls & OWN_STEPS)
