@@ -16,7 +16,7 @@ from operators.settings import SettingsError
 
 
 def _control_plane(args: argparse.Namespace) -> int:
-    from operators.kube import controlplane
+    from operators.localcluster import controlplane
 
     state_dir = Path(args.state_dir) if args.state_dir else controlplane.default_state_dir()
     if args.action == "up":
@@ -41,7 +41,7 @@ def _cluster(args: argparse.Namespace) -> int:
     import signal
     import threading
 
-    from operators.kube import cluster
+    from operators.localcluster import cluster
 
     names = cluster.node_names(args.nodes)
     stop = threading.Event()

@@ -28,9 +28,9 @@ from operators.demo.bringup import (
 )
 from operators.demo.supervision import DemoError
 from operators.demo.view import view
-from operators.kube import cluster, controlplane, manifests, realnode
 from operators.kube.api import KubeAPI
 from operators.kube.client import make_api_client
+from operators.localcluster import cluster, controlplane, manifests, realnode
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
