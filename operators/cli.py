@@ -134,9 +134,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["simulate"]:
         return _simulate(argv[1:])
     if argv[:1] == ["demo"]:
-        from operators import demo_cluster  # the demo, and its --in-cluster form
+        from operators.demo import in_cluster  # the demo, and its --in-cluster form
 
-        return demo_cluster.main(argv[1:])
+        return in_cluster.main(argv[1:])
     if argv[:1] == ["run"] and (len(argv) == 1 or argv[1] in ("-h", "--help")):
         return _run_help(asked=len(argv) > 1)
     if argv[:1] == ["run"]:

@@ -1,7 +1,7 @@
 """Bringing the demo's system up: the base objects, virtual (or real) nodes with the example
 driver, the operators as child processes, the fabric and the example workloads.
 
-The demo (``command``), ``demo_cluster`` and the e2e suite (``e2e/``) start the system with
+The demo (``command``), ``in_cluster`` and the e2e suite (``e2e/``) start the system with
 these functions.
 """
 
