@@ -16,11 +16,12 @@ IMAGE ?= kopf-dra:$(VERSION)
 KIND_KUBECONFIG := $(CURDIR)/.kind-kubeconfig
 # The local control plane's DRA feature gates as a --feature-gates value (kind's are the same).
 CONTROL_PLANE_GATES := $(PY) -c 'from operators.api.features import format_feature_gates as f; \
-  from operators.kube.controlplane import FEATURE_GATES as g; print(f(g))'
+  from operators.localcluster.controlplane import FEATURE_GATES as g; print(f(g))'
 # `make run KUBECONFIG=...` (on the command line) runs against that cluster; a KUBECONFIG merely
 # exported in the shell does not redirect `make run` away from the local control plane.
 DEMO_ARGS := $(if $(filter command line,$(origin KUBECONFIG)),--kubeconfig $(KUBECONFIG))
-# `make run REAL_NODE=1`: the two workers are real kubelets with containerd (operators/kube/realnode.py).
+# `make run REAL_NODE=1`: the two workers are real kubelets with containerd
+# (operators/localcluster/realnode.py).
 DEMO_ARGS += $(if $(REAL_NODE),--real-node)
 # `make run CLUSTER=1`: kopf-dra as pods, installed with Helm, on the complete local cluster.
 DEMO_ARGS += $(if $(CLUSTER),--in-cluster)

@@ -1,5 +1,5 @@
 """The wheel carries manifests/, crds/ and hack/{controlplane,node,cluster}/ as
-operators/_share/ (see operators/kube/files.py): everything else is in pyproject.toml."""
+operators/_share/ (see operators/localcluster/files.py): everything else is in pyproject.toml."""
 
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.bench_scheduler import COMPONENTS, KOPF_DRA_ENV, SEPARATE, WORKLOADS, churn, run
-from operators.kube import controlplane
+from operators.localcluster import controlplane
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD_UPSTREAM = ROOT / "hack" / "controlplane" / "build-upstream.sh"

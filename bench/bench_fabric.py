@@ -47,9 +47,9 @@ from operators.driver.settings import DriverSettings
 from operators.fabric.auth import StaticTokens
 from operators.fabric.service import FabricService
 from operators.fabric.simulator import FabricSimulator, parse_config
-from operators.kube import controlplane
 from operators.kube.api import KubeAPI
 from operators.kube.client import make_api_client
+from operators.localcluster import controlplane
 from operators.runtime.app import run_operator
 
 DRIVER = "fabric-bench.example.com"

@@ -35,9 +35,9 @@ from typing import Any
 
 import aiohttp
 
-from operators.kube import controlplane
 from operators.kube.api import KubeAPI
 from operators.kube.client import make_api_client
+from operators.localcluster import controlplane
 
 WORKLOADS = {
     "default": (100, 8, 1000),

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.bench_scheduler import DRIVER, setup
-from operators.kube import controlplane
 from operators.kube.api import KubeAPI
 from operators.kube.client import make_api_client
+from operators.localcluster import controlplane
 
 LEASE = ("kube-system", "kopf-dra-scheduler")
 ROUNDS = 3

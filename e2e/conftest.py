@@ -31,9 +31,9 @@ from operators.demo.bringup import (
     start_system,
 )
 from operators.demo.view import allocated_devices, is_settled, pod_claims, scheduled_condition
-from operators.kube import controlplane
 from operators.kube.api import KubeAPI, NotFoundError, resource_of
 from operators.kube.client import make_api_client
+from operators.localcluster import controlplane
 from tests.integration.helpers import eventually
 
 IN_CLUSTER = os.environ.get("KOPF_DRA_E2E_IN_CLUSTER") == "1"

@@ -13,8 +13,8 @@ from e2e.conftest import IN_CLUSTER, Scenario
 from operators.api.quantity import Quantity
 from operators.demo.bringup import EXAMPLES, FABRIC_LABEL, RACK_LABEL
 from operators.demo.view import allocated_devices, scheduled_condition
-from operators.kube import manifests
 from operators.kube.api import KubeAPI, NotFoundError, resource_of
+from operators.localcluster import manifests
 from tests.integration.helpers import eventually
 
 Apply = Callable[[str], Awaitable[Scenario]]

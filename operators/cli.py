@@ -16,7 +16,7 @@ from operators.settings import SettingsError
 
 
 def _control_plane(args: argparse.Namespace) -> int:
-    from operators.kube import controlplane
+    from operators.localcluster import controlplane
 
     state_dir = Path(args.state_dir) if args.state_dir else controlplane.default_state_dir()
     if args.action == "up":
@@ -41,7 +41,7 @@ def _cluster(args: argparse.Namespace) -> int:
     import signal
     import threading
 
-    from operators.kube import cluster
+    from operators.localcluster import cluster
 
     names = cluster.node_names(args.nodes)
     stop = threading.Event()
@@ -134,9 +134,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["simulate"]:
         return _simulate(argv[1:])
     if argv[:1] == ["demo"]:
-        from operators import demo_cluster  # the demo, and its --in-cluster form
+        from operators.demo import in_cluster  # the demo, and its --in-cluster form
 
-        return demo_cluster.main(argv[1:])
+        return in_cluster.main(argv[1:])
     if argv[:1] == ["run"] and (len(argv) == 1 or argv[1] in ("-h", "--help")):
         return _run_help(asked=len(argv) > 1)
     if argv[:1] == ["run"]:

@@ -14,7 +14,7 @@ from typing import NoReturn
 
 import pytest
 
-from operators.kube import controlplane
+from operators.localcluster import controlplane
 
 
 def under_ci() -> bool:

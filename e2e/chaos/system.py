@@ -24,9 +24,9 @@ import aiohttp
 from e2e.chaos.invariants import ProcessState, Snapshot
 from operators.demo.bringup import System, VirtualNode, start_system
 from operators.demo.supervision import Child
-from operators.kube import controlplane
 from operators.kube.api import ApiError, ConflictError, KubeAPI
 from operators.kube.client import make_api_client
+from operators.localcluster import controlplane
 
 T = TypeVar("T")
 TRANSIENT: Final = (ApiError, OSError, aiohttp.ClientError, TimeoutError)

@@ -1,5 +1,5 @@
 """kopf-dra deployed for real (``make e2e-cluster``): its own image, running as pods of the
-complete local cluster (``operators/kube/cluster.py``), installed with
+complete local cluster (``operators/localcluster/cluster.py``), installed with
 ``kubectl apply --server-side -k e2e/cluster/overlay`` as users install ``manifests/``.
 
 The session builds the image (``hack/image/build.sh``, cached), starts two real kubelet nodes
@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from operators.kube import cluster
-from operators.kube.files import project_root
+from operators.localcluster import cluster
+from operators.localcluster.files import project_root
 from tests.requires import unavailable
 
 INSTALL = os.environ.get("KOPF_DRA_E2E_INSTALL", "kustomize")

@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-from operators.kube import cluster, realnode
+from operators.localcluster import cluster, realnode
 
 MIG_PODS = (
     "kopf-dra-mig/train",

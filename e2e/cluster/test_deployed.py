@@ -15,9 +15,9 @@ from typing import Any, TypeVar
 import yaml
 
 from e2e.cluster.conftest import HELM_COMMANDS, NAMESPACE, OVERLAY, TOKEN_COMMAND, shell
-from operators.kube import cluster
 from operators.kube.api import KubeAPI, NotFoundError
-from operators.kube.files import project_root
+from operators.localcluster import cluster
+from operators.localcluster.files import project_root
 from tests.integration.helpers import eventually
 
 T = TypeVar("T")

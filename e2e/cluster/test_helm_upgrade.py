@@ -18,8 +18,8 @@ from e2e.cluster.test_operations import (
     workload,
 )
 from operators import __version__
-from operators.kube import cluster
 from operators.kube.api import ConflictError, KubeAPI
+from operators.localcluster import cluster
 from tests.integration.helpers import eventually
 
 #: The same image under a new tag, as a rebuild of the same commit would be pushed.

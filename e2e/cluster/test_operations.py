@@ -18,8 +18,8 @@ import pytest
 from e2e.cluster.conftest import NAMESPACE, shell
 from e2e.cluster.test_deployed import LEASES, component_pods, ready
 from operators.demo.bringup import SCHEDULER_NAME
-from operators.kube import cluster
 from operators.kube.api import ConflictError, KubeAPI, NotFoundError
+from operators.localcluster import cluster
 from tests.integration.helpers import eventually
 
 COMPONENTS = (*LEASES, "kopf-dra-fabric-manager-sim")

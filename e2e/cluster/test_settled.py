@@ -6,8 +6,8 @@ from __future__ import annotations
 from e2e.chaos.invariants import Snapshot, bound_pods_hold_claims, claims_held, exclusive_devices
 from e2e.cluster.conftest import NAMESPACE
 from e2e.cluster.test_deployed import restarts
-from operators.kube import cluster
 from operators.kube.api import KubeAPI
+from operators.localcluster import cluster
 
 
 async def test_no_device_is_in_two_allocations_and_bound_pods_hold_their_claims(

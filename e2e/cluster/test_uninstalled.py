@@ -6,9 +6,9 @@ from typing import Any
 
 from e2e.cluster.conftest import NAMESPACE, shell
 from operators.demo.bringup import example_names, example_objects
-from operators.kube import cluster
 from operators.kube.api import KubeAPI, NotFoundError, resource_of
-from operators.kube.files import project_root
+from operators.localcluster import cluster
+from operators.localcluster.files import project_root
 from tests.integration.helpers import eventually
 
 #: Namespaced kinds the chart creates in the release's namespace, or its components make there.

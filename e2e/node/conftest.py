@@ -2,10 +2,10 @@
 
 The session's control plane and operators are the e2e suite's (``e2e/conftest.py``); only the
 nodes differ: ``kopf-dra-worker`` and ``kopf-dra-worker2`` are real kubelets on this machine
-(``operators/kube/realnode.py``), each with the example driver as a host process on the kubelet's
-plugin directory and containerd's CDI directory. Where the machine cannot run them the session
-is skipped with what is missing, except under ``CI=true``, where that is a failure. A host-wide
-lock keeps two sessions apart; teardown stops everything and restores the host.
+(``operators/localcluster/realnode.py``), each with the example driver as a host process on the
+kubelet's plugin directory and containerd's CDI directory. Where the machine cannot run them the
+session is skipped with what is missing, except under ``CI=true``, where that is a failure. A
+host-wide lock keeps two sessions apart; teardown stops everything and restores the host.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import pytest
 
 from operators.api.core import Node
 from operators.demo.bringup import E2E_NODES, System, VirtualNode, start_system
-from operators.kube import controlplane, realnode
 from operators.kube.api import KubeAPI
+from operators.localcluster import controlplane, realnode
 from tests.integration.helpers import eventually
 from tests.requires import unavailable
 

@@ -22,8 +22,8 @@ from operators.demo.view import allocated_devices
 from operators.driver import cdi
 from operators.driver.health import taint_key
 from operators.driver.settings import DriverSettings
-from operators.kube import realnode
 from operators.kube.api import KubeAPI, NotFoundError, resource_of
+from operators.localcluster import realnode
 from tests.integration.helpers import eventually
 
 Apply = Callable[[str], Awaitable[Scenario]]

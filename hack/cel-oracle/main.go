@@ -45,7 +45,7 @@ type answer struct {
 	Results []result `json:"results"`
 }
 
-// The DRA gates of the local control plane (operators/kube/controlplane.py) that the CEL
+// The DRA gates of the local control plane (operators/localcluster/controlplane.py) that the CEL
 // environment depends on.
 var features = cel.Features{EnableConsumableCapacity: true, EnableListTypeAttributes: true}
 

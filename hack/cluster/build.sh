@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Builds what the complete local cluster (operators/kube/cluster.py) runs beside the control
-# plane and the nodes, into the same per-version cache, unless it is already there: kube-proxy
-# and kubectl of the pinned release (hack/controlplane's module set), CoreDNS with the plugins
-# cluster DNS needs (hack/cluster/coredns), and CoreDNS's image archive for `ctr images import`.
+# Builds what the complete local cluster (operators/localcluster/cluster.py) runs beside the control
+# plane and the nodes, into the same per-version cache, unless it is already there: kube-proxy and
+# kubectl of the pinned release (hack/controlplane's module set), CoreDNS with the plugins cluster
+# DNS needs (hack/cluster/coredns), and CoreDNS's image archive for `ctr images import`.
 # kube-controller-manager and kube-scheduler come from hack/controlplane/build-upstream.sh.
 # Prints the bin directory.
 set -euo pipefail

@@ -9,7 +9,8 @@ command -v runc >/dev/null || want+=(runc)
 [ -x /usr/lib/cni/bridge ] && [ -x /usr/lib/cni/host-local ] && [ -x /usr/lib/cni/loopback ] || \
   want+=(containernetworking-plugins)
 command -v busybox >/dev/null || want+=(busybox-static)
-# The complete local cluster's kube-proxy (nftables mode) runs nft (operators/kube/cluster.py).
+# The complete local cluster's kube-proxy (nftables mode) runs nft
+# (operators/localcluster/cluster.py).
 PATH="$PATH:/usr/sbin:/sbin" command -v nft >/dev/null || want+=(nftables)
 [ ${#want[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then

@@ -2,6 +2,6 @@
 
 One module per job, each importing only those before it: ``supervision`` (the child
 processes), ``bringup`` (control plane objects, nodes, operators, examples), ``view`` (the
-live view) and ``command`` (the command line, ``main``). The e2e suite starts the system with
-``bringup``.
+live view), ``command`` (the command line) and ``in_cluster`` (``--in-cluster``, and ``main``,
+which hands it to ``command``). The e2e suite starts the system with ``bringup``.
 """

@@ -1,7 +1,7 @@
 """Bringing the demo's system up: the base objects, virtual (or real) nodes with the example
 driver, the operators as child processes, the fabric and the example workloads.
 
-The demo (``command``), ``demo_cluster`` and the e2e suite (``e2e/``) start the system with
+The demo (``command``), ``in_cluster`` and the e2e suite (``e2e/``) start the system with
 these functions.
 """
 
@@ -23,9 +23,9 @@ import yaml
 from operators.api.core import Node
 from operators.api.features import format_feature_gates
 from operators.demo.supervision import REPO_ROOT, Child, DemoError, Supervisor, wait_for
-from operators.kube import controlplane, manifests, realnode
 from operators.kube.api import ConflictError, KubeAPI
-from operators.kube.files import CHECKOUT
+from operators.localcluster import controlplane, manifests, realnode
+from operators.localcluster.files import CHECKOUT
 
 MANIFESTS: Final = REPO_ROOT / "manifests"
 EXAMPLES: Final = MANIFESTS / "examples"
@@ -55,8 +55,8 @@ def manifest_profiles() -> dict[str, Any]:
 class VirtualNode:
     """A Node object with an example driver of its own (``profiles`` None: the ConfigMap's).
 
-    With ``kubelet_dir`` and ``cdi_dir`` the node is real (``operators/kube/realnode.py``): its
-    kubelet registers the Node and calls the driver there, its containerd reads the CDI specs.
+    With ``kubelet_dir`` and ``cdi_dir`` the node is real (``operators/localcluster/realnode.py``):
+    its kubelet registers the Node and calls the driver there, its containerd reads the CDI specs.
     """
 
     name: str

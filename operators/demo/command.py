@@ -28,9 +28,9 @@ from operators.demo.bringup import (
 )
 from operators.demo.supervision import DemoError
 from operators.demo.view import view
-from operators.kube import cluster, controlplane, manifests, realnode
 from operators.kube.api import KubeAPI
 from operators.kube.client import make_api_client
+from operators.localcluster import cluster, controlplane, manifests, realnode
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -162,7 +162,8 @@ InCluster = Callable[[argparse.Namespace, asyncio.Event, Any], Awaitable[int]]
 
 
 def main(argv: Sequence[str], *, in_cluster: InCluster | None = None) -> int:
-    """``kopf-dra demo``; ``in_cluster`` runs ``--in-cluster`` (``demo_cluster``, a layer above)."""
+    """``kopf-dra demo``; ``in_cluster`` runs ``--in-cluster`` (the module ``in_cluster``, which
+    imports this one)."""
     parser = argparse.ArgumentParser(prog="kopf-dra demo", description=__doc__.splitlines()[0])
     add_arguments(parser)
     args = parser.parse_args(argv)

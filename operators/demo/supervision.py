@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from operators.kube.files import project_root
+from operators.localcluster.files import project_root
 
 REPO_ROOT: Final = project_root()
 

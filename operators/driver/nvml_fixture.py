@@ -2,7 +2,8 @@
 
 Tests and ``hack/gpu/check.sh --fake`` use it in place of ``libnvidia-ml``: the snapshot is the
 fixture's GPU (optionally switched to MIG mode with given instances), MIG instances are created
-and destroyed in memory under NVML's placement rules, and events are whatever was injected.
+and destroyed in memory under NVML's placement rules, and events are whatever was injected. It
+ships in the package, not under tests/, because ``check.sh --fake`` runs from a wheel too.
 """
 
 from __future__ import annotations

@@ -1,1 +1,2 @@
-"""kube layer of kopf-dra (see docs/architecture.md, Layers)."""
+"""The API client: every component talks to the API server through it (see
+docs/architecture.md, Layers)."""

@@ -76,7 +76,7 @@ RESOURCES: Final[dict[str, Resource]] = {
             False,
             "CustomResourceDefinition",
         ),
-        # What the deployment manifests hold (operators/kube/manifests.py applies them).
+        # What the deployment manifests hold (operators/localcluster/manifests.py applies them).
         Resource("v1", "services", True, "Service"),
         Resource("v1", "secrets", True, "Secret"),
         Resource("networking.k8s.io/v1", "networkpolicies", True, "NetworkPolicy"),

@@ -18,9 +18,9 @@ from operators.controllers.claim_templates import app as templates_app
 from operators.controllers.claim_templates.settings import ClaimTemplateSettings
 from operators.controllers.reservations import app as reservations_app
 from operators.controllers.reservations.settings import ReservationSettings
-from operators.kube import controlplane, manifests
 from operators.kube.api import KubeAPI
 from operators.kube.client import make_api_client
+from operators.localcluster import controlplane, manifests
 from tests.integration.helpers import create_namespace, running_operator, unique
 
 pytestmark = pytest.mark.integration

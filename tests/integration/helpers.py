@@ -24,8 +24,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from operators.controllers.scheduler.handlers import Scheduler
 from operators.controllers.scheduler.settings import SchedulerSettings
 from operators.kube.api import ConflictError, KubeAPI, resource_of
-from operators.kube.controlplane import FEATURE_GATES
-from operators.kube.manifests import apply_order
+from operators.localcluster.controlplane import FEATURE_GATES
+from operators.localcluster.manifests import apply_order
 from operators.runtime.app import register_login, run_operator
 from operators.runtime.clock import SYSTEM_CLOCK, Clock
 

@@ -20,7 +20,7 @@ import pytest
 from operators import __version__
 from operators.components import COMPONENTS
 from operators.kube.api import KubeAPI
-from operators.kube.manifests import render
+from operators.localcluster.manifests import render
 from operators.settings import env_name
 from tests.integration.helpers import (
     create_namespace,

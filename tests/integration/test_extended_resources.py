@@ -18,7 +18,7 @@ import pytest
 from operators.api.names import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from operators.controllers.scheduler.handlers import Scheduler
 from operators.kube.api import ApiError, KubeAPI, NotFoundError, resource_of
-from operators.kube.controlplane import FEATURE_GATES
+from operators.localcluster.controlplane import FEATURE_GATES
 from operators.runtime.actions import Create
 from tests.integration.helpers import (
     bound_node,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from kubernetes_asyncio import client
 
 from operators.api.features import GATES
-from operators.kube.controlplane import FEATURE_GATES
+from operators.localcluster.controlplane import FEATURE_GATES
 from tests.integration.helpers import served_feature_gates
 
 

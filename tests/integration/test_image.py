@@ -45,7 +45,7 @@ import yaml
 from operators import __version__
 from operators.components import COMPONENTS
 from operators.kube.api import KubeAPI, NotFoundError
-from operators.kube.controlplane import free_port
+from operators.localcluster.controlplane import free_port
 from tests.integration.helpers import eventually, unique
 from tests.requires import unavailable
 

@@ -11,7 +11,7 @@ import pytest
 
 from operators.components import COMPONENTS
 from operators.kube.api import KubeAPI, resource_of
-from operators.kube.manifests import ManifestError, render
+from operators.localcluster.manifests import ManifestError, render
 from operators.settings import env_name
 from tests.integration.helpers import dry_run_all
 

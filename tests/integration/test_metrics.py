@@ -27,9 +27,9 @@ from operators.controllers.reservations.settings import ReservationSettings
 from operators.controllers.scheduler import app as scheduler_app
 from operators.controllers.scheduler.metrics import REGISTRY as SCHEDULER_REGISTRY
 from operators.controllers.scheduler.settings import SchedulerSettings
-from operators.kube import manifests
 from operators.kube.api import KubeAPI, NotFoundError
-from operators.kube.controlplane import FEATURE_GATES
+from operators.localcluster import manifests
+from operators.localcluster.controlplane import FEATURE_GATES
 from operators.runtime.controller import Controller
 from tests.integration.helpers import (
     bound_node,

@@ -16,7 +16,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from operators.kube.api import ApiError, KubeAPI
-from operators.kube.manifests import render
+from operators.localcluster.manifests import render
 from tests.integration.helpers import ROOT, create_namespace, render_chart
 
 RESTRICTED = {

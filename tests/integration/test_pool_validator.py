@@ -44,8 +44,8 @@ from operators.kube.api import (
     register_resource,
     resource_of,
 )
-from operators.kube.controlplane import FEATURE_GATES, free_port
-from operators.kube.manifests import render
+from operators.localcluster.controlplane import FEATURE_GATES, free_port
+from operators.localcluster.manifests import render
 from operators.runtime.app import register_login
 from tests.integration.helpers import eventually, mint_token, running_operator, unique
 from tests.requires import require_program

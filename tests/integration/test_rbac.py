@@ -28,9 +28,9 @@ from operators.controllers.reservations import app as reservations_app
 from operators.controllers.reservations.settings import ReservationSettings
 from operators.controllers.scheduler import app as scheduler_app
 from operators.controllers.scheduler.settings import SchedulerSettings
-from operators.kube import manifests
 from operators.kube.api import PATCH_TYPES, ApiError, KubeAPI, NotFoundError, resource_of
-from operators.kube.controlplane import FEATURE_GATES
+from operators.localcluster import manifests
+from operators.localcluster.controlplane import FEATURE_GATES
 from tests.integration.helpers import (
     ALLOCATION,
     bound_node,

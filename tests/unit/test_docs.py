@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
-from operators.kube.cluster import CONTROLLERS
-from operators.kube.controlplane import FEATURE_GATES, RUNTIME_CONFIG
-from operators.kube.manifests import render
+from operators.localcluster.cluster import CONTROLLERS
+from operators.localcluster.controlplane import FEATURE_GATES, RUNTIME_CONFIG
+from operators.localcluster.manifests import render
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "manifests" / "examples"

@@ -27,7 +27,7 @@ from operators.controllers.pool_validator.handlers import PoolValidatorControlle
 from operators.controllers.pool_validator.settings import PoolValidatorSettings
 from operators.controllers.scheduler.handlers import Scheduler
 from operators.controllers.scheduler.settings import SchedulerSettings
-from operators.kube.controlplane import FEATURE_GATES
+from operators.localcluster.controlplane import FEATURE_GATES
 from operators.settings import SettingsError
 from operators.simulate import build_parser
 from tests.unit.allocator import builders as b

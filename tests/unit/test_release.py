@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from operators import __version__
-from operators.kube.manifests import render
+from operators.localcluster.manifests import render
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "kopf-dra"

@@ -1,7 +1,8 @@
 """Driver fixtures: a Node object per test, a short kubelet directory, claim builders.
 
 There is no kubelet and no garbage collector on the local control plane: tests create the Node
-themselves, play kubelet through ``FakeKubelet``, and delete what would otherwise be collected.
+themselves, play kubelet through ``fake_kubelet.FakeKubelet``, and delete what would otherwise be
+collected.
 """
 
 from __future__ import annotations

@@ -13,11 +13,11 @@ from kubernetes_asyncio import client
 
 from operators.driver.app import Driver
 from operators.driver.identity import IdentityError
-from operators.driver.kubelet import FakeKubelet
 from operators.driver.service import HOTPLUG_ANNOTATION
 from operators.driver.settings import DriverSettings
 from operators.kube.api import KubeAPI
 from tests.integration.driver.conftest import DRIVER
+from tests.integration.driver.fake_kubelet import FakeKubelet
 from tests.integration.helpers import eventually, metric_names, sample, scrape
 from tests.integration.test_metrics import DRIVER as DRIVER_METRICS
 

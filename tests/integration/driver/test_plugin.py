@@ -15,12 +15,12 @@ import pytest
 from operators.driver.cdi import CDIWriter, cdi_kind
 from operators.driver.checkpoint import Checkpoint
 from operators.driver.health import HEALTH_TIMEOUT_SECONDS, taint_key
-from operators.driver.kubelet import FakeKubelet
 from operators.driver.plugin import V1, V1BETA1, ClaimRef, PluginServer
 from operators.driver.profiles import default_config
 from operators.driver.service import DriverService
 from operators.kube.api import KubeAPI
 from tests.integration.driver.conftest import DRIVER, allocate, claim_body, result
+from tests.integration.driver.fake_kubelet import FakeKubelet
 
 MIG = "gpu-0-mig-1g-5gb-0"
 

@@ -247,7 +247,7 @@ def test_fixed_seed_corpus_agrees_with_upstream(upstream: Oracle) -> None:
 def test_oracle_runs_with_the_local_control_planes_feature_gates() -> None:
     """The oracle's DRA CEL features are the gates the local control plane turns on, so that
     what it calls upstream is what that API server and scheduler do."""
-    from operators.kube.controlplane import FEATURE_GATES
+    from operators.localcluster.controlplane import FEATURE_GATES
 
     from .differential import ROOT
 

@@ -1,7 +1,7 @@
 """``kopf-dra demo --in-cluster`` (``make run CLUSTER=1``): the demo with kopf-dra as pods.
 
 It builds kopf-dra's image (``make image``), starts the complete local cluster with it in
-every node (``operators/kube/cluster.py``: real kubelets, kube-controller-manager,
+every node (``operators/localcluster/cluster.py``: real kubelets, kube-controller-manager,
 kube-scheduler, kube-proxy, CoreDNS), installs kopf-dra with the README's Helm commands,
 applies the examples and shows the demo's live view, where the pods now run with their
 devices. Ctrl-C tears the cluster down and restores the host. Needs a checkout (the image's
@@ -21,9 +21,9 @@ from operators.demo import command
 from operators.demo.bringup import apply_example
 from operators.demo.supervision import DemoError
 from operators.demo.view import view
-from operators.kube import cluster
 from operators.kube.api import KubeAPI
 from operators.kube.client import make_api_client
+from operators.localcluster import cluster
 
 
 def main(argv: Sequence[str]) -> int:

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from operators.kube import certs
-from operators.kube.files import project_root
+from operators.localcluster.files import project_root
 
 BUILD_SCRIPT = project_root() / "hack" / "controlplane" / "build.sh"
 VERSION_FILE = project_root() / "hack" / "controlplane" / "VERSION"
@@ -337,8 +337,8 @@ class ControlPlane:
             "--enable-priority-and-fairness=false",
             # No node lifecycle controller would ever lift its not-ready taint from test nodes.
             "--disable-admission-plugins=TaintNodesByCondition",
-            # Logs and exec of pods on real nodes (operators/kube/realnode.py): reach the kubelet
-            # at its node IP, not at a node name no resolver knows.
+            # Logs and exec of pods on real nodes (operators/localcluster/realnode.py): reach the
+            # kubelet at its node IP, not at a node name no resolver knows.
             "--kubelet-preferred-address-types=InternalIP",
             "--storage-media-type=application/json",
             "--v=1",

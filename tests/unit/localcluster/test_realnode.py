@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from operators.kube import controlplane, realnode
+from operators.localcluster import controlplane, realnode
 
 
 def node(index: int, tmp_path: Path) -> realnode.RealNode:

@@ -28,8 +28,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from operators.kube import controlplane
-from operators.kube.files import project_root
+from operators.localcluster import controlplane
+from operators.localcluster.files import project_root
 
 BUILD_SCRIPT = project_root() / "hack" / "node" / "build.sh"
 INSTALL_SCRIPT = project_root() / "hack" / "node" / "install-deps.sh"

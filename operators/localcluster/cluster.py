@@ -28,8 +28,8 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from operators.kube import controlplane, realnode
-from operators.kube.files import project_root
+from operators.localcluster import controlplane, realnode
+from operators.localcluster.files import project_root
 
 BUILD_SCRIPT = project_root() / "hack" / "cluster" / "build.sh"
 UPSTREAM_BUILD_SCRIPT = project_root() / "hack" / "controlplane" / "build-upstream.sh"
