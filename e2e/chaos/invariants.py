@@ -22,6 +22,7 @@ from operators.allocator.nodes import selector_matches
 from operators.allocator.pool_checks import check_pool
 from operators.allocator.pools import newest_generations
 from operators.allocator.selectors import CelSelectorEngine
+from operators.api.consumers import generated_owner, is_pod_consumer
 from operators.api.core import Node, Pod
 from operators.api.ids import DeviceID
 from operators.api.names import POD_CLAIM_NAME_ANNOTATION
@@ -34,7 +35,6 @@ from operators.api.resource import (
     ResourceSlice,
 )
 from operators.cel import CELEnvironment
-from operators.controllers.reservations.planning import generated_owner, is_pod_consumer
 from operators.scheduling.binding_conditions import ConditionsState, allocated_node, binding_verdict
 from operators.scheduling.cycle import ClaimsNotReady, resolve_claims, run_cycle
 from operators.scheduling.nodes import UsageTracker, pod_requests

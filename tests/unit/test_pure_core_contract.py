@@ -7,7 +7,7 @@ package of its app) and of the runtime is I/O, reads the environment or the cloc
 those together, except
 
 - each controller's ``planning`` (the pure core itself) and the runtime's ``actions`` (the
-  writes planning returns);
+  writes planning returns) and ``claim_writes`` (the claim writes two controllers share);
 - ``PURE_HELPERS``: data models and protocols that planning shares with its component, held to
   the pure core's rules by the same check of their imports as the pure core
   (test_architecture.py's).
@@ -29,7 +29,7 @@ from operators.components import COMPONENTS
 from .test_architecture import _clock_reads, _forbidden, _imports
 
 ROOT = Path(__file__).resolve().parents[2]
-PURE = {"operators.runtime.actions"}
+PURE = {"operators.runtime.actions", "operators.runtime.claim_writes"}
 PURE_HELPERS = {
     "operators.controllers.pool_validator.model",  # ResourcePoolStatus, planning's output
     "operators.fabric.model",  # the fabric manager's wire model, read by fabric planning

@@ -14,6 +14,7 @@ from typing import Any
 import kopf
 import structlog
 
+from operators.api import consumers
 from operators.api.keys import ObjectKey, controller_pod
 from operators.api.resource import ResourceClaim
 from operators.controllers.reservations import metrics, planning
@@ -21,6 +22,7 @@ from operators.controllers.reservations.settings import ReservationSettings
 from operators.kube.api import NotFoundError
 from operators.observability import fields
 from operators.observability.metrics import claim_labels
+from operators.runtime import claim_writes
 from operators.runtime.controller import Controller
 from operators.runtime.indices import SupersededVersions
 from operators.runtime.informer import Feeds
@@ -38,7 +40,7 @@ class ReservationController(Controller[ReservationSettings]):
 
     def __init__(self, settings: ReservationSettings, **kwargs: Any) -> None:
         super().__init__(settings, **kwargs)
-        self.pods = LocalStore("Pod", {"pods": planning.pod_summary})
+        self.pods = LocalStore("Pod", {"pods": consumers.pod_summary})
         self.claims = LocalStore(
             "ResourceClaim", {"claims": by_key, "claims_by_pod": _claims_by_pod}
         )
@@ -50,8 +52,8 @@ class ReservationController(Controller[ReservationSettings]):
         #: Pod and claim events, when this controller runs alone (``claims`` feeds it itself).
         self.feeds: Feeds | None = None
 
-    async def _pods(self, namespace: str, names: set[str]) -> dict[str, planning.PodInfo | None]:
-        found: dict[str, planning.PodInfo | None] = {}
+    async def _pods(self, namespace: str, names: set[str]) -> dict[str, consumers.PodInfo | None]:
+        found: dict[str, consumers.PodInfo | None] = {}
         for name in names:
             body = self.indices.one("pods", (namespace, name))
             if body is None:
@@ -59,7 +61,7 @@ class ReservationController(Controller[ReservationSettings]):
                     body = await self.api.get("Pod", name, namespace)
                 except NotFoundError:
                     body = None
-            found[name] = None if body is None else planning.PodInfo.from_body(body)
+            found[name] = None if body is None else consumers.PodInfo.from_body(body)
         return found
 
     async def reconcile(self, key: ObjectKey) -> None:
@@ -68,9 +70,9 @@ class ReservationController(Controller[ReservationSettings]):
             return
         if self._superseded.is_stale(key, (body.get("metadata") or {}).get("resourceVersion")):
             return
-        facts = planning.ClaimFacts.of(body)  # most claims need nothing: decide unparsed
+        facts = consumers.ClaimFacts.of(body)  # most claims need nothing: decide unparsed
         pods = await self._pods(key.namespace, facts.pods_to_look_up())
-        plan = planning.plan_claim(facts, pods)
+        plan = consumers.plan_claim(facts, pods)
         if plan.idle:
             return
         claim = ResourceClaim.load(body)
@@ -78,7 +80,7 @@ class ReservationController(Controller[ReservationSettings]):
         resource_version = claim.metadata.resource_version
         if plan.status_write:
             # 409 (a stale cached claim) propagates: the queue retries from a fresh cache.
-            updated = await self.apply(planning.status_write(claim, plan))
+            updated = await self.apply(claim_writes.status_write(claim, plan))
             assert updated is not None
             resource_version = updated["metadata"]["resourceVersion"]
             for removal in plan.removals:
@@ -94,11 +96,11 @@ class ReservationController(Controller[ReservationSettings]):
                 log.info("claim deallocated", **context)
         self._superseded.wrote(key, claim.metadata.resource_version)
         if plan.remove_finalizer:
-            await self.apply(planning.finalizer_removal(claim, resource_version))
+            await self.apply(claim_writes.finalizer_removal(claim, resource_version))
             self._superseded.wrote(key, resource_version)
             log.info("delete-protection finalizer removed", **context)
         if plan.delete:
-            await self.apply(planning.deletion(claim))
+            await self.apply(claim_writes.deletion(claim))
             # The status write's version shows no deletion yet: deleting again from it would
             # be a no-op write, and a second count.
             self._superseded.wrote(key, resource_version)

@@ -20,13 +20,13 @@ from operators.api.keys import ObjectKey
 from operators.api.names import DELETE_PROTECTION_FINALIZER
 from operators.api.resource import ResourceClaim
 from operators.api.timestamps import age
-from operators.controllers.reservations import planning as reservations_planning
 from operators.controllers.scheduler import metrics, planning
 from operators.controllers.scheduler.protocol import SchedulerIO
 from operators.controllers.scheduler.queueing import SchedulingQueue
 from operators.controllers.scheduler.settings import SchedulerSettings
 from operators.kube.api import ApiError, ConflictError, NotFoundError
 from operators.observability import fields
+from operators.runtime import claim_writes
 from operators.runtime.actions import Patch, PostEvent
 from operators.runtime.errors import NotLeaderError, UnknownOutcomeError
 from operators.runtime.tasks import TaskOwner
@@ -325,9 +325,9 @@ class Binder:
         s = self.scheduler
         version = claim.metadata.resource_version
         if DELETE_PROTECTION_FINALIZER in claim.metadata.finalizers:
-            patched = await s.apply(reservations_planning.finalizer_removal(claim, version))
+            patched = await s.apply(claim_writes.finalizer_removal(claim, version))
             assert patched is not None
-        await s.apply(reservations_planning.deletion(claim))
+        await s.apply(claim_writes.deletion(claim))
 
     async def _read_pod(self, key: ObjectKey) -> Pod | None:
         body = await self._read("Pod", key)

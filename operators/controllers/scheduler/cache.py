@@ -16,13 +16,13 @@ from operators.allocator.allocator import Policy
 from operators.allocator.selectors import CelSelectorEngine
 from operators.allocator.state import AllocatedTracker, Holding
 from operators.api.base import KubeModel
+from operators.api.consumers import pod_summary
 from operators.api.core import Node, Pod, PodDisruptionBudget, PriorityClass
 from operators.api.ids import DeviceID
 from operators.api.keys import ObjectKey, controller_pod
 from operators.api.names import EXTENDED_RESOURCE_CLAIM_ANNOTATION, TERMINAL_PHASES
 from operators.api.resource import DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice
 from operators.cel import CELEnvironment
-from operators.controllers.reservations.planning import pod_summary
 from operators.runtime.indices import IndexView
 from operators.runtime.stores import LocalStore, Stores, by_key
 from operators.scheduling.extended import class_mapping, is_special_claim

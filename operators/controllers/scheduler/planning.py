@@ -26,13 +26,14 @@ import enum
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from operators.api import consumers
 from operators.api.claim_status import edited_status, pod_consumer
 from operators.api.core import Pod
 from operators.api.keys import ObjectKey
 from operators.api.names import DELETE_PROTECTION_FINALIZER
 from operators.api.resource import AllocationResult, ResourceClaim
 from operators.api.timestamps import format_time
-from operators.controllers.reservations import planning as reservations_planning
+from operators.runtime import claim_writes
 from operators.runtime.actions import Bind, Create, Delete, Patch, PostEvent, ReplaceStatus
 
 WARNING = "Warning"
@@ -315,17 +316,17 @@ def preempting_event(preemptor: Pod, description: str) -> PostEvent:
 
 
 def victim_claim_release(
-    claim: ResourceClaim, pods: Mapping[str, reservations_planning.PodInfo | None]
+    claim: ResourceClaim, pods: Mapping[str, consumers.PodInfo | None]
 ) -> ReplaceStatus | None:
     """A claim whose consumers are all gone (deleted, replaced, or Succeeded/Failed): the
     reservation cleanup's write (remove the reservations, then deallocate, in one status
     write), done by the scheduler at once so the preemptor need not wait for the cleanup's
     pass. ``pods`` holds every name the cleanup's ``pods_to_look_up`` gives. None: not (yet)
     free."""
-    plan = reservations_planning.plan_claim(claim, pods)
+    plan = consumers.plan_claim(claim, pods)
     if not plan.deallocate or any(r.reason not in GONE for r in plan.removals):
         return None
-    return reservations_planning.status_write(claim, plan)
+    return claim_writes.status_write(claim, plan)
 
 
 # --- repair ----------------------------------------------------------------------------------

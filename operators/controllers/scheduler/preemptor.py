@@ -15,11 +15,11 @@ from typing import Protocol
 import structlog
 
 from operators.allocator import AllocatedState, Allocator, Features, OutOfTimeError
+from operators.api.consumers import PodInfo, pods_to_look_up
 from operators.api.core import Node, Pod
 from operators.api.keys import ObjectKey
 from operators.api.names import TERMINAL_PHASES
 from operators.api.resource import ResourceClaim
-from operators.controllers.reservations.planning import PodInfo, pods_to_look_up
 from operators.controllers.scheduler import metrics, planning
 from operators.controllers.scheduler.protocol import SchedulerIO
 from operators.controllers.scheduler.queueing import SchedulingQueue

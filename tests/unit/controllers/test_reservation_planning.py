@@ -1,4 +1,5 @@
-"""Pure decisions of the reservation cleanup (kube-controller-manager's behaviour)."""
+"""Pure decisions of the reservation cleanup (kube-controller-manager's behaviour): its rules
+(``api.consumers``), their writes (``runtime.claim_writes``) and what brings a reconcile."""
 
 from __future__ import annotations
 
@@ -6,13 +7,14 @@ from typing import Any
 
 import pytest
 
+from operators.api import consumers
+from operators.api.consumers import PodInfo
 from operators.api.keys import ObjectKey
 from operators.api.names import DELETE_PROTECTION_FINALIZER, POD_CLAIM_NAME_ANNOTATION
 from operators.api.resource import ResourceClaim
-from operators.controllers.reservations import planning
 from operators.controllers.reservations.handlers import ReservationController
-from operators.controllers.reservations.planning import PodInfo
 from operators.controllers.reservations.settings import ReservationSettings
+from operators.runtime import claim_writes
 
 ALLOCATION = {
     "devices": {
@@ -96,10 +98,10 @@ def test_stale_pod_reservation_is_removed_and_last_removal_deallocates(
     pod: PodInfo | None, reason: str
 ) -> None:
     c = claim(("p1", "u1"))
-    plan = planning.plan_claim(c, {"p1": pod})
+    plan = consumers.plan_claim(c, {"p1": pod})
     assert [r.reason for r in plan.removals] == [reason]
     assert plan.deallocate
-    body = planning.status_write(c, plan).body
+    body = claim_writes.status_write(c, plan).body
     assert "reservedFor" not in body["status"]
     assert "allocation" not in body["status"]
     assert "devices" not in body["status"]  # cleared in the same write
@@ -115,46 +117,46 @@ def test_stale_pod_reservation_is_removed_and_last_removal_deallocates(
     ],
 )
 def test_live_pods_keep_their_reservation(pod: PodInfo) -> None:
-    plan = planning.plan_claim(claim(("p1", "u1")), {"p1": pod})
+    plan = consumers.plan_claim(claim(("p1", "u1")), {"p1": pod})
     assert plan.idle
 
 
 def test_shared_claim_is_deallocated_only_after_the_last_pod() -> None:
     c = claim(("p1", "u1"), ("p2", "u2"))
-    plan = planning.plan_claim(c, {"p1": None, "p2": PodInfo(uid="u2", phase="Running")})
+    plan = consumers.plan_claim(c, {"p1": None, "p2": PodInfo(uid="u2", phase="Running")})
     assert [r.consumer.name for r in plan.removals] == ["p1"]
     assert not plan.deallocate
-    body = planning.status_write(c, plan).body
+    body = claim_writes.status_write(c, plan).body
     assert [r["name"] for r in body["status"]["reservedFor"]] == ["p2"]
     assert body["status"]["allocation"] == ALLOCATION
 
 
 def test_other_consumer_kinds_are_left_alone() -> None:
     c = claim(("p1", "u1"), other_consumer=True)
-    plan = planning.plan_claim(c, {"p1": None})
+    plan = consumers.plan_claim(c, {"p1": None})
     assert [r.consumer.name for r in plan.removals] == ["p1"]
     assert not plan.deallocate  # the jobset still holds it
-    assert planning.status_write(c, plan).body["status"]["reservedFor"] == [
+    assert claim_writes.status_write(c, plan).body["status"]["reservedFor"] == [
         {"apiGroup": "example.com", "resource": "jobsets", "name": "js", "uid": "j"}
     ]
 
 
 def test_allocated_but_unreserved_claim_is_left_to_the_scheduler() -> None:
-    assert planning.plan_claim(claim(), {}).idle
+    assert consumers.plan_claim(claim(), {}).idle
 
 
 def test_deleted_unreserved_claim_is_deallocated_and_its_finalizer_removed() -> None:
-    plan = planning.plan_claim(claim(deleting=True), {})
+    plan = consumers.plan_claim(claim(deleting=True), {})
     assert (plan.deallocate, plan.remove_finalizer, plan.delete) == (True, True, False)
 
 
 def test_deleted_claim_in_use_keeps_allocation_and_finalizer() -> None:
-    plan = planning.plan_claim(claim(("p1", "u1"), deleting=True), {"p1": RUNNING})
+    plan = consumers.plan_claim(claim(("p1", "u1"), deleting=True), {"p1": RUNNING})
     assert plan.idle
 
 
 def test_deleted_unallocated_claim_only_loses_its_finalizer() -> None:
-    plan = planning.plan_claim(claim(allocated=False, deleting=True), {})
+    plan = consumers.plan_claim(claim(allocated=False, deleting=True), {})
     assert (plan.status_write, plan.remove_finalizer) == (False, True)
 
 
@@ -171,18 +173,18 @@ def test_generated_claim_is_deleted_when_its_pod_is_gone_or_done(
     owner: PodInfo | None, expected: bool
 ) -> None:
     c = claim(allocated=False, generated_for=("p1", "u1"))
-    assert planning.plan_claim(c, {"p1": owner}).delete is expected
+    assert consumers.plan_claim(c, {"p1": owner}).delete is expected
 
 
 def test_generated_claim_of_a_done_pod_is_unreserved_deallocated_and_deleted() -> None:
     c = claim(("p1", "u1"), generated_for=("p1", "u1"))
-    plan = planning.plan_claim(c, {"p1": PodInfo(uid="u1", phase="Succeeded")})
+    plan = consumers.plan_claim(c, {"p1": PodInfo(uid="u1", phase="Succeeded")})
     assert (bool(plan.removals), plan.deallocate, plan.delete) == (True, True, True)
 
 
 def test_pods_to_look_up_names_consumers_and_owner() -> None:
     c = claim(("p1", "u1"), generated_for=("p0", "u0"), other_consumer=True)
-    assert planning.pods_to_look_up(c) == {"p0", "p1"}
+    assert consumers.pods_to_look_up(c) == {"p0", "p1"}
 
 
 async def test_a_pods_update_queues_its_claims_only_when_the_plan_reads_what_changed(
@@ -264,10 +266,10 @@ def test_the_facts_of_a_raw_claim_are_those_of_the_parsed_one(
         other_consumer=True,
     )
     raw = parsed.dump()
-    assert planning.ClaimFacts.of(raw) == planning.ClaimFacts.of(parsed)
-    facts = planning.ClaimFacts.of(raw)
-    assert facts.consumers[0] == planning.Consumer("", "pods", "p1", "u1")
+    assert consumers.ClaimFacts.of(raw) == consumers.ClaimFacts.of(parsed)
+    facts = consumers.ClaimFacts.of(raw)
+    assert facts.consumers[0] == consumers.Consumer("", "pods", "p1", "u1")
     assert (facts.allocated, facts.deleting, facts.protected) == (True, deleting, True)
     assert facts.owner == (("p0", "u0") if generated else None)
     unallocated = {**raw, "status": {}}
-    assert not planning.ClaimFacts.of(unallocated).allocated
+    assert not consumers.ClaimFacts.of(unallocated).allocated

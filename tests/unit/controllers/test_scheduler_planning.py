@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
+from operators.api.consumers import PodInfo
 from operators.api.core import Pod
 from operators.api.names import DELETE_PROTECTION_FINALIZER
 from operators.api.resource import AllocationResult, ResourceClaim
-from operators.controllers.reservations.planning import PodInfo
 from operators.controllers.scheduler import planning
 from operators.controllers.scheduler.planning import PodState
 from operators.runtime.actions import ReplaceStatus
