@@ -25,8 +25,9 @@ import pytest
 import yaml
 
 from operators.controllers.fabric import app as fabric_app
-from operators.controllers.fabric.handlers import FIELD_MANAGER, FabricController
+from operators.controllers.fabric.handlers import FabricController
 from operators.controllers.fabric.metrics import REGISTRY
+from operators.controllers.fabric.planning import FIELD_MANAGER
 from operators.controllers.fabric.settings import FabricSettings
 from operators.driver.app import Driver
 from operators.driver.settings import DriverSettings

@@ -4,8 +4,8 @@ Two keys in the queue: ``reconcile`` (the whole fabric: attach, report, hand ove
 ``publish`` (the free-device pools). Any claim, fabric node or node-pool event enqueues the
 reconcile; manager-side changes are seen by long-polling running operations and by the periodic
 tick. Decisions are ``planning.plan``, from one snapshot of the manager per reconcile (never a
-newer-than-seen revision followed by an older one); this module only reads inputs and applies
-the plan.
+newer-than-seen revision followed by an older one), and the writes ``planning`` builds from it;
+this module only reads inputs and applies them.
 
 Caches lag behind our own writes: a claim or Node we just wrote is read from the write's
 answer until the watch shows a newer version, so a reconcile never repeats a write (or, worse,
@@ -24,7 +24,7 @@ import kopf
 import structlog
 
 from operators.api.keys import ObjectKey
-from operators.api.resource import API_VERSION, ResourceClaim, ResourceSlice
+from operators.api.resource import ResourceClaim, ResourceSlice
 from operators.api.timestamps import epoch
 from operators.controllers.fabric import metrics, planning
 from operators.controllers.fabric.settings import FabricSettings
@@ -40,7 +40,7 @@ from operators.fabric.model import (
 )
 from operators.kube.api import ConflictError, InvalidError, NotFoundError
 from operators.observability import fields
-from operators.runtime.actions import Create, Delete, Patch, PostEvent, Replace
+from operators.runtime.actions import PostEvent
 from operators.runtime.controller import Controller
 from operators.runtime.errors import Requeue, TemporaryError
 from operators.runtime.indices import CLAIMS, SLICES
@@ -54,7 +54,6 @@ WARNING = "Warning"
 log = structlog.get_logger(__name__)
 
 COMPONENT = "fabric"
-FIELD_MANAGER = "kopf-dra-fabric"
 RECONCILE = "reconcile"
 PUBLISH = "publish"
 LONG_POLL = 30.0
@@ -186,9 +185,7 @@ class FabricController(Controller[FabricSettings]):
         for name in list(self.indices.keys("fabric_nodes")):
             body = self.indices.one("fabric_nodes", name)
             if body is not None:
-                body = self._nodes_written.view(name, body)
-                annotations = (body.get("metadata") or {}).get("annotations") or {}
-                found[name] = annotations.get(planning.HOTPLUG_ANNOTATION)
+                found[name] = planning.hotplug_annotation(self._nodes_written.view(name, body))
         return found
 
     def _node_local(self, now: float) -> dict[tuple[str, str], float]:
@@ -283,24 +280,20 @@ class FabricController(Controller[FabricSettings]):
             if cached is None:
                 continue
             body = self._nodes_written.view(node, cached)
-            meta = body.get("metadata") or {}
-            current = (meta.get("annotations") or {}).get(planning.HOTPLUG_ANNOTATION)
-            updated = planning.annotation_after(
-                current, plan.hand_over.get(node, []), plan.take_back.get(node, set())
+            read = (body.get("metadata") or {}).get("resourceVersion")
+            action = planning.annotation_write(
+                node, body, plan.hand_over.get(node, []), plan.take_back.get(node, set())
             )
-            if updated is None:
+            if action is None:
                 continue
-            written = await self.apply(
-                Patch(
-                    kind="Node",
-                    key=ObjectKey("", node),
-                    patch={"metadata": {"annotations": {planning.HOTPLUG_ANNOTATION: updated}}},
-                    resource_version=meta.get("resourceVersion"),
-                )
-            )
+            written = await self.apply(action)
             assert written is not None
-            self._nodes_written.wrote(node, meta.get("resourceVersion"), written)
-            log.info("node hot-plug annotation updated", **{fields.NODE: node}, devices=updated)
+            self._nodes_written.wrote(node, read, written)
+            log.info(
+                "node hot-plug annotation updated",
+                **{fields.NODE: node},
+                devices=planning.hotplug_annotation(action.patch),
+            )
 
     async def _report(self, plan: planning.Plan, now: float) -> None:
         by_claim: dict[str, list[planning.Report]] = {}
@@ -310,24 +303,11 @@ class FabricController(Controller[FabricSettings]):
         rejected: InvalidError | None = None
         for reports in by_claim.values():
             claim = reports[0].wanted.claim
-            patch = planning.status_patch(claim, reports, self.config, now)
-            if patch is None:
+            action = planning.status_write(claim, reports, self.config, now)
+            if action is None:
                 continue
-            key = ObjectKey(claim.metadata.namespace or "", claim.metadata.name or "")
             try:
-                # Server-side apply of the device conditions this controller owns; the patch
-                # names the claim's uid, so a replaced claim is not written.
-                written = await self.apply(
-                    Patch(
-                        kind="ResourceClaim",
-                        key=key,
-                        patch=patch,
-                        resource_version=None,
-                        patch_type="apply",
-                        subresource="status",
-                        field_manager=FIELD_MANAGER,
-                    )
-                )
+                written = await self.apply(action)
             except (ConflictError, NotFoundError) as e:
                 # Changed (reallocated, deallocated, gone) since we read it: plan again.
                 log.info("claim status not written", **{fields.CLAIM: claim.key}, error=str(e))
@@ -339,7 +319,7 @@ class FabricController(Controller[FabricSettings]):
                 rejected = rejected or e
                 continue
             assert written is not None
-            self._claims_written.wrote(key, claim.metadata.resource_version, written)
+            self._claims_written.wrote(action.key, claim.metadata.resource_version, written)
             for report in reports:
                 await self._announce(report, now)
         if rejected is not None:
@@ -421,10 +401,7 @@ class FabricController(Controller[FabricSettings]):
             body = await self.api.get("Node", node)
         except NotFoundError:
             return False
-        annotation = ((body.get("metadata") or {}).get("annotations") or {}).get(
-            planning.HOTPLUG_ANNOTATION
-        )
-        return device in planning.annotation_names(annotation)
+        return device in planning.annotation_names(planning.hotplug_annotation(body))
 
     def _count(self, plan: planning.Plan) -> None:
         for op in plan.finished:
@@ -481,32 +458,20 @@ class FabricController(Controller[FabricSettings]):
         }
         for pool, free in sorted(pools.items()):
             name = planning.slice_name(self.config, pool)
-            body = planning.desired_slice(self.config, pool, free, existing.pop(name, None))
+            action = planning.slice_write(self.config, pool, free, existing.pop(name, None))
             metrics.FREE_DEVICES.labels(pool=pool).set(len(free))
-            if body is None:
+            if action is None:
                 continue
-            # Listed items carry no kind: name it for the write.
-            wire = {**body.dump(), "apiVersion": API_VERSION, "kind": "ResourceSlice"}
-            if body.metadata.resource_version:
-                await self.apply(Replace(body=wire))
-            else:
-                await self.apply(Create(body=wire))
+            await self.apply(action)
             log.info(
                 "fabric pool published",
                 **{fields.POOL: f"{self.config.driver}/{pool}"},
-                generation=body.spec.pool.generation,
+                generation=action.body["spec"]["pool"]["generation"],
                 free=len(free),
             )
         for name, stale in existing.items():
-            if name.startswith(f"{self.config.driver}-{planning.POOL_PREFIX}"):
-                await self.apply(
-                    Delete(
-                        kind="ResourceSlice",
-                        key=ObjectKey("", name),
-                        uid=stale.metadata.uid,
-                        resource_version=stale.metadata.resource_version,
-                    )
-                )
+            if (removal := planning.slice_removal(self.config, name, stale)) is not None:
+                await self.apply(removal)
                 log.info("fabric pool removed", **{fields.POOL: stale.spec.pool.name or ""})
 
     async def _tick(self) -> None:

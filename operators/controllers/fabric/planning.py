@@ -8,7 +8,8 @@ It returns what to attach, what to detach, which binding (failure) conditions to
 which annotation entries to add or drop. Level-triggered: the same inputs give the same plan,
 so a restarted controller resumes where the last one stopped, and operation ids are derived
 from the allocation so a retry (or a restart) finds the operation it started before instead of
-starting another.
+starting another. The writes that carry it out are built here too (``annotation_write``,
+``status_write``, ``slice_write``, ``slice_removal``): the handlers only apply them.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from operators.api.core import NodeSelector, NodeSelectorRequirement, NodeSelectorTerm
+from operators.api.keys import ObjectKey
 from operators.api.meta import Condition, ObjectMeta
 from operators.api.quantity import Quantity, QuantityError
 from operators.api.resource import (
@@ -48,11 +50,14 @@ from operators.fabric.model import (
     Operation,
     model_slug,
 )
+from operators.runtime.actions import Create, Delete, Patch, Replace
 from operators.scheduling.binding_conditions import allocated_node
 
 POOL_PREFIX = "fabric-"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "kopf-dra-fabric"
+#: Server-side apply's owner of our device conditions in claim statuses.
+FIELD_MANAGER = "kopf-dra-fabric"
 #: Node annotation the node's driver reads (operators/driver/service.py HOTPLUG_ANNOTATION).
 HOTPLUG_ANNOTATION = "resource.kopf-dra.io/attached-devices"
 
@@ -193,6 +198,34 @@ def desired_slice(
 
 def _canonical(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, default=str)
+
+
+def slice_write(
+    config: FabricConfig, pool: str, devices: Sequence[Device], existing: ResourceSlice | None
+) -> Create | Replace | None:
+    """``desired_slice`` as a write: a replace at the version listed, a create when there was
+    none (None: the slice says so already)."""
+    body = desired_slice(config, pool, devices, existing)
+    if body is None:
+        return None
+    # Listed items carry no kind: name it for the write.
+    wire = {**body.dump(), "apiVersion": API_VERSION, "kind": "ResourceSlice"}
+    if body.metadata.resource_version:
+        return Replace(body=wire)
+    return Create(body=wire)
+
+
+def slice_removal(config: FabricConfig, name: str, existing: ResourceSlice) -> Delete | None:
+    """A listed slice of ours whose pool is gone, deleted as listed (its uid and version);
+    None for a slice of another pool prefix."""
+    if not name.startswith(f"{config.driver}-{POOL_PREFIX}"):
+        return None
+    return Delete(
+        kind="ResourceSlice",
+        key=ObjectKey("", name),
+        uid=existing.metadata.uid,
+        resource_version=existing.metadata.resource_version,
+    )
 
 
 # --- attach, detach, report ----------------------------------------------------------------
@@ -591,6 +624,50 @@ def status_patch(
         },
         "status": {"devices": entries},
     }
+
+
+def status_write(
+    claim: ResourceClaim,
+    reports: Sequence[Report],
+    config: FabricConfig,
+    now: float,
+) -> Patch | None:
+    """``status_patch`` as a server-side apply of the conditions our field manager owns; the
+    patch names the claim's uid and resourceVersion, so a replaced or changed claim is not
+    written (a 409: plan again)."""
+    patch = status_patch(claim, reports, config, now)
+    if patch is None:
+        return None
+    return Patch(
+        kind="ResourceClaim",
+        key=ObjectKey(claim.metadata.namespace or "", claim.metadata.name or ""),
+        patch=patch,
+        resource_version=None,
+        patch_type="apply",
+        subresource="status",
+        field_manager=FIELD_MANAGER,
+    )
+
+
+def hotplug_annotation(body: Mapping[str, Any]) -> str | None:
+    """A Node's hot-plug annotation (or that of a patch of it)."""
+    return ((body.get("metadata") or {}).get("annotations") or {}).get(HOTPLUG_ANNOTATION)
+
+
+def annotation_write(
+    node: str, body: Mapping[str, Any], add: Sequence[HotplugEntry], drop: set[str]
+) -> Patch | None:
+    """The Node's hot-plug annotation with entries added and dropped, at the version of
+    ``body`` (None: unchanged)."""
+    updated = annotation_after(hotplug_annotation(body), add, drop)
+    if updated is None:
+        return None
+    return Patch(
+        kind="Node",
+        key=ObjectKey("", node),
+        patch={"metadata": {"annotations": {HOTPLUG_ANNOTATION: updated}}},
+        resource_version=(body.get("metadata") or {}).get("resourceVersion"),
+    )
 
 
 def annotation_after(

@@ -56,7 +56,7 @@ from operators.kube.api import (
     register_resource,
 )
 from operators.observability import fields
-from operators.runtime.actions import Create, Delete, PostEvent, ReplaceStatus
+from operators.runtime.actions import PostEvent, ReplaceStatus
 from operators.runtime.controller import Controller
 from operators.runtime.indices import CLAIMS, SLICES
 from operators.runtime.queue import WorkQueue
@@ -204,8 +204,8 @@ class PoolValidatorController(Controller[PoolValidatorSettings]):
         )
         if current is None:
             current = await self._create(pool)
-        if current.get("status") != plan.status:
-            await self._write_status(key, current, plan.status)
+        if (action := planning.status_write(current, plan.status)) is not None:
+            await self._write_status(key, action)
             log.info(
                 "pool status published",
                 state=plan.state,
@@ -234,19 +234,16 @@ class PoolValidatorController(Controller[PoolValidatorSettings]):
 
     async def _create(self, pool: PoolID) -> dict[str, Any]:
         try:
-            created = await self.apply(Create(body=planning.status_object(pool)))
+            created = await self.apply(planning.creation(pool))
         except ConflictError:
             # Created by us a moment ago and not in the cache yet (or by a previous run).
             return await self.api.get(KIND, planning.status_name(pool))
         assert created is not None
         return created
 
-    async def _write_status(
-        self, key: PoolKey, current: dict[str, Any], status: dict[str, Any]
-    ) -> None:
-        body = {**current, "status": status}
+    async def _write_status(self, key: PoolKey, action: ReplaceStatus) -> None:
         try:
-            written = await self.apply(ReplaceStatus(body=body))
+            written = await self.apply(action)
         except NotFoundError:
             self._written.pop(key, None)
             raise  # deleted meanwhile: the retry creates it again
@@ -254,7 +251,7 @@ class PoolValidatorController(Controller[PoolValidatorSettings]):
             self._written.pop(key, None)
             raise
         assert written is not None
-        self._written[key] = (current["metadata"].get("resourceVersion"), written)
+        self._written[key] = (action.body["metadata"].get("resourceVersion"), written)
 
     async def _delete(self, key: PoolKey, current: dict[str, Any] | None) -> None:
         """The pool has no slices any more: its status goes, and so do its metrics."""
@@ -264,13 +261,7 @@ class PoolValidatorController(Controller[PoolValidatorSettings]):
         self._forget(key)
         if current is None:
             return
-        await self.apply(
-            Delete(
-                kind=KIND,
-                key=ObjectKey("", current["metadata"]["name"]),
-                uid=current["metadata"].get("uid"),
-            )
-        )
+        await self.apply(planning.deletion(current))
         log.info("pool gone, status deleted", **{fields.POOL: str(PoolID(*key))})
 
     # --- ResourcePoolStatusRequests ----------------------------------------------------------
@@ -323,9 +314,7 @@ class PoolValidatorController(Controller[PoolValidatorSettings]):
             rules,
         )
         if step.delete:
-            await self.apply(
-                Delete(kind=REQUEST_KIND, key=ObjectKey("", name), uid=request.metadata.uid)
-            )
+            await self.apply(planning.request_deletion(request))
             self._request_attempts.pop(name, None)
             log.info("request expired, deleted", request=name)
             return
@@ -333,7 +322,7 @@ class PoolValidatorController(Controller[PoolValidatorSettings]):
             self._request_attempts[name] += 1
             log.info("request waits for incomplete pools", request=name, pools=step.waiting_for)
         if step.status is not None:
-            await self.apply(ReplaceStatus(body={**body, "status": step.status}))
+            await self.apply(planning.request_answer(body, step.status))
             self._request_attempts.pop(name, None)
             log.info("request answered", request=name, driver=driver)
         if step.requeue_after is not None:

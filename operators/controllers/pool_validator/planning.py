@@ -4,7 +4,9 @@ The checks themselves are in ``operators.allocator.pool_checks`` (shared with th
 through ``pools.pool_problems``). This module adds what depends on time (a pool incomplete,
 or keeping old slices, for longer than the grace period), turns a report into the
 ResourcePoolStatus status, and decides which problems are new (an Event each) by comparing
-with the status published before, so a restarted validator does not repeat its Events.
+with the status published before, so a restarted validator does not repeat its Events. The
+writes (the status object created, its status replaced, deleted; a request answered or
+deleted) are built here too: the handlers only apply them.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import dataclasses
 import datetime
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from operators.allocator.features import Features
@@ -35,9 +37,11 @@ from operators.allocator.pool_checks import (
 from operators.allocator.pools import PoolGeneration, PoolProblem
 from operators.api import limits
 from operators.api.ids import PoolID
+from operators.api.keys import ObjectKey
 from operators.api.meta import Condition, ObjectMeta
 from operators.api.poolstatus import CONDITION_COMPLETE as REQUEST_COMPLETE
 from operators.api.poolstatus import CONDITION_FAILED as REQUEST_FAILED
+from operators.api.poolstatus import KIND as REQUEST_KIND
 from operators.api.poolstatus import ResourcePoolStatusRequest, ResourcePoolStatusRequestStatus
 from operators.api.resource import DeviceTaintRule, ResourceClaim
 from operators.api.timestamps import age, format_time
@@ -54,7 +58,7 @@ from operators.controllers.pool_validator.model import (
     ProblemEntry,
     ResourcePoolStatus,
 )
-from operators.runtime.actions import PostEvent
+from operators.runtime.actions import Create, Delete, PostEvent, ReplaceStatus
 
 MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
 MANAGED_BY: Final = "kopf-dra-pool-validator"
@@ -94,6 +98,25 @@ def status_object(pool: PoolID) -> dict[str, Any]:
         metadata=ObjectMeta(name=status_name(pool), labels=labels),
         spec=PoolStatusSpec(driver=pool.driver, pool=pool.pool),
     ).dump()
+
+
+def creation(pool: PoolID) -> Create:
+    """The ResourcePoolStatus of a pool seen for the first time (a 409: it exists already)."""
+    return Create(body=status_object(pool))
+
+
+def status_write(current: Mapping[str, Any], status: dict[str, Any]) -> ReplaceStatus | None:
+    """``status`` on the object as last read or written, at its version (None: it says so
+    already)."""
+    if current.get("status") == status:
+        return None
+    return ReplaceStatus(body={**current, "status": status})
+
+
+def deletion(current: Mapping[str, Any]) -> Delete:
+    """The status of a pool that has no slices any more: this object only (its uid)."""
+    meta = current["metadata"]
+    return Delete(kind=KIND, key=ObjectKey("", meta["name"]), uid=meta.get("uid"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -336,6 +359,19 @@ class RequestStep:
     requeue_after: float | None = None
     #: The incomplete pools that made this step wait instead of answering.
     waiting_for: tuple[str, ...] = ()
+
+
+def request_answer(body: Mapping[str, Any], status: dict[str, Any]) -> ReplaceStatus:
+    """The request as read, with its answer, at the version read (answered once: a 409 when
+    someone else answered meanwhile)."""
+    return ReplaceStatus(body={**body, "status": status})
+
+
+def request_deletion(request: ResourcePoolStatusRequest) -> Delete:
+    """A request past its TTL: this one only (its uid)."""
+    return Delete(
+        kind=REQUEST_KIND, key=ObjectKey("", request.metadata.name or ""), uid=request.metadata.uid
+    )
 
 
 def _finished_at(status: ResourcePoolStatusRequestStatus) -> str | None:

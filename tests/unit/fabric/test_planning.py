@@ -7,10 +7,11 @@ from typing import Any
 
 import pytest
 
-from operators.api.resource import ResourceClaim, ResourceSlice
+from operators.api.resource import API_VERSION, ResourceClaim, ResourceSlice
 from operators.api.timestamps import format_epoch
 from operators.controllers.fabric import planning
 from operators.fabric.model import FabricDevice, FabricSnapshot, Operation
+from operators.runtime.actions import Create, Delete, Patch, Replace
 
 DRIVER = "gpu.example.com"
 ATTACHED = "fabric.kopf-dra.io/attached"
@@ -325,6 +326,19 @@ def test_annotation_after_adds_once() -> None:
     assert planning.annotation_after(first, [entry], set()) is None
 
 
+def test_annotation_write_patches_the_node_at_the_version_read_and_only_on_change() -> None:
+    entry = planning.HotplugEntry("a100-0", "A100", None, None)
+    node = {"metadata": {"name": "n1", "resourceVersion": "4", "annotations": {}}}
+    action = planning.annotation_write("n1", node, [entry], set())
+    assert isinstance(action, Patch)
+    assert (action.kind, action.key, action.resource_version) == ("Node", ("", "n1"), "4")
+    written = planning.hotplug_annotation(action.patch)
+    assert json.loads(written or "") == [{"name": "a100-0", "model": "A100"}]
+    node["metadata"]["annotations"] = {planning.HOTPLUG_ANNOTATION: written}
+    assert planning.hotplug_annotation(node) == written
+    assert planning.annotation_write("n1", node, [entry], set()) is None
+
+
 def test_status_patch_applies_all_our_entries_and_skips_no_ops() -> None:
     c = claim(conditions=[cond(ATTACHED, "False", "Attaching")])
     wanted = planning.wanted_devices([c], {"a100-0": device()}, BIND)[0]
@@ -344,6 +358,19 @@ def test_status_patch_applies_all_our_entries_and_skips_no_ops() -> None:
     assert condition["lastTransitionTime"] == format_epoch(NOW)
     attaching = planning.Report(wanted, ATTACHED, False, "Attaching", "again")
     assert planning.status_patch(c, [attaching], BIND, NOW) is None
+
+
+def test_status_write_applies_the_patch_as_our_field_manager() -> None:
+    c = claim(conditions=[cond(ATTACHED, "False", "Attaching")])
+    wanted = planning.wanted_devices([c], {"a100-0": device()}, BIND)[0]
+    done = planning.Report(wanted, ATTACHED, True, "Attached", "attached")
+    action = planning.status_write(c, [done], BIND, NOW)
+    assert isinstance(action, Patch)
+    assert action.patch == planning.status_patch(c, [done], BIND, NOW)
+    assert (action.kind, action.key, action.subresource) == ("ResourceClaim", ("ns", "c"), "status")
+    assert (action.patch_type, action.field_manager) == ("apply", planning.FIELD_MANAGER)
+    attaching = planning.Report(wanted, ATTACHED, False, "Attaching", "again")
+    assert planning.status_write(c, [attaching], BIND, NOW) is None
 
 
 def test_free_pools_publish_only_free_devices_one_pool_per_model() -> None:
@@ -378,3 +405,35 @@ def test_desired_slice_bumps_the_generation_only_on_change() -> None:
     assert changed is not None
     assert changed.spec.pool.generation == 2
     assert changed.metadata.resource_version == "3"
+
+
+def test_slice_write_creates_a_new_pool_and_replaces_a_listed_one_only_on_change() -> None:
+    free = planning.free_pools([device("a100-0"), device("a100-1")], BIND)["fabric-a100"]
+    created = planning.slice_write(BIND, "fabric-a100", free, None)
+    assert isinstance(created, Create)
+    assert (created.body["apiVersion"], created.body["kind"]) == (API_VERSION, "ResourceSlice")
+    listed = {**created.body, "metadata": {**created.body["metadata"], "resourceVersion": "3"}}
+    del listed["kind"]  # listed items carry none: the write names it again
+    existing = ResourceSlice.load(listed)
+    assert planning.slice_write(BIND, "fabric-a100", free, existing) is None
+    replaced = planning.slice_write(BIND, "fabric-a100", free[:1], existing)
+    assert isinstance(replaced, Replace)
+    assert replaced.body["kind"] == "ResourceSlice"
+    assert replaced.body["metadata"]["resourceVersion"] == "3"
+    assert replaced.body["spec"]["pool"]["generation"] == 2
+
+
+def test_slice_removal_deletes_only_our_pools_as_listed() -> None:
+    free = planning.free_pools([device("a100-0")], BIND)["fabric-a100"]
+    body = planning.desired_slice(BIND, "fabric-a100", free, None)
+    assert body is not None
+    listed = body.model_copy(deep=True)
+    listed.metadata.uid, listed.metadata.resource_version = "slice-uid", "9"
+    removal = planning.slice_removal(BIND, "gpu.example.com-fabric-a100", listed)
+    assert isinstance(removal, Delete)
+    assert (removal.key, removal.uid, removal.resource_version) == (
+        ("", "gpu.example.com-fabric-a100"),
+        "slice-uid",
+        "9",
+    )
+    assert planning.slice_removal(BIND, "gpu.example.com-node-1", listed) is None

@@ -12,6 +12,7 @@ from operators.api.ids import PoolID
 from operators.api.validation import dns1123_subdomain_errors
 from operators.controllers.pool_validator import planning
 from operators.controllers.pool_validator.model import PoolStatusStatus, ResourcePoolStatus
+from operators.runtime.actions import Create, Delete, ReplaceStatus
 from tests.unit.pool_validator.builders import (
     DRIVER,
     POOL,
@@ -85,6 +86,29 @@ def test_status_object_identifies_the_pool() -> None:
     assert (parsed.spec.driver, parsed.spec.pool) == (DRIVER, "rack/1")
     assert body["metadata"]["labels"][planning.MANAGED_BY_LABEL] == planning.MANAGED_BY
     assert "status" not in body
+
+
+def test_the_status_object_is_created_written_at_its_version_and_deleted_by_uid() -> None:
+    pool = PoolID(DRIVER, "rack/1")
+    created = planning.creation(pool)
+    assert isinstance(created, Create)
+    assert created.body == planning.status_object(pool)
+    current = {
+        **created.body,
+        "metadata": {**created.body["metadata"], "uid": "u", "resourceVersion": "5"},
+    }
+    status = plan(VALID).status
+    write = planning.status_write(current, status)
+    assert isinstance(write, ReplaceStatus)
+    assert (write.body["status"], write.body["metadata"]) == (status, current["metadata"])
+    assert planning.status_write({**current, "status": status}, status) is None
+    deletion = planning.deletion(current)
+    assert isinstance(deletion, Delete)
+    assert (deletion.kind, deletion.key, deletion.uid) == (
+        "ResourcePoolStatus",
+        ("", planning.status_name(pool)),
+        "u",
+    )
 
 
 # --- status ------------------------------------------------------------------------------

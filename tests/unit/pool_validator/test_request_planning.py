@@ -7,7 +7,13 @@ import datetime
 from typing import Any
 
 from operators.api.poolstatus import ResourcePoolStatusRequest
-from operators.controllers.pool_validator.planning import RequestLifetimes, plan_request
+from operators.controllers.pool_validator.planning import (
+    RequestLifetimes,
+    plan_request,
+    request_answer,
+    request_deletion,
+)
+from operators.runtime.actions import Delete, ReplaceStatus
 from tests.unit.pool_validator.builders import ALL, DRIVER, claim, device, group, result, slice_
 
 CREATED = "2026-01-01T00:00:00Z"
@@ -19,7 +25,12 @@ LIFETIMES = RequestLifetimes(
 
 def request(status: dict[str, Any] | None = None, **spec: Any) -> ResourcePoolStatusRequest:
     body: dict[str, Any] = {
-        "metadata": {"name": "r", "creationTimestamp": CREATED},
+        "metadata": {
+            "name": "r",
+            "uid": "ru",
+            "resourceVersion": "3",
+            "creationTimestamp": CREATED,
+        },
         "spec": {"driver": DRIVER, **spec},
     }
     if status is not None:
@@ -47,6 +58,24 @@ def test_a_new_request_is_answered_and_looked_at_again_at_its_ttl() -> None:
     assert (answered["totalDevices"], answered["availableDevices"]) == (2, 1)
     assert step.status["conditions"][0]["lastTransitionTime"] == "2026-01-01T00:00:05Z"
     assert (step.delete, step.requeue_after) == (False, 3600.0)
+
+
+def test_the_answer_is_written_on_the_request_as_read_and_the_deletion_names_its_uid() -> None:
+    pool = group(slice_("s", device("d0")))
+    r = request()
+    step = plan_request(r, [pool], [], ALL, at(5), 0, LIFETIMES)
+    assert step.status is not None
+    body = r.dump()
+    answer = request_answer(body, step.status)
+    assert isinstance(answer, ReplaceStatus)
+    assert answer.body == {**body, "status": step.status}
+    deletion = request_deletion(r)
+    assert isinstance(deletion, Delete)
+    assert (deletion.kind, deletion.key, deletion.uid) == (
+        "ResourcePoolStatusRequest",
+        ("", "r"),
+        "ru",
+    )
 
 
 def test_an_answered_request_is_never_answered_again_and_goes_an_hour_after() -> None:
