@@ -5,10 +5,14 @@ behind the leader fence. Preconditions are part of the type, so a write cannot f
 
 - ``Replace`` and ``ReplaceStatus`` PUT an object or its status with the resourceVersion it
   was computed from;
-- ``Patch`` carries the resourceVersion the patch was computed from (None only where no
-  precondition applies, e.g. server-side apply of fields this component owns);
+- ``Patch`` carries the resourceVersion the patch was computed from, or ``NO_PRECONDITION``
+  written out where none applies (a field of our own where the last writer wins), with the
+  reason beside it;
 - ``Delete`` carries the uid (and optionally the resourceVersion) it means;
 - ``Bind`` names the pod by uid.
+
+A missing precondition (None, or empty) raises in ``__post_init__``: an object's uid and
+resourceVersion are Optional in the models, so mypy alone cannot see one left out.
 
 Classes are keyword-only so that controllers can subclass them with their own context
 (the claim-template controller's ``CreateClaim`` is a ``Create`` with the pod entry).
@@ -17,10 +21,21 @@ Classes are keyword-only so that controllers can subclass them with their own co
 from __future__ import annotations
 
 import dataclasses
+import enum
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from operators.api.keys import ObjectKey
+
+
+class NoPrecondition(enum.Enum):
+    """The type of ``NO_PRECONDITION``: a patch that takes none says so, never by None."""
+
+    NO_PRECONDITION = "no precondition"
+
+
+#: A patch sent whatever the object's version (each use says why beside it).
+NO_PRECONDITION: Final = NoPrecondition.NO_PRECONDITION
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -67,17 +82,27 @@ class Replace:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Patch:
+    """A patch computed from the object at ``resource_version`` (a 409 if it changed since),
+    or sent whatever its version with ``NO_PRECONDITION``."""
+
     kind: str
     key: ObjectKey
     patch: Mapping[str, Any]
-    resource_version: str | None
+    resource_version: str | NoPrecondition
     patch_type: str = "merge"
     subresource: str = ""
     field_manager: str | None = None
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.resource_version, NoPrecondition) and not self.resource_version:
+            raise ValueError(
+                f"{self.describe()}: a patch needs the resourceVersion it was computed from, "
+                "or NO_PRECONDITION"
+            )
+
     def body(self) -> Mapping[str, Any]:
-        """The patch with its precondition (merge and strategic patches carry it inline)."""
-        if self.resource_version is None or self.patch_type == "apply":
+        """The patch with its precondition inline (every patch type reads it there)."""
+        if isinstance(self.resource_version, NoPrecondition):
             return self.patch
         metadata = {**(self.patch.get("metadata") or {}), "resourceVersion": self.resource_version}
         return {**self.patch, "metadata": metadata}
@@ -89,10 +114,17 @@ class Patch:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Delete:
+    """The object of this uid only (never a replacement of the same name); with a
+    resourceVersion too, only as it was at that version."""
+
     kind: str
     key: ObjectKey
-    uid: str | None
+    uid: str
     resource_version: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.uid:
+            raise ValueError(f"{self.describe()}: a delete needs the uid of the object it means")
 
     def describe(self) -> str:
         return f"delete {self.kind} {self.key}"

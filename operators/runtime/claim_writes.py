@@ -26,7 +26,7 @@ def status_write(claim: ResourceClaim, plan: ClaimPlan) -> ReplaceStatus:
     )
 
 
-def finalizer_removal(claim: ResourceClaim, resource_version: str | None) -> Patch:
+def finalizer_removal(claim: ResourceClaim, resource_version: str) -> Patch:
     """The delete-protection finalizer off, at ``resource_version`` (after our status write)."""
     finalizers = [f for f in claim.metadata.finalizers if f != DELETE_PROTECTION_FINALIZER]
     return Patch(
@@ -42,5 +42,5 @@ def deletion(claim: ResourceClaim) -> Delete:
     return Delete(
         kind="ResourceClaim",
         key=ObjectKey(claim.metadata.namespace or "", claim.metadata.name or ""),
-        uid=claim.metadata.uid,
+        uid=claim.metadata.uid or "",
     )

@@ -215,7 +215,7 @@ def recording(pod: Pod, records: Sequence[RecordStatus]) -> Patch:
                 ]
             }
         },
-        resource_version=pod.metadata.resource_version,
+        resource_version=pod.metadata.resource_version or "",
         patch_type="strategic",
         subresource="status",
     )

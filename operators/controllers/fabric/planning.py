@@ -223,7 +223,7 @@ def slice_removal(config: FabricConfig, name: str, existing: ResourceSlice) -> D
     return Delete(
         kind="ResourceSlice",
         key=ObjectKey("", name),
-        uid=existing.metadata.uid,
+        uid=existing.metadata.uid or "",
         resource_version=existing.metadata.resource_version,
     )
 
@@ -642,7 +642,7 @@ def status_write(
         kind="ResourceClaim",
         key=ObjectKey(claim.metadata.namespace or "", claim.metadata.name or ""),
         patch=patch,
-        resource_version=None,
+        resource_version=claim.metadata.resource_version or "",
         patch_type="apply",
         subresource="status",
         field_manager=FIELD_MANAGER,
@@ -666,7 +666,7 @@ def annotation_write(
         kind="Node",
         key=ObjectKey("", node),
         patch={"metadata": {"annotations": {HOTPLUG_ANNOTATION: updated}}},
-        resource_version=(body.get("metadata") or {}).get("resourceVersion"),
+        resource_version=(body.get("metadata") or {}).get("resourceVersion") or "",
     )
 
 

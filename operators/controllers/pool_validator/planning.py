@@ -370,7 +370,9 @@ def request_answer(body: Mapping[str, Any], status: dict[str, Any]) -> ReplaceSt
 def request_deletion(request: ResourcePoolStatusRequest) -> Delete:
     """A request past its TTL: this one only (its uid)."""
     return Delete(
-        kind=REQUEST_KIND, key=ObjectKey("", request.metadata.name or ""), uid=request.metadata.uid
+        kind=REQUEST_KIND,
+        key=ObjectKey("", request.metadata.name or ""),
+        uid=request.metadata.uid or "",
     )
 
 

@@ -77,7 +77,7 @@ class ReservationController(Controller[ReservationSettings]):
             return
         claim = ResourceClaim.load(body)
         context = {fields.CLAIM: claim.key}
-        resource_version = claim.metadata.resource_version
+        resource_version = claim.metadata.resource_version or ""
         if plan.status_write:
             # 409 (a stale cached claim) propagates: the queue retries from a fresh cache.
             updated = await self.apply(claim_writes.status_write(claim, plan))

@@ -323,8 +323,8 @@ class Binder:
         """A special claim deleted as upstream deletes it: its finalizer off first (it is
         the scheduler's own), then the claim, both at the version and uid read."""
         s = self.scheduler
-        version = claim.metadata.resource_version
         if DELETE_PROTECTION_FINALIZER in claim.metadata.finalizers:
+            version = claim.metadata.resource_version or ""
             patched = await s.apply(claim_writes.finalizer_removal(claim, version))
             assert patched is not None
         await s.apply(claim_writes.deletion(claim))

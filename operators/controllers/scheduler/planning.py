@@ -34,7 +34,15 @@ from operators.api.names import DELETE_PROTECTION_FINALIZER
 from operators.api.resource import AllocationResult, ResourceClaim
 from operators.api.timestamps import format_time
 from operators.runtime import claim_writes
-from operators.runtime.actions import Bind, Create, Delete, Patch, PostEvent, ReplaceStatus
+from operators.runtime.actions import (
+    NO_PRECONDITION,
+    Bind,
+    Create,
+    Delete,
+    Patch,
+    PostEvent,
+    ReplaceStatus,
+)
 
 WARNING = "Warning"
 NORMAL = "Normal"
@@ -123,7 +131,9 @@ def extended_status(pod: Pod, status: Mapping[str, Any]) -> Patch | None:
             "metadata": {"uid": pod.metadata.uid},
             "status": {"extendedResourceClaimStatus": status},
         },
-        resource_version=None,
+        # Only the scheduler writes this field: a version would refuse it for each status
+        # update of the kubelet's, and the uid already pins the pod.
+        resource_version=NO_PRECONDITION,
         subresource="status",
     )
 
@@ -138,7 +148,7 @@ def finalizer(claim: ResourceClaim) -> Patch | None:
         patch={
             "metadata": {"finalizers": [*claim.metadata.finalizers, DELETE_PROTECTION_FINALIZER]}
         },
-        resource_version=claim.metadata.resource_version,
+        resource_version=claim.metadata.resource_version or "",
     )
 
 
@@ -215,7 +225,7 @@ def nominate(pod: Pod, node: str | None) -> Patch:
         kind="Pod",
         key=pod_key(pod),
         patch={"status": {"nominatedNodeName": node}},
-        resource_version=None,  # a hint in our own field: last writer wins, as upstream
+        resource_version=NO_PRECONDITION,  # a hint in our own field: last writer wins, as upstream
         subresource="status",
     )
 
@@ -251,7 +261,8 @@ def unschedulable(
                 ]
             }
         },
-        resource_version=None,  # a condition of our own: last writer wins, as kube-scheduler
+        # A condition of our own: the last writer wins, as kube-scheduler's.
+        resource_version=NO_PRECONDITION,
         patch_type="strategic",
         subresource="status",
     )
@@ -291,7 +302,8 @@ def disruption_target(victim: Pod, scheduler_name: str, now: datetime.datetime) 
                 ]
             }
         },
-        resource_version=None,
+        # A condition of our own, keyed by its type: writing it again changes nothing.
+        resource_version=NO_PRECONDITION,
         patch_type="strategic",
         subresource="status",
     )
@@ -299,7 +311,7 @@ def disruption_target(victim: Pod, scheduler_name: str, now: datetime.datetime) 
 
 def eviction(victim: Pod) -> Delete:
     """The victim (this uid only) deleted with its own grace period: never forced."""
-    return Delete(kind="Pod", key=pod_key(victim), uid=victim.metadata.uid)
+    return Delete(kind="Pod", key=pod_key(victim), uid=victim.metadata.uid or "")
 
 
 def preempted_event(victim: Pod, preemptor: Pod, node: str) -> PostEvent:

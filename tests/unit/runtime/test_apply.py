@@ -1,7 +1,8 @@
 """Every kind of write is applied. ``actions.Write`` names the types planning may return, and
 ``Applier._send`` dispatches on them by type: a type it does not know raises TypeError only at
 its first write, in a cluster. Each write goes to its endpoint once, with the timeout the fence
-gave, and not at all when the fence refuses."""
+gave, and not at all when the fence refuses; a write's precondition goes with it, and a write
+without one (a patch says ``NO_PRECONDITION`` where it takes none) is refused when built."""
 
 from __future__ import annotations
 
@@ -12,7 +13,16 @@ import pytest
 
 from operators.api.keys import ObjectKey
 from operators.kube.api import KubeAPI
-from operators.runtime.actions import Bind, Create, Delete, Patch, Replace, ReplaceStatus, Write
+from operators.runtime.actions import (
+    NO_PRECONDITION,
+    Bind,
+    Create,
+    Delete,
+    Patch,
+    Replace,
+    ReplaceStatus,
+    Write,
+)
 from operators.runtime.apply import Applier
 from operators.runtime.errors import NotLeaderError
 from operators.runtime.events import EventRecorder
@@ -38,6 +48,7 @@ class RecordingAPI:
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, float | None]] = []
+        self.arguments: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
 
     def __getattr__(self, name: str) -> Any:
         if name not in {
@@ -52,6 +63,7 @@ class RecordingAPI:
 
         async def send(*args: Any, request_timeout: float | None = None, **kw: Any) -> Any:
             self.calls.append((name, request_timeout))
+            self.arguments.append((args, kw))
             return {}
 
         return send
@@ -81,3 +93,48 @@ async def test_a_write_the_fence_refuses_is_not_sent() -> None:
     with pytest.raises(NotLeaderError):
         await _applier(api, fence).apply(SAMPLES[Bind][0])
     assert api.calls == []
+
+
+@pytest.mark.parametrize("missing", [None, ""])
+def test_a_patch_or_delete_without_its_precondition_is_refused(missing: Any) -> None:
+    with pytest.raises(ValueError, match="NO_PRECONDITION"):
+        Patch(kind="Pod", key=_KEY, patch={}, resource_version=missing)
+    with pytest.raises(ValueError, match="uid"):
+        Delete(kind="Pod", key=_KEY, uid=missing)
+
+
+@pytest.mark.parametrize("patch_type", ["merge", "strategic", "apply"])
+async def test_a_patch_carries_its_resource_version_inline_unless_it_takes_none(
+    patch_type: str,
+) -> None:
+    patch = {"metadata": {"labels": {"a": "b"}}, "status": {"x": 1}}
+    api = RecordingAPI()
+    applier = _applier(api, lambda: 1.0)
+    await applier.apply(
+        Patch(kind="Pod", key=_KEY, patch=patch, resource_version="7", patch_type=patch_type)
+    )
+    await applier.apply(
+        Patch(
+            kind="Pod",
+            key=_KEY,
+            patch=patch,
+            resource_version=NO_PRECONDITION,
+            patch_type=patch_type,
+        )
+    )
+    (conditional, _), (unconditional, _) = api.arguments
+    assert conditional[2] == {
+        "metadata": {"labels": {"a": "b"}, "resourceVersion": "7"},
+        "status": {"x": 1},
+    }
+    assert unconditional[2] == patch
+
+
+async def test_a_delete_sends_its_uid_and_version() -> None:
+    api = RecordingAPI()
+    applier = _applier(api, lambda: 1.0)
+    await applier.apply(Delete(kind="Pod", key=_KEY, uid="u"))
+    await applier.apply(Delete(kind="Pod", key=_KEY, uid="u", resource_version="7"))
+    (_, first), (_, second) = api.arguments
+    assert (first["uid"], first["resource_version"]) == ("u", None)
+    assert (second["uid"], second["resource_version"]) == ("u", "7")
