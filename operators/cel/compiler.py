@@ -22,7 +22,7 @@ from .checker import Checker
 from .cost import estimate
 from .errors import InvalidSelectorError
 from .planner import COST, FIRST_SLOT, LIMIT, Fn, PlanError, Planner
-from .runtime import CelError, CostLimitExceeded, type_name
+from .runtime import CelError, CostLimitExceeded
 from .syntax import allow_deep_recursion, parse
 from .values import MUTATIONS, restore
 
@@ -135,11 +135,4 @@ def check_selector(
     return None
 
 
-def as_bool(value: Any) -> bool | str:
-    """DeviceMatches' conversion of the result: a bool, or why it is not one."""
-    if value is True or value is False:
-        return value
-    return f"a selector must evaluate to bool, got {type_name(value)}"
-
-
-__all__ += ["LIMIT", "CelError", "CostLimitExceeded", "as_bool"]
+__all__ += ["LIMIT", "CelError", "CostLimitExceeded"]

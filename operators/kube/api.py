@@ -80,7 +80,6 @@ RESOURCES: Final[dict[str, Resource]] = {
         Resource("v1", "services", True, "Service"),
         Resource("v1", "secrets", True, "Secret"),
         Resource("networking.k8s.io/v1", "networkpolicies", True, "NetworkPolicy"),
-        Resource("policy/v1", "poddisruptionbudgets", True, "PodDisruptionBudget"),
         Resource("rbac.authorization.k8s.io/v1", "clusterroles", False, "ClusterRole"),
         Resource(
             "rbac.authorization.k8s.io/v1", "clusterrolebindings", False, "ClusterRoleBinding"
