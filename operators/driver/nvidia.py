@@ -268,21 +268,9 @@ def memory_slices(gpu: Gpu) -> int:
     return max(start + size for p in gpu.profiles for start, size in p.placements)
 
 
-def _engines(p: MigProfile) -> tuple[int, int, int, int, int, int]:
-    """The profile's engines, in ``profiles.engine_consumption``'s order after memory."""
-    return (
-        p.multiprocessors,
-        p.copy_engines,
-        p.decoders,
-        p.encoders,
-        p.jpeg_engines,
-        p.ofa_engines,
-    )
-
-
 def _counter_values(p: MigProfile, slices: Iterable[int]) -> dict[str, str | int]:
     """What ``p`` placed on ``slices`` draws: the profile counters, plus compute slices."""
-    values = engine_consumption(f"{p.memory_mib}Mi", *_engines(p), slices=slices)
+    values = engine_consumption(f"{p.memory_mib}Mi", p, slices=slices)
     return dict(sorted({COMPUTE_SLICES: p.slices, **values}.items()))
 
 
@@ -319,7 +307,7 @@ def mig_device(
     return Device(
         name=mig_device_name(gpu, p.id, start, size),
         attributes=dict(sorted(attributes.items())),
-        capacity=capacities(engine_capacity(f"{p.memory_mib}Mi", *_engines(p))),
+        capacity=capacities(engine_capacity(f"{p.memory_mib}Mi", p)),
         consumes_counters=[_consumption(gpu, p, start, size)],
     )
 

@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -336,70 +336,60 @@ def counter_set_name(gpu: str) -> str:
     return f"{gpu}-counters"
 
 
-def _table_engines(table: PartitionTable) -> tuple[int, int, int, int, int, int]:
-    """The whole GPU's engines, in ``engine_consumption``'s order after memory."""
-    return (
-        table.multiprocessors,
-        table.copy_engines,
-        table.decoders,
-        table.encoders,
-        table.jpeg_engines,
-        table.ofa_engines,
-    )
-
-
 def table_counters(table: PartitionTable) -> dict[str, Counter]:
     """The shared counters of one GPU: all of its resources, memory slices one by one."""
-    values = engine_consumption(
-        table.memory, *_table_engines(table), slices=range(table.memory_slices)
-    )
+    values = engine_consumption(table.memory, table, slices=range(table.memory_slices))
     # A zero counter (the A100 has no encoders) still belongs to the set: KEP-4815 lists it.
     return {name: Counter(value=Quantity(str(v))) for name, v in values.items()}
 
 
+class Engines(Protocol):
+    """A whole GPU's or a partition's engines, by the same names in a partition table, its
+    profiles and the MIG profiles NVML reports: one reading of them for every slice."""
+
+    @property
+    def multiprocessors(self) -> int: ...
+    @property
+    def copy_engines(self) -> int: ...
+    @property
+    def decoders(self) -> int: ...
+    @property
+    def encoders(self) -> int: ...
+    @property
+    def jpeg_engines(self) -> int: ...
+    @property
+    def ofa_engines(self) -> int: ...
+
+
 def engine_consumption(
-    memory: str,
-    multiprocessors: int,
-    copy_engines: int,
-    decoders: int,
-    encoders: int,
-    jpeg_engines: int,
-    ofa_engines: int,
-    slices: Iterable[int],
+    memory: str, engines: Engines, slices: Iterable[int]
 ) -> dict[str, str | int]:
     """What a partition (or the whole GPU) draws on its GPU's counter set: its engines and
     memory, and one counter per memory slice it covers."""
     values: dict[str, str | int] = {
-        "copy-engines": copy_engines,
-        "decoders": decoders,
-        "encoders": encoders,
-        "jpeg-engines": jpeg_engines,
+        "copy-engines": engines.copy_engines,
+        "decoders": engines.decoders,
+        "encoders": engines.encoders,
+        "jpeg-engines": engines.jpeg_engines,
         "memory": memory,
-        "multiprocessors": multiprocessors,
-        "ofa-engines": ofa_engines,
+        "multiprocessors": engines.multiprocessors,
+        "ofa-engines": engines.ofa_engines,
     }
     for i in slices:
         values[memory_slice_counter(i)] = 1
     return values
 
 
-def engine_capacity(
-    memory: str,
-    multiprocessors: int,
-    copy_engines: int,
-    decoders: int,
-    encoders: int,
-    jpeg_engines: int,
-    ofa_engines: int,
-) -> dict[str, str | int]:
+def engine_capacity(memory: str, engines: Engines) -> dict[str, str | int]:
+    """A partition's (or the whole GPU's) capacities: its memory and engines."""
     return {
         "memory": memory,
-        "multiprocessors": multiprocessors,
-        "copyEngines": copy_engines,
-        "decoders": decoders,
-        "encoders": encoders,
-        "jpegEngines": jpeg_engines,
-        "ofaEngines": ofa_engines,
+        "multiprocessors": engines.multiprocessors,
+        "copyEngines": engines.copy_engines,
+        "decoders": engines.decoders,
+        "encoders": engines.encoders,
+        "jpegEngines": engines.jpeg_engines,
+        "ofaEngines": engines.ofa_engines,
     }
 
 
@@ -417,14 +407,6 @@ def partitioned_gpu(
         for start in profile.placements:
             name = f"{gpu}-mig-{profile.device_suffix}-{start}"
             mig_uuid = f"MIG-{stable_uuid(node, name)}"
-            engines = (
-                profile.multiprocessors,
-                profile.copy_engines,
-                profile.decoders,
-                profile.encoders,
-                profile.jpeg_engines,
-                profile.ofa_engines,
-            )
             devices.append(
                 Device(
                     name=name,
@@ -443,14 +425,14 @@ def partitioned_gpu(
                         },
                         versions=["driverVersion"],
                     ),
-                    capacity=capacities(engine_capacity(profile.memory, *engines)),
+                    capacity=capacities(engine_capacity(profile.memory, profile)),
                     consumes_counters=[
                         DeviceCounterConsumption(
                             counter_set=counter_set.name,
                             counters=consumed_counters(
                                 engine_consumption(
                                     profile.memory,
-                                    *engines,
+                                    profile,
                                     slices=range(start, start + profile.memory_slices),
                                 )
                             ),
@@ -459,7 +441,6 @@ def partitioned_gpu(
                 )
             )
             infos.append(DeviceInfo(name, "mig", mig_uuid, model, profile.name, parent=gpu))
-    whole = _table_engines(table)
     devices.append(
         Device(
             name=gpu,
@@ -475,12 +456,12 @@ def partitioned_gpu(
                 },
                 versions=["driverVersion"],
             ),
-            capacity=capacities(engine_capacity(table.memory, *whole)),
+            capacity=capacities(engine_capacity(table.memory, table)),
             consumes_counters=[
                 DeviceCounterConsumption(
                     counter_set=counter_set.name,
                     counters=consumed_counters(
-                        engine_consumption(table.memory, *whole, slices=range(table.memory_slices))
+                        engine_consumption(table.memory, table, slices=range(table.memory_slices))
                     ),
                 )
             ],
