@@ -55,7 +55,7 @@ help:
 	@echo "make bench-scheduler   scheduler throughput on the local control plane (BENCH_ARGS=--workload upstream)"
 	@echo "make bench-fabric      fabric attach-to-bind latency on the local control plane"
 	@echo "make bench-compare     kopf-dra against kube-scheduler + kube-controller-manager, side by side"
-	@echo "make bench-tenants     one tenant's expensive selectors against another's pod; memory"
+	@echo "make bench-tenants     one tenant's expensive selectors against another's pod, beside kube-scheduler"
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)

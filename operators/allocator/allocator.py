@@ -47,9 +47,13 @@ from operators.api.resource import (
     ResourceClaim,
     ResourceSlice,
 )
+from operators.cel import EvaluationInterrupted
 from operators.cel.errors import SelectorError
 
 Policy = Literal["first-fit", "best-fit"]
+
+#: upstream's words when the filter timeout cuts an allocation short
+TIMED_OUT = "timed out trying to allocate devices"
 
 
 class NodeViewCache:
@@ -227,15 +231,21 @@ class Allocator:
         return avail
 
     def device_matches(self, expression: str, driver: str, device: Device) -> bool:
-        """Memoised CEL evaluation (errors are remembered too)."""
+        """Memoised CEL evaluation (errors are remembered too). A long evaluation stops where
+        the budget runs out, not at its end: an expensive selector of one tenant cannot keep
+        the scheduler past its turn for a device's worth of evaluation."""
         key = (expression, id(device))
         hit = self._matches.get(key)
         if hit is None:
             self.check_time()
             try:
-                hit = self.selectors.device_matches(expression, driver, device)
+                hit = self.selectors.device_matches(
+                    expression, driver, device, interrupt=self._out_of_time
+                )
             except SelectorError as e:
                 hit = e
+            except EvaluationInterrupted:
+                raise OutOfTimeError(TIMED_OUT) from None
             self._matches[key] = hit
         if isinstance(hit, SelectorError):
             raise hit
@@ -244,7 +254,7 @@ class Allocator:
     def check_time(self) -> None:
         """Raise OutOfTimeError once the caller's budget is spent."""
         if self._out_of_time is not None and self._out_of_time():
-            raise OutOfTimeError("timed out trying to allocate devices")
+            raise OutOfTimeError(TIMED_OUT)
 
     def breakdown(self, node: Node, claims: Sequence[ResourceClaim]) -> list[ClaimBreakdown]:
         """Device by device, why each request of ``claims`` can or cannot use ``node``'s

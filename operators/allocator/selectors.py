@@ -8,6 +8,7 @@ about again for every node, request and scheduling attempt within one cycle.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from typing import Final, Protocol
 
 from operators.api.resource import Device
@@ -17,11 +18,18 @@ from operators.cel import CELEnvironment, DeviceView, SelectorError, build_devic
 class SelectorEngine(Protocol):
     """Evaluates CEL device selectors.
 
-    Raises ``operators.cel.errors.InvalidSelectorError`` when the expression does not compile
-    and ``operators.cel.errors.SelectorEvaluationError`` when evaluation fails for a device.
+    Raises ``operators.cel.errors.InvalidSelectorError`` when the expression does not compile,
+    ``operators.cel.errors.SelectorEvaluationError`` when evaluation fails for a device, and
+    ``operators.cel.EvaluationInterrupted`` when ``interrupt`` stopped a long evaluation.
     """
 
-    def device_matches(self, expression: str, driver: str, device: Device) -> bool: ...
+    def device_matches(
+        self,
+        expression: str,
+        driver: str,
+        device: Device,
+        interrupt: Callable[[], bool] | None = None,
+    ) -> bool: ...
 
 
 # Results kept at most (all devices and expressions together): tenants write expressions, so
@@ -44,8 +52,17 @@ class CelSelectorEngine:
         self.result_limit = result_limit
         self._views: dict[int, tuple[DeviceView, dict[str, bool | SelectorError]]] = {}
         self._results = 0
+        self.evaluations = 0  # evaluations started (finished, failed or interrupted)
 
-    def device_matches(self, expression: str, driver: str, device: Device) -> bool:
+    def device_matches(
+        self,
+        expression: str,
+        driver: str,
+        device: Device,
+        interrupt: Callable[[], bool] | None = None,
+    ) -> bool:
+        """``interrupt``: asked every few milliseconds of a long evaluation whether to stop
+        (an interrupted evaluation leaves no result behind)."""
         key = id(device)
         hit = self._views.get(key)
         if hit is None:
@@ -55,8 +72,9 @@ class CelSelectorEngine:
             weakref.finalize(device, self._views.pop, key, None)
         result = hit[1].get(expression)
         if result is None:
+            self.evaluations += 1
             try:
-                result = self.env.compile(expression).evaluate(hit[0])
+                result = self.env.compile(expression).evaluate(hit[0], interrupt=interrupt)
             except SelectorError as e:
                 result = e
             self._remember(hit[1], expression, result)

@@ -4,10 +4,12 @@ Public API (see environment.py for the usage sketch):
 - :class:`CELEnvironment`: ``compile()``, ``matches()``, ``device_view()``, ``forget_slice()``
 - :func:`check_selector`: the API server's verdict on a new selector (for input validation)
 - :func:`install_zone_loader`: IANA time zone names for timestamp getters (the CLI's zoneinfo)
-- :class:`CompiledSelector`: ``evaluate(view, context=...)``, ``expression``, ``estimated_cost``
+- :class:`CompiledSelector`: ``evaluate(view, context=..., interrupt=...)``, ``expression``,
+  ``estimated_cost``
 - :class:`SliceKey`, :class:`DeviceView`, :func:`build_device_view`
 - errors: :class:`InvalidSelectorError` (reason InvalidSelector),
-  :class:`SelectorEvaluationError` (reason SelectorEvaluationError), base :class:`SelectorError`
+  :class:`SelectorEvaluationError` (reason SelectorEvaluationError), base :class:`SelectorError`;
+  :class:`EvaluationInterrupted` when the caller's interrupt stopped a long evaluation
 
 How it works: syntax.py parses as cel-go does, checker.py type-checks against the DRA
 declarations (library/), cost.py estimates, planner.py turns the checked tree into closures
@@ -19,6 +21,7 @@ from .device import DeviceLike, DeviceView, build_device_view, split_qualified_n
 from .environment import CacheStats, CELEnvironment, CompiledSelector, SliceKey
 from .errors import InvalidSelectorError, SelectorError, SelectorEvaluationError
 from .library.timestamps import install_zone_loader
+from .runtime import EvaluationInterrupted
 from .values import CIDRValue, IPValue, QuantityValue, SemverValue, URLValue
 
 __all__ = [
@@ -30,6 +33,7 @@ __all__ = [
     "CompiledSelector",
     "DeviceLike",
     "DeviceView",
+    "EvaluationInterrupted",
     "IPValue",
     "InvalidSelectorError",
     "QuantityValue",

@@ -14,6 +14,7 @@ Kubernetes 1.36; the differential generator (tests/unit/cel/generators.py) cover
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +22,7 @@ from . import types as t
 from .checker import Checker
 from .cost import estimate
 from .errors import InvalidSelectorError
-from .planner import COST, FIRST_SLOT, LIMIT, Fn, PlanError, Planner
+from .planner import CHECKPOINTS, COST, FIRST_SLOT, LIMIT, Checkpoints, Fn, PlanError, Planner
 from .runtime import CelError, CostLimitExceeded
 from .syntax import allow_deep_recursion, parse
 from .values import MUTATIONS, restore
@@ -39,6 +40,8 @@ MAX_EXPRESSION_LENGTH = 10 * 1024
 DEFAULT_COST_LIMIT = 1_000_000
 
 _UNSET = object()
+#: Cost between two checkpoints of an interruptible evaluation: a few milliseconds here.
+CHECKPOINT_COST = 20_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,9 +56,20 @@ class Program:
     cost_limit: int
     mutates_quantities: bool
 
-    def run(self, device: Any) -> Any:
-        """Evaluate against one ``device`` value; returns (value, cost)."""
-        act: list[Any] = [0, device, self.cost_limit]
+    def run(self, device: Any, interrupt: Callable[[], bool] | None = None) -> Any:
+        """Evaluate against one ``device`` value; returns (value, cost). ``interrupt`` is
+        asked every ``CHECKPOINT_COST`` units of cost whether to stop there
+        (``EvaluationInterrupted``)."""
+        if interrupt is None:
+            return self._run([0, device, self.cost_limit])
+        limit = min(self.cost_limit, CHECKPOINT_COST)
+        token = CHECKPOINTS.set(Checkpoints(self.cost_limit, CHECKPOINT_COST, interrupt))
+        try:
+            return self._run([0, device, limit])
+        finally:
+            CHECKPOINTS.reset(token)
+
+    def _run(self, act: list[Any]) -> Any:
         if self.slots > FIRST_SLOT:
             act.extend([_UNSET] * (self.slots - FIRST_SLOT))
         if self.mutates_quantities:

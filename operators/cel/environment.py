@@ -21,13 +21,14 @@ bound and a steady set of selectors keeps hitting. A new slice generation (or
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from .compiler import DEFAULT_COST_LIMIT, Program, compile_program
 from .device import DeviceLike, DeviceView, build_device_view
 from .errors import InvalidSelectorError, SelectorEvaluationError, with_context
-from .runtime import CelError, CostLimitExceeded, NoSuchKey, type_name
+from .runtime import CelError, CostLimitExceeded, EvaluationInterrupted, NoSuchKey, type_name
 
 __all__ = ["CELEnvironment", "CacheStats", "CompiledSelector", "SliceKey"]
 
@@ -76,9 +77,17 @@ class CompiledSelector:
         """Worst-case cost, as estimated at compile time (<= the cost limit)."""
         return self._program.estimated_cost
 
-    def evaluate(self, device: DeviceView, *, context: str = "") -> bool:
-        """Does the device match? Raises SelectorEvaluationError for every failure."""
-        failure = self._run(device)
+    def evaluate(
+        self,
+        device: DeviceView,
+        *,
+        context: str = "",
+        interrupt: Callable[[], bool] | None = None,
+    ) -> bool:
+        """Does the device match? Raises SelectorEvaluationError for every failure, and
+        EvaluationInterrupted when ``interrupt`` (asked every few milliseconds of a long
+        evaluation) says to stop: then there is no result to remember."""
+        failure = self._run(device, interrupt)
         if isinstance(failure, str):
             raise SelectorEvaluationError(
                 with_context(context, failure), expression=self._program.expression
@@ -96,12 +105,14 @@ class CompiledSelector:
         except Exception:
             return None
 
-    def _run(self, device: DeviceView) -> bool | str:
+    def _run(self, device: DeviceView, interrupt: Callable[[], bool] | None = None) -> bool | str:
         """The result, or the failure message (without context) for caching."""
         if device.error is not None:
             return self._failure(f"device {device.name}: {device.error}")
         try:
-            value = self._program.run(device.value)[0]
+            value = self._program.run(device.value, interrupt)[0]
+        except EvaluationInterrupted:
+            raise
         except CostLimitExceeded:
             return self._failure(
                 f"evaluation exceeded the cost limit of {self._program.cost_limit}"

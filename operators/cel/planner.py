@@ -10,7 +10,9 @@ Costs are charged as cel-go's runtime cost tracker charges them (cost.py): 1 per
 and per qualifier, the call's charge per call, 10/30 per list/map built; constants are free.
 Since the cost only grows, comparing it with the limit after the evaluation (and once per
 comprehension iteration, so no loop runs away) gives the verdict cel-go's check after every
-step gives.
+step gives. The same comparison gives an evaluation's checkpoints (``Checkpoints``): the
+activation's limit is then the next checkpoint, where the caller's interrupt may stop a long
+evaluation (a scheduler yielding to another tenant) at no cost to the loop.
 
 What cel-go's planner does at program creation is done here, with its consequences: list and
 map literals of constants and type conversions of constants are evaluated once (a conversion
@@ -22,8 +24,10 @@ once (an invalid one is a compile error).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any
 
 from . import types as t
@@ -43,6 +47,7 @@ from .runtime import (
     CelMap,
     CostLimitExceeded,
     DomainMap,
+    EvaluationInterrupted,
     NoSuchKey,
     Optional,
     TypeValue,
@@ -71,6 +76,32 @@ _UNSET: Any = object()
 
 class PlanError(Exception):
     """The program cannot be built (upstream's "program instantiation failed")."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Checkpoints:
+    """An evaluation's checkpoints: every ``every`` units of cost, ``interrupt()`` says whether
+    to stop (``EvaluationInterrupted``); ``cost_limit`` is the real limit."""
+
+    cost_limit: int
+    every: int
+    interrupt: Callable[[], bool]
+
+
+#: The checkpoints of the evaluation running in this context (None: only the cost limit).
+CHECKPOINTS: ContextVar[Checkpoints | None] = ContextVar("cel_checkpoints", default=None)
+
+
+def _past_limit(act: Act) -> int:
+    """A comprehension's cost passed the activation's limit: the real limit (the evaluation
+    stops), or a checkpoint, where the caller may stop it; else the next checkpoint."""
+    checkpoints = CHECKPOINTS.get()
+    if checkpoints is None or act[COST] > checkpoints.cost_limit:
+        raise CostLimitExceeded
+    if checkpoints.interrupt():
+        raise EvaluationInterrupted
+    act[LIMIT] = min(checkpoints.cost_limit, act[COST] + checkpoints.every)
+    return act[LIMIT]  # type: ignore[no-any-return]
 
 
 class _ErrArg:
@@ -1213,7 +1244,7 @@ def _fold(
             except CelError as exc:
                 act[accu_slot] = exc
             if act[COST] > limit:
-                raise CostLimitExceeded
+                limit = _past_limit(act)
         value = result(act)
         if type(value) is _AccuList:
             return list(value)

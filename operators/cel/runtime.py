@@ -55,6 +55,11 @@ class CostLimitExceeded(Exception):
     """The runtime cost limit was exceeded; cel-go stops the evaluation there."""
 
 
+class EvaluationInterrupted(Exception):
+    """The caller's interrupt stopped an evaluation at a checkpoint (its time was up): no
+    result, nothing to cache; the same evaluation may run again later, from the start."""
+
+
 def no_overload(function: str, *args: Any) -> CelError:
     return CelError(f"no such overload: {function}({', '.join(type_name(a) for a in args)})")
 

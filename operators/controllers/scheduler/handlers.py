@@ -138,7 +138,9 @@ class Scheduler(Controller[SchedulerSettings]):
         ready = await self.pre_filter(key)
         if ready is None:
             return
-        self.queue.record(key).begin_attempt(time.perf_counter())
+        record = self.queue.record(key)
+        record.begin_attempt(time.perf_counter())
+        log.debug("attempt", **{fields.POD: str(key)}, attempt=record.attempts)
         attempt = self.snapshot(ready)
         filtered = await self.filter(attempt)
         if filtered is None:
@@ -242,6 +244,7 @@ class Scheduler(Controller[SchedulerSettings]):
             self.allocator(attempt.state, budget.spent, timed=True) if attempt.allocating else None
         )
         nominated = self.queue.nominated_node(attempt.pod)
+        started, evaluations = time.perf_counter(), self.cache.selectors.evaluations
         # The cycle gets snapshots (usage copied, the allocator's state frozen); one cycle at
         # a time, so the view and selector caches it fills are its own.
         result = await asyncio.to_thread(
@@ -260,6 +263,17 @@ class Scheduler(Controller[SchedulerSettings]):
         )
         if isinstance(allocator, TimedAllocator):
             metrics.ALLOCATOR_DURATION.observe(allocator.seconds)
+            log.debug(
+                "attempt filtered",
+                **{fields.POD: str(key)},
+                wall_s=round(time.perf_counter() - started, 4),
+                allocator_s=round(allocator.seconds, 4),
+                allocator_cpu_s=round(allocator.cpu_seconds, 4),
+                cel_evaluations=self.cache.selectors.evaluations - evaluations,
+                fits=len(result.fits),
+                timed_out=result.timed_out,
+                yielded=budget.yielded,
+            )
         fit = prefer_nominated(result, nominated)
         if fit is None and result.timed_out and budget.yielded:
             record.spent = budget.total()

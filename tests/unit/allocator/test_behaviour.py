@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from operators.allocator import (
     AllocatedState,
     Allocator,
@@ -13,7 +15,7 @@ from operators.allocator import (
     Status,
     validate_pools,
 )
-from operators.allocator.errors import InvalidPoolError
+from operators.allocator.errors import InvalidPoolError, OutOfTimeError
 from operators.api.resource import DeviceTaintRule, ResourceClaim, ResourceSlice
 
 from .builders import (
@@ -189,3 +191,28 @@ def test_pool_without_devices_for_the_node_is_checked_when_the_search_fails() ->
     assert every.status is Status.ERROR
     assert isinstance(every.error, InvalidPoolError)
     assert "resource pool driver-a/pool-2 is currently invalid" in str(every.error)
+
+
+def test_the_budget_stops_a_long_selector_mid_evaluation_and_leaves_no_verdict() -> None:
+    """An expensive selector of one tenant cannot hold the scheduler past its turn for a
+    device's worth of evaluation: the budget is asked at the evaluation's checkpoints, and an
+    evaluation it stops is not remembered (the next attempt evaluates it again)."""
+    numbers = "[" + ", ".join(map(str, range(300))) + "]"
+    expensive = f"{numbers}.exists(x, {numbers}.exists(y, x * y == -1))"
+    slices = [slice_(SLICE1, NODE1, POOL1, DRIVER_A, device("gpu-0"))]
+    wanted = claim(CLAIM0, request(REQ0, CLASS_A, 1, expensive))
+    asked = 0
+
+    def out_of_time() -> bool:
+        nonlocal asked
+        asked += 1
+        return asked > 3  # the check before the evaluation, then two checkpoints
+
+    stopped = allocator(slices, out_of_time=out_of_time)
+    with pytest.raises(OutOfTimeError):
+        stopped.allocate(N1, [wanted])
+    assert asked == 4, "stopped at the evaluation's third checkpoint, not at its end"
+    remembered = {expression for expression, _ in stopped._matches}
+    assert expensive not in remembered, "no verdict remembered for an evaluation cut short"
+    whole = allocator(slices).allocate(N1, [wanted])
+    assert whole.status is Status.UNSATISFIABLE

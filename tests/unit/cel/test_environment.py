@@ -10,12 +10,14 @@ from operators.cel import (
     MAX_EXPRESSION_LENGTH,
     CELEnvironment,
     CompiledSelector,
+    EvaluationInterrupted,
     InvalidSelectorError,
     SelectorError,
     SelectorEvaluationError,
     SliceKey,
     build_device_view,
 )
+from operators.cel.compiler import CHECKPOINT_COST
 
 from .conftest import GPU, GPU_DRIVER, GPU_KEY, attribute, device
 
@@ -131,6 +133,53 @@ def test_runtime_cost_limit_is_not_absorbed_by_or(env: CELEnvironment) -> None:
     assert runaway.cost(view) == 13  # what cel-go charges: 3 per iteration, 1 for the result
     with pytest.raises(SelectorEvaluationError, match="cost limit"):
         _with_runtime_limit(runaway, 3).evaluate(view)
+
+
+LONG = "[" + ", ".join(map(str, range(300))) + "]"
+#: 90,000 iterations, well within the cost limit: a long evaluation a tenant may write.
+EXPENSIVE = f"{LONG}.exists(x, {LONG}.exists(y, x * y == -1))"
+
+
+def test_a_long_evaluation_asks_the_interrupt_at_checkpoints_and_stops_when_told(
+    env: CELEnvironment,
+) -> None:
+    """Checkpoints every few thousand units of cost, none beyond the end; an interrupted
+    evaluation raises (not a selector error: nothing to remember), and one let run gives
+    the answer and the cost an uninterrupted one gives."""
+    view = build_device_view(GPU_DRIVER, GPU)
+    selector = env.compile(EXPENSIVE)
+    cost = selector.cost(view)
+    assert cost is not None
+    asked: list[int] = []
+
+    def count() -> bool:
+        asked.append(1)
+        return False
+
+    assert selector.evaluate(view, interrupt=count) is False
+    assert len(asked) >= cost // CHECKPOINT_COST - 1, (cost, len(asked))
+    stop_at = len(asked) // 2
+    asked.clear()
+    with pytest.raises(EvaluationInterrupted):
+        selector.evaluate(view, interrupt=lambda: len(asked) >= stop_at or count())
+    assert len(asked) == stop_at
+    assert selector.evaluate(view) is False
+    cheap = env.compile(MODEL)
+    assert cheap.evaluate(view, interrupt=lambda: True) is True, "too short for a checkpoint"
+
+
+def test_the_cost_limit_holds_with_checkpoints(env: CELEnvironment) -> None:
+    view = build_device_view(GPU_DRIVER, GPU)
+    limited = _with_runtime_limit(env.compile(EXPENSIVE), 3 * CHECKPOINT_COST)
+    asked: list[int] = []
+
+    def count() -> bool:
+        asked.append(1)
+        return False
+
+    with pytest.raises(SelectorEvaluationError, match="cost limit"):
+        limited.evaluate(view, interrupt=count)
+    assert asked, "checkpoints came before the limit, which still stops the evaluation"
 
 
 def test_bind_init_error_fails_like_kubernetes(env: CELEnvironment) -> None:
