@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bench.bench_compare import gates, scheduler_config, upstream_bin
+from bench.bench_compare import upstream_argv, upstream_bin
 from bench.bench_scheduler import DRIVER, setup
 from operators.kube.api import KubeAPI
 from operators.kube.client import make_api_client
@@ -160,15 +160,7 @@ def burner(loaded: bool) -> Iterator[None]:
 def scheduler_argv(system: str, kubeconfig: Path, tmp: Path) -> list[str]:
     if system == "kopf-dra":
         return [sys.executable, "-m", "operators.cli", "run", "scheduler"]
-    return [
-        str(upstream_bin() / "kube-scheduler"),
-        f"--config={scheduler_config(tmp / 'scheduler.yaml', kubeconfig)}",
-        f"--authentication-kubeconfig={kubeconfig}",
-        f"--authorization-kubeconfig={kubeconfig}",
-        "--bind-address=127.0.0.1",
-        f"--secure-port={controlplane.free_port()}",
-        f"--feature-gates={gates()}",
-    ]
+    return upstream_argv(upstream_bin(), kubeconfig, tmp)["kube-scheduler"]
 
 
 def one_run(system: str, loaded: bool, constant: int, trace: bool) -> dict[str, Any]:
