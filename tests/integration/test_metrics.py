@@ -60,6 +60,7 @@ SCHEDULER = RUNTIME | {
     "scheduler_schedule_attempts_total",
     "scheduler_scheduling_attempt_duration_seconds",
     "scheduler_pod_scheduling_attempts",
+    "scheduler_pod_scheduling_sli_duration_seconds",
     "scheduler_pending_pods",
     "kopf_dra_scheduler_pod_scheduling_duration_seconds",
     "kopf_dra_scheduler_allocator_duration_seconds",
@@ -217,6 +218,8 @@ async def test_each_component_serves_its_own_metrics_under_upstream_names(
         )
         assert metric_names(text) == SCHEDULER
         assert sample(text, "scheduler_scheduling_attempt_duration_seconds_count", profile=profile)
+        # Its first attempt placed it: counted under attempts="1" (the registry is per process).
+        assert sample(text, "scheduler_pod_scheduling_sli_duration_seconds_count", attempts="1")
         # One allocator call at least: a busy machine may make the attempt yield and resume.
         allocations = sample(text, "kopf_dra_scheduler_allocator_duration_seconds_count")
         assert allocations is not None

@@ -464,8 +464,10 @@ def _pod_feed(cache: SchedulerCache, queue: SchedulingQueue, watched: Watched) -
                 queue.add(key)
             return
         queue.bound_unseen.discard(key)
-        queue.forget(key)  # bound, or not ours: no attempt of ours follows
+        # Bound: its record stays until its binding cycle has counted its attempts (the watch
+        # may show the binding before the cycle resumes), which then forgets it.
         if kw["type"] == "DELETED" or body.get("status", {}).get("phase") in TERMINAL_PHASES:
+            queue.forget(key)
             watched.pod_left(key)
             preemptor = watched.victim_gone((body.get("metadata") or {}).get("uid") or "")
             if preemptor is not None:
