@@ -1,12 +1,16 @@
 """The kubelet plugin gRPC servers: registration, the DRA service (v1 and v1beta1) and the DRA
-health service (v1alpha1.DRAResourceHealth, whose stream the kubelet opens on the DRA socket).
+health service (v1 and v1alpha1 DRAResourceHealth, whose stream the kubelet opens on the DRA
+socket).
 
 The kubelet's plugin watcher finds ``<kubelet dir>/plugins_registry/<driver>-reg.sock``, asks
 ``pluginregistration.Registration/GetInfo`` who we are, and reports the outcome through
 ``NotifyRegistrationStatus``. It then dials the endpoint we named (``<kubelet dir>/plugins/
 <driver>/dra.sock``) with the first entry of ``supported_versions`` it knows: v1 first, v1beta1
 for older kubelets. Both DRA services share one implementation; their messages are identical and
-only the proto package (hence the gRPC service name) differs.
+only the proto package (hence the gRPC service name) differs. So do both health services, which
+the kubelets find differently: 1.37 opens the first of v1, v1alpha1 that ``supported_versions``
+names, and none if it names neither (``pickHealthService`` in the kubelet's
+pkg/kubelet/cm/dra/plugin); 1.36 knows only v1alpha1 and opens it without asking.
 
 Services are wired with generic handlers over the generated message classes, which keeps the
 code typed without generated ``*_pb2_grpc`` modules.
@@ -29,6 +33,7 @@ import structlog
 from operators.driver.checkpoint import PreparedDevice
 from operators.driver.health import HEALTH_TIMEOUT_SECONDS, DeviceHealth
 from operators.driver.proto import (
+    dra_health_v1_pb2,
     dra_health_v1alpha1_pb2,
     dra_v1_pb2,
     dra_v1beta1_pb2,
@@ -46,8 +51,16 @@ DRA_SERVICES: dict[str, str] = {
 }
 DRA_MESSAGES: dict[str, ModuleType] = {V1: dra_v1_pb2, V1BETA1: dra_v1beta1_pb2}
 DEFAULT_VERSIONS = (V1, V1BETA1)
-#: The DRA health service (KEP-4680) the kubelet opens on the same socket as DRAPlugin.
-HEALTH_SERVICE = "v1alpha1.DRAResourceHealth"
+HEALTH_V1 = "v1.DRAResourceHealth"
+HEALTH_V1ALPHA1 = "v1alpha1.DRAResourceHealth"
+#: The DRA health service (KEP-4680) on the DRAPlugin socket, per version; the name announced in
+#: supported_versions is also the gRPC service name (the proto packages are plain v1, v1alpha1).
+HEALTH_MESSAGES: dict[str, ModuleType] = {
+    HEALTH_V1: dra_health_v1_pb2,
+    HEALTH_V1ALPHA1: dra_health_v1alpha1_pb2,
+}
+#: Announced after the DRA versions when health is served, newest first as the kubelet prefers.
+HEALTH_VERSIONS = (HEALTH_V1, HEALTH_V1ALPHA1)
 
 log = structlog.get_logger(__name__)
 
@@ -142,10 +155,10 @@ def dra_handler(version: str, service: NodeService) -> grpc.GenericRpcHandler:
     )
 
 
-def health_handler(source: HealthSource) -> grpc.GenericRpcHandler:
-    """``NodeWatchResources``: the full report at once, on change, and well before the
-    kubelet's timeout turns it Unknown."""
-    pb = dra_health_v1alpha1_pb2
+def health_handler(version: str, source: HealthSource) -> grpc.GenericRpcHandler:
+    """``NodeWatchResources`` of one version: the full report at once, on change, and well
+    before the kubelet's timeout turns it Unknown."""
+    pb = HEALTH_MESSAGES[version]
 
     async def watch(
         request: Any, context: grpc.aio.ServicerContext[Any, Any]
@@ -166,7 +179,7 @@ def health_handler(source: HealthSource) -> grpc.GenericRpcHandler:
             )
 
     return grpc.method_handlers_generic_handler(
-        HEALTH_SERVICE,
+        version,
         {
             "NodeWatchResources": grpc.unary_stream_rpc_method_handler(
                 watch,
@@ -253,7 +266,9 @@ class PluginServer:
         self.health = health
         self.registration_socket = registration_socket(kubelet_dir, driver)
         self.dra_socket = dra_socket(kubelet_dir, driver)
-        self.registration = Registration(driver, str(self.dra_socket), versions)
+        # The health versions are announced too: a 1.37 kubelet opens no health stream otherwise.
+        announced = versions + (HEALTH_VERSIONS if health is not None else ())
+        self.registration = Registration(driver, str(self.dra_socket), announced)
         self.service = service
         self.versions = versions
         self._servers: list[grpc.aio.Server] = []
@@ -269,7 +284,7 @@ class PluginServer:
     async def start(self) -> None:
         handlers = [dra_handler(v, self.service) for v in self.versions]
         if self.health is not None:
-            handlers.append(health_handler(self.health))
+            handlers += [health_handler(v, self.health) for v in HEALTH_VERSIONS]
         await self._serve(self.dra_socket, handlers)
         await self._serve(self.registration_socket, [self.registration.handler()])
         log.info(

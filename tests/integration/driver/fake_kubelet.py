@@ -1,7 +1,8 @@
 """A kubelet stand-in: registers a DRA plugin and calls it over its unix sockets.
 
 The integration tests play the kubelet's part with this client: the same wire calls (including
-the health stream), through real gRPC over real sockets. ``make e2e-node`` meets a real kubelet.
+the health stream, as a 1.37 or a 1.36 kubelet opens it), through real gRPC over real sockets.
+``make e2e-node`` meets a real kubelet.
 """
 
 from __future__ import annotations
@@ -18,16 +19,42 @@ import grpc.aio
 from operators.driver.plugin import (
     DRA_MESSAGES,
     DRA_SERVICES,
-    HEALTH_SERVICE,
+    HEALTH_MESSAGES,
+    HEALTH_V1,
+    HEALTH_V1ALPHA1,
     PLUGIN_TYPE,
     REGISTRATION_SERVICE,
     ClaimRef,
 )
-from operators.driver.proto import dra_health_v1alpha1_pb2, pluginregistration_pb2
+from operators.driver.proto import pluginregistration_pb2
 
 
 class RegistrationRefusedError(RuntimeError):
     """The plugin announced something a kubelet would not accept."""
+
+
+class NoHealthStreamError(RuntimeError):
+    """This kubelet would open no health stream on the plugin."""
+
+
+@dataclass(frozen=True, slots=True)
+class HealthPolicy:
+    """How a kubelet release picks the health service it opens on a plugin it registered."""
+
+    #: The health services it knows, newest first (healthServicesSupportedByKubelet).
+    known: tuple[str, ...]
+    #: True: the first known one the plugin announced, none if it announced none (1.37,
+    #: pickHealthService in pkg/kubelet/cm/dra/plugin); False: the newest known, unasked (1.36).
+    negotiated: bool
+
+    def choose(self, announced: Sequence[str]) -> str:
+        if not self.negotiated:
+            return self.known[0]
+        return next((v for v in self.known if v in announced), "")
+
+
+KUBELET_1_36_HEALTH = HealthPolicy((HEALTH_V1ALPHA1,), negotiated=False)
+KUBELET_1_37_HEALTH = HealthPolicy((HEALTH_V1, HEALTH_V1ALPHA1), negotiated=True)
 
 
 @dataclass(frozen=True)
@@ -64,10 +91,18 @@ class HealthView:
 
 
 class FakeKubelet:
-    """Registers one plugin (as the kubelet's plugin watcher does) and calls its DRA service."""
+    """Registers one plugin (as the kubelet's plugin watcher does) and calls its DRA service;
+    ``health`` says which health service it opens (a 1.37 kubelet's choice by default)."""
 
-    def __init__(self, known_versions: Sequence[str] = tuple(DRA_SERVICES)) -> None:
+    def __init__(
+        self,
+        known_versions: Sequence[str] = tuple(DRA_SERVICES),
+        health: HealthPolicy = KUBELET_1_37_HEALTH,
+    ) -> None:
         self.known_versions = list(known_versions)
+        self.health = health
+        #: The health service chosen at registration, per endpoint ("" for none).
+        self.health_services: dict[str, str] = {}
         self._channels: list[grpc.aio.Channel] = []
 
     async def __aenter__(self) -> Self:
@@ -113,7 +148,8 @@ class FakeKubelet:
         await call(pb.RegistrationStatus(plugin_registered=registered, error=error), timeout=10)
 
     async def register(self, registration_socket: str | Path) -> tuple[PluginInfo, str]:
-        """GetInfo, pick the first announced version we know, report success: (info, version)."""
+        """GetInfo, pick the first announced version we know and the health service, report
+        success: (info, version)."""
         info = await self.get_info(registration_socket)
         problem = ""
         if info.type != PLUGIN_TYPE:
@@ -125,6 +161,7 @@ class FakeKubelet:
             await self.notify(registration_socket, False, problem)
             raise RegistrationRefusedError(problem)
         await self.notify(registration_socket, True)
+        self.health_services[info.endpoint] = self.health.choose(info.supported_versions)
         return info, version
 
     def _method(self, endpoint: str | Path, version: str, method: str) -> Any:
@@ -161,11 +198,14 @@ class FakeKubelet:
         }
 
     async def watch_health(self, endpoint: str | Path, messages: int) -> list[list[HealthView]]:
-        """The first ``messages`` answers of the NodeWatchResources stream, as the kubelet's
-        health manager reads it."""
-        pb = dra_health_v1alpha1_pb2
+        """The first ``messages`` answers of the NodeWatchResources stream of the service chosen
+        at registration, as the kubelet's health manager reads it."""
+        service = self.health_services.get(str(endpoint), "")
+        if not service:
+            raise NoHealthStreamError(f"no health service chosen for {endpoint}")
+        pb = HEALTH_MESSAGES[service]
         call = self._channel(endpoint).unary_stream(
-            f"/{HEALTH_SERVICE}/NodeWatchResources",
+            f"/{service}/NodeWatchResources",
             request_serializer=pb.NodeWatchResourcesRequest.SerializeToString,
             response_deserializer=pb.NodeWatchResourcesResponse.FromString,
         )

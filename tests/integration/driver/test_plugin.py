@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,12 +15,27 @@ import pytest
 from operators.driver.cdi import CDIWriter, cdi_kind
 from operators.driver.checkpoint import Checkpoint
 from operators.driver.health import HEALTH_TIMEOUT_SECONDS, taint_key
-from operators.driver.plugin import V1, V1BETA1, ClaimRef, PluginServer
+from operators.driver.plugin import (
+    DEFAULT_VERSIONS,
+    HEALTH_V1,
+    HEALTH_V1ALPHA1,
+    V1,
+    V1BETA1,
+    ClaimRef,
+    PluginServer,
+    PrepareResult,
+)
 from operators.driver.profiles import default_config
 from operators.driver.service import DriverService
 from operators.kube.api import KubeAPI
 from tests.integration.driver.conftest import DRIVER, allocate, claim_body, result
-from tests.integration.driver.fake_kubelet import FakeKubelet
+from tests.integration.driver.fake_kubelet import (
+    KUBELET_1_36_HEALTH,
+    KUBELET_1_37_HEALTH,
+    FakeKubelet,
+    HealthPolicy,
+    NoHealthStreamError,
+)
 
 MIG = "gpu-0-mig-1g-5gb-0"
 
@@ -116,8 +131,9 @@ async def test_registration_announces_v1_first_and_records_the_verdict(
     assert info.type == "DRAPlugin"
     assert info.name == DRIVER
     assert info.endpoint == str(plugin.kubelet_dir / "plugins" / DRIVER / "dra.sock")
-    assert info.supported_versions == [V1, V1BETA1]
+    assert info.supported_versions == [V1, V1BETA1, HEALTH_V1, HEALTH_V1ALPHA1]
     assert version == V1
+    assert kubelet.health_services[info.endpoint] == HEALTH_V1
     await asyncio.wait_for(plugin.server.registration.registered.wait(), timeout=10)
 
     await kubelet.notify(socket, False, "version skew")
@@ -280,15 +296,23 @@ async def test_bad_opaque_config_fails_that_claim_only(
     assert not (plugin.cdi_dir / f"{DRIVER}-claim_{broken.uid}.json").exists()
 
 
+@pytest.mark.parametrize(
+    ("release", "service"),
+    [(KUBELET_1_37_HEALTH, HEALTH_V1), (KUBELET_1_36_HEALTH, HEALTH_V1ALPHA1)],
+    ids=["kubelet-1.37", "kubelet-1.36"],
+)
 async def test_health_stream_reports_marked_devices_unhealthy_and_taints_them(
-    kube: KubeAPI, node: dict[str, Any], short_dir: Path, kubelet: FakeKubelet
+    kube: KubeAPI, node: dict[str, Any], short_dir: Path, release: HealthPolicy, service: str
 ) -> None:
-    """What the kubelet's health manager hears, and what the scheduler sees in the slices."""
+    """What the kubelet's health manager hears, on the service its release opens, and what the
+    scheduler sees in the slices."""
     running = Plugin(kube, node["metadata"]["name"], short_dir, unhealthy=("gpu-1",))
     await running.start()
     try:
-        info, _ = await kubelet.register(running.server.registration_socket)  # type: ignore[union-attr]
-        (first,) = await kubelet.watch_health(info.endpoint, 1)
+        async with FakeKubelet(health=release) as kubelet:
+            info, _ = await kubelet.register(running.server.registration_socket)  # type: ignore[union-attr]
+            assert kubelet.health_services[info.endpoint] == service
+            (first,) = await kubelet.watch_health(info.endpoint, 1)
         by_device = {h.device: h for h in first}
         assert by_device["gpu-1"].health == "UNHEALTHY"
         assert "--unhealthy-devices" in by_device["gpu-1"].message
@@ -310,3 +334,28 @@ async def test_health_stream_reports_marked_devices_unhealthy_and_taints_them(
         assert await running.service.refresh() is None
     finally:
         await running.stop()
+
+
+class Unused:
+    """A NodeService for a test that prepares nothing."""
+
+    async def prepare(self, claims: Sequence[ClaimRef]) -> dict[str, PrepareResult]:
+        raise AssertionError("not called")
+
+    async def unprepare(self, claims: Sequence[ClaimRef]) -> dict[str, str]:
+        raise AssertionError("not called")
+
+
+async def test_without_health_no_health_service_is_announced(short_dir: Path) -> None:
+    """A 1.37 kubelet opens the health stream only when announced: a driver without a health
+    source announces none, so it is never asked for one it does not serve."""
+    server = PluginServer(DRIVER, short_dir / "kubelet", service=Unused(), health=None)
+    await server.start()
+    try:
+        async with FakeKubelet() as kubelet:
+            info, _ = await kubelet.register(server.registration_socket)
+            assert info.supported_versions == list(DEFAULT_VERSIONS)
+            with pytest.raises(NoHealthStreamError):
+                await kubelet.watch_health(info.endpoint, 1)
+    finally:
+        await server.stop(grace=None)
