@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from google.protobuf.descriptor import FieldDescriptor, FileDescriptor
+
 from operators.driver.health import (
     TAINT_EFFECT,
     health_report,
@@ -10,6 +12,7 @@ from operators.driver.health import (
     with_taints,
 )
 from operators.driver.profiles import build_inventory, default_config
+from operators.driver.proto import dra_health_v1_pb2, dra_health_v1alpha1_pb2
 
 DRIVER = "example.kopf-dra.io"
 
@@ -47,3 +50,34 @@ def test_taints_only_the_unhealthy_devices_and_keep_their_time() -> None:
     assert not any(d.taints for d in inventory.devices), "the input is left alone"
     assert with_taints(tainted, DRIVER, since) == tainted, "idempotent"
     assert with_taints(inventory, DRIVER, {}) is inventory
+
+
+def _shape(file: FileDescriptor) -> tuple[object, ...]:
+    """Everything of a health API but its package: messages, fields, enums and the service."""
+
+    def of(f: FieldDescriptor) -> str:
+        kind = f.message_type or f.enum_type
+        return kind.name if kind is not None else str(f.type)
+
+    messages = {
+        name: [(f.name, f.number, of(f), f.is_repeated) for f in m.fields]
+        for name, m in file.message_types_by_name.items()
+    }
+    enums = {
+        name: [(v.name, v.number) for v in e.values] for name, e in file.enum_types_by_name.items()
+    }
+    services = {
+        name: [
+            (m.name, m.input_type.name, m.output_type.name, m.server_streaming) for m in s.methods
+        ]
+        for name, s in file.services_by_name.items()
+    }
+    return messages, enums, services
+
+
+def test_the_health_apis_v1_and_v1alpha1_differ_only_in_their_package() -> None:
+    """One implementation serves both (plugin.health_handler): it holds while the shapes match."""
+    v1, v1alpha1 = dra_health_v1_pb2.DESCRIPTOR, dra_health_v1alpha1_pb2.DESCRIPTOR
+    assert (v1.package, v1alpha1.package) == ("v1", "v1alpha1")
+    assert _shape(v1) == _shape(v1alpha1)
+    assert _shape(v1)[0], "the comparison saw the messages"
