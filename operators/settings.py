@@ -24,13 +24,26 @@ from pydantic import (
     model_validator,
 )
 
-from operators.api.features import GATES, KUBERNETES_RELEASE, parse_feature_gates, resolve
+from operators.api.features import (
+    DEFAULT_VERSION,
+    FeatureGateError,
+    KubernetesVersion,
+    Release,
+    check_names,
+    gates_of,
+    parse_feature_gates,
+    resolve,
+)
 
 ENV_PREFIX = "KOPF_DRA_"
 # kube-controller-manager's resourceclaim controller syncs 50 objects at once by default
 # (ConcurrentSyncs): fewer serialise the claim writes, and each then costs etcd a wake-up of its
 # own (measured: etcd's CPU 2.2 -> 1.5 s on the default benchmark going from 4 to 50).
 CLAIM_CONTROLLER_WORKERS = 50
+
+
+def _text(release: Release | None) -> str | None:
+    return str(release) if release is not None else None
 
 
 class SettingsError(ValueError):
@@ -101,8 +114,24 @@ class Settings(BaseModel):
     )
     feature_gates: dict[str, bool] = Field(
         default_factory=dict,
-        description=f"Kubernetes' DRA feature gates, Name=true|false,... (defaults of Kubernetes "
-        f"{KUBERNETES_RELEASE}): the cluster's own, as its kube-scheduler has them",
+        description="Kubernetes' feature gates, Name=true|false,...: the cluster's own, as its "
+        "kube-scheduler has them (defaults: those of the cluster's version)",
+    )
+    kubernetes_version: str | None = Field(
+        default=None,
+        description="The cluster's Kubernetes release (1.36 or 1.37), whose gates and API "
+        "kopf-dra follows; default: the API server's /version, read at start",
+    )
+    emulated_version: str | None = Field(
+        default=None,
+        description="The version the cluster emulates (component-base's --emulated-version); "
+        "default: the API server's, else --kubernetes-version",
+    )
+    min_compatibility_version: str | None = Field(
+        default=None,
+        description="The cluster's minimum compatibility version (component-base's "
+        "--min-compatibility-version; some gates' defaults follow it); default: the API "
+        "server's, else one minor below the emulated version",
     )
     api_timeout: float = Field(
         default=30.0, gt=0, description="Seconds any API request may take (watches excepted)"
@@ -120,15 +149,50 @@ class Settings(BaseModel):
     @field_validator("feature_gates", mode="before")
     @classmethod
     def _feature_gates(cls, value: Any) -> dict[str, bool]:
-        return parse_feature_gates(value)
+        return check_names(value)
+
+    @model_validator(mode="after")
+    def _version(self) -> Self:
+        self.version()  # a version that is not one, or not supported, is refused at once
+        if self.kubernetes_version is not None:
+            try:
+                self.gates()  # so are gates that version refuses
+            except FeatureGateError as e:
+                where = f"{flag_name('feature_gates')} / {env_name('feature_gates')}"
+                raise ValueError(f"{where}: {e}") from None
+        return self
+
+    def version(self) -> KubernetesVersion:
+        """The cluster's version (the project's default until the API server has said)."""
+        if self.kubernetes_version is None:
+            return DEFAULT_VERSION
+        return KubernetesVersion.of(
+            self.kubernetes_version, self.emulated_version, self.min_compatibility_version
+        )
 
     def gates(self) -> dict[str, bool]:
-        """Every DRA gate's value: the flag's, else Kubernetes' default."""
-        return resolve(self.feature_gates)
+        """Every gate's value at the cluster's version: the flag's, else that version's
+        default. Raises FeatureGateError for a value that version's kube-scheduler refuses."""
+        version = self.version()
+        return resolve(parse_feature_gates(self.feature_gates, version), version)
 
     def gate(self, name: str) -> bool:
-        assert name in GATES, name
+        assert name in gates_of(self.version()), name
         return self.gates()[name]
+
+    def with_version(self, version: KubernetesVersion) -> Self:
+        """These settings at the cluster's version (as read from its /version), unless the
+        flags named one."""
+        if self.kubernetes_version is not None:
+            return self
+        return self.model_copy(
+            update={
+                "kubernetes_version": str(version.release),
+                "emulated_version": self.emulated_version or _text(version.emulation),
+                "min_compatibility_version": self.min_compatibility_version
+                or _text(version.min_compatibility),
+            }
+        )
 
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
@@ -170,7 +234,7 @@ class Settings(BaseModel):
                 f"{flag_name(str(err['loc'][0]))} / {env_name(str(err['loc'][0]))}: "
                 + str(err["msg"]).removeprefix("Value error, ")
                 if err["loc"]
-                else err["msg"]
+                else str(err["msg"]).removeprefix("Value error, ")
                 for err in e.errors()
             )
             raise SettingsError(f"{cls.__name__}: {problems}") from None

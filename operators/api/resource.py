@@ -125,6 +125,9 @@ class CounterSet(KubeModel):
 class DeviceCounterConsumption(KubeModel):
     counter_set: str | None = None
     counters: dict[str, Counter] = Field(default_factory=dict)
+    #: 1.37 alpha (DRADeviceCompatibilityGroups): devices allocated together on this counter
+    #: set must share a group.
+    compatibility_groups: list[str] = Field(default_factory=list)
 
 
 class DeviceAttribute(KubeModel):
@@ -242,10 +245,33 @@ class DeviceCapacity(KubeModel):
 
 
 class NodeAllocatableResourceMapping(KubeModel):
-    """1.36 alpha (node-allocatable resources backed by DRA); modelled, not implemented."""
+    """1.36 alpha (node-allocatable resources backed by DRA); modelled, not implemented.
+    1.37 replaced it with ``NodeAllocatableResource``."""
 
     allocation_multiplier: Quantity | None = None
     capacity_key: str | None = None
+
+
+class NodeAllocatableMapping(KubeModel):
+    """1.37 alpha: how a device's capacity maps to a node resource it takes."""
+
+    capacity_key: str | None = None
+    capacity_multiplier: Quantity | None = None
+    device_multiplier: Quantity | None = None
+
+
+class NodeAllocatableOverhead(KubeModel):
+    """1.37 alpha: a node resource a device takes per pod and per container using it."""
+
+    per_pod: Quantity | None = None
+    per_container: Quantity | None = None
+
+
+class NodeAllocatableResource(KubeModel):
+    """1.37 alpha (DRANodeAllocatableResources): a node resource the device also takes."""
+
+    mapping: NodeAllocatableMapping | None = None
+    overhead: NodeAllocatableOverhead | None = None
 
 
 class Device(KubeModel):
@@ -266,6 +292,7 @@ class Device(KubeModel):
     node_allocatable_resource_mappings: dict[str, NodeAllocatableResourceMapping] = Field(
         default_factory=dict
     )
+    node_allocatable_resources: dict[str, NodeAllocatableResource] = Field(default_factory=dict)
 
 
 class ResourceSliceSpec(KubeModel):
@@ -277,6 +304,10 @@ class ResourceSliceSpec(KubeModel):
     per_device_node_selection: bool | None = None
     devices: list[Device] = Field(default_factory=list)
     shared_counters: list[CounterSet] = Field(default_factory=list)
+    #: 1.37 alpha (DRAPartitionableDevicesType): the string attribute naming a partition type.
+    partition_type_attribute: str | None = None
+    #: 1.37 alpha (DRAOptionalNodeOperations): kubelet calls the pool's devices need not.
+    skip_node_operations: list[str] = Field(default_factory=list)
 
 
 class ResourceSlice(KubeModel):
@@ -301,6 +332,13 @@ class CapacityRequirements(KubeModel):
     requests: dict[str, Quantity] = Field(default_factory=dict)
 
 
+class DeviceDerivedAttribute(KubeModel):
+    """1.37 alpha (DRADerivedAttributes): an attribute computed per candidate device."""
+
+    name: str | None = None
+    expression: str | None = None
+
+
 class ExactDeviceRequest(KubeModel):
     device_class_name: str | None = None
     selectors: list[DeviceSelector] = Field(default_factory=list)
@@ -309,6 +347,7 @@ class ExactDeviceRequest(KubeModel):
     admin_access: bool | None = None
     tolerations: list[DeviceToleration] = Field(default_factory=list)
     capacity: CapacityRequirements | None = None
+    derived_attributes: list[DeviceDerivedAttribute] = Field(default_factory=list)
 
 
 class DeviceSubRequest(KubeModel):
@@ -319,6 +358,7 @@ class DeviceSubRequest(KubeModel):
     count: int | None = None
     tolerations: list[DeviceToleration] = Field(default_factory=list)
     capacity: CapacityRequirements | None = None
+    derived_attributes: list[DeviceDerivedAttribute] = Field(default_factory=list)
 
 
 class DeviceRequest(KubeModel):
@@ -363,6 +403,8 @@ class DeviceRequestAllocationResult(KubeModel):
     binding_failure_conditions: list[str] = Field(default_factory=list)
     share_id: str | None = Field(default=None, alias="shareID")
     consumed_capacity: dict[str, Quantity] = Field(default_factory=dict)
+    #: 1.37 alpha (DRAOptionalNodeOperations): copied from the device's slice.
+    skip_node_operations: list[str] = Field(default_factory=list)
 
     @property
     def device_id(self) -> DeviceID:

@@ -313,6 +313,14 @@ class KubeAPI:
         )
         return raw.decode(errors="replace")
 
+    async def version_info(self) -> dict[str, Any]:
+        """The API server's ``/version`` (its release, emulated and minimum compatibility
+        versions): whose gates and API kopf-dra follows."""
+        info = await self.call("GET", "/version")
+        if not isinstance(info, dict):
+            raise ApiError(0, "Invalid", f"/version answered {info!r}", {})
+        return info
+
     async def call(self, method: str, path: str, **kwargs: Any) -> Any:
         try:
             return await self.request(method, path, **kwargs)

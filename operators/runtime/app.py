@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import dataclasses
 import sys
 import threading
@@ -17,14 +18,26 @@ from collections.abc import Callable, Iterable
 from typing import Any, Generic, Protocol, TypeVar, cast
 
 import kopf
+import structlog
 
-from operators.kube.client import ClientConfigError, connection_fields, make_configuration
+from operators.api.features import FeatureGateError, KubernetesVersion, not_implemented
+from operators.kube.api import ApiError, KubeAPI
+from operators.kube.client import (
+    ClientConfigError,
+    connection_fields,
+    make_api_client,
+    make_configuration,
+)
 from operators.observability.logging import configure
 from operators.runtime import memory
 from operators.runtime.leader import default_identity
 from operators.settings import LeaderElectionSettings, Settings
 
 PERSISTENCE_DOMAIN = "kopf-dra.io"
+#: How long a component waits at start for the API server to say its version.
+VERSION_ATTEMPTS, VERSION_PAUSE = 15, 2.0
+
+log = structlog.get_logger(__name__)
 
 
 class NoDiffBase(kopf.DiffBaseStorage):
@@ -112,6 +125,41 @@ async def run_operator(
     )
 
 
+async def read_version(kubeconfig: str | None) -> KubernetesVersion:
+    """The cluster's version from its API server's /version, waiting a while for an API
+    server that is not up yet."""
+    for attempt in range(VERSION_ATTEMPTS):
+        try:
+            async with await make_api_client(kubeconfig) as api_client:
+                return KubernetesVersion.from_version_info(await KubeAPI(api_client).version_info())
+        except (ApiError, OSError, TimeoutError) as e:
+            if attempt + 1 == VERSION_ATTEMPTS:
+                raise ConnectionError(f"reading the API server's /version: {e}") from None
+            log.info("waiting for the API server's /version", error=str(e))
+            await asyncio.sleep(VERSION_PAUSE)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def at_cluster_version(settings: S) -> S:
+    """``settings`` at the cluster's version (read from the API server unless the flags name
+    one), with the gates checked as that version's kube-scheduler checks them; what is set and
+    not implemented is said once. Blocking: before the component's event loop starts."""
+    if settings.kubernetes_version is None:
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:  # a loop may already run here
+            version = pool.submit(asyncio.run, read_version(settings.kubeconfig)).result()
+        settings = settings.with_version(version)
+    settings.gates()  # FeatureGateError for what this version refuses
+    log.info("following Kubernetes", version=str(settings.version()))
+    ignored = not_implemented(settings.feature_gates)
+    if ignored:
+        log.info(
+            "feature gates set that kopf-dra does not implement (accepted, as kube-scheduler "
+            "accepts them; kopf-dra behaves as before)",
+            gates=",".join(ignored),
+        )
+    return settings
+
+
 def main_for(
     component: str,
     build_registry: Callable[[Settings], kopf.OperatorRegistry],
@@ -124,6 +172,14 @@ def main_for(
         print(f"kopf-dra run {component}: {e}", file=sys.stderr)
         return 2
     configure(component, level=settings.log_level, json_output=settings.log_json)
+    try:
+        settings = at_cluster_version(settings)
+    except FeatureGateError as e:
+        print(f"kopf-dra run {component}: --feature-gates: {e}", file=sys.stderr)
+        return 2
+    except (ConnectionError, ValueError) as e:  # unreachable, or a version not supported
+        print(f"kopf-dra run {component}: {e}", file=sys.stderr)
+        return 1
     memory.tune()
     asyncio.run(
         run_operator(registry=build_registry(settings), component=component, settings=settings)
@@ -169,4 +225,5 @@ class OperatorApp(Generic[S]):
         """``kopf run -m`` runs kopf's default registry: point it at this operator's (called
         by each controller's ``main`` module, the one ``kopf run -m`` imports)."""
         memory.tune()
-        kopf.set_default_registry(self.build_registry(self.settings_class.load()))
+        settings = at_cluster_version(self.settings_class.load())
+        kopf.set_default_registry(self.build_registry(settings))

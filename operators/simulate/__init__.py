@@ -19,7 +19,13 @@ from typing import TextIO
 
 import yaml
 
-from operators.api.features import KUBERNETES_RELEASE, feature_gates_argument
+from operators.api.features import (
+    DEFAULT_RELEASE,
+    FeatureGateError,
+    KubernetesVersion,
+    feature_gates_argument,
+    parse_feature_gates,
+)
 from operators.api.keys import ObjectKey
 from operators.kube.api import ApiError, KubeAPI, NotFoundError
 from operators.kube.client import make_api_client
@@ -136,8 +142,15 @@ def _scheduler_arguments(p: argparse.ArgumentParser) -> None:
         type=feature_gates_argument,
         default={},
         metavar="Name=true,...",
-        help="as the scheduler's flag: Kubernetes' DRA feature gates (default: Kubernetes "
-        f"{KUBERNETES_RELEASE}'s)",
+        help="as the scheduler's flag: Kubernetes' feature gates (default: those of "
+        "--kubernetes-version)",
+    )
+    p.add_argument(
+        "--kubernetes-version",
+        metavar="MAJOR.MINOR",
+        help="as the scheduler's flag: the cluster's release, whose gate defaults apply "
+        f"(default: the cluster's /version with --from-cluster or --kubeconfig, else "
+        f"{DEFAULT_RELEASE})",
     )
     p.add_argument(
         "--no-preemption",
@@ -163,10 +176,15 @@ def _scheduler_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-async def cluster_documents(kubeconfig: str | None) -> list[Document]:
+async def cluster_documents(kubeconfig: str | None) -> tuple[list[Document], KubernetesVersion]:
+    """The cluster's objects of every kind simulate reads, and its version."""
     docs: list[Document] = []
     async with await make_api_client(kubeconfig) as client:
         api = KubeAPI(client)
+        try:
+            version = KubernetesVersion.from_version_info(await api.version_info())
+        except (ApiError, ValueError) as e:
+            raise InputError(f"cluster: /version: {e}") from None
         for kind in KINDS.values():
             try:
                 listing = await api.list(kind.name)
@@ -179,7 +197,20 @@ async def cluster_documents(kubeconfig: str | None) -> list[Document]:
                 item.setdefault("kind", kind.name)
                 (item.get("metadata") or {}).pop("managedFields", None)
                 docs.append(Document(Source("cluster"), item))
-    return docs
+    return docs, version
+
+
+def _version(args: argparse.Namespace, cluster: KubernetesVersion | None) -> KubernetesVersion:
+    """--kubernetes-version, else the cluster's, else the default; the gates checked for it."""
+    try:
+        if args.kubernetes_version:
+            version = KubernetesVersion.of(args.kubernetes_version)
+        else:
+            version = cluster or KubernetesVersion(DEFAULT_RELEASE)
+        parse_feature_gates(args.feature_gates, version)
+    except (FeatureGateError, ValueError) as e:
+        raise InputError(f"--feature-gates / --kubernetes-version: {e}") from None
+    return version
 
 
 def _key(text: str, what: str) -> ObjectKey:
@@ -191,8 +222,10 @@ def _key(text: str, what: str) -> ObjectKey:
 
 def run(args: argparse.Namespace, now: datetime.datetime) -> engine.Answer | None:
     documents: list[Document] = []
+    cluster: KubernetesVersion | None = None
     if args.from_cluster or args.kubeconfig:
-        documents += asyncio.run(cluster_documents(args.kubeconfig))
+        documents, cluster = asyncio.run(cluster_documents(args.kubeconfig))
+    version = _version(args, cluster)
     files = list(documents_from(args.filename))
     if not documents and not files:
         raise InputError("nothing to read: give -f files, --from-cluster or --kubeconfig")
@@ -212,6 +245,7 @@ def run(args: argparse.Namespace, now: datetime.datetime) -> engine.Answer | Non
         binding_timeout=args.binding_timeout,
         explain=args.explain,
         feature_gates=args.feature_gates,
+        version=version,
         preemption=args.preemption,
         preemption_alternatives=args.preemption_alternatives,
         filter_timeout=args.filter_timeout,

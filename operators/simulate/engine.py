@@ -43,7 +43,7 @@ from operators.allocator.explain import ClaimBreakdown
 from operators.allocator.selectors import CelSelectorEngine
 from operators.api.claim_status import edited_status
 from operators.api.core import ContainerExtendedResourceRequest, Node, Pod
-from operators.api.features import resolve
+from operators.api.features import DEFAULT_VERSION, KubernetesVersion, resolve
 from operators.api.keys import ObjectKey
 from operators.api.names import TERMINAL_PHASES
 from operators.api.resource import AllocationResult, ResourceClaim
@@ -92,8 +92,15 @@ class Options:
     allocation_policy: Policy = "first-fit"
     binding_timeout: float = 600.0
     explain: bool = False
-    #: --feature-gates as given (checked); the rest are Kubernetes' defaults.
+    #: --feature-gates as given (checked for ``version``); the rest are that version's defaults.
     feature_gates: Mapping[str, bool] = dataclasses.field(default_factory=dict)
+    #: The cluster's Kubernetes version: whose gate defaults (and behaviour) to answer with.
+    version: KubernetesVersion = DEFAULT_VERSION
+
+    def gates(self) -> dict[str, bool]:
+        """Every gate's value, as the scheduler's settings resolve them."""
+        return resolve(self.feature_gates, self.version)
+
     preemption: bool = True
     preemption_alternatives: AlternativesPolicy = "no-preemption-first"
     #: Seconds the pod's allocation may take (DRASchedulerFilterTimeout on; 0: none).
@@ -153,7 +160,7 @@ def _allocator(
     leave_out: set[str],
     out_of_time: Callable[[], bool] | None = None,
 ) -> Allocator:
-    gates = resolve(options.feature_gates)
+    gates = options.gates()
     features = Features.from_gates(gates)
     allocated = [c for c in snapshot.claims.values() if c.is_allocated and c.key not in leave_out]
     return Allocator(
@@ -172,7 +179,7 @@ def _allocator(
 
 def _out_of_time(options: Options, monotonic: Callable[[], float]) -> Callable[[], bool] | None:
     """The scheduler's filter timeout, from now (None: the gate is off, or no limit)."""
-    if not resolve(options.feature_gates)["DRASchedulerFilterTimeout"]:
+    if not options.gates()["DRASchedulerFilterTimeout"]:
         return None
     return deadline(monotonic, options.filter_timeout)
 
@@ -288,7 +295,7 @@ def _prepare(
     ``claims`` in memory, and the pod prepared again. Also the keys of the claims whose
     devices that frees."""
     released: set[str] = set()
-    gates = resolve(options.feature_gates)
+    gates = options.gates()
     classes = class_mapping(snapshot.classes.values()) if gates["DRAExtendedResource"] else None
     for _ in range(len(claims) + 2):
         prepared = prepare(
@@ -476,7 +483,7 @@ def _preemption(
             allocator=allocator if ready.allocating else None,
             budgets=[preemption.Budget.of(b) for b in snapshot.budgets.values()],
             now=now,
-            features=Features.from_gates(resolve(options.feature_gates)),
+            features=Features.from_gates(options.gates()),
             alternatives=options.preemption_alternatives,
             better_than=better_than,
             extended=ready.extended,

@@ -437,9 +437,9 @@ def sample(exposition: str, metric: str, **labels: str) -> float | None:
 
 
 async def served_feature_gates(api: client.ApiClient) -> dict[str, tuple[str, bool]]:
-    """The API server's own DRA gates, from its ``kubernetes_feature_enabled`` metric: name ->
+    """The API server's own gates, from its ``kubernetes_feature_enabled`` metric: name ->
     (stage, as ``operators.api.features`` names it; enabled)."""
-    stages = {"ALPHA": "Alpha", "BETA": "Beta", "": "GA"}
+    stages = {"ALPHA": "Alpha", "BETA": "Beta", "": "GA", "DEPRECATED": "Deprecated"}
     response = await api.call_api(
         "/metrics", "GET", auth_settings=["BearerToken"], _preload_content=False
     )
@@ -449,7 +449,6 @@ async def served_feature_gates(api: client.ApiClient) -> dict[str, tuple[str, bo
         for family in text_string_to_metric_families(text)
         for s in family.samples
         if s.name == "kubernetes_feature_enabled"
-        and (s.labels["name"].startswith("DRA") or s.labels["name"] == "DynamicResourceAllocation")
     }
 
 

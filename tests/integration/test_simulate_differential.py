@@ -342,7 +342,7 @@ async def _compare(
     pod, claims = await state(kube, namespace, seed, cluster_scoped)
     for claim in claims:
         await kube.create(claim)
-    documents = await cluster_documents(str(kubeconfig))
+    documents, version = await cluster_documents(str(kubeconfig))
     await eventually(lambda: _true(caught_up(scheduler, documents)), what="cache caught up")
     snapshot, problems = build(documents, strict=False)
     assert problems == []
@@ -351,7 +351,7 @@ async def _compare(
     predicted = engine.pod_answer(
         snapshot,
         ObjectKey(namespace, "subject"),
-        engine.Options(feature_gates=scheduler.settings.feature_gates),
+        engine.Options(feature_gates=scheduler.settings.feature_gates, version=version),
         datetime.datetime.now(datetime.UTC),
     )
 

@@ -16,9 +16,13 @@ from operators.allocator import AllocatedState, Allocator, Features
 from operators.allocator.errors import FeatureDisabledError
 from operators.allocator.selectors import CelSelectorEngine
 from operators.api.features import (
-    GATES,
+    IMPLEMENTED,
     FeatureGateError,
+    KubernetesVersion,
+    check_names,
+    dra_gates,
     format_feature_gates,
+    not_implemented,
     parse_feature_gates,
     resolve,
 )
@@ -54,9 +58,86 @@ DEFAULTS_1_36 = {
 }
 
 
-def test_defaults_are_those_of_kubernetes_1_36() -> None:
-    assert resolve({}) == DEFAULTS_1_36
+# 1.37.2's (the issue that moved kopf-dra to 1.37 lists them), min compatibility 1.36.
+DEFAULTS_1_37 = {
+    **DEFAULTS_1_36,
+    "DRADeviceTaintRules": True,  # GA
+    "DRAFractionalCapacityRange": False,  # on only with min compatibility 1.37
+    "DRADerivedAttributes": False,
+    "DRADeviceCompatibilityGroups": False,
+    "DRAOptionalNodeOperations": False,
+    "DRAPartitionableDevicesType": False,
+}
+V136, V137 = KubernetesVersion.of("1.36"), KubernetesVersion.of("1.37")
+GATES = dra_gates(V136)
+
+
+@pytest.mark.parametrize(("version", "defaults"), [(V136, DEFAULTS_1_36), (V137, DEFAULTS_1_37)])
+def test_the_dra_defaults_are_those_of_each_release(
+    version: KubernetesVersion, defaults: dict[str, bool]
+) -> None:
+    assert {n: g.default for n, g in dra_gates(version).items()} == defaults
+    assert {n: v for n, v in resolve({}, version).items() if n in defaults} == defaults
     assert Features.release() == Features.from_gates(DEFAULTS_1_36)
+
+
+def test_a_default_follows_the_minimum_compatibility_version_as_component_base_has_it() -> None:
+    """DRAFractionalCapacityRange: beta from 1.37, on by default once no 1.36 server may be in
+    the cluster (min compatibility 1.37); a 1.37 server emulating 1.36 has no such gate yet."""
+    assert not resolve({}, V137)["DRAFractionalCapacityRange"]
+    compatible = KubernetesVersion.of("1.37", min_compatibility="1.37")
+    assert resolve({}, compatible)["DRAFractionalCapacityRange"]
+    emulating = KubernetesVersion.of("1.37", emulation="1.36")
+    assert dra_gates(emulating)["DRAFractionalCapacityRange"].stage == "PreAlpha"
+    with pytest.raises(FeatureGateError, match=r"PreAlpha at emulated version 1\.36"):
+        parse_feature_gates("DRAFractionalCapacityRange=true", emulating)
+    assert dra_gates(emulating)["DRADeviceTaintRules"].stage == "Beta"
+
+
+def test_each_release_takes_its_own_gate_list() -> None:
+    """A 1.37 cluster's gate list is taken on 1.37, a 1.36 one's on 1.36; a gate one release
+    does not have is refused naming that release, and one none has is refused at once."""
+    assert parse_feature_gates("GenericWorkload=true,DRAWorkloadResourceClaims=true", V137)
+    assert parse_feature_gates("GangScheduling=true,GenericWorkload=true", V136)
+    with pytest.raises(
+        FeatureGateError, match=r"unrecognized feature gate: GangScheduling \(Kubernetes 1.37\)"
+    ):
+        parse_feature_gates("GangScheduling=true", V137)
+    with pytest.raises(FeatureGateError, match="feature is locked to true"):
+        parse_feature_gates("DRAExtendedResource=false", V137)
+    assert parse_feature_gates("DRAExtendedResource=false", V136)
+    assert check_names("GangScheduling=true,SchedulerPreQueueingHints=true")
+    # kube-scheduler's flag syntax: component:Name=value, "kube" the only component.
+    assert check_names("kube:GenericWorkload=true, DRAPrioritizedList=false") == {
+        "GenericWorkload": True,
+        "DRAPrioritizedList": False,
+    }
+    with pytest.raises(FeatureGateError, match="component 'wardle'"):
+        check_names("wardle:featureA=true")
+    with pytest.raises(FeatureGateError, match="unrecognized feature gate: DRANope"):
+        check_names("DRANope=true")
+    assert not_implemented({"SchedulerPreQueueingHints": True, "DRAPrioritizedList": False}) == [
+        "SchedulerPreQueueingHints"
+    ]
+
+
+def test_a_version_is_read_as_the_api_server_reports_it() -> None:
+    info = {
+        "major": "1",
+        "minor": "37+",
+        "gitVersion": "v1.37.2",
+        "emulationMajor": "1",
+        "emulationMinor": "37",
+        "minCompatibilityMajor": "1",
+        "minCompatibilityMinor": "36",
+    }
+    version = KubernetesVersion.from_version_info(info)
+    assert version == KubernetesVersion.of("1.37", "1.37", "1.36")
+    assert KubernetesVersion.from_version_info({"gitVersion": "v1.36.3"}) == V136
+    with pytest.raises(
+        ValueError, match=r"Kubernetes 1.35 is not supported \(kopf-dra supports 1.36, 1.37\)"
+    ):
+        KubernetesVersion.from_version_info({"major": "1", "minor": "35"})
 
 
 @pytest.mark.parametrize(
@@ -175,10 +256,9 @@ def flipped(name: str) -> dict[str, bool]:
 
 def test_every_gate_is_in_the_table() -> None:
     assert set(ALLOCATOR_FIELDS) == set(GATES)
-    implemented = {n for n, g in GATES.items() if g.implemented}
     allocator = {n for n, f in ALLOCATOR_FIELDS.items() if f}
     elsewhere = SCHEDULER_GATES | POOL_VALIDATOR_GATES | API_SERVER_GATES
-    assert allocator | elsewhere | {"DynamicResourceAllocation"} == implemented
+    assert allocator | elsewhere | {"DynamicResourceAllocation"} == IMPLEMENTED
 
 
 @pytest.mark.parametrize("name", sorted(n for n, f in ALLOCATOR_FIELDS.items() if f))
