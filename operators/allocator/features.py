@@ -7,14 +7,21 @@ same inputs fail (or be skipped) the way kube-scheduler would with that gate off
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from operators.api.features import parse_feature_gates, resolve
+from operators.api.features import (
+    DEFAULT_RELEASE,
+    KubernetesVersion,
+    Release,
+    parse_feature_gates,
+    resolve,
+)
 
 
 @dataclass(frozen=True, slots=True)
 class Features:
-    """Switched-on DRA feature gates (field name = gate name in snake case, without DRA)."""
+    """Switched-on DRA feature gates (field name = gate name in snake case, without DRA), and
+    the Kubernetes release whose allocator to behave as where releases differ beyond gates."""
 
     prioritized_list: bool = False
     partitionable_devices: bool = False
@@ -24,6 +31,8 @@ class Features:
     admin_access: bool = False
     device_taints: bool = False
     list_type_attributes: bool = False
+    #: The release whose allocator to behave as (where releases differ beyond gates).
+    kubernetes: Release = DEFAULT_RELEASE
 
     @property
     def binding_and_status(self) -> bool:
@@ -50,9 +59,17 @@ class Features:
         return cls.from_gates(resolve(parse_feature_gates(overrides or {})))
 
     @classmethod
-    def from_gates(cls, gates: Mapping[str, bool]) -> Features:
-        """From a ``{"DRAPrioritizedList": True, ...}`` map; unknown names are ignored."""
-        return cls(**{GATES[k]: v for k, v in gates.items() if k in GATES})
+    def from_gates(cls, gates: Mapping[str, bool], release: Release | None = None) -> Features:
+        """From a ``{"DRAPrioritizedList": True, ...}`` map (unknown names are ignored), as
+        ``release``'s allocator (default: the project's default release)."""
+        on: dict[str, bool] = {GATES[k]: v for k, v in gates.items() if k in GATES}
+        features = cls(**on)  # type: ignore[arg-type]  # bools only: GATES names bool fields
+        return features if release is None else replace(features, kubernetes=release)
+
+    @classmethod
+    def of(cls, gates: Mapping[str, bool], version: KubernetesVersion) -> Features:
+        """The allocator of a cluster at ``version`` with these gate values."""
+        return cls.from_gates(gates, version.release)
 
     def gates(self) -> dict[str, bool]:
         """The ``{"DRAPrioritizedList": True, ...}`` map (what the Go allocator oracle reads)."""

@@ -161,7 +161,7 @@ def _allocator(
     out_of_time: Callable[[], bool] | None = None,
 ) -> Allocator:
     gates = options.gates()
-    features = Features.from_gates(gates)
+    features = Features.of(gates, options.version)
     allocated = [c for c in snapshot.claims.values() if c.is_allocated and c.key not in leave_out]
     return Allocator(
         features,
@@ -483,7 +483,7 @@ def _preemption(
             allocator=allocator if ready.allocating else None,
             budgets=[preemption.Budget.of(b) for b in snapshot.budgets.values()],
             now=now,
-            features=Features.from_gates(options.gates()),
+            features=Features.of(options.gates(), options.version),
             alternatives=options.preemption_alternatives,
             better_than=better_than,
             extended=ready.extended,

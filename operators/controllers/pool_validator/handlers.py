@@ -110,7 +110,7 @@ class PoolValidatorController(Controller[PoolValidatorSettings]):
         self, settings: PoolValidatorSettings, features: Features | None = None, **kwargs: Any
     ) -> None:
         super().__init__(settings, **kwargs)
-        self.features = features or Features.from_gates(settings.gates())
+        self.features = features or Features.of(settings.gates(), settings.version())
         self.queue: WorkQueue[PoolKey] = WorkQueue(
             self.reconcile, name=COMPONENT, workers=settings.workers, clock=self.clock
         )

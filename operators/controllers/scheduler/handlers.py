@@ -102,7 +102,7 @@ class Scheduler(Controller[SchedulerSettings]):
 
     def __init__(self, settings: SchedulerSettings, **kwargs: Any) -> None:
         super().__init__(settings, **kwargs)
-        self.features = Features.from_gates(settings.gates())
+        self.features = Features.of(settings.gates(), settings.version())
         #: KEP-5004: container requests of extended resources that DeviceClasses back.
         self.extended_enabled = settings.gate("DRAExtendedResource")
         self.cache = SchedulerCache(settings.scheduler_name, self.features)

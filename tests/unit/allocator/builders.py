@@ -42,7 +42,8 @@ ALL = Features.all()
 
 
 def features(**gates: bool) -> Features:
-    return Features(**gates)
+    on: dict[str, Any] = dict(gates)  # bool fields only, by name
+    return Features(**on)
 
 
 def node(name: str, region: str) -> Node:
