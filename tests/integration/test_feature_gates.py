@@ -6,7 +6,7 @@ from __future__ import annotations
 from kubernetes_asyncio import client
 
 from operators.api.features import GATES
-from operators.localcluster.controlplane import FEATURE_GATES
+from operators.localcluster.controlplane import feature_gates
 from tests.integration.helpers import served_feature_gates
 
 
@@ -16,4 +16,4 @@ async def test_the_gate_table_is_the_api_servers(api: client.ApiClient) -> None:
     for name, gate in GATES.items():
         stage, enabled = served[name]
         assert stage == gate.stage, name
-        assert enabled == FEATURE_GATES.get(name, gate.default), name
+        assert enabled == feature_gates().get(name, gate.default), name
