@@ -8,7 +8,7 @@ from kubernetes_asyncio import client
 
 from operators.api.features import KubernetesVersion, gates_of
 from operators.kube.api import KubeAPI
-from operators.localcluster.controlplane import FEATURE_GATES, kubernetes_version
+from operators.localcluster.controlplane import feature_gates, kubernetes_version
 from tests.integration.helpers import served_feature_gates
 
 
@@ -18,7 +18,7 @@ async def test_the_gate_table_is_the_api_servers(api: client.ApiClient) -> None:
     served = await served_feature_gates(api)
     gates = gates_of(version)
     # The API server registers a few gates kube-scheduler does not (the controller manager's,
-    # some of its own); every DRA gate is both's. tests/unit/test_gate_tables.py compares the
+    # some of its own); every DRA gate is both's. tests/integration/test_gate_tables.py compares the
     # table with kube-scheduler's own --help.
     dra = {n for n in served if n.startswith("DRA") or n == "DynamicResourceAllocation"}
     assert dra <= set(gates), sorted(dra - set(gates))
@@ -28,4 +28,4 @@ async def test_the_gate_table_is_the_api_servers(api: client.ApiClient) -> None:
             continue
         gate = gates[name]
         assert stage == gate.stage, name
-        assert enabled == FEATURE_GATES.get(name, gate.default), name
+        assert enabled == feature_gates().get(name, gate.default), name
