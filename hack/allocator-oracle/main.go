@@ -1,6 +1,9 @@
 // Command allocator-oracle feeds one allocation problem to upstream's structured allocator
 // (k8s.io/dynamic-resource-allocation, "experimental" channel) and prints the outcome in the
 // JSON shape of `kopf-dra simulate`, so kopf-dra's differential tests can compare the two.
+// One source for every library version (v0.36.3, v0.37.2: the module directories beside it):
+// the allocator's Features are set by field name, and a gate whose field this version lacks is
+// an error, never silently off.
 //
 // Input (stdin, JSON): {"features": {"DRAPrioritizedList": true, ...}, "node": Node,
 // "classes": [DeviceClass], "slices": [ResourceSlice], "claims": [ResourceClaim],
@@ -18,6 +21,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"reflect"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -88,20 +92,64 @@ func allocatedState(claims []*resourceapi.ResourceClaim, consumable bool) struct
 	return state
 }
 
+// gateFields maps a feature gate to the structured.Features field it sets, as kube-scheduler's
+// DRA plugin does; DeviceBindingAndStatus takes two gates and is set apart.
+var gateFields = map[string]string{
+	"DRAAdminAccess":               "AdminAccess",
+	"DRAConsumableCapacity":        "ConsumableCapacity",
+	"DRADeviceTaints":              "DeviceTaints",
+	"DRAListTypeAttributes":        "ListTypeAttributes",
+	"DRAPartitionableDevices":      "PartitionableDevices",
+	"DRAPrioritizedList":           "PrioritizedList",
+	"DRADeviceCompatibilityGroups": "CompatibilityGroups",
+	"DRADerivedAttributes":         "DerivedAttributes",
+	"DRAFractionalCapacityRange":   "FractionalCapacityRange",
+	"DRAOptionalNodeOperations":    "OptionalNodeOperations",
+}
+
+// features sets the fields this library version has; a gate that is on but has no field here
+// (a newer release's gate) or is unknown is an error.
+func features(gates map[string]bool) (structured.Features, error) {
+	var f structured.Features
+	v := reflect.ValueOf(&f).Elem()
+	set := func(field string, on bool) error {
+		fv := v.FieldByName(field)
+		if !fv.IsValid() {
+			if on {
+				return fmt.Errorf("this allocator has no feature %s", field)
+			}
+			return nil
+		}
+		fv.SetBool(on)
+		return nil
+	}
+	for gate, on := range gates {
+		switch gate {
+		case "DRADeviceBindingConditions", "DRAResourceClaimDeviceStatus":
+			continue
+		}
+		field, ok := gateFields[gate]
+		if !ok {
+			return f, fmt.Errorf("unknown feature gate %s", gate)
+		}
+		if err := set(field, on); err != nil {
+			return f, err
+		}
+	}
+	err := set("DeviceBindingAndStatus", gates["DRADeviceBindingConditions"] && gates["DRAResourceClaimDeviceStatus"])
+	return f, err
+}
+
 func run() output {
 	var in input
 	if err := json.NewDecoder(os.Stdin).Decode(&in); err != nil {
 		msg := fmt.Sprintf("decode input: %v", err)
 		return output{Outcome: "error", Error: &msg}
 	}
-	f := structured.Features{
-		AdminAccess:            in.Features["DRAAdminAccess"],
-		ConsumableCapacity:     in.Features["DRAConsumableCapacity"],
-		DeviceBindingAndStatus: in.Features["DRADeviceBindingConditions"] && in.Features["DRAResourceClaimDeviceStatus"],
-		DeviceTaints:           in.Features["DRADeviceTaints"],
-		ListTypeAttributes:     in.Features["DRAListTypeAttributes"],
-		PartitionableDevices:   in.Features["DRAPartitionableDevices"],
-		PrioritizedList:        in.Features["DRAPrioritizedList"],
+	f, err := features(in.Features)
+	if err != nil {
+		msg := err.Error()
+		return output{Outcome: "error", Error: &msg}
 	}
 	structured.EnableAllocators("experimental")
 	ctx := context.Background()

@@ -32,7 +32,7 @@ from operators.allocator.errors import (
 from operators.allocator.explain import ClaimBreakdown, breakdown, explain
 from operators.allocator.features import Features
 from operators.allocator.outcome import Outcome, Stats, Status
-from operators.allocator.pools import Pool, gather_pools
+from operators.allocator.pools import Pool, counters_everywhere, gather_pools
 from operators.allocator.results import allocation_result
 from operators.allocator.search import Candidate, NodeView, Search
 from operators.allocator.selectors import SelectorEngine
@@ -74,7 +74,13 @@ class NodeViewCache:
         self.on_node: dict[str, list[ResourceSlice]] = {}
         self.shared: list[ResourceSlice] = []
 
-    def generation(self, slices: Sequence[ResourceSlice], extra: tuple[object, ...]) -> None:
+    def generation(
+        self,
+        slices: Sequence[ResourceSlice],
+        extra: tuple[object, ...],
+        *,
+        counters_everywhere: bool = True,
+    ) -> None:
         """Start over unless these are the slices (and features, rules) of the last call.
 
         The same list object again costs nothing (the scheduler's caches hand out one list
@@ -87,7 +93,8 @@ class NodeViewCache:
             self._views, self._ids = {}, ids
             self.on_node, self.shared = {}, []
             for s in slices:
-                if s.spec.node_name and not s.spec.shared_counters:
+                # 1.36 looks at every counter-set slice from every node; 1.37 by node name.
+                if s.spec.node_name and not (counters_everywhere and s.spec.shared_counters):
                     self.on_node.setdefault(s.spec.node_name, []).append(s)
                 else:
                     self.shared.append(s)
@@ -129,7 +136,11 @@ class Allocator:
         self.policy: Policy = policy
         self.taint_rules = [r for r in taint_rules if r.spec.device_selector is not None]
         self._views = view_cache if view_cache is not None else NodeViewCache()
-        self._views.generation(self.slices, (features, policy, *map(id, self.taint_rules)))
+        self._views.generation(
+            self.slices,
+            (features, policy, *map(id, self.taint_rules)),
+            counters_everywhere=counters_everywhere(features),
+        )
         self._matches: dict[tuple[str, int], bool | SelectorError] = {}
         self._out_of_time = out_of_time
         self._available: dict[PoolID, dict[str, dict[str, Decimal]]] = {}

@@ -4,6 +4,12 @@ A request is rounded up by the capacity's ``requestPolicy`` (validRange min/step
 validValues); a capacity the request does not mention consumes the policy default, else the
 whole capacity. Sums over all shares may never exceed the capacity. Semantics follow upstream
 (including integer steps: quantities are compared by value, steps in whole units).
+
+1.37 (``strict``) refuses what its integer arithmetic cannot represent (a request past 2^63-1,
+a rounding past it) and negative amounts, as errors that end the allocation, and with
+DRAFractionalCapacityRange (``fractional``) steps a range in milli-units wherever min, max and
+step are whole milli-units and the step at least 1m: upstream's ``useMilli`` looks at no more
+than that, so a whole-unit range is stepped in milli-units too (the same answer).
 """
 
 from __future__ import annotations
@@ -18,28 +24,98 @@ from operators.api.resource import CapacityRequestPolicy, CapacityRequestPolicyR
 #: capacity name -> consumed amount
 Consumed = dict[str, Decimal]
 
+_MAX_INT64 = 2**63 - 1
+_MIN_INT64 = -(2**63)
+
+
+class CapacityArithmeticError(ValueError):
+    """1.37: a capacity amount its arithmetic cannot take (the allocation stops)."""
+
 
 def _int_value(q: Quantity) -> int:
     """resource.Quantity.Value(): whole units, rounded up."""
     return math.ceil(q.value)
 
 
-def _round_up_range(requested: Quantity, valid: CapacityRequestPolicyRange) -> Quantity:
+def _milli(q: Quantity) -> int | None:
+    """Upstream's safeMilliValue: the value in milli-units when that is exact and fits int64."""
+    milli = q.value * 1000
+    if milli != milli.to_integral_value() or not _MIN_INT64 <= milli <= _MAX_INT64:
+        return None
+    return int(milli)
+
+
+def _use_milli(valid: CapacityRequestPolicyRange, fractional: bool) -> bool:
+    """Upstream's useMilli (which, unlike its comment, does not ask for a fraction)."""
+    if not fractional:
+        return False
+    for q in (valid.min, valid.max):
+        if q is not None and _milli(q) is None:
+            return False
+    if valid.step is not None:
+        step = _milli(valid.step)
+        if step is None or step < 1:
+            return False
+    return True
+
+
+def _go_div(a: int, b: int) -> tuple[int, int]:
+    """Go's truncating integer division and remainder."""
+    q = abs(a) // abs(b) * (1 if (a >= 0) == (b >= 0) else -1)
+    return q, a - q * b
+
+
+def _round_up_range(
+    requested: Quantity, valid: CapacityRequestPolicyRange, *, strict: bool, fractional: bool
+) -> Quantity:
     assert valid.min is not None
     if requested < valid.min:
         return valid.min
     if valid.step is None:
         return requested
-    step, low = _int_value(valid.step), _int_value(valid.min)
-    added = _int_value(requested) - low
-    n, mod = divmod(added, step) if step else (0, 0)
+    if not strict:  # 1.36: whole units, in BinarySI
+        step, low = _int_value(valid.step), _int_value(valid.min)
+        added = _int_value(requested) - low
+        n, mod = divmod(added, step) if step else (0, 0)
+        if mod:
+            n += 1
+        return Quantity.from_decimal(low + step * n, QuantityFormat.BINARY_SI)
+    fmt = valid.step.format
+    if _use_milli(valid, fractional):
+        want = _milli(requested)
+        if want is None:
+            raise CapacityArithmeticError(f"request {requested} is not a representable milli value")
+        milli_step, milli_low = _milli(valid.step), _milli(valid.min)
+        assert milli_step is not None
+        assert milli_low is not None
+        step, low, unit = milli_step, milli_low, Decimal(1000)
+    else:
+        if requested.value > _MAX_INT64:
+            raise CapacityArithmeticError(f"request {requested} exceeds MaxInt64")
+        want, step, low = _int_value(requested), _int_value(valid.step), _int_value(valid.min)
+        unit = Decimal(1)
+    if not step:  # Go divides by zero here; the API server never lets a zero step through
+        return requested
+    n, mod = _go_div(want - low, step)
     if mod:
         n += 1
-    return Quantity.from_decimal(low + step * n, QuantityFormat.BINARY_SI)
+    if (unit == 1000 or low >= 0) and n > _go_div(_MAX_INT64 - low, step)[0]:
+        raise CapacityArithmeticError(
+            f"rounding request {requested} up to the next step passes the "
+            + ("milli-value range" if unit == 1000 else "MaxInt64")
+        )
+    return Quantity.from_decimal(Decimal(low + step * n) / unit, fmt)
 
 
-def consumed_for(requested: Quantity | None, cap: DeviceCapacity) -> Quantity:
-    """What one allocation takes of ``cap`` when the request asks for ``requested``."""
+def consumed_for(
+    requested: Quantity | None,
+    cap: DeviceCapacity,
+    *,
+    strict: bool = False,
+    fractional: bool = False,
+) -> Quantity:
+    """What one allocation takes of ``cap`` when the request asks for ``requested``
+    (``strict``: 1.37, which may raise CapacityArithmeticError)."""
     policy = cap.request_policy
     if requested is None:
         if policy is not None and policy.default is not None:
@@ -48,7 +124,7 @@ def consumed_for(requested: Quantity | None, cap: DeviceCapacity) -> Quantity:
     if policy is None:
         return requested
     if policy.valid_range is not None and policy.valid_range.min is not None:
-        return _round_up_range(requested, policy.valid_range)
+        return _round_up_range(requested, policy.valid_range, strict=strict, fractional=fractional)
     if policy.valid_values:
         for v in policy.valid_values:
             if requested <= v:
@@ -56,7 +132,9 @@ def consumed_for(requested: Quantity | None, cap: DeviceCapacity) -> Quantity:
     return requested
 
 
-def violates_policy(value: Quantity, policy: CapacityRequestPolicy | None) -> bool:
+def violates_policy(
+    value: Quantity, policy: CapacityRequestPolicy | None, *, fractional: bool = False
+) -> bool:
     if policy is None:
         return False
     if policy.default is not None and value == policy.default:
@@ -66,9 +144,17 @@ def violates_policy(value: Quantity, policy: CapacityRequestPolicy | None) -> bo
         if rng.max is not None and value > rng.max:
             return True
         if rng.step is not None:
-            low = _int_value(rng.min) if rng.min is not None else 0
-            step = _int_value(rng.step)
-            if step and (_int_value(value) - low) % step:
+            if _use_milli(rng, fractional):
+                have = _milli(value)
+                if have is None:
+                    return True
+                low = _milli(rng.min) if rng.min is not None else 0
+                step = _milli(rng.step) or 0
+            else:
+                have = _int_value(value)
+                low = _int_value(rng.min) if rng.min is not None else 0
+                step = _int_value(rng.step)
+            if step and (have - (low or 0)) % step:
                 return True
         return False
     if policy.valid_values:
@@ -81,17 +167,23 @@ def request_fits(
     capacity: Mapping[str, DeviceCapacity],
     allocated: Mapping[str, Decimal] | None,
     allocating: Mapping[str, Decimal] | None,
+    *,
+    strict: bool = False,
+    fractional: bool = False,
 ) -> bool | None:
     """True if the request fits next to what is allocated and being allocated.
 
     ``None`` when the request names a capacity the device does not have (upstream skips such
-    devices as a non-error mismatch).
+    devices as a non-error mismatch). ``strict`` (1.37): every amount is worked out before any
+    is compared, so an amount it cannot take raises CapacityArithmeticError whichever
+    capacity comes first.
     """
     if requests and any(name not in capacity for name in requests):
         return None
+    wanted = consumption(requests, capacity, strict=strict, fractional=fractional)
     for name, cap in capacity.items():
-        want = consumed_for(requests.get(name) if requests else None, cap)
-        if violates_policy(want, cap.request_policy):
+        want = wanted[name]
+        if violates_policy(want, cap.request_policy, fractional=fractional):
             return False
         total = want.value
         if allocated:
@@ -104,10 +196,23 @@ def request_fits(
 
 
 def consumption(
-    requests: Mapping[str, Quantity] | None, capacity: Mapping[str, DeviceCapacity]
+    requests: Mapping[str, Quantity] | None,
+    capacity: Mapping[str, DeviceCapacity],
+    *,
+    strict: bool = False,
+    fractional: bool = False,
 ) -> dict[str, Quantity]:
-    """The ``consumedCapacity`` of one share: every capacity of the device."""
-    return {
-        name: consumed_for(requests.get(name) if requests else None, cap)
-        for name, cap in capacity.items()
-    }
+    """The ``consumedCapacity`` of one share: every capacity of the device. 1.37 (``strict``)
+    raises CapacityArithmeticError for an amount it cannot take or a negative one."""
+    out: dict[str, Quantity] = {}
+    for name, cap in capacity.items():
+        try:
+            want = consumed_for(
+                requests.get(name) if requests else None, cap, strict=strict, fractional=fractional
+            )
+        except CapacityArithmeticError as e:
+            raise CapacityArithmeticError(f'capacity "{name}": {e}') from None
+        if strict and want.sign() < 0:
+            raise CapacityArithmeticError(f'capacity "{name}": capacity value is negative')
+        out[name] = want
+    return out

@@ -1,9 +1,10 @@
 """Claim constraints: matchAttribute and distinctAttribute over the devices being chosen.
 
 Both are incremental (``add`` while searching, ``remove`` when backtracking) and reproduce
-upstream's behaviour exactly, including its quirks: a matchAttribute intersection narrowed by a
-removed device stays narrowed until the constraint is empty again, and distinctAttribute keeps
-one value per request name (the latest device of that request).
+upstream's behaviour exactly, including 1.36's quirks: a matchAttribute intersection narrowed by
+a removed device stays narrowed until the constraint is empty again, and distinctAttribute keeps
+one value per request name (the latest device of that request). 1.37 (``exact``) fixed both: a
+removed device takes back exactly what it added, and every chosen device's value counts.
 """
 
 from __future__ import annotations
@@ -74,6 +75,8 @@ class Constraint:
     requests: Collection[str]
     attribute: str
     list_types: bool
+    #: 1.37: remove undoes exactly the add (no 1.36 quirks).
+    exact: bool = False
 
     def applies(self, request: str, subrequest: str) -> bool:
         if not self.requests:
@@ -96,6 +99,8 @@ class MatchAttribute(Constraint):
     first: DeviceAttribute | None = None
     common: AttrSet | None = None
     count: int = 0
+    #: 1.37: the intersection before each device after the first, restored on remove.
+    narrowed: list[AttrSet | None] = field(default_factory=list)
 
     def add(self, request: str, subrequest: str, device: Device, device_id: DeviceID) -> bool:
         if not self.applies(request, subrequest):
@@ -116,6 +121,8 @@ class MatchAttribute(Constraint):
             new = attribute_set(attr)
             if new is None or self.common is None or not _intersects(self.common, new):
                 return False
+            if self.exact:
+                self.narrowed.append(self.common)
             self.common = (self.common[0], self.common[1] & new[1])
         else:
             have = _scalar(attr)
@@ -128,6 +135,8 @@ class MatchAttribute(Constraint):
     def remove(self, request: str, subrequest: str) -> None:
         if self.applies(request, subrequest):
             self.count -= 1
+            if self.exact and self.list_types and self.count:
+                self.common = self.narrowed.pop()
 
 
 @dataclass(slots=True)
@@ -136,6 +145,8 @@ class DistinctAttribute(Constraint):
 
     values: dict[str, DeviceAttribute] = field(default_factory=dict)
     count: int = 0
+    #: 1.37: every chosen device's value, in order.
+    chosen: list[DeviceAttribute] = field(default_factory=list)
 
     def add(self, request: str, subrequest: str, device: Device, device_id: DeviceID) -> bool:
         if not self.applies(request, subrequest):
@@ -143,28 +154,33 @@ class DistinctAttribute(Constraint):
         attr = lookup_attribute(device, device_id, self.attribute)
         if attr is None:
             return False
+        if self.exact:
+            if not self._distinct(attr, self.chosen):
+                return False
+            self.chosen.append(attr)
+            return True
         if self.count == 0:
             self.values[request] = attr
             self.count = 1
             return True
-        if not self._distinct(attr):
+        if not self._distinct(attr, self.values.values()):
             return False
         self.values[request] = attr
         self.count += 1
         return True
 
-    def _distinct(self, attr: DeviceAttribute) -> bool:
+    def _distinct(self, attr: DeviceAttribute, chosen: Collection[DeviceAttribute]) -> bool:
         if self.list_types:
             new = attribute_set(attr)
             if new is None:
                 return False
-            for other in self.values.values():
+            for other in chosen:
                 have = attribute_set(other)
                 if have is not None and _intersects(new, have):
                     return False
             return True
         mine = _scalar(attr)
-        for other in self.values.values():
+        for other in chosen:
             if mine is None:
                 return False
             theirs = _scalar(other)
@@ -174,5 +190,8 @@ class DistinctAttribute(Constraint):
 
     def remove(self, request: str, subrequest: str) -> None:
         if self.applies(request, subrequest):
+            if self.exact:
+                self.chosen.pop()
+                return
             self.values.pop(request, None)
             self.count -= 1

@@ -1,13 +1,20 @@
 """Feature gates the allocator honours: one bool per Kubernetes DRA feature gate name.
 
 The allocator must behave like upstream with the same gates, so a disabled gate makes the
-same inputs fail (or be skipped) the way kube-scheduler would with that gate off.
+same inputs fail (or be skipped) the way kube-scheduler would with that gate off. Where two
+releases' allocators differ with the same gates, ``kubernetes`` says which one to be.
+
+1.37's DRADeviceCompatibilityGroups, DRADerivedAttributes and DRAOptionalNodeOperations have no
+field: kopf-dra implements them off (their default), whatever the cluster sets, so it never
+allocates what it cannot check (slices with compatibility groups are ignored, claims with
+derived attributes refused, devices whose slice skips node operations left alone).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import Final, Literal
 
 from operators.api.features import (
     DEFAULT_RELEASE,
@@ -16,6 +23,12 @@ from operators.api.features import (
     parse_feature_gates,
     resolve,
 )
+
+#: The first release whose allocator this project tells apart from 1.36's.
+V1_37: Final = Release(1, 37)
+
+#: Upstream's allocator variants: the first whose features cover the gates that are on runs.
+Variant = Literal["stable", "incubating", "experimental"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +44,9 @@ class Features:
     admin_access: bool = False
     device_taints: bool = False
     list_type_attributes: bool = False
+    #: 1.37 beta, on where the cluster's minimum compatibility version is 1.37: capacity
+    #: ranges in milli-units (``fractional``).
+    fractional_capacity_range: bool = False
     #: The release whose allocator to behave as (where releases differ beyond gates).
     kubernetes: Release = DEFAULT_RELEASE
 
@@ -38,6 +54,28 @@ class Features:
     def binding_and_status(self) -> bool:
         """Upstream couples these two gates: binding conditions need device status."""
         return self.device_binding_conditions and self.resource_claim_device_status
+
+    @property
+    def since_1_37(self) -> bool:
+        """Behave as 1.37's allocator (or a later one's) where it parts from 1.36's."""
+        return self.kubernetes >= V1_37
+
+    @property
+    def fractional(self) -> bool:
+        """DRAFractionalCapacityRange, which only 1.37 and later have."""
+        return self.fractional_capacity_range and self.since_1_37
+
+    @property
+    def variant(self) -> Variant:
+        """The allocator kube-scheduler picks for these gates: ``stable`` without consumable
+        capacity, binding conditions, list attributes and fractional ranges, ``incubating``
+        with the first three but without list attributes, else ``experimental``. They differ
+        where a release changed only some of them (1.37's counter-set slices)."""
+        if self.list_type_attributes:
+            return "experimental"
+        if self.consumable_capacity or self.binding_and_status or self.fractional:
+            return "incubating"
+        return "stable"
 
     @classmethod
     def all(cls) -> Features:
@@ -86,4 +124,5 @@ GATES = {
     "DRAAdminAccess": "admin_access",
     "DRADeviceTaints": "device_taints",
     "DRAListTypeAttributes": "list_type_attributes",
+    "DRAFractionalCapacityRange": "fractional_capacity_range",
 }

@@ -5,7 +5,12 @@ function that the allocator and the pool validator share (CONVENTIONS #9). The r
 upstream's GatherPools so both see the same pools for the same slices:
 
 * a slice is relevant to a node by its ``nodeName``/``allNodes``/``nodeSelector``, or by
-  ``perDeviceNodeSelection`` with one device reachable; counter-only slices always are;
+  ``perDeviceNodeSelection`` with one device reachable; counter-only slices always are in 1.36
+  (and in 1.37's stable variant); in 1.37 they are by their node selection too, and a pool whose
+  devices need them finds them among the slices for other nodes;
+* 1.37 (DRADeviceCompatibilityGroups off, the only way kopf-dra runs it) ignores every slice
+  with a device that names ``compatibilityGroups``: its pool counts one slice short, so it is
+  incomplete;
 * per pool the highest generation among relevant slices wins; the pool is complete when that
   generation has ``resourceSliceCount`` slices (counting slices for other nodes); a newer
   generation elsewhere makes the node's slices obsolete and the pool disappears;
@@ -232,7 +237,15 @@ def build_pool(
 ) -> Pool:
     """Validate a pool made of ``slices`` (those relevant to the node, or all of them)."""
     ordered = sorted(slices, key=slice_name)
-    reason, counter_sets = _validate(ordered, features)
+    others: tuple[ResourceSlice, ...] = ()
+    if all_slices_of_generation is not None and len(all_slices_of_generation) != len(ordered):
+        targeting = {slice_name(s) for s in ordered}
+        others = tuple(s for s in all_slices_of_generation if slice_name(s) not in targeting)
+    validated: Sequence[ResourceSlice] = ordered
+    if features.partitionable_devices and not counters_everywhere(features):
+        # 1.37: the counter sets may be in slices for other nodes, after the node's own.
+        validated = [*ordered, *(s for s in others if s.spec.shared_counters)]
+    reason, counter_sets = _validate(validated, features)
     if reason is not None:
         return Pool(pool_id, problem=reason)
     if features.partitionable_devices:
@@ -241,16 +254,30 @@ def build_pool(
         device_slices = tuple(ordered)
     if not features.partitionable_devices:
         return Pool(pool_id, slices=device_slices)
-    others: tuple[ResourceSlice, ...] = ()
-    if all_slices_of_generation is not None and len(all_slices_of_generation) != len(ordered):
-        targeting = {slice_name(s) for s in ordered}
-        others = tuple(s for s in all_slices_of_generation if slice_name(s) not in targeting)
+    if others:
         if not device_slices:
             return Pool(pool_id, other_slices=others, counter_sets=counter_sets, unchecked=True)
         reason = _check_consumption(counter_sets, others)
         if reason is not None:
             return Pool(pool_id, problem=reason)
     return Pool(pool_id, slices=device_slices, other_slices=others, counter_sets=counter_sets)
+
+
+def uses_compatibility_groups(s: ResourceSlice) -> bool:
+    """Whether a device of the slice names compatibility groups for a counter set (1.37)."""
+    return any(use.compatibility_groups for d in s.spec.devices for use in d.consumes_counters)
+
+
+def ignored(s: ResourceSlice, features: Features) -> bool:
+    """Whether the allocator of ``features``' release leaves the slice out altogether: 1.37
+    cannot check compatibility groups with their gate off, and kopf-dra implements them off."""
+    return features.since_1_37 and uses_compatibility_groups(s)
+
+
+def counters_everywhere(features: Features) -> bool:
+    """Whether slices with shared counters are relevant to every node (1.36, and 1.37's
+    stable variant) rather than by their node selection."""
+    return not features.since_1_37 or features.variant == "stable"
 
 
 def slice_relevant(s: ResourceSlice, node: Node | None, features: Features) -> bool:
@@ -260,8 +287,10 @@ def slice_relevant(s: ResourceSlice, node: Node | None, features: Features) -> b
         spec.per_device_node_selection is not None or spec.shared_counters
     ):
         return False
+    if ignored(s, features):
+        return False
     try:
-        if spec.shared_counters:
+        if spec.shared_counters and counters_everywhere(features):
             return True
         if spec.node_name or spec.all_nodes or spec.node_selector is not None:
             return node_matches(node, spec.node_name, spec.all_nodes, spec.node_selector)
@@ -326,6 +355,8 @@ def gather_pools(
             )
             if obsolete:
                 continue
+            if features.since_1_37:
+                same_generation = [s for s in same_generation if not ignored(s, features)]
             if len(same_generation) != count:
                 plain.append(Pool(pid, incomplete=True))
                 continue
@@ -393,10 +424,16 @@ def newest_generations(slices: Iterable[ResourceSlice]) -> list[PoolGeneration]:
 def validate_pools(slices: Sequence[ResourceSlice], features: Features) -> list[Pool]:
     """Every pool of the cluster, judged as a whole (for the pool validator).
 
-    Uses the newest generation of each pool, all of its slices whatever node they target.
+    Uses the newest generation of each pool, all of its slices whatever node they target; in
+    1.37 without the slices the allocator ignores (such a pool is incomplete, as it sees it).
     """
     result = []
     for group in newest_generations(slices):
+        if features.since_1_37:
+            kept = tuple(s for s in group.slices if not ignored(s, features))
+            if len(kept) != len(group.slices):
+                result.append(Pool(group.id, incomplete=True))
+                continue
         if not group.complete:
             result.append(Pool(group.id, incomplete=True))
         else:

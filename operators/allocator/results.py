@@ -2,7 +2,9 @@
 
 Same order and content as upstream's result building in ``Allocate``: device results in the
 order the search chose them, class configs then claim configs, and the node selector that the
-chosen devices' slices (or the devices themselves) require.
+chosen devices' slices (or the devices themselves) require. 1.36 adds a claim config once per
+request it names; 1.37 adds it once, and leaves out the ``requests`` of any config that names
+every request of the claim (empty means all).
 """
 
 from __future__ import annotations
@@ -86,6 +88,7 @@ def _configs(search: Search, claim_index: int) -> list[DeviceAllocationConfigura
                 )
             )
         by_class[class_name] = (first, len(out))
+    once = search.features.since_1_37
     for claim_cfg in claim.spec.devices.config:
         opaque = claim_cfg.opaque
         names = claim_cfg.requests
@@ -93,15 +96,26 @@ def _configs(search: Search, claim_index: int) -> list[DeviceAllocationConfigura
             out.append(_claim_config(names, opaque))
             continue
         for request_index, claim_request in enumerate(claim.spec.devices.requests):
-            if claim_request.name in names:
+            if claim_request.name in names or _chosen_named(
+                search, claim_index, request_index, names
+            ):
                 out.append(_claim_config(names, opaque))
-                continue
-            alternatives = search.requests[claim_index][request_index]
-            if not alternatives.first_available:
-                continue
-            if alternatives.chosen.full_name in names:
-                out.append(_claim_config(names, opaque))
+                if once:
+                    break
+    if once:
+        for config in out:
+            if config.requests and all(
+                r.name in config.requests or _chosen_named(search, claim_index, i, config.requests)
+                for i, r in enumerate(claim.spec.devices.requests)
+            ):
+                config.requests = []
     return out
+
+
+def _chosen_named(search: Search, claim_index: int, request_index: int, names: list[str]) -> bool:
+    """Whether ``names`` lists the subrequest chosen for a request with firstAvailable."""
+    alternatives = search.requests[claim_index][request_index]
+    return alternatives.first_available and alternatives.chosen.full_name in names
 
 
 def _node_selector(search: Search, claim_index: int) -> NodeSelector | None:

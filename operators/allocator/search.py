@@ -6,6 +6,13 @@ from the node's candidates (``NodeView``). It reads the cycle's shared data (cla
 state, memoised selector matches and counters) through ``Snapshot``, so that this module does not
 import ``allocator.py``; ``explain.py`` and ``results.py`` read a finished search.
 
+Where 1.37's allocator parts from 1.36's (``features.since_1_37``): derived attributes are
+refused, the claim limit is checked request by request, an "All" request counts devices by
+their capacity alone (what others hold makes it fail, not shrink), a shared device already
+shared without capacity does not take its counters again, a capacity amount the arithmetic
+cannot take ends the allocation, devices whose slice skips node operations are left alone,
+and the constraints forget exactly what a removed device added.
+
 ``_allocate_one`` takes upstream's ``deviceIndices`` as four int arguments (claim, request of the
 claim, ``firstAvailable`` subrequest or 0, n-th device of the request) and its flags by position
 on the recursive calls: a tuple or keywords per step cost more than the step's own bookkeeping
@@ -203,6 +210,12 @@ class Search:
         #: Snapshot.available_counters).
         self.consumed_counters: dict[PoolID, dict[str, dict[str, Decimal]]] = {}
         self.steps = 0
+        #: 1.37: devices already shared, with capacity or without.
+        self.shared_devices: frozenset[DeviceID] = (
+            frozenset(d for d, _ in allocator.allocated.shared)
+            if self.features.since_1_37
+            else frozenset()
+        )
 
     def validate(self) -> None:
         """Validate the claims and resolve their requests (what ``run`` does first): enough
@@ -252,7 +265,9 @@ class Search:
                         )
                         for sub in request.first_available
                     ]
-                    min_devices += min(option.num_devices for option in options)
+                    fewest = min(option.num_devices for option in options)
+                    self._check_claim_limit(claim_key, request_name, min_devices, fewest)
+                    min_devices += fewest
                     requests.append(Alternatives(options, True))
                     continue
                 exactly = request.exactly
@@ -273,6 +288,7 @@ class Search:
                     spec=exactly,
                     admin_access=exactly.admin_access,
                 )
+                self._check_claim_limit(claim_key, request_name, min_devices, spec.num_devices)
                 min_devices += spec.num_devices
                 requests.append(Alternatives([spec], False))
             if min_devices > AllocationResultsMaxSize:
@@ -283,16 +299,27 @@ class Search:
             self.requests.append(requests)
             self.constraints.append(self._claim_constraints(claim))
 
+    def _check_claim_limit(self, claim_key: str, request: str, counted: int, more: int) -> None:
+        """1.37 checks the claim limit as each request adds its devices (1.36 once per claim)."""
+        if self.features.since_1_37 and more > AllocationResultsMaxSize - counted:
+            raise TooManyDevicesError(
+                f"claim {claim_key}, request {request}: adding {more} devices exceeds the claim "
+                f"limit of {AllocationResultsMaxSize}, with {counted} already accounted for"
+            )
+
     def _claim_constraints(self, claim: ResourceClaim) -> list[Constraint]:
         """The claim's constraints, empty at the start: the search adds and removes devices."""
         list_types = self.features.list_type_attributes
+        exact = self.features.since_1_37
         constraints: list[Constraint] = []
         for i, c in enumerate(claim.spec.devices.constraints):
             if c.match_attribute is not None:
-                constraints.append(MatchAttribute(set(c.requests), c.match_attribute, list_types))
+                constraints.append(
+                    MatchAttribute(set(c.requests), c.match_attribute, list_types, exact)
+                )
             elif c.distinct_attribute is not None:
                 constraints.append(
-                    DistinctAttribute(set(c.requests), c.distinct_attribute, list_types)
+                    DistinctAttribute(set(c.requests), c.distinct_attribute, list_types, exact)
                 )
             else:
                 raise InvalidRequestError(
@@ -314,6 +341,13 @@ class Search:
         devices it needs. Mode All takes its devices here, from complete and valid pools only,
         because "all" must not change while the search backtracks."""
         claim_key = self.claims[claim_index].key
+        if spec.derived_attributes and self.features.since_1_37:
+            # 1.37 with DRADerivedAttributes off, the only way kopf-dra runs it; 1.36 does not
+            # know the field.
+            raise FeatureDisabledError(
+                f"claim {claim_key}, request {name}: cannot handle request with derived "
+                "attributes, the feature is disabled"
+            )
         for i, sel in enumerate(spec.selectors):
             if sel.cel is None or sel.cel.expression is None:
                 raise InvalidSelectorError(
@@ -370,7 +404,7 @@ class Search:
                 if not self.selectable(request, candidate):
                     continue
                 if self.features.consumable_capacity and not self._capacity_fits(
-                    request, candidate
+                    request, candidate, static=self.features.since_1_37
                 ):
                     continue
                 request.all_devices.append(candidate)
@@ -420,10 +454,13 @@ class Search:
             if expression is None:
                 where = self._selector_where(request, i, from_class)
                 raise InvalidSelectorError(f"{where}: CEL expression empty")
-            bad = _unsupported_attribute(candidate.device, self.features.list_type_attributes)
+            # 1.37's CEL takes list attributes whatever DRAListTypeAttributes says.
+            bad = _unsupported_attribute(
+                candidate.device, self.features.list_type_attributes or self.features.since_1_37
+            )
             if bad is not None:
                 # Upstream cannot even build the CEL device from such an attribute.
-                where = self._selector_where(request, i, from_class)
+                where = self._selector_where(request, i, from_class, candidate.id)
                 raise InvalidSelectorError(
                     f"{where}: CEL runtime error: attribute {bad}: unsupported attribute value"
                 )
@@ -433,28 +470,49 @@ class Search:
                 ):
                     return False
             except SelectorError as e:
-                kind = "CEL runtime error" if e.reason != "InvalidSelector" else "CEL compile error"
-                where = self._selector_where(request, i, from_class)
+                runtime = e.reason != "InvalidSelector"
+                kind = "CEL runtime error" if runtime else "CEL compile error"
+                where = self._selector_where(
+                    request, i, from_class, candidate.id if runtime else None
+                )
                 raise InvalidSelectorError(f"{where}: {kind}: {e.message}") from None
         return True
 
-    def _selector_where(self, request: RequestSpec, index: int, from_class: bool) -> str:
+    def _selector_where(
+        self, request: RequestSpec, index: int, from_class: bool, device: DeviceID | None = None
+    ) -> str:
         """Where a failing selector sits, for the error: built only when raising, because
-        selectors_match runs once per device and request."""
+        selectors_match runs once per device and request. 1.37 names the device of a runtime
+        error."""
+        on = f" on device {device}" if device is not None and self.features.since_1_37 else ""
         if from_class:
-            return f"class {request.device_class.metadata.name}: selector #{index}"
+            return f"class {request.device_class.metadata.name}: selector #{index}{on}"
         claim_key = self.claims[request.claim_index].key
-        return f"claim {claim_key}, request {request.full_name}, selector #{index}"
+        return f"claim {claim_key}, request {request.full_name}, selector #{index}{on}"
 
-    def _capacity_fits(self, request: RequestSpec, candidate: Candidate) -> bool:
+    def _capacity_fits(
+        self, request: RequestSpec, candidate: Candidate, *, static: bool = False
+    ) -> bool:
         """Whether the device's capacity left (allocated and taken in this call) covers the
-        request: consumable capacity is shared, so this changes while the search runs."""
-        fits = cap.request_fits(
-            request.capacity,
-            candidate.device.capacity,
-            self.allocator.allocated.capacity.get(candidate.id),
-            self.allocating_capacity.get(candidate.id),
-        )
+        request: consumable capacity is shared, so this changes while the search runs.
+        ``static``: against the whole capacity (1.37's "All" requests). 1.37 stops the
+        allocation at an amount its arithmetic cannot take."""
+        features = self.features
+        try:
+            fits = cap.request_fits(
+                request.capacity,
+                candidate.device.capacity,
+                None if static else self.allocator.allocated.capacity.get(candidate.id),
+                None if static else self.allocating_capacity.get(candidate.id),
+                strict=features.since_1_37,
+                fractional=features.fractional,
+            )
+        except cap.CapacityArithmeticError as e:
+            claim_key = self.claims[request.claim_index].key
+            raise InvalidRequestError(
+                f"claim {claim_key}, request {request.name}: checking capacity for device "
+                f"{candidate.id}: {e}"
+            ) from None
         return bool(fits)
 
     def _in_use(self, device_id: DeviceID) -> bool:
@@ -462,9 +520,12 @@ class Search:
         return device_id in self.allocator.allocated.devices or bool(self.allocating.get(device_id))
 
     def _capacity_in_use(self, device_id: DeviceID) -> bool:
-        """A shared device already counted: its counters were taken by its first allocation."""
+        """A shared device already counted: its counters were taken by its first allocation
+        (1.37 also knows one shared without capacity)."""
         return (
-            device_id in self.allocator.allocated.capacity or device_id in self.allocating_capacity
+            device_id in self.allocator.allocated.capacity
+            or device_id in self.shared_devices
+            or device_id in self.allocating_capacity
         )
 
     def taint_blocks(self, candidate: Candidate, request: RequestSpec) -> bool:
@@ -517,6 +578,9 @@ class Search:
         if not multi and request.admin_access and claim_index in self.allocating.get(device_id, ()):
             return None
         if not request.admin_access and self._in_use(device_id):
+            return None
+        if candidate.slice.spec.skip_node_operations and features.since_1_37:
+            # DRAOptionalNodeOperations off, the only way kopf-dra runs it.
             return None
         if not features.partitionable_devices and candidate.counters:
             return None
@@ -580,7 +644,12 @@ class Search:
                 undo()
                 return None
             if multi:
-                consumed = cap.consumption(request.capacity, candidate.device.capacity)
+                consumed = cap.consumption(
+                    request.capacity,
+                    candidate.device.capacity,
+                    strict=features.since_1_37,
+                    fractional=features.fractional,
+                )
                 share_id = self.allocator.share_ids()
                 capacity_existed = device_id in self.allocating_capacity
                 have = self.allocating_capacity.setdefault(device_id, {})

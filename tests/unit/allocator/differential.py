@@ -1,14 +1,21 @@
 """Differential runs of kopf-dra's allocator against upstream's (hack/allocator-oracle).
 
-The oracle runs k8s.io/dynamic-resource-allocation v0.36.3's structured allocator
-("experimental" channel) on the same JSON; both must agree on the outcome and, when it fits,
+One oracle per Kubernetes release kopf-dra speaks (hack/allocator-oracle/v0.MINOR.PATCH/, that
+release's k8s.io/dynamic-resource-allocation: v0.36.3 for 1.36, v0.37.2 for 1.37), each compared
+with kopf-dra's allocator as that release (``Features.kubernetes``). The oracle runs the
+structured allocator (the variant its gates pick) on the same JSON; both must agree on the
+outcome and, when it fits,
 on every device, request name, config, node selector and consumed capacity (shareIDs
 normalised). An exception out of ``Allocator.allocate`` other than InvalidInputError (what it
 may raise for bad claims) is a finding too: the scheduler's cycle would not survive it.
 
 ``python -m tests.unit.allocator.differential --examples 20000`` generates that many random
-problems (a random seed, printed, unless given) and prints every distinct disagreement
-(``make allocator-oracle``); ``test_differential.py`` draws 150 with ``make test``.
+problems per release (a random seed, printed, unless given; ``--kubernetes 1.37`` for one) and
+prints every distinct disagreement (``make allocator-oracle``); ``test_differential.py`` draws
+150 per release with ``make test``. The generator draws each release's gates: 1.37's
+DRAFractionalCapacityRange on and off, and its DRADeviceCompatibilityGroups, DRADerivedAttributes
+and DRAOptionalNodeOperations off (their default, which kopf-dra implements) with slices and
+claims that use those fields anyway; 1.36 knows none of them and ignores the fields.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from hypothesis import strategies as st
 
 from operators.allocator import AllocatedState, Allocator, Features, InvalidInputError, Status
 from operators.api.core import Node
+from operators.api.features import Release
 from operators.api.quantity import Quantity
 from operators.api.resource import DeviceClass, ResourceClaim, ResourceSlice
 from operators.cel.syntax import allow_deep_recursion
@@ -37,9 +45,20 @@ from .builders import J
 from .engine import engine
 
 ROOT = Path(__file__).resolve().parents[3]
-BUILD = ROOT / "hack" / "allocator-oracle" / "build.sh"
+ORACLES = ROOT / "hack" / "allocator-oracle"
+BUILD = ORACLES / "build.sh"
 DRIVERS = ("a.example.com", "b.example.com")
-GATES = tuple(Features.all().gates())
+#: The releases compared, oldest first: one oracle module directory each.
+KUBERNETES = ("1.36", "1.37")
+#: Gates a release adds: drawn on and off.
+NEW_GATES = {"1.37": ("DRAFractionalCapacityRange",)}
+#: Gates drawn for every release (mostly on, as a cluster runs them).
+GATES = tuple(g for g in Features.all().gates() if g not in NEW_GATES["1.37"])
+#: Gates a release adds that the generator keeps off (their default; kopf-dra implements only
+#: that): the fields they guard are drawn anyway.
+OFF_GATES = {
+    "1.37": ("DRADeviceCompatibilityGroups", "DRADerivedAttributes", "DRAOptionalNodeOperations")
+}
 allow_deep_recursion()  # what CEL's first compile does, before hypothesis notes the limit
 
 
@@ -47,13 +66,26 @@ class NoToolchainError(RuntimeError):
     """No Go toolchain: the oracle cannot be built."""
 
 
+def oracle_version(kubernetes: str) -> str:
+    """The library version (module directory) of a release's oracle: 1.37 is v0.37.x."""
+    _, minor = kubernetes.split(".")
+    found = sorted(p.name for p in ORACLES.glob(f"v0.{minor}.*") if (p / "go.mod").is_file())
+    if len(found) != 1:
+        raise LookupError(f"want one oracle module for Kubernetes {kubernetes}, found {found}")
+    return found[0]
+
+
 @functools.cache
-def oracle() -> str:
-    """The oracle binary, built once per source version (hack/allocator-oracle/build.sh)."""
+def oracle(kubernetes: str = KUBERNETES[-1]) -> str:
+    """A release's oracle binary, built once per source version (hack/allocator-oracle/build.sh)."""
     if shutil.which("go") is None:
         raise NoToolchainError("no Go toolchain on PATH: cannot build hack/allocator-oracle")
     done = subprocess.run(
-        ["bash", str(BUILD)], capture_output=True, text=True, check=False, timeout=1800
+        ["bash", str(BUILD), oracle_version(kubernetes)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=1800,
     )
     if done.returncode != 0:
         raise RuntimeError(f"building the oracle failed:\n{done.stderr[-4000:]}")
@@ -63,8 +95,20 @@ def oracle() -> str:
 # --- generation --------------------------------------------------------------------------
 
 
+#: Capacity request policies: whole units, and (1.37's DRAFractionalCapacityRange) fractions.
+POLICIES: dict[str, J] = {
+    "range": {"default": "1", "validRange": {"min": "1", "step": "1", "max": "4"}},
+    "values": {"default": "1", "validValues": ["1", "2", "4"]},
+    "quarters": {"default": "250m", "validRange": {"min": "250m", "step": "250m", "max": "1"}},
+    "halves-from-one": {"validRange": {"min": "1", "step": "500m"}},
+    "tenths": {"validRange": {"min": "100m", "step": "0.1", "max": "2500m"}},
+}
+
+
 @st.composite
-def device_json(draw: st.DrawFn, name: str, counters: list[str], shareable: bool) -> J:
+def device_json(
+    draw: st.DrawFn, name: str, counters: list[str], shareable: bool, groups: bool
+) -> J:
     d: J = {"name": name}
     attrs: J = {"numa": {"int": draw(st.integers(0, 2))}}
     if draw(st.booleans()):
@@ -76,23 +120,23 @@ def device_json(draw: st.DrawFn, name: str, counters: list[str], shareable: bool
     d["attributes"] = attrs
     use_counters: bool = draw(st.booleans())
     if counters and use_counters:
-        d["consumesCounters"] = [
-            {
-                "counterSet": draw(st.sampled_from(counters)),
-                "counters": {"c": {"value": str(draw(st.integers(1, 3)))}},
-            }
-        ]
+        use: J = {
+            "counterSet": draw(st.sampled_from(counters)),
+            "counters": {"c": {"value": str(draw(st.integers(1, 3)))}},
+        }
+        if groups:
+            use["compatibilityGroups"] = draw(
+                st.lists(st.sampled_from(["g1", "g2"]), min_size=1, max_size=2, unique=True)
+            )
+        d["consumesCounters"] = [use]
     if shareable and draw(st.booleans()):
         d["allowMultipleAllocations"] = True
-        cap: J = {"value": str(draw(st.integers(2, 6)))}
-        policy = draw(st.sampled_from(["none", "range", "values"]))
-        if policy == "range":
-            cap["requestPolicy"] = {
-                "default": "1",
-                "validRange": {"min": "1", "step": "1", "max": "4"},
-            }
-        elif policy == "values":
-            cap["requestPolicy"] = {"default": "1", "validValues": ["1", "2", "4"]}
+        if draw(st.integers(0, 5)) == 0:  # shared, but no capacity to count
+            return d
+        policy = draw(st.sampled_from(["none", *POLICIES]))
+        cap: J = {"value": draw(st.sampled_from(["2", "3", "4", "6", "1", "2500m"]))}
+        if policy != "none":
+            cap["requestPolicy"] = POLICIES[policy]
         d["capacity"] = {"bw": cap}
     if draw(st.integers(0, 5)) == 0:
         d["taints"] = [
@@ -109,12 +153,23 @@ def device_json(draw: st.DrawFn, name: str, counters: list[str], shareable: bool
 
 
 @st.composite
-def problem(draw: st.DrawFn) -> J:
+def problem(draw: st.DrawFn, kubernetes: str = KUBERNETES[-1]) -> J:
+    """One problem as ``kubernetes``'s scheduler would see it: that release's gates, slices
+    and claims that use its new fields too."""
+    often_on = (*GATES, *NEW_GATES.get(kubernetes, ()))
     features = {g: draw(st.booleans()) if draw(st.integers(0, 11)) == 0 else True for g in GATES}
+    for g in NEW_GATES.get(kubernetes, ()):
+        features[g] = draw(st.booleans())
+    assert set(features) == set(often_on)
+    for g in OFF_GATES.get(kubernetes, ()):
+        features[g] = False
     slices: list[J] = []
+    # 1.36's allocator keys counter sets by pool name alone (kubernetes#140434): one pool name
+    # for two drivers only where that is fixed.
+    shared_names = kubernetes != "1.36" and draw(st.integers(0, 3)) == 0
     for p in range(draw(st.integers(1, 3))):
         driver = DRIVERS[p % 2]
-        pool_name = f"pool-{p}"
+        pool_name = f"pool-{p // 2 if shared_names else p}"
         where = draw(st.sampled_from(["n1", "n1", "all", "n2", "selector"]))
         counters = ["cs"] if draw(st.booleans()) else []
         n_slices = draw(st.integers(1, 2))
@@ -122,8 +177,9 @@ def problem(draw: st.DrawFn) -> J:
         # Sometimes a slice is missing: an incomplete pool.
         declared = total + (1 if draw(st.integers(0, 8)) == 0 else 0)
         for s in range(n_slices):
+            groups = bool(counters) and draw(st.integers(0, 5)) == 0
             devices = [
-                draw(device_json(f"d{s}{k}", counters, shareable=True))
+                draw(device_json(f"d{s}{k}", counters, shareable=True, groups=groups))
                 for k in range(draw(st.integers(0, 3)))
             ]
             spec: J = {
@@ -132,7 +188,9 @@ def problem(draw: st.DrawFn) -> J:
                 "devices": devices,
             }
             _place(spec, where)
-            slices.append({"metadata": {"name": f"{pool_name}-s{s}"}, "spec": spec})
+            if draw(st.integers(0, 9)) == 0:
+                spec["skipNodeOperations"] = ["NodePrepareResources"]
+            slices.append({"metadata": {"name": f"{driver[0]}{pool_name}-s{s}"}, "spec": spec})
         if counters:
             spec = {
                 "driver": driver,
@@ -141,8 +199,10 @@ def problem(draw: st.DrawFn) -> J:
                     {"name": "cs", "counters": {"c": {"value": str(draw(st.integers(1, 5)))}}}
                 ],
             }
-            _place(spec, where)
-            slices.append({"metadata": {"name": f"{pool_name}-counters"}, "spec": spec})
+            # The counters' slice sometimes targets another node than the devices'.
+            _place(spec, draw(st.sampled_from([where, where, "n1", "n2", "all"])))
+            name = f"{driver[0]}{pool_name}-counters"
+            slices.append({"metadata": {"name": name}, "spec": spec})
     classes = [
         {
             "metadata": {"name": f"cls-{i}"},
@@ -153,6 +213,7 @@ def problem(draw: st.DrawFn) -> J:
     claims = [draw(claim_json(f"c{i}")) for i in range(draw(st.integers(1, 2)))]
     history = [draw(claim_json(f"h{i}")) for i in range(draw(st.integers(0, 2)))]
     return {
+        "kubernetes": kubernetes,
         "features": features,
         "slices": slices,
         "classes": classes,
@@ -197,7 +258,12 @@ def exact_json(draw: st.DrawFn, name: str, sub: bool) -> J:
             }
         ]
     if draw(st.integers(0, 5)) == 0:
-        r["capacity"] = {"requests": {"bw": str(draw(st.integers(1, 3)))}}
+        amount = draw(st.sampled_from(["1", "2", "3", "250m", "0.5", "300m", "1500m", "1.1"]))
+        r["capacity"] = {"requests": {"bw": amount}}
+    if draw(st.integers(0, 11)) == 0:
+        r["derivedAttributes"] = [
+            {"name": "derived/numa", "expression": f'device.attributes["{DRIVERS[0]}"].numa'}
+        ]
     if not sub and draw(st.integers(0, 6)) == 0:
         r["adminAccess"] = True
     if sub:
@@ -233,7 +299,7 @@ NODE = {"metadata": {"name": "n1", "labels": {"zone": "z1"}}}
 
 
 def features_of(p: J) -> Features:
-    return Features.from_gates(p["features"])
+    return Features.from_gates(p["features"], Release.parse(p["kubernetes"]))
 
 
 def ours(p: J, allocated: list[J]) -> J:
@@ -266,7 +332,7 @@ def theirs(p: J, allocated: list[J], claims: list[J] | None = None) -> J:
         "allocated": allocated,
     }
     done = subprocess.run(
-        [oracle()],
+        [oracle(p["kubernetes"])],
         input=json.dumps(payload),
         capture_output=True,
         text=True,
@@ -328,7 +394,9 @@ def _shape(text: str) -> str:
     return " ".join(w for w in text.split()[:12] if not any(c in w for c in "/-0123456789"))
 
 
-def run_corpus(examples: int, seed: int) -> tuple[Counter[str], list[Finding]]:
+def run_corpus(
+    examples: int, seed: int, kubernetes: str = KUBERNETES[-1]
+) -> tuple[Counter[str], list[Finding]]:
     """Generate ``examples`` problems (a seed always generates the same ones); (counts, one
     finding per distinct disagreement). Counts: problems, upstream's outcomes, and the
     problems where upstream refused an "All" request on a pool being updated or invalid."""
@@ -344,7 +412,7 @@ def run_corpus(examples: int, seed: int) -> tuple[Counter[str], list[Finding]]:
         database=None,
         suppress_health_check=list(HealthCheck),
     )
-    @given(problem())
+    @given(problem(kubernetes))
     def run(p: J) -> None:
         if counted["problems"] >= examples:
             return
@@ -386,20 +454,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--examples", type=int, default=20_000, help="problems to run")
     parser.add_argument("--seed", type=int, default=None, help="default: a random one, printed")
     parser.add_argument("--show", type=int, default=20, help="disagreements to print")
+    parser.add_argument(
+        "--kubernetes",
+        action="append",
+        choices=KUBERNETES,
+        help="the release to compare (repeatable; default: every one)",
+    )
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(2**32)
-    print(f"seed {seed}", flush=True)
-    counted, found = run_corpus(args.examples, seed)
-    print(
-        f"{counted['problems']} problems, {len(found)} distinct disagreements "
-        f"({counted['disagreements']} problems disagreed, {counted['crashes']} crashed)"
-    )
-    for name, n in sorted(counted.items()):
-        if name.startswith("upstream"):
-            print(f"  {name}: {n}")
-    for finding in found[: args.show]:
-        print(describe(finding))
-    return 1 if found else 0
+    failed = False
+    for kubernetes in args.kubernetes or KUBERNETES:
+        print(f"Kubernetes {kubernetes} ({oracle_version(kubernetes)}), seed {seed}", flush=True)
+        counted, found = run_corpus(args.examples, seed, kubernetes)
+        print(
+            f"{counted['problems']} problems, {len(found)} distinct disagreements "
+            f"({counted['disagreements']} problems disagreed, {counted['crashes']} crashed)"
+        )
+        for name, n in sorted(counted.items()):
+            if name.startswith("upstream"):
+                print(f"  {name}: {n}")
+        for finding in found[: args.show]:
+            print(describe(finding))
+        failed = failed or bool(found)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
