@@ -260,7 +260,7 @@ def exact_json(draw: st.DrawFn, name: str, sub: bool) -> J:
     if draw(st.integers(0, 5)) == 0:
         amount = draw(st.sampled_from(["1", "2", "3", "250m", "0.5", "300m", "1500m", "1.1"]))
         r["capacity"] = {"requests": {"bw": amount}}
-    if draw(st.integers(0, 11)) == 0:
+    if draw(st.integers(0, 39)) == 0:
         r["derivedAttributes"] = [
             {"name": "derived/numa", "expression": f'device.attributes["{DRIVERS[0]}"].numa'}
         ]
