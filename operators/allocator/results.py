@@ -103,12 +103,12 @@ def _configs(search: Search, claim_index: int) -> list[DeviceAllocationConfigura
                 if once:
                     break
     if once:
-        for config in out:
+        for at, config in enumerate(out):
             if config.requests and all(
                 r.name in config.requests or _chosen_named(search, claim_index, i, config.requests)
                 for i, r in enumerate(claim.spec.devices.requests)
             ):
-                config.requests = []
+                out[at] = DeviceAllocationConfiguration(source=config.source, opaque=config.opaque)
     return out
 
 

@@ -7,6 +7,11 @@ violation with its field path (``spec.devices[3].attributes[model]``), never rai
 at one object only: checks across slices of a pool belong to the pool validator, CEL
 compilation to ``cel``.
 
+Capacity request policies are checked in the arithmetic of the release the cluster runs
+(``CapacityRules``): 1.36 steps and de-duplicates in whole units (``Quantity.Value()``), 1.37 adds
+bounds on those integers and, with DRAFractionalCapacityRange, steps a range with a fraction in
+milli-units and tells values apart exactly.
+
 Objects are validated as submitted, before the API server's defaulting: an unset
 ``allocationMode`` means ExactCount, an unset ``count`` means one, an unset toleration operator
 means Equal.
@@ -19,12 +24,12 @@ import json
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any
 
 from operators.api import limits
 from operators.api.base import KubeModel
 from operators.api.core import NodeSelector
+from operators.api.features import DEFAULT_RELEASE, Release
 from operators.api.meta import Condition, ObjectMeta
 from operators.api.quantity import Quantity
 from operators.api.resource import (
@@ -57,6 +62,27 @@ from operators.api.resource import (
     ResourceClaimTemplate,
     ResourceSlice,
 )
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityRules:
+    """How the API server of ``kubernetes`` checks capacity request policies, with or without
+    DRAFractionalCapacityRange (a 1.37 gate; 1.36 has none)."""
+
+    kubernetes: Release = DEFAULT_RELEASE
+    fractional_capacity_range: bool = False
+
+    @property
+    def since_1_37(self) -> bool:
+        return self.kubernetes >= Release(1, 37)
+
+    @property
+    def fractional(self) -> bool:
+        return self.fractional_capacity_range and self.since_1_37
+
+
+#: 1.36's rules, where no cluster says otherwise.
+DEFAULT_RULES = CapacityRules()
 
 
 @dataclass(frozen=True, slots=True)
@@ -501,8 +527,11 @@ def _validate_conditions(conditions: list[Condition], path: str, errs: _Errors) 
 # --- ResourceSlice -------------------------------------------------------------------------
 
 
-def validate_resource_slice(slice_: ResourceSlice) -> list[FieldViolation]:
-    """ValidateResourceSlice: metadata, driver, pool, node selection, devices, counters."""
+def validate_resource_slice(
+    slice_: ResourceSlice, rules: CapacityRules = DEFAULT_RULES
+) -> list[FieldViolation]:
+    """ValidateResourceSlice: metadata, driver, pool, node selection, devices, counters;
+    capacity policies in ``rules``' arithmetic."""
     errs = _Errors()
     _validate_metadata(slice_.metadata, "metadata", errs, namespaced=False)
     spec, path = slice_.spec, "spec"
@@ -576,7 +605,7 @@ def validate_resource_slice(slice_: ResourceSlice) -> list[FieldViolation]:
     if errs.items_within(devices_path, spec.devices, max_devices):
         per_device = spec.per_device_node_selection is True
         for i, device in enumerate(spec.devices):
-            _validate_device(device, f"{devices_path}[{i}]", per_device, errs)
+            _validate_device(device, f"{devices_path}[{i}]", per_device, errs, rules)
         errs.unique(devices_path, [d.name for d in spec.devices])
 
     sets_path = f"{path}.sharedCounters"
@@ -607,7 +636,9 @@ def _validate_counters(counters: dict[str, Any], path: str, maximum: int, errs: 
             errs.required(f"{_key(path, name)}.value")
 
 
-def _validate_device(device: Device, path: str, per_device: bool, errs: _Errors) -> None:
+def _validate_device(
+    device: Device, path: str, per_device: bool, errs: _Errors, rules: CapacityRules
+) -> None:
     errs.name(f"{path}.name", device.name, dns1123_label_errors)
     total = len(device.attributes) + len(device.capacity)
     if total > limits.ResourceSliceMaxAttributesAndCapacitiesPerDevice:
@@ -633,7 +664,7 @@ def _validate_device(device: Device, path: str, per_device: bool, errs: _Errors)
     for name, capacity in device.capacity.items():
         cap_path = _key(f"{path}.capacity", name)
         errs.messages(cap_path, name, qualified_name_errors(name))
-        _validate_capacity(capacity, cap_path, multi, errs)
+        _validate_capacity(capacity, cap_path, multi, errs, rules)
 
     taints_path = f"{path}.taints"
     if errs.items_within(taints_path, device.taints, limits.DeviceTaintsMaxLength):
@@ -723,7 +754,9 @@ def _validate_attribute(attribute: DeviceAttribute, path: str, errs: _Errors) ->
     return len(attribute.values())
 
 
-def _validate_capacity(capacity: DeviceCapacity, path: str, multi: bool, errs: _Errors) -> None:
+def _validate_capacity(
+    capacity: DeviceCapacity, path: str, multi: bool, errs: _Errors, rules: CapacityRules
+) -> None:
     if capacity.value is None:
         errs.required(f"{path}.value")
     policy = capacity.request_policy
@@ -733,11 +766,15 @@ def _validate_capacity(capacity: DeviceCapacity, path: str, multi: bool, errs: _
         errs.forbidden(f"{path}.requestPolicy", "allowMultipleAllocations must be true")
         return
     if capacity.value is not None:
-        _validate_request_policy(capacity.value, policy, f"{path}.requestPolicy", errs)
+        _validate_request_policy(capacity.value, policy, f"{path}.requestPolicy", errs, rules)
 
 
 def _validate_request_policy(
-    capacity: Quantity, policy: CapacityRequestPolicy, path: str, errs: _Errors
+    capacity: Quantity,
+    policy: CapacityRequestPolicy,
+    path: str,
+    errs: _Errors,
+    rules: CapacityRules,
 ) -> None:
     if policy.valid_values and policy.valid_range is not None:
         errs.forbidden(
@@ -771,7 +808,8 @@ def _validate_request_policy(
                     str(option),
                     f"option is larger than capacity value: {capacity}",
                 )
-        errs.unique(values_path, [v.value for v in values])
+        # Told apart in whole units, except in 1.37 with fractional ranges.
+        errs.unique(values_path, [v.value if rules.fractional else _whole(v) for v in values])
         if default not in values:
             errs.invalid(
                 values_path,
@@ -790,8 +828,14 @@ def _validate_request_policy(
             errs.invalid(
                 f"{rng_path}.min", str(rng.min), f"min is larger than capacity value: {capacity}"
             )
+        # 1.37 reports the default at its own path.
+        default_path = f"{rng_path}.default" if rules.since_1_37 else None
         if default < rng.min:
-            errs.invalid(f"{rng_path}.min", str(default), f"default is less than min: {rng.min}")
+            errs.invalid(
+                default_path or f"{rng_path}.min",
+                str(default),
+                f"default is less than min: {rng.min}",
+            )
         if rng.max is not None:
             if rng.min > rng.max:
                 errs.invalid(f"{rng_path}.max", str(rng.min), f"min is larger than max: {rng.max}")
@@ -803,8 +847,23 @@ def _validate_request_policy(
                 )
             if default > rng.max:
                 errs.invalid(
-                    f"{rng_path}.max", str(default), f"default is more than max: {rng.max}"
+                    default_path or f"{rng_path}.max",
+                    str(default),
+                    f"default is more than max: {rng.max}",
                 )
+        bounds = {"default": default, "min": rng.min, "max": rng.max, "step": rng.step}
+        milli = rules.fractional and any(
+            q is not None and not q.is_integer() for q in (default, rng.min, rng.max, rng.step)
+        )
+        if milli:
+            unsafe = [n for n, q in bounds.items() if q is not None and _milli(q) is None]
+            for name in unsafe:
+                q = bounds[name]
+                errs.invalid(
+                    f"{rng_path}.{name}", str(q), "value cannot be represented as a milli value"
+                )
+            if unsafe:
+                return
         if rng.step is not None:
             if rng.step.value <= 0:
                 errs.invalid(f"{rng_path}.step", str(rng.step), "must be greater than zero")
@@ -816,8 +875,14 @@ def _validate_request_policy(
                     str(rng.step),
                     f"one step {one_step} is larger than capacity value: {capacity}",
                 )
+            if rules.since_1_37 and not milli and _beyond_int64(bounds, rng_path, errs):
+                return
+            unit = _milli if milli else _whole
             for value in (default, rng.max):
-                if value is not None and _off_step(value.value, rng.min.value, rng.step.value):
+                if value is None:
+                    continue
+                have, low, step = unit(value), unit(rng.min), unit(rng.step)
+                if have is None or low is None or not step or (have - low) % step:
                     errs.invalid(
                         f"{rng_path}.step",
                         str(value),
@@ -825,9 +890,35 @@ def _validate_request_policy(
                     )
 
 
-def _off_step(value: Decimal, minimum: Decimal, step: Decimal) -> bool:
-    context = decimal.Context(prec=400)
-    return context.remainder(context.subtract(value, minimum), step) != 0
+_MAX_INT64 = 2**63 - 1
+
+
+def _whole(q: Quantity) -> int:
+    """resource.Quantity.Value(): whole units, rounded up (what the integer checks use)."""
+    return int(q.value.to_integral_value(rounding=decimal.ROUND_CEILING))
+
+
+def _milli(q: Quantity) -> int | None:
+    """The value in milli-units when that is exact and fits an int64."""
+    milli = q.value * 1000
+    if milli != milli.to_integral_value() or not -_MAX_INT64 - 1 <= milli <= _MAX_INT64:
+        return None
+    return int(milli)
+
+
+def _beyond_int64(bounds: dict[str, Quantity | None], path: str, errs: _Errors) -> bool:
+    """1.37: a bound the integer arithmetic cannot read (negative, or past 2^63-1)."""
+    unsafe = False
+    for name, q in bounds.items():
+        if q is None:
+            continue
+        if q.sign() < 0:
+            errs.invalid(f"{path}.{name}", str(q), "must be greater than or equal to 0")
+            unsafe = True
+        elif q.value > _MAX_INT64:
+            errs.invalid(f"{path}.{name}", str(q), "must not be larger than 9223372036854775807")
+            unsafe = True
+    return unsafe
 
 
 def _validate_consumption(consumption: DeviceCounterConsumption, path: str, errs: _Errors) -> None:

@@ -25,8 +25,10 @@ from operators.api.features import (
     KubernetesVersion,
     feature_gates_argument,
     parse_feature_gates,
+    resolve,
 )
 from operators.api.keys import ObjectKey
+from operators.api.validation import CapacityRules
 from operators.kube.api import ApiError, KubeAPI, NotFoundError
 from operators.kube.client import make_api_client
 from operators.scheduling.attempt import DEFAULT_FILTER_TIMEOUT
@@ -231,7 +233,9 @@ def run(args: argparse.Namespace, now: datetime.datetime) -> engine.Answer | Non
         raise InputError("nothing to read: give -f files, --from-cluster or --kubeconfig")
     # The cluster's objects passed its API server already; files are checked as it would.
     snapshot, problems = build(documents, strict=False)
-    overlay, more = build(files, strict=not args.no_validate)
+    gates = resolve(args.feature_gates or {}, version)
+    rules = CapacityRules(version.release, gates.get("DRAFractionalCapacityRange", False))
+    overlay, more = build(files, strict=not args.no_validate, rules=rules)
     problems += more
     if problems:
         raise InputError("\n".join(problems))

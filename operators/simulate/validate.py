@@ -16,6 +16,7 @@ asking ``limits: {example.com/gpu: 1}`` is counted as the scheduler sees it once
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -46,8 +47,14 @@ SEMANTIC: dict[type[KubeModel], Validator] = {
 }
 
 
-def build(documents: Iterable[Document], *, strict: bool = True) -> tuple[Snapshot, list[str]]:
-    """The snapshot of every known object, and the problems found (empty: valid)."""
+def build(
+    documents: Iterable[Document],
+    *,
+    strict: bool = True,
+    rules: validation.CapacityRules = validation.DEFAULT_RULES,
+) -> tuple[Snapshot, list[str]]:
+    """The snapshot of every known object, and the problems found (empty: valid). Capacity
+    policies are checked as the cluster's release and gates check them (``rules``)."""
     snapshot = Snapshot()
     problems: list[str] = []
     for doc in documents:
@@ -57,7 +64,7 @@ def build(documents: Iterable[Document], *, strict: bool = True) -> tuple[Snapsh
             if problem is not None:
                 problems.append(f"{doc.source}: {doc.describe()}: {problem}")
             continue
-        found = list(_problems(doc, strict))
+        found = list(_problems(doc, strict, rules))
         problems += [f"{doc.source}: {doc.describe()}: {p}" for p in found]
         if not found:
             snapshot.add(doc.kind, defaulted(doc.kind, doc.body))
@@ -97,7 +104,7 @@ def _unknown_kind(doc: Document) -> str | None:
     return None
 
 
-def _problems(doc: Document, strict: bool) -> Iterator[str]:
+def _problems(doc: Document, strict: bool, rules: validation.CapacityRules) -> Iterator[str]:
     kind = KINDS[doc.kind]
     body = doc.body
     api_version = body.get("apiVersion")
@@ -119,6 +126,8 @@ def _problems(doc: Document, strict: bool) -> Iterator[str]:
     if not strict:
         return
     check = SEMANTIC.get(kind.model)
+    if isinstance(obj, ResourceSlice):
+        check = functools.partial(validation.validate_resource_slice, rules=rules)
     if check is not None:
         for violation in check(obj):
             yield f"field {violation.path}: {violation.message}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from . import (
+    cases_137,
     cases_attributes,
     cases_basic,
     cases_capacity,
@@ -23,4 +24,5 @@ CASES: list[Case] = [
     *cases_capacity.cases(),
     *cases_attributes.cases(),
     *cases_regressions.cases(),
+    *cases_137.cases(),
 ]

@@ -2,11 +2,13 @@
 
 Each case runs the experimental-channel semantics with the case's feature gates; results are
 compared the way upstream's gomega matchers compare them (results and node selector terms as
-sets, configs in order, shareIDs replaced by a fixed value).
+sets, configs in order, shareIDs replaced by a fixed value). The 1.37 rows (cases_137.py) must
+also answer differently as 1.36, so each one pins a switch on the release.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from decimal import Decimal
 from itertools import count
@@ -19,8 +21,10 @@ from operators.allocator import (
     AllocatorError,
     Status,
 )
+from operators.api.features import Release
 from operators.api.ids import DeviceID
 
+from . import cases_137
 from .builders import FIXED_SHARE_ID, NODE1, REGION1, Case, canonical, node
 from .cases import CASES
 from .engine import engine
@@ -74,3 +78,31 @@ def test_upstream_case(case: Case) -> None:
     # Inputs are not modified.
     assert [c.dump() for c in case.claims] == before
     assert [s.dump() for s in case.slices] == slices_before
+
+
+def _answer(case: Case) -> object:
+    """What the allocator says, in one comparable value: the error's words or the results."""
+    ids = count()
+    allocator = Allocator(
+        case.features,
+        _state(case),
+        case.classes,
+        case.slices,
+        engine(),
+        share_ids=lambda: f"share-{next(ids)}",
+    )
+    try:
+        outcome = allocator.allocate(case.node or node(NODE1, REGION1), case.claims)
+    except AllocatorError as e:
+        return ("error", str(e))
+    if outcome.status is Status.ERROR:
+        return ("error", str(outcome.error))
+    return (outcome.status.value, [canonical(r.dump()) for r in outcome.results])
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.name) for c in cases_137.cases()])
+def test_a_137_case_answers_otherwise_as_136(case: Case) -> None:
+    as_136 = dataclasses.replace(
+        case, features=dataclasses.replace(case.features, kubernetes=Release(1, 36))
+    )
+    assert _answer(as_136) != _answer(case)
