@@ -55,7 +55,7 @@ help:
 	@echo "make bench             CEL and allocator benchmarks (bench/)"
 	@echo "make simulate-differential  simulate against the running scheduler on 200 random states"
 	@echo "make cel-oracle        100,000 random CEL evaluations against Kubernetes' (CEL_ORACLE_ARGS=--examples N)"
-	@echo "make allocator-oracle  20,000 random allocator problems against Kubernetes' (ALLOCATOR_ORACLE_ARGS=--seed S)"
+	@echo "make allocator-oracle  20,000 random allocator problems per release against Kubernetes' 1.36 and 1.37 (ALLOCATOR_ORACLE_ARGS=--seed S)"
 	@echo "make bench-scheduler   scheduler throughput on the local control plane (BENCH_ARGS=--workload upstream)"
 	@echo "make bench-fabric      fabric attach-to-bind latency on the local control plane"
 	@echo "make bench-compare     kopf-dra against kube-scheduler + kube-controller-manager, side by side"
@@ -186,7 +186,8 @@ cel-oracle: $(STAMP)
 	$(PY) -m tests.unit.cel.differential $(CEL_ORACLE_ARGS)
 
 # Random problems, allocated by kopf-dra and by Kubernetes' own allocator (hack/allocator-oracle,
-# needs Go); prints the seed, the counts and every distinct disagreement (make test: 150).
+# needs Go), once per release (1.36, 1.37: --kubernetes R for one); prints the seed, the counts
+# and every distinct disagreement (make test: 150 per release).
 ALLOCATOR_ORACLE_ARGS ?= --examples 20000
 allocator-oracle: $(STAMP)
 	$(PY) -m tests.unit.allocator.differential $(ALLOCATOR_ORACLE_ARGS)

@@ -357,7 +357,11 @@ def upstream_calls(payload: J) -> list[float] | None:
     (None without a Go toolchain)."""
     if shutil.which("go") is None:
         return None
-    built = subprocess.run(["bash", str(ORACLE)], capture_output=True, text=True, check=True)
+    # The oracle of the release FEATURES behave as (hack/allocator-oracle/v0.MINOR.PATCH).
+    (version,) = (p.name for p in ORACLE.parent.glob(f"v0.{FEATURES.kubernetes.minor}.*"))
+    built = subprocess.run(
+        ["bash", str(ORACLE), version], capture_output=True, text=True, check=True
+    )
     done = subprocess.run(
         [built.stdout.strip().splitlines()[-1]],
         input=json.dumps(payload),

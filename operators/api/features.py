@@ -155,6 +155,8 @@ IMPLEMENTED: Final = frozenset(
         "DRADeviceTaintRules",
         "DRADeviceTaints",
         "DRAExtendedResource",
+        # 1.37: the allocator's milli-unit ranges, and simulate's validation of them.
+        "DRAFractionalCapacityRange",
         "DRAListTypeAttributes",
         "DRAPartitionableDevices",
         "DRAPrioritizedList",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from operators.allocator.selectors import CelSelectorEngine
 from operators.api.features import (
     IMPLEMENTED,
     FeatureGateError,
+    Gate,
     KubernetesVersion,
     check_names,
     dra_gates,
@@ -236,6 +238,16 @@ ALLOCATOR_FIELDS: dict[str, str | None] = {
     "DRASchedulerFilterTimeout": None,
     "DRAWorkloadResourceClaims": None,
 }
+# 1.37 adds these; kopf-dra implements three of them off only (operators.allocator.features).
+ALLOCATOR_FIELDS_1_37: dict[str, str | None] = {
+    **ALLOCATOR_FIELDS,
+    "DRADerivedAttributes": None,
+    "DRADeviceCompatibilityGroups": None,
+    "DRAFractionalCapacityRange": "fractional_capacity_range",
+    "DRAOptionalNodeOperations": None,
+    "DRAPartitionableDevicesType": None,
+}
+GATES_1_37 = dra_gates(V137)
 # Gates the scheduler itself honours, outside the allocator.
 SCHEDULER_GATES = {"DRADeviceTaintRules", "DRAExtendedResource", "DRASchedulerFilterTimeout"}
 # Gates the pool validator honours.
@@ -245,11 +257,11 @@ POOL_VALIDATOR_GATES = {"DRAResourcePoolStatus"}
 API_SERVER_GATES = {"DRAResourceClaimGranularStatusAuthorization"}
 
 
-def flipped(name: str) -> dict[str, bool]:
+def flipped(name: str, table: Mapping[str, Gate] = GATES) -> dict[str, bool]:
     """Every gate on, then ``name`` off (with what depends on it)."""
-    gates = dict.fromkeys(GATES, True)
+    gates = dict.fromkeys(table, True)
     gates[name] = False
-    for other, gate in GATES.items():
+    for other, gate in table.items():
         if name in gate.depends_on:
             gates[other] = False
     return gates
@@ -257,17 +269,20 @@ def flipped(name: str) -> dict[str, bool]:
 
 def test_every_gate_is_in_the_table() -> None:
     assert set(ALLOCATOR_FIELDS) == set(GATES)
-    allocator = {n for n, f in ALLOCATOR_FIELDS.items() if f}
+    assert set(ALLOCATOR_FIELDS_1_37) == set(GATES_1_37)
+    allocator = {n for n, f in ALLOCATOR_FIELDS_1_37.items() if f}
     elsewhere = SCHEDULER_GATES | POOL_VALIDATOR_GATES | API_SERVER_GATES
     assert allocator | elsewhere | {"DynamicResourceAllocation"} == IMPLEMENTED
 
 
-@pytest.mark.parametrize("name", sorted(n for n, f in ALLOCATOR_FIELDS.items() if f))
+@pytest.mark.parametrize("name", sorted(n for n, f in ALLOCATOR_FIELDS_1_37.items() if f))
 def test_an_allocator_gate_switches_its_field_and_no_other(name: str) -> None:
-    on = dataclasses.asdict(Features.from_gates(dict.fromkeys(GATES, True)))
-    off = dataclasses.asdict(Features.from_gates(flipped(name)))
-    dependants = {ALLOCATOR_FIELDS[n] for n, g in GATES.items() if name in g.depends_on}
-    assert {k for k in on if on[k] != off[k]} == {ALLOCATOR_FIELDS[name]} | (dependants - {None})
+    on = dataclasses.asdict(Features.from_gates(dict.fromkeys(GATES_1_37, True)))
+    off = dataclasses.asdict(Features.from_gates(flipped(name, GATES_1_37)))
+    dependants = {ALLOCATOR_FIELDS_1_37[n] for n, g in GATES_1_37.items() if name in g.depends_on}
+    assert {k for k in on if on[k] != off[k]} == {ALLOCATOR_FIELDS_1_37[name]} | (
+        dependants - {None}
+    )
 
 
 def _scheduler(**gates: bool) -> Scheduler:

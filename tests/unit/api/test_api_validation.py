@@ -11,13 +11,16 @@ import pytest
 import yaml
 
 from operators.api import limits
-from operators.api.resource import KINDS
+from operators.api.features import Release
+from operators.api.resource import KINDS, ResourceSlice
 from operators.api.validation import (
+    CapacityRules,
     FieldViolation,
     label_name_errors,
     pool_name_errors,
     qualified_name_errors,
     validate,
+    validate_resource_slice,
 )
 
 FIXTURES = Path(__file__).parents[2] / "fixtures"
@@ -1015,3 +1018,73 @@ def test_validate_rejects_other_types() -> None:
 
     with pytest.raises(TypeError):
         validate(Pod())
+
+
+# --- capacity policies in each release's arithmetic ------------------------------------------
+
+V136 = CapacityRules(Release(1, 36))
+V137 = CapacityRules(Release(1, 37))
+V137_FRACTIONAL = CapacityRules(Release(1, 37), fractional_capacity_range=True)
+
+
+def _quarters(**policy: Any) -> ResourceSlice:
+    """A device shared in quarters of one unit (the fractional-capacity example's shape)."""
+    doc = _shared_slice()
+    capacity = _dev(doc)["capacity"]["memory"]
+    capacity["value"] = "1"
+    capacity["requestPolicy"] = {
+        "default": "250m",
+        "validRange": {"min": "250m", "step": "250m", "max": "1"},
+    }
+    capacity["requestPolicy"].update(policy)
+    return ResourceSlice.model_validate(doc)
+
+
+def _messages(slice_: ResourceSlice, rules: CapacityRules) -> list[str]:
+    return [f"{v.path}: {v.message}" for v in validate_resource_slice(slice_, rules)]
+
+
+def test_quarters_are_valid_in_every_release() -> None:
+    """Whole units step 250m as 1 (1.36, 1.37 without the gate); milli-units step it exactly."""
+    for rules in (V136, V137, V137_FRACTIONAL):
+        assert _messages(_quarters(), rules) == []
+
+
+def test_a_default_off_the_step_only_milli_units_see() -> None:
+    off = _quarters(default="300m")
+    assert _messages(off, V136) == []
+    assert _messages(off, V137) == []
+    (problem,) = _messages(off, V137_FRACTIONAL)
+    assert problem.endswith("not a multiple of a given step (250m) from (250m)")
+
+
+def test_a_value_finer_than_a_milli_unit_is_refused_with_the_gate() -> None:
+    fine = _quarters(default="2501u")
+    assert any(
+        "cannot be represented as a milli value" in m for m in _messages(fine, V137_FRACTIONAL)
+    )
+    assert not any("milli" in m for m in _messages(fine, V137))
+
+
+def test_whole_unit_valid_values_are_duplicates_without_the_gate() -> None:
+    doc = _shared_slice()
+    _dev(doc)["capacity"]["memory"]["requestPolicy"] = {
+        "default": "500m",
+        "validValues": ["500m", "1"],
+    }
+    values = ResourceSlice.model_validate(doc)
+    assert any("Duplicate value" in m for m in _messages(values, V136))
+    assert any("Duplicate value" in m for m in _messages(values, V137))
+    assert _messages(values, V137_FRACTIONAL) == []
+
+
+def test_137_bounds_the_integers_it_steps() -> None:
+    doc = _shared_slice()
+    _dev(doc)["capacity"]["memory"]["value"] = "20E"
+    _dev(doc)["capacity"]["memory"]["requestPolicy"] = {
+        "default": "10E",
+        "validRange": {"min": "10E", "step": "10E"},
+    }
+    huge = ResourceSlice.model_validate(doc)
+    assert not any("9223372036854775807" in m for m in _messages(huge, V136))
+    assert any("must not be larger than 9223372036854775807" in m for m in _messages(huge, V137))
