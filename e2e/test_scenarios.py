@@ -9,7 +9,10 @@ from collections.abc import Awaitable, Callable
 from decimal import Decimal
 from typing import Any
 
+import pytest
+
 from e2e.conftest import IN_CLUSTER, Scenario
+from operators.api.features import KubernetesVersion, Release
 from operators.api.quantity import Quantity
 from operators.demo.bringup import EXAMPLES, FABRIC_LABEL, RACK_LABEL
 from operators.demo.view import allocated_devices, scheduled_condition
@@ -129,6 +132,32 @@ async def test_shared_nic_bandwidth_across_namespaces(scenario: Apply) -> None:
         teams[key].add(pod["metadata"]["namespace"])
     assert all(v <= Quantity("100G").value for v in used.values()), used
     assert any(len(t) == 2 for t in teams.values()), "one NIC serves both namespaces"
+
+
+async def test_fractional_capacity_shares_a_device_in_quarters(
+    scenario: Apply, kube: KubeAPI
+) -> None:
+    version = KubernetesVersion.from_version_info(await kube.version_info())
+    if version.release < Release(1, 37):
+        pytest.skip(
+            f"Kubernetes {version.release} has no DRAFractionalCapacityRange: quarters need 1.37 "
+            "(KOPF_DRA_KUBERNETES_VERSION=v1.37.2)"
+        )
+    s = await scenario("fractional-capacity")
+    pods = await s.settled(expected_pods=5, bound=4)
+    placed = bound(pods)
+    assert len(placed) == 4, "five quarters asked of one device of 1: exactly one pod must wait"
+    (waiting,) = [p for p in pods if not p["spec"].get("nodeName")]
+    condition = scheduled_condition(waiting)
+    assert condition is not None
+    assert condition["reason"] == "Unschedulable"
+    shares = set()
+    for pod in placed:
+        (result,) = await s.devices(pod)
+        assert result["device"] == "accel-0"
+        assert Quantity(result["consumedCapacity"]["compute"]) == Quantity("250m")
+        shares.add(result["shareID"])
+    assert len(shares) == 4
 
 
 async def test_admin_access_sees_devices_in_use(scenario: Apply) -> None:

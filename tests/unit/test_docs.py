@@ -57,11 +57,12 @@ def test_the_kind_config_disables_the_upstream_claim_controller_and_labels_worke
 SCENARIOS = sorted(p.name for p in EXAMPLES.iterdir() if p.is_dir())
 
 
-def test_the_eight_scenarios_exist() -> None:
+def test_the_nine_scenarios_exist() -> None:
     assert SCENARIOS == [
         "admin-access",
         "extended-resources",
         "fabric-gpu",
+        "fractional-capacity",
         "mig-partitions",
         "multi-host-shared-claim",
         "prioritized-alternatives",
