@@ -209,7 +209,10 @@ def _gates_and_scopes() -> list[Case]:
         # Counter sets belong to their (driver, pool). v0.36.3 keys its counter caches by the
         # pool name alone (kubernetes#140434), so there driver-b's devices are checked
         # against driver-a's counter set and this claim does not fit; the fix
-        # (kubernetes#140435, backported to release-1.36 as #140504) gives this result.
+        # (kubernetes#140435, backported to release-1.36 as #140504) gives this result, which
+        # kopf-dra gives as 1.36 too (its one deliberate difference from v0.36.3, which the
+        # 1.36 differential run avoids by naming pools apart). v0.37.2 keys them by pool ID:
+        # the 1.37 run draws one pool name for two drivers.
         Case(
             "regression-counter-sets-scoped-per-driver-and-pool",
             features=features(partitionable_devices=True),
