@@ -403,14 +403,15 @@ def cases() -> list[Case]:
             node=N1,
             features=features(consumable_capacity=True),
         ),
-        # A device whose slice skips node operations needs DRAOptionalNodeOperations, off.
+        # A device whose slice skips node operations needs DRAOptionalNodeOperations, off:
+        # the experimental variant (which list attributes pick) leaves it alone ...
         Case(
             "137-skip-node-operations-needs-its-gate",
             claims=[claim(CLAIM0, request(REQ0, CLASS_A))],
             classes=a_class,
             slices=[_skipping(slice_(SLICE1, NODE1, POOL1, DRIVER_A, device(DEVICE1)))],
             node=N1,
-            features=features(),
+            features=features(list_type_attributes=True),
         ),
         # Counter-set slices are relevant by their node selection: a pool whose counters
         # are published for node-2 only, with an "All" request and a slice missing, is
