@@ -31,6 +31,17 @@ def bound(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [p for p in pods if p["spec"].get("nodeName")]
 
 
+def all_but_one_placed(pods: list[dict[str, Any]], why: str) -> list[dict[str, Any]]:
+    """The bound pods, once the one left over is known to wait as unschedulable."""
+    placed = bound(pods)
+    assert len(placed) == len(pods) - 1, why
+    (waiting,) = [p for p in pods if not p["spec"].get("nodeName")]
+    condition = scheduled_condition(waiting)
+    assert condition is not None
+    assert condition["reason"] == "Unschedulable"
+    return placed
+
+
 async def assert_counters_within_totals(kube: KubeAPI) -> None:
     """The pool validator's view: no counter consumed beyond its total, no pool problem."""
     for status in (await kube.list("ResourcePoolStatus"))["items"]:
@@ -116,13 +127,10 @@ async def test_prioritized_alternatives(scenario: Apply) -> None:
 
 async def test_shared_nic_bandwidth_across_namespaces(scenario: Apply) -> None:
     s = await scenario("shared-nic-bandwidth")
-    pods = await s.settled(expected_pods=5, bound=4)
-    placed = bound(pods)
-    assert len(placed) == 4, "240G asked of two 100G NICs: exactly one pod must wait"
-    (waiting,) = [p for p in pods if not p["spec"].get("nodeName")]
-    condition = scheduled_condition(waiting)
-    assert condition is not None
-    assert condition["reason"] == "Unschedulable"
+    placed = all_but_one_placed(
+        await s.settled(expected_pods=5, bound=4),
+        "240G asked of two 100G NICs: exactly one pod must wait",
+    )
     used: dict[str, Decimal] = defaultdict(Decimal)
     teams: dict[str, set[str]] = defaultdict(set)
     for pod in placed:
@@ -144,13 +152,10 @@ async def test_fractional_capacity_shares_a_device_in_quarters(
             "(KOPF_DRA_KUBERNETES_VERSION=v1.37.2)"
         )
     s = await scenario("fractional-capacity")
-    pods = await s.settled(expected_pods=5, bound=4)
-    placed = bound(pods)
-    assert len(placed) == 4, "five quarters asked of one device of 1: exactly one pod must wait"
-    (waiting,) = [p for p in pods if not p["spec"].get("nodeName")]
-    condition = scheduled_condition(waiting)
-    assert condition is not None
-    assert condition["reason"] == "Unschedulable"
+    placed = all_but_one_placed(
+        await s.settled(expected_pods=5, bound=4),
+        "five quarters asked of one device of 1: exactly one pod must wait",
+    )
     shares = set()
     for pod in placed:
         (result,) = await s.devices(pod)
