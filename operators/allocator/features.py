@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Final, Literal
+from typing import Final
 
 from operators.api.features import (
     DEFAULT_RELEASE,
@@ -26,9 +26,6 @@ from operators.api.features import (
 
 #: The first release whose allocator this project tells apart from 1.36's.
 V1_37: Final = Release(1, 37)
-
-#: Upstream's allocator variants: the first whose features cover the gates that are on runs.
-Variant = Literal["stable", "incubating", "experimental"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,18 +61,6 @@ class Features:
     def fractional(self) -> bool:
         """DRAFractionalCapacityRange, which only 1.37 and later have."""
         return self.fractional_capacity_range and self.since_1_37
-
-    @property
-    def variant(self) -> Variant:
-        """The allocator kube-scheduler picks for these gates: ``stable`` without consumable
-        capacity, binding conditions, list attributes and fractional ranges, ``incubating``
-        with the first three but without list attributes, else ``experimental``. They differ
-        where a release changed only some of them (1.37's counter-set slices)."""
-        if self.list_type_attributes:
-            return "experimental"
-        if self.consumable_capacity or self.binding_and_status or self.fractional:
-            return "incubating"
-        return "stable"
 
     @classmethod
     def all(cls) -> Features:

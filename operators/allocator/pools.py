@@ -5,9 +5,9 @@ function that the allocator and the pool validator share (CONVENTIONS #9). The r
 upstream's GatherPools so both see the same pools for the same slices:
 
 * a slice is relevant to a node by its ``nodeName``/``allNodes``/``nodeSelector``, or by
-  ``perDeviceNodeSelection`` with one device reachable; counter-only slices always are in 1.36
-  (and in 1.37's stable variant); in 1.37 they are by their node selection too, and a pool whose
-  devices need them finds them among the slices for other nodes;
+  ``perDeviceNodeSelection`` with one device reachable; counter-only slices always are in 1.36;
+  in 1.37 they are by their node selection too, and a pool whose devices need them finds them
+  among the slices for other nodes;
 * 1.37 (DRADeviceCompatibilityGroups off, the only way kopf-dra runs it) ignores every slice
   with a device that names ``compatibilityGroups``: its pool counts one slice short, so it is
   incomplete;
@@ -275,9 +275,9 @@ def ignored(s: ResourceSlice, features: Features) -> bool:
 
 
 def counters_everywhere(features: Features) -> bool:
-    """Whether slices with shared counters are relevant to every node (1.36, and 1.37's
-    stable variant) rather than by their node selection."""
-    return not features.since_1_37 or features.variant == "stable"
+    """Whether slices with shared counters are relevant to every node (1.36) rather than by
+    their node selection (1.37)."""
+    return not features.since_1_37
 
 
 def slice_relevant(s: ResourceSlice, node: Node | None, features: Features) -> bool:

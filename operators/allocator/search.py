@@ -10,8 +10,8 @@ Where 1.37's allocator parts from 1.36's (``features.since_1_37``): derived attr
 refused, the claim limit is checked request by request, an "All" request counts devices by
 their capacity alone (what others hold makes it fail, not shrink), a shared device already
 shared without capacity does not take its counters again, a capacity amount the arithmetic
-cannot take ends the allocation, devices whose slice skips node operations are left alone
-(by the experimental variant), and the constraints forget exactly what a removed device added.
+cannot take ends the allocation, devices whose slice skips node operations are left alone,
+and the constraints forget exactly what a removed device added.
 
 ``_allocate_one`` takes upstream's ``deviceIndices`` as four int arguments (claim, request of the
 claim, ``firstAvailable`` subrequest or 0, n-th device of the request) and its flags by position
@@ -210,12 +210,9 @@ class Search:
         #: Snapshot.available_counters).
         self.consumed_counters: dict[PoolID, dict[str, dict[str, Decimal]]] = {}
         self.steps = 0
-        #: 1.37's experimental variant leaves alone devices whose slice skips node operations
-        #: (DRAOptionalNodeOperations off, the only way kopf-dra runs it); the others ignore
-        #: the field.
-        self.skips_node_operations = (
-            self.features.since_1_37 and self.features.variant == "experimental"
-        )
+        #: 1.37 leaves alone devices whose slice skips node operations (DRAOptionalNodeOperations
+        #: off, the only way kopf-dra runs it; upstream's experimental channel checks it).
+        self.skips_node_operations = self.features.since_1_37
         #: 1.37: devices already shared, with capacity or without.
         self.shared_devices: frozenset[DeviceID] = (
             frozenset(d for d, _ in allocator.allocated.shared)

@@ -403,8 +403,7 @@ def cases() -> list[Case]:
             node=N1,
             features=features(consumable_capacity=True),
         ),
-        # A device whose slice skips node operations needs DRAOptionalNodeOperations, off:
-        # the experimental variant (which list attributes pick) leaves it alone ...
+        # A device whose slice skips node operations needs DRAOptionalNodeOperations, off.
         Case(
             "137-skip-node-operations-needs-its-gate",
             claims=[claim(CLAIM0, request(REQ0, CLASS_A))],

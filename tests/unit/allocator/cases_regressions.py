@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
-from operators.api.features import Release
 from operators.api.resource import DeviceClass, ResourceSlice
 
 from .builders import (
@@ -240,30 +237,5 @@ def _gates_and_scopes() -> list[Case]:
             classes=both,
             slices=two_drivers("cs-b"),
             node=N1,
-        ),
-        # 1.37's stable and incubating variants ignore skipNodeOperations (only the
-        # experimental one checks it): a device of such a slice is allocated there.
-        Case(
-            "regression-137-skip-node-operations-outside-the-experimental-variant",
-            features=dataclasses.replace(
-                features(consumable_capacity=True), kubernetes=Release(1, 37)
-            ),
-            claims=[claim(CLAIM0, request(REQ0, CLASS_A, 1))],
-            classes=[device_class(CLASS_A, DRIVER_A)],
-            slices=[
-                ResourceSlice.load(
-                    {
-                        **slice_(SLICE1, NODE1, POOL1, DRIVER_A, device(DEVICE1)).dump(),
-                        "spec": {
-                            **slice_(SLICE1, NODE1, POOL1, DRIVER_A, device(DEVICE1)).dump()[
-                                "spec"
-                            ],
-                            "skipNodeOperations": ["NodePrepareResources"],
-                        },
-                    }
-                )
-            ],
-            node=N1,
-            expect=[allocation(local, result(REQ0, DRIVER_A, POOL1, DEVICE1))],
         ),
     ]

@@ -3,11 +3,11 @@
 One oracle per Kubernetes release kopf-dra speaks (hack/allocator-oracle/v0.MINOR.PATCH/, that
 release's k8s.io/dynamic-resource-allocation: v0.36.3 for 1.36, v0.37.2 for 1.37), each compared
 with kopf-dra's allocator as that release (``Features.kubernetes``). The oracle runs the
-structured allocator (the variant its gates pick) on the same JSON; both must agree on the
-outcome and, when it fits,
-on every device, request name, config, node selector and consumed capacity (shareIDs
-normalised). An exception out of ``Allocator.allocate`` other than InvalidInputError (what it
-may raise for bad claims) is a finding too: the scheduler's cycle would not survive it.
+structured allocator's "experimental" channel (which kopf-dra follows, whatever the gates) on
+the same JSON; both must agree on the outcome and, when it fits, on every device, request
+name, config, node selector and consumed capacity (shareIDs normalised). An exception out of
+``Allocator.allocate`` other than InvalidInputError (what it may raise for bad claims) is a
+finding too: the scheduler's cycle would not survive it.
 
 ``python -m tests.unit.allocator.differential --examples 20000`` generates that many random
 problems per release (a random seed, printed, unless given; ``--kubernetes 1.37`` for one) and
