@@ -127,6 +127,13 @@ class Settings(BaseModel):
         description="The version the cluster emulates (component-base's --emulated-version); "
         "default: the API server's, else --kubernetes-version",
     )
+    version_check_interval: float = Field(
+        default=30.0,
+        ge=0,
+        description="Seconds between reads of the API server's /version: when it reports another "
+        "version than the one followed (a control plane upgrade), the component restarts in "
+        "place with that version's defaults; 0: never (also when --kubernetes-version is given)",
+    )
     min_compatibility_version: str | None = Field(
         default=None,
         description="The cluster's minimum compatibility version (component-base's "
