@@ -21,12 +21,15 @@ from .device import DeviceLike, DeviceView, build_device_view, split_qualified_n
 from .environment import CacheStats, CELEnvironment, CompiledSelector, SliceKey
 from .errors import InvalidSelectorError, SelectorError, SelectorEvaluationError
 from .library.timestamps import install_zone_loader
+from .release import KUBERNETES_MINORS, NEWEST_KUBERNETES
 from .runtime import EvaluationInterrupted
 from .values import CIDRValue, IPValue, QuantityValue, SemverValue, URLValue
 
 __all__ = [
     "DEFAULT_COST_LIMIT",
+    "KUBERNETES_MINORS",
     "MAX_EXPRESSION_LENGTH",
+    "NEWEST_KUBERNETES",
     "CELEnvironment",
     "CIDRValue",
     "CacheStats",
