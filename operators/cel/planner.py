@@ -461,6 +461,7 @@ def qualify(obj: Any, key: Any) -> Any:
                 return value
         raise NoSuchKey(f"no such key: {_show_key(key)}")
     if kind is DomainMap:
+        _want_qualifier(key)
         return obj.get(key, EMPTY) if type(key) is str else EMPTY
     if kind is CelMap:
         _want_qualifier(key)
@@ -486,6 +487,7 @@ def _present(obj: Any, key: Any) -> tuple[bool, Any]:
                 return True, value
         return False, None
     if kind is DomainMap:
+        _want_qualifier(key)
         return True, (obj.get(key, EMPTY) if type(key) is str else EMPTY)
     if kind is CelMap:
         _want_qualifier(key)

@@ -69,6 +69,8 @@ ROWS: list[tuple[str, str]] = [
     ("dyn([1]) in {'a': 1}", "false"),
     ("cel.bind(k, [1], k in dyn({k: 1}))", "true"),
     ("cel.bind(k, [1], dyn({k: 1})[?k].hasValue())", "error"),
+    # A list or a map indexes no map, the device's map of attribute domains included.
+    ("cel.bind(k, {'a': 1}, device.attributes[dyn(k)].size() >= 0)", "error"),
     ("{[1]: 1, [1]: 2}.size() == 2", "true"),
     ("dyn(b'a') in {'a': 1}", "error"),
     ("dyn(b'a') in {}", "false"),
