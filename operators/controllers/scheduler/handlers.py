@@ -35,6 +35,7 @@ import structlog
 from operators.allocator import AllocatedState, Features
 from operators.allocator.allocator import Allocator
 from operators.api.core import Pod
+from operators.api.features import KUBERNETES_RELEASE
 from operators.api.keys import ObjectKey
 from operators.api.resource import ResourceClaim
 from operators.controllers.scheduler import metrics, planning, queueing
@@ -105,7 +106,11 @@ class Scheduler(Controller[SchedulerSettings]):
         self.features = Features.from_gates(settings.gates())
         #: KEP-5004: container requests of extended resources that DeviceClasses back.
         self.extended_enabled = settings.gate("DRAExtendedResource")
-        self.cache = SchedulerCache(settings.scheduler_name, self.features)
+        # The selectors mean what the cluster's release makes of them (the local control
+        # plane's, for now).
+        self.cache = SchedulerCache(
+            settings.scheduler_name, self.features, kubernetes=KUBERNETES_RELEASE
+        )
         self.indices = self.cache.indices
         # kube-scheduler watches DeviceTaintRules only with DRADeviceTaintRules on: off, there
         # are none (the API server may not even serve them).
