@@ -549,6 +549,7 @@ class Planner:
         self.lazy: dict[int, Fn] = {}
         self.mutates_quantities = False
         self.rooted = False  # planning a rooted attribute's key (globals_only)
+        self.unproven: set[int] = set()  # nodes whose value may not be of their checked type
 
     def lookup(self, name: str) -> tuple[int, bool]:
         """A variable's slot; ``.name`` (the checker's mark of a global a local would hide)
@@ -737,7 +738,8 @@ class Planner:
         if overload_id:
             overload = fn.overload(overload_id)
             assert overload.impl is not None
-            static = ([e.target.type] if e.target is not None else []) + [a.type for a in e.args]
+            operands = ([e.target] if e.target is not None else []) + e.args
+            static = [t.DYN if id(a) in self.unproven else a.type for a in operands]
             if all(_proven(p, s) for p, s in zip(overload.params, static, strict=True)):
                 return overload.impl
             return _guarded(fn.name, overload)
@@ -897,6 +899,8 @@ class Planner:
         rhs = self.plan(e.args[0]).fn()
 
         strict = self.release.strict_optional_or
+        if not strict and e.target.type.kind != t.Kind.OPAQUE:
+            self.unproven.add(id(e))  # dyn in, anything out: the checker's type is no proof
 
         def optional_or(act: Act) -> Any:
             chosen = lhs(act)

@@ -166,8 +166,10 @@ MINOR_ROWS: list[tuple[str, str, str]] = [
     # add()/sub() of a decimal quantity add into the decimal its copies share (1.36).
     ("cel.bind(q, quantity('1.5Gi'), q.add(1) == q)", "true", "false"),
     ("cel.bind(q, quantity('1.5Gi'), q.sub(quantity('1')) == q)", "true", "false"),
-    # or/orValue of a value that is no optional: the value (0.26), no such overload (0.29).
+    # or/orValue of a value that is no optional: the value (0.26), no such overload (0.29);
+    # either way no optional, whatever the checker said: hasValue() fails on it.
     ("dyn(1).orValue(2) == 1", "true", "error"),
+    ("dyn(1).or(optional.of(1)).hasValue()", "error", "error"),
     # The empty string's index from an offset: the offset (0.26); clamped, never negative.
     ("'abc'.indexOf('', 5) == 5", "true", "false"),
     ("'abc'.indexOf('', -1) == -1", "true", "error"),
