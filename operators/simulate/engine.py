@@ -43,7 +43,7 @@ from operators.allocator.explain import ClaimBreakdown
 from operators.allocator.selectors import CelSelectorEngine
 from operators.api.claim_status import edited_status
 from operators.api.core import ContainerExtendedResourceRequest, Node, Pod
-from operators.api.features import resolve
+from operators.api.features import KUBERNETES_RELEASE, resolve
 from operators.api.keys import ObjectKey
 from operators.api.names import TERMINAL_PHASES
 from operators.api.resource import AllocationResult, ResourceClaim
@@ -161,7 +161,7 @@ def _allocator(
         AllocatedState.from_claims(allocated, features),
         list(snapshot.classes.values()),
         list(snapshot.slices.values()),
-        CelSelectorEngine(CELEnvironment()),
+        CelSelectorEngine(CELEnvironment(kubernetes=KUBERNETES_RELEASE)),  # as the scheduler
         share_ids=lambda: SIMULATED_SHARE_ID,
         # As the scheduler: without DRADeviceTaintRules it watches none.
         taint_rules=list(snapshot.taint_rules.values()) if gates["DRADeviceTaintRules"] else [],

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from operators.api import validation
 from operators.api.base import KubeModel
 from operators.api.core import Pod
+from operators.api.features import KUBERNETES_RELEASE
 from operators.api.resource import (
     DeviceClaim,
     DeviceClass,
@@ -123,7 +124,7 @@ def _problems(doc: Document, strict: bool) -> Iterator[str]:
         for violation in check(obj):
             yield f"field {violation.path}: {violation.message}"
     for path, expression in _selectors(obj):
-        refused = check_selector(expression)
+        refused = check_selector(expression, kubernetes=KUBERNETES_RELEASE)
         if refused is not None:
             yield f"field {path}: Invalid value: compilation failed: {refused}"
     if isinstance(obj, Pod):
