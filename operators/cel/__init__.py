@@ -1,7 +1,9 @@
 """The DRA CEL environment: Kubernetes-compatible device selectors (pure).
 
 Public API (see environment.py for the usage sketch):
-- :class:`CELEnvironment`: ``compile()``, ``matches()``, ``device_view()``, ``forget_slice()``
+- :class:`CELEnvironment`: ``compile()``, ``matches()``, ``device_view()``, ``forget_slice()``;
+  ``CELEnvironment(kubernetes="1.36")`` speaks that minor's CEL (:data:`KUBERNETES_MINORS`,
+  default :data:`NEWEST_KUBERNETES`)
 - :func:`check_selector`: the API server's verdict on a new selector (for input validation)
 - :func:`install_zone_loader`: IANA time zone names for timestamp getters (the CLI's zoneinfo)
 - :class:`CompiledSelector`: ``evaluate(view, context=..., interrupt=...)``, ``expression``,

@@ -168,7 +168,8 @@ class CELEnvironment:
     """Compiles DRA device selectors and evaluates them with caching; safe to share per process.
 
     Not thread-safe for concurrent mutation of its caches; the scheduler runs cycles one at a
-    time (an asyncio loop), which is the intended use.
+    time (an asyncio loop), which is the intended use. ``kubernetes`` is the minor whose CEL it
+    speaks (release.py: 1.36 or 1.37, the newest by default): pass the cluster's.
     """
 
     def __init__(
