@@ -230,8 +230,8 @@ def run(args: argparse.Namespace, now: datetime.datetime) -> engine.Answer | Non
     if not documents and not files:
         raise InputError("nothing to read: give -f files, --from-cluster or --kubeconfig")
     # The cluster's objects passed its API server already; files are checked as it would.
-    snapshot, problems = build(documents, strict=False)
-    overlay, more = build(files, strict=not args.no_validate)
+    snapshot, problems = build(documents, strict=False, version=version)
+    overlay, more = build(files, strict=not args.no_validate, version=version)
     problems += more
     if problems:
         raise InputError("\n".join(problems))

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from operators.api import validation
 from operators.api.base import KubeModel
 from operators.api.core import Pod
+from operators.api.features import DEFAULT_VERSION, KubernetesVersion
 from operators.api.resource import (
     DeviceClaim,
     DeviceClass,
@@ -46,8 +47,14 @@ SEMANTIC: dict[type[KubeModel], Validator] = {
 }
 
 
-def build(documents: Iterable[Document], *, strict: bool = True) -> tuple[Snapshot, list[str]]:
-    """The snapshot of every known object, and the problems found (empty: valid)."""
+def build(
+    documents: Iterable[Document],
+    *,
+    strict: bool = True,
+    version: KubernetesVersion = DEFAULT_VERSION,
+) -> tuple[Snapshot, list[str]]:
+    """The snapshot of every known object, and the problems found (empty: valid), as the API
+    server of ``version`` checks them."""
     snapshot = Snapshot()
     problems: list[str] = []
     for doc in documents:
@@ -57,7 +64,7 @@ def build(documents: Iterable[Document], *, strict: bool = True) -> tuple[Snapsh
             if problem is not None:
                 problems.append(f"{doc.source}: {doc.describe()}: {problem}")
             continue
-        found = list(_problems(doc, strict))
+        found = list(_problems(doc, strict, version))
         problems += [f"{doc.source}: {doc.describe()}: {p}" for p in found]
         if not found:
             snapshot.add(doc.kind, defaulted(doc.kind, doc.body))
@@ -97,7 +104,7 @@ def _unknown_kind(doc: Document) -> str | None:
     return None
 
 
-def _problems(doc: Document, strict: bool) -> Iterator[str]:
+def _problems(doc: Document, strict: bool, version: KubernetesVersion) -> Iterator[str]:
     kind = KINDS[doc.kind]
     body = doc.body
     api_version = body.get("apiVersion")
@@ -123,7 +130,7 @@ def _problems(doc: Document, strict: bool) -> Iterator[str]:
         for violation in check(obj):
             yield f"field {violation.path}: {violation.message}"
     for path, expression in _selectors(obj):
-        refused = check_selector(expression)
+        refused = check_selector(expression, kubernetes=str(version.release))
         if refused is not None:
             yield f"field {path}: Invalid value: compilation failed: {refused}"
     if isinstance(obj, Pod):
