@@ -9,14 +9,18 @@ export KOPF_DRA_CONTROL_PLANE_DIR ?= $(CONTROL_PLANE_DIR)
 
 KIND ?= kind
 KIND_CLUSTER ?= kopf-dra
+# kind runs the default release, whose gates e2e/kind/cluster.yaml switches (KIND_GATES), whatever
+# KOPF_DRA_KUBERNETES_VERSION chooses for the local control plane.
 KIND_NODE_IMAGE ?= kindest/node:$(shell cat hack/controlplane/VERSION)
 # The image tag is the package version (operators/__init__.py), as in manifests/ and the chart.
 VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' operators/__init__.py)
 IMAGE ?= kopf-dra:$(VERSION)
 KIND_KUBECONFIG := $(CURDIR)/.kind-kubeconfig
-# The local control plane's DRA feature gates as a --feature-gates value (kind's are the same).
-CONTROL_PLANE_GATES := $(PY) -c 'from operators.api.features import format_feature_gates as f; \
-  from operators.localcluster.controlplane import FEATURE_GATES as g; print(f(g))'
+# The kind cluster's DRA feature gates as a --feature-gates value: the local control plane's of
+# the default release.
+KIND_GATES := $(PY) -c 'from operators.api.features import format_feature_gates as f; \
+  from operators.localcluster.controlplane import default_version, feature_gates as g; \
+  print(f(g(default_version())))'
 # `make run KUBECONFIG=...` (on the command line) runs against that cluster; a KUBECONFIG merely
 # exported in the shell does not redirect `make run` away from the local control plane.
 DEMO_ARGS := $(if $(filter command line,$(origin KUBECONFIG)),--kubeconfig $(KUBECONFIG))
@@ -161,11 +165,11 @@ e2e-kind: $(STAMP)
 	  generic kopf-dra-fabric-tokens --from-literal=default=$$(openssl rand -hex 32)
 	@# Every component gets the cluster's gates (e2e/kind/cluster.yaml = the control plane's).
 	kubectl --kubeconfig $(KIND_KUBECONFIG) -n kopf-dra set env deployment,daemonset --all \
-	  KOPF_DRA_FEATURE_GATES=$$($(CONTROL_PLANE_GATES))
+	  KOPF_DRA_FEATURE_GATES=$$($(KIND_GATES))
 	kubectl --kubeconfig $(KIND_KUBECONFIG) -n kopf-dra rollout status deployment --timeout=180s
 	kubectl --kubeconfig $(KIND_KUBECONFIG) -n kopf-dra rollout status daemonset --timeout=180s
 	KOPF_DRA_USE_EXISTING_CLUSTER=1 KOPF_DRA_E2E_IN_CLUSTER=1 KUBECONFIG=$(KIND_KUBECONFIG) \
-	  KOPF_DRA_FEATURE_GATES=$$($(CONTROL_PLANE_GATES)) \
+	  KOPF_DRA_FEATURE_GATES=$$($(KIND_GATES)) \
 	  $(VENV)/bin/pytest -q e2e --ignore=e2e/test_chaos.py
 
 docs: $(STAMP)

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.bench_scheduler import COMPONENTS, KOPF_DRA_ENV, SEPARATE, WORKLOADS, churn, run
+from operators.api.features import format_feature_gates
 from operators.localcluster import controlplane
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,7 +50,7 @@ def upstream_bin() -> Path:
 
 
 def gates() -> str:
-    return ",".join(f"{g}={str(on).lower()}" for g, on in controlplane.FEATURE_GATES.items())
+    return format_feature_gates(controlplane.feature_gates())
 
 
 def scheduler_config(path: Path, kubeconfig: Path) -> Path:

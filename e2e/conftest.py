@@ -86,7 +86,7 @@ async def system(
         # An existing cluster's gates come from KOPF_DRA_FEATURE_GATES, as for any component.
         feature_gates=parse_feature_gates(os.environ.get("KOPF_DRA_FEATURE_GATES", ""))
         if EXISTING
-        else controlplane.FEATURE_GATES,
+        else controlplane.feature_gates(),
     )
     try:
         yield started

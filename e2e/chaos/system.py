@@ -243,7 +243,7 @@ async def _running_system(
                 log_dir=workdir / "logs",
                 operators=False,
                 fabric=False,
-                feature_gates=controlplane.FEATURE_GATES,
+                feature_gates=controlplane.feature_gates(),
             )
             chaos = ChaosSystem(cp, api, system, out)
             observing = asyncio.create_task(chaos.observer.run(), name="chaos-observer")

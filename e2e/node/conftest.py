@@ -80,7 +80,7 @@ async def system(
         kubeconfig,
         nodes=nodes,
         log_dir=tmp_path_factory.mktemp("logs"),
-        feature_gates=controlplane.FEATURE_GATES,
+        feature_gates=controlplane.feature_gates(),
     )
     try:
         yield system

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Builds what a real node needs, into the same per-version cache as the control plane, unless it
-# is already there: the kubelet of the pinned release (hack/controlplane's module set), containerd
+# is already there: the kubelet of the chosen release (hack/controlplane/version.sh: the default in
+# VERSION, or KOPF_DRA_KUBERNETES_VERSION; that version's module set), containerd
 # with its runc shim and ctr (hack/node/containerd), a static pause program, and two OCI image
 # archives (pause, busybox) that `ctr images import` loads, since there is no registry.
 # runc, the CNI plugins and busybox come from Debian (hack/node/install-deps.sh). Prints the bin dir.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-K8S_VERSION=$(cat "$here/../controlplane/VERSION")
+source "$here/../controlplane/version.sh"
 CONTAINERD_VERSION=$(awk '$1 == "require" && $2 == "github.com/containerd/containerd/v2" {print $3}' \
   "$here/containerd/go.mod")
-CACHE_ROOT="${KOPF_DRA_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kopf-dra}"
 BIN="${CACHE_ROOT}/${K8S_VERSION}/node/bin"
 want=(kubelet containerd containerd-shim-runc-v2 ctr pause images/pause.tar images/busybox.tar)
 have_all=1
@@ -27,13 +27,8 @@ start=$(date +%s)
 if [ -x "$BIN/kubelet" ] && [ "${1:-}" != "--force" ]; then
   cp "$BIN/kubelet" "$BIN.tmp/kubelet"
 else
-  pkg=k8s.io/component-base/version
-  minor=$(echo "$K8S_VERSION" | cut -d. -f2)
-  ldflags="-s -w -X ${pkg}.gitVersion=${K8S_VERSION} -X ${pkg}.gitMajor=1 -X ${pkg}.gitMinor=${minor}"
-  ldflags="$ldflags -X ${pkg}.gitTreeState=clean -X ${pkg}.buildDate=1970-01-01T00:00:00Z"
-  ldflags="$ldflags -X ${pkg}/verflag.programName=kubelet"
   echo "building kubelet ${K8S_VERSION} (a cold build takes several minutes)..." >&2
-  (cd "$here/../controlplane" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" \
+  (cd "$MODULE_DIR" && CGO_ENABLED=0 go build -trimpath -ldflags "$(k8s_ldflags kubelet)" \
     -o "$BIN.tmp/kubelet" k8s.io/kubernetes/cmd/kubelet)
 fi
 echo "building containerd ${CONTAINERD_VERSION}..." >&2

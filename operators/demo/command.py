@@ -129,7 +129,7 @@ async def _demo(args: argparse.Namespace, stop: asyncio.Event, out: Any) -> int:
     virtual = args.virtual_nodes if args.virtual_nodes is not None else not args.kubeconfig
     print("kopf-dra demo: starting (logs in %s)" % (state_dir / "logs"), file=out, flush=True)
     # The local control plane's gates, or the ones given for the user's cluster.
-    gates = args.feature_gates if args.kubeconfig else controlplane.FEATURE_GATES
+    gates = args.feature_gates if args.kubeconfig else controlplane.feature_gates()
     with (
         control_plane_or(args.kubeconfig, state_dir) as (kubeconfig, where),
         contextlib.ExitStack() as stack,

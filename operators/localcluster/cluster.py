@@ -28,6 +28,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
+from operators.api.features import format_feature_gates
 from operators.localcluster import controlplane, realnode
 from operators.localcluster.files import project_root
 
@@ -243,7 +244,7 @@ class Cluster:
 
     def start_components(self, node: str) -> None:
         """kube-controller-manager, kube-scheduler and kube-proxy (named after ``node``)."""
-        gates = ",".join(f"{g}={str(on).lower()}" for g, on in controlplane.FEATURE_GATES.items())
+        gates = format_feature_gates(controlplane.feature_gates(self.control_plane.version))
         pki = self.control_plane.pki
         kubeconfig = str(self.kubeconfig)
         self._spawn(

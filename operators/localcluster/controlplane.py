@@ -1,8 +1,10 @@
-"""A real local control plane: kube-apiserver + etcd of the pinned release, like envtest.
+"""A real local control plane: kube-apiserver + etcd of a pinned release, like envtest.
 
 The binaries are built once per Kubernetes version by ``hack/controlplane/build.sh`` into a
-user-level cache. This module starts them on free loopback ports with generated certificates,
-service-account keys, RBAC, the DRA feature gates kopf-dra implements, and an admin kubeconfig.
+user-level cache, of the default release (``hack/controlplane/VERSION``) or of another that
+``hack/controlplane/VERSIONS`` lists, chosen with ``KOPF_DRA_KUBERNETES_VERSION``. This module
+starts them on free loopback ports with generated certificates, service-account keys, RBAC, the
+DRA feature gates kopf-dra implements, and an admin kubeconfig.
 Processes die with their parent when started for tests (PR_SET_PDEATHSIG), and ``stop()`` kills
 the whole process groups, so an interrupted test run leaves nothing behind.
 """
@@ -22,20 +24,27 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Final
 
+from operators.api.features import format_feature_gates
 from operators.kube import certs
 from operators.localcluster.files import project_root
 
 BUILD_SCRIPT = project_root() / "hack" / "controlplane" / "build.sh"
 VERSION_FILE = project_root() / "hack" / "controlplane" / "VERSION"
+#: The releases it can be built of, one a line, each with its Go module in a directory of its name.
+VERSIONS_FILE = project_root() / "hack" / "controlplane" / "VERSIONS"
+#: Chooses a release of VERSIONS instead of VERSION's, here as in the build scripts
+#: (``hack/controlplane/version.sh``), so that what is built is what is started.
+VERSION_ENV: Final = "KOPF_DRA_KUBERNETES_VERSION"
 
-# Exactly the DRA gates this design implements (README, "The local control plane"), alpha ones
-# included; gates of behaviour we do not implement are switched off. DRAPrioritizedList and
+# 1.36's: exactly the DRA gates this design implements (README, "The local control plane"), alpha
+# ones included; gates of behaviour we do not implement are switched off. DRAPrioritizedList and
 # DRAAdminAccess are GA (the latter locked on). Components started on it get the same gates
 # (``--feature-gates``), the real nodes' kubelets too.
-FEATURE_GATES = {
+_GATES_1_36: Final = {
     "DRAPartitionableDevices": True,
     "DRAConsumableCapacity": True,
     "DRADeviceBindingConditions": True,
@@ -49,6 +58,20 @@ FEATURE_GATES = {
     "DRAWorkloadResourceClaims": False,
     "DRAResourcePoolStatus": True,
 }
+#: The gates of each minor release (``feature_gates``). In 1.37 DRAResourceClaimDeviceStatus and
+#: DRAExtendedResource are GA and locked on, the value they have here. DRAFractionalCapacityRange
+#: (beta) defaults on only where the min compatibility version is 1.37, which a stock 1.37 keeps
+#: at 1.36 so that it can be rolled back; it is switched on by name, as a 1.37 cluster that keeps
+#: that rollback opts into a beta gate. --min-compatibility-version=1.37 would change more than
+#: this gate (the CEL environment of new expressions, whose list library kopf-dra's CEL follows
+#: at 1.36's version; storage versions) and would be one more flag for every component, where
+#: the gates already reach them all, kopf-dra's own included.
+_FEATURE_GATES: Final[Mapping[str, Mapping[str, bool]]] = {
+    "1.36": _GATES_1_36,
+    "1.37": {**_GATES_1_36, "DRAFractionalCapacityRange": True},
+}
+#: DeviceTaintRule (v1beta2; v1 too from 1.37) and ResourcePoolStatusRequest (v1alpha3), where
+#: kopf-dra reads them: both versions are still served, off by default, by 1.36 and 1.37.
 RUNTIME_CONFIG = "resource.k8s.io/v1beta2=true,resource.k8s.io/v1alpha3=true"
 #: Service ClusterIPs: the benchmarking range (RFC 2544) beside the real nodes' pod subnets
 #: (198.18.x.0/24), so that no packet for a Service ever leaves this machine, routed or not.
@@ -92,14 +115,40 @@ def default_state_dir() -> Path:
     return Path(explicit) if explicit else cache_root() / "local"
 
 
-def kubernetes_version() -> str:
+def supported_versions() -> tuple[str, ...]:
+    return tuple(VERSIONS_FILE.read_text().split())
+
+
+def default_version() -> str:
+    """The release built and started when ``KOPF_DRA_KUBERNETES_VERSION`` chooses none."""
     return VERSION_FILE.read_text().strip()
 
 
+def kubernetes_version() -> str:
+    """The chosen release: ``KOPF_DRA_KUBERNETES_VERSION``, else the default; refused, as the
+    build scripts refuse it, unless VERSIONS lists it."""
+    version = os.environ.get(VERSION_ENV) or default_version()
+    supported = supported_versions()
+    if version not in supported:
+        raise ControlPlaneError(
+            f"{VERSION_ENV}={version}: not a supported Kubernetes version; "
+            f"supported: {' '.join(supported)} (hack/controlplane/VERSIONS)"
+        )
+    return version
+
+
+def feature_gates(version: str | None = None) -> dict[str, bool]:
+    """The DRA gates of a release (the chosen one by default) that the local control plane and
+    every component started on it get: the gates differ between minor releases."""
+    major_minor = ".".join((version or kubernetes_version()).lstrip("v").split(".")[:2])
+    return dict(_FEATURE_GATES[major_minor])
+
+
 def ensure_binaries() -> Path:
-    """Build the binaries unless cached; returns the bin directory."""
+    """Build the chosen release's binaries unless cached; returns the bin directory."""
     if not BUILD_SCRIPT.exists():
         raise ControlPlaneError(f"{BUILD_SCRIPT} is missing: reinstall kopf-dra")
+    kubernetes_version()  # refused here, with the same words, rather than by the script
     proc = subprocess.run(["bash", str(BUILD_SCRIPT)], capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise ControlPlaneError(f"building the control plane failed:\n{proc.stderr[-4000:]}")
@@ -258,6 +307,8 @@ class ControlPlane:
     #: Where kube-apiserver listens and what it advertises (the ``kubernetes`` Service's
     #: endpoint): loopback, or the host's address when pods on real nodes must reach it.
     address: str = "127.0.0.1"
+    #: The release of ``bin_dir``'s binaries, whose gates it gets.
+    version: str = dataclasses.field(default_factory=kubernetes_version)
     #: Where to write the audit log of pod creations (Pod Security's audit annotations).
     audit_log: Path | None = None
     api_port: int = 0
@@ -332,8 +383,7 @@ class ControlPlane:
             f"--service-cluster-ip-range={SERVICE_CIDR}",
             "--allow-privileged=true",
             f"--runtime-config={RUNTIME_CONFIG}",
-            "--feature-gates="
-            + ",".join(f"{g}={str(on).lower()}" for g, on in FEATURE_GATES.items()),
+            f"--feature-gates={format_feature_gates(feature_gates(self.version))}",
             "--enable-priority-and-fairness=false",
             # No node lifecycle controller would ever lift its not-ready taint from test nodes.
             "--disable-admission-plugins=TaintNodesByCondition",
@@ -342,8 +392,15 @@ class ControlPlane:
             "--kubelet-preferred-address-types=InternalIP",
             "--storage-media-type=application/json",
             "--v=1",
+            *self._endpoint_args(),
             *self._audit_args(),
         ]
+
+    def _endpoint_args(self) -> list[str]:
+        """Only a routable address can be the ``kubernetes`` Service's endpoint: on loopback
+        1.36 fails every sync of it, and 1.37 refuses to start, unless nothing reconciles it.
+        Served on the host's address (the complete local cluster), pods reach it through it."""
+        return ["--endpoint-reconciler-type=none"] if self.address == "127.0.0.1" else []
 
     def _audit_args(self) -> list[str]:
         if self.audit_log is None:

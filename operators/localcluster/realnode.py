@@ -348,7 +348,7 @@ class RealNode:
             (self.home / sub).mkdir(parents=True, exist_ok=True)
         (self.home / "containerd.toml").write_text(self.containerd_config())
         (self.home / "cni" / "10-kopf-dra.conflist").write_text(json.dumps(self.cni_config()))
-        gates = dict(controlplane.FEATURE_GATES)
+        gates = controlplane.feature_gates()
         (self.home / "kubelet.json").write_text(json.dumps(self.kubelet_config(gates), indent=2))
         shutil.copy(kubeconfig, self.home / "kubeconfig")
 

@@ -24,7 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from operators.controllers.scheduler.handlers import Scheduler
 from operators.controllers.scheduler.settings import SchedulerSettings
 from operators.kube.api import ConflictError, KubeAPI, resource_of
-from operators.localcluster.controlplane import FEATURE_GATES
+from operators.localcluster.controlplane import feature_gates
 from operators.localcluster.manifests import apply_order
 from operators.runtime.app import register_login, run_operator
 from operators.runtime.clock import SYSTEM_CLOCK, Clock
@@ -313,7 +313,7 @@ def start_scheduler(
     and a Lease left behind by another test would make this one wait for it to expire.
     """
     overrides.setdefault("lease_name", unique("scheduler"))
-    overrides.setdefault("feature_gates", FEATURE_GATES)  # the control plane's, as in a cluster
+    overrides.setdefault("feature_gates", feature_gates())  # the control plane's, as in a cluster
     settings = SchedulerSettings(kubeconfig=str(kubeconfig), **overrides)
     registry = kopf.OperatorRegistry()
     register_login(registry, settings.kubeconfig)

@@ -18,7 +18,7 @@ import pytest
 from operators.api.names import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from operators.controllers.scheduler.handlers import Scheduler
 from operators.kube.api import ApiError, KubeAPI, NotFoundError, resource_of
-from operators.localcluster.controlplane import FEATURE_GATES
+from operators.localcluster.controlplane import feature_gates
 from operators.runtime.actions import Create
 from tests.integration.helpers import (
     bound_node,
@@ -202,7 +202,7 @@ async def test_with_the_gate_off_the_resource_is_only_what_nodes_advertise(
 ) -> None:
     await extended_class(kube, driver)
     await dra_node(kube, driver, devices=1)
-    gates = {**FEATURE_GATES, "DRAExtendedResource": False}
+    gates = {**feature_gates(), "DRAExtendedResource": False}
     _, registry = start_scheduler(kubeconfig, feature_gates=gates, unschedulable_retry=2.0)
     async with running_operator(registry, "scheduler"):
         await kube.create(asking("plain", namespace, {resource(driver): "1"}))

@@ -8,7 +8,7 @@ from kubernetes_asyncio import client
 
 from operators.api.features import KubernetesVersion, gates_of
 from operators.kube.api import KubeAPI
-from operators.localcluster.controlplane import FEATURE_GATES, kubernetes_version
+from operators.localcluster.controlplane import feature_gates, kubernetes_version
 from tests.integration.helpers import served_feature_gates
 
 
@@ -28,4 +28,4 @@ async def test_the_gate_table_is_the_api_servers(api: client.ApiClient) -> None:
             continue
         gate = gates[name]
         assert stage == gate.stage, name
-        assert enabled == FEATURE_GATES.get(name, gate.default), name
+        assert enabled == feature_gates().get(name, gate.default), name

@@ -29,7 +29,7 @@ from operators.controllers.scheduler.metrics import REGISTRY as SCHEDULER_REGIST
 from operators.controllers.scheduler.settings import SchedulerSettings
 from operators.kube.api import KubeAPI, NotFoundError
 from operators.localcluster import manifests
-from operators.localcluster.controlplane import FEATURE_GATES
+from operators.localcluster.controlplane import feature_gates
 from operators.runtime.controller import Controller
 from tests.integration.helpers import (
     bound_node,
@@ -131,7 +131,7 @@ async def test_each_component_serves_its_own_metrics_under_upstream_names(
     # the claim-template controller's.
     scheduler_settings = SchedulerSettings(
         kubeconfig=config,
-        feature_gates=FEATURE_GATES,
+        feature_gates=feature_gates(),
         lease_name=unique("scheduler"),
         scheduler_name=unique("metrics-scheduler"),
         metrics_bind_address=LOCAL,
@@ -153,7 +153,7 @@ async def test_each_component_serves_its_own_metrics_under_upstream_names(
     validator_registry, validator = validator_app.APP.build(
         PoolValidatorSettings(
             kubeconfig=config,
-            feature_gates=FEATURE_GATES,
+            feature_gates=feature_gates(),
             lease_name=unique("validator"),
             metrics_bind_address=LOCAL,
         )
@@ -373,7 +373,7 @@ async def test_secure_metrics_answer_only_tokens_allowed_to_get_them(
             kubeconfig=str(await token_kubeconfig(api, "kopf-dra-scheduler", tmp_path)),
             lease_namespace="kopf-dra",
             lease_name=unique("secure-scheduler"),
-            feature_gates=FEATURE_GATES,
+            feature_gates=feature_gates(),
             metrics_bind_address=LOCAL,
             metrics_secure=True,
         )

@@ -25,6 +25,7 @@ import pytest
 
 from operators import __version__
 from operators.components import COMPONENTS
+from operators.localcluster.controlplane import supported_versions
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = (
@@ -97,7 +98,10 @@ def test_the_wheel_holds_the_package_and_its_typing_marker(wheel: Path) -> None:
     # What `kopf-dra demo`, `control-plane up` and `cluster up` need outside the Python package.
     share = "operators/_share/"
     assert f"{share}hack/controlplane/build.sh" in names
-    assert f"{share}hack/controlplane/go.mod" in names
+    assert f"{share}hack/controlplane/VERSIONS" in names
+    assert f"{share}hack/controlplane/version.sh" in names
+    assert f"{share}hack/controlplane/etcd/go.mod" in names
+    assert all(f"{share}hack/controlplane/{v}/go.mod" in names for v in supported_versions())
     assert f"{share}hack/cluster/build.sh" in names
     assert f"{share}hack/cluster/coredns.yaml" in names
     assert f"{share}crds/resourcepoolstatuses.yaml" in names

@@ -44,7 +44,7 @@ from operators.kube.api import (
     register_resource,
     resource_of,
 )
-from operators.localcluster.controlplane import FEATURE_GATES, free_port
+from operators.localcluster.controlplane import feature_gates, free_port
 from operators.localcluster.manifests import render
 from operators.runtime.app import register_login
 from tests.integration.helpers import eventually, mint_token, running_operator, unique
@@ -107,7 +107,7 @@ async def validator(
     """The validator running in a thread of its own, exposed to look at its queue and verdicts."""
     settings = PoolValidatorSettings(
         kubeconfig=str(kubeconfig),
-        feature_gates=FEATURE_GATES,
+        feature_gates=feature_gates(),
         incomplete_grace_period=grace,
         lease_namespace=lease_namespace,
         lease_name=unique("pool-validator"),
@@ -666,7 +666,7 @@ async def test_the_webhook_refuses_slices_that_break_their_pool_and_fails_open(
     name = f"kopf-dra-test-{uuid.uuid4().hex[:8]}.kopf-dra.io"
     settings = PoolValidatorSettings(
         kubeconfig=str(kubeconfig),
-        feature_gates=FEATURE_GATES,
+        feature_gates=feature_gates(),
         webhook=True,
         webhook_port=free_port(),
         webhook_configuration=name,

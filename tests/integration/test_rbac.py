@@ -30,7 +30,7 @@ from operators.controllers.scheduler import app as scheduler_app
 from operators.controllers.scheduler.settings import SchedulerSettings
 from operators.kube.api import PATCH_TYPES, ApiError, KubeAPI, NotFoundError, resource_of
 from operators.localcluster import manifests
-from operators.localcluster.controlplane import FEATURE_GATES
+from operators.localcluster.controlplane import feature_gates
 from tests.integration.helpers import (
     ALLOCATION,
     bound_node,
@@ -106,7 +106,7 @@ async def test_components_do_their_job_with_their_own_identities(
     await kube.create(extended_class)
     scheduler = SchedulerSettings(
         kubeconfig=configs["scheduler"],
-        feature_gates=FEATURE_GATES,
+        feature_gates=feature_gates(),
         leader_elect=True,
         lease_namespace=NAMESPACE,
         lease_name=unique("rbac-scheduler"),
@@ -132,7 +132,7 @@ async def test_components_do_their_job_with_their_own_identities(
                 PoolValidatorSettings(
                     kubeconfig=configs["pool-validator"],
                     lease_namespace=NAMESPACE,
-                    feature_gates=FEATURE_GATES,
+                    feature_gates=feature_gates(),
                 )
             ),
             "pool-validator",

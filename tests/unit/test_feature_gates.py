@@ -31,7 +31,7 @@ from operators.controllers.pool_validator.handlers import PoolValidatorControlle
 from operators.controllers.pool_validator.settings import PoolValidatorSettings
 from operators.controllers.scheduler.handlers import Scheduler
 from operators.controllers.scheduler.settings import SchedulerSettings
-from operators.localcluster.controlplane import FEATURE_GATES
+from operators.localcluster.controlplane import default_version, feature_gates
 from operators.settings import SettingsError
 from operators.simulate import build_parser
 from tests.unit.allocator import builders as b
@@ -188,7 +188,8 @@ def test_go_booleans_all_alpha_and_all_beta() -> None:
 
 
 def test_the_local_control_planes_gates_round_trip() -> None:
-    assert parse_feature_gates(format_feature_gates(FEATURE_GATES)) == FEATURE_GATES
+    gates = feature_gates(default_version())
+    assert parse_feature_gates(format_feature_gates(gates)) == gates
 
 
 def test_a_bad_flag_or_environment_value_is_a_settings_error_naming_both() -> None:
@@ -321,14 +322,16 @@ def test_a_claim_with_alternatives_fails_as_upstream_says_with_prioritized_list_
 
 
 def test_the_local_clusters_installs_give_every_component_the_control_planes_gates() -> None:
-    """The local cluster's kustomize overlay and Helm values carry FEATURE_GATES, gate for gate."""
+    """The local cluster's kustomize overlay and Helm values carry the default release's gates,
+    gate for gate."""
     root = Path(__file__).resolve().parents[2] / "e2e" / "cluster"
     overlay = yaml.safe_load((root / "overlay" / "kustomization.yaml").read_text())
     (patch,) = [p for p in overlay["patches"] if "KOPF_DRA_FEATURE_GATES" in p["patch"]]
     (op,) = yaml.safe_load(patch["patch"])
-    assert op["value"]["value"] == format_feature_gates(FEATURE_GATES)
+    gates = feature_gates(default_version())
+    assert op["value"]["value"] == format_feature_gates(gates)
     values = yaml.safe_load((root.parents[1] / "hack" / "cluster" / "helm-values.yaml").read_text())
-    assert values["featureGates"] == FEATURE_GATES
+    assert values["featureGates"] == gates
 
 
 def test_pool_validator_answers_pool_status_requests_only_with_the_gate() -> None:

@@ -12,7 +12,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 python="${PYTHON:-python3}"
 cd "$here"
 k8s_version=$(cat "$here/../../../hack/controlplane/VERSION")
-kubelet_dir=$(cd "$here/../../../hack/controlplane" && \
+kubelet_dir=$(cd "$here/../../../hack/controlplane/$k8s_version" && \
     go mod download -json "k8s.io/kubelet@v0.${k8s_version#v1.}" | \
     sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
 health_proto="$kubelet_dir/pkg/apis/dra-health/v1alpha1/api.proto"

@@ -247,14 +247,15 @@ def test_fixed_seed_corpus_agrees_with_upstream(upstream: Oracle) -> None:
 def test_oracle_runs_with_the_local_control_planes_feature_gates() -> None:
     """The oracle's DRA CEL features are the gates the local control plane turns on, so that
     what it calls upstream is what that API server and scheduler do."""
-    from operators.localcluster.controlplane import FEATURE_GATES
+    from operators.localcluster.controlplane import default_version, feature_gates
 
     from .differential import ROOT
 
     source = (ROOT / "hack" / "cel-oracle" / "main.go").read_text()
+    gates = feature_gates(default_version())
     line = next(x for x in source.splitlines() if x.startswith("var features = cel.Features{"))
     for gate, field in [
         ("DRAConsumableCapacity", "EnableConsumableCapacity"),
         ("DRAListTypeAttributes", "EnableListTypeAttributes"),
     ]:
-        assert f"{field}: {str(FEATURE_GATES[gate]).lower()}" in line
+        assert f"{field}: {str(gates[gate]).lower()}" in line

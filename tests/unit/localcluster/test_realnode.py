@@ -42,7 +42,7 @@ def test_two_nodes_share_no_directory_port_socket_cgroup_or_bridge(tmp_path: Pat
         assert f'sandbox = "{realnode.SANDBOX_IMAGE}"' in config
     assert a.cni_config()["plugins"][0]["bridge"] != b.cni_config()["plugins"][0]["bridge"]
     assert a.cgroup_parent != b.cgroup_parent
-    kubelet = a.kubelet_config(controlplane.FEATURE_GATES)
+    kubelet = a.kubelet_config(controlplane.feature_gates())
     assert (kubelet["failCgroupV1"], kubelet["cgroupDriver"], kubelet["failSwapOn"]) == (
         False,
         "cgroupfs",

@@ -1,0 +1,95 @@
+"""The releases the local control plane is built of: which one is chosen, its gates, its flags."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from operators.localcluster.controlplane import (
+    BUILD_SCRIPT,
+    VERSION_ENV,
+    ControlPlane,
+    ControlPlaneError,
+    default_version,
+    feature_gates,
+    kubernetes_version,
+    supported_versions,
+)
+
+HACK = Path(__file__).resolve().parents[3] / "hack" / "controlplane"
+
+
+def test_every_supported_release_has_its_go_module_and_its_gates() -> None:
+    assert default_version() in supported_versions()
+    for version in supported_versions():
+        module = (HACK / version / "go.mod").read_text()
+        assert f"\tk8s.io/kubernetes {version}\n" in module, version
+        assert "replace kopf-dra.local/etcd => ../etcd" in module, version
+        assert feature_gates(version), version
+
+
+def test_1_37_turns_on_fractional_capacity_ranges_besides_the_gates_of_1_36() -> None:
+    assert feature_gates("v1.37.0") == {
+        **feature_gates("v1.36.0"),
+        "DRAFractionalCapacityRange": True,
+    }
+
+
+def test_the_environment_chooses_a_listed_release(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(VERSION_ENV, raising=False)
+    assert kubernetes_version() == default_version()
+    monkeypatch.setenv(VERSION_ENV, "")
+    assert kubernetes_version() == default_version()
+    for version in supported_versions():
+        monkeypatch.setenv(VERSION_ENV, version)
+        assert kubernetes_version() == version
+    monkeypatch.setenv(VERSION_ENV, "v1.35.0")
+    with pytest.raises(ControlPlaneError, match=f"{VERSION_ENV}=v1.35.0: not a supported"):
+        kubernetes_version()
+
+
+def test_the_build_scripts_refuse_an_unlisted_release_as_the_python_side_does() -> None:
+    supported = " ".join(supported_versions())
+    for script in (
+        BUILD_SCRIPT,
+        HACK / "build-upstream.sh",
+        HACK.parent / "node" / "build.sh",
+        HACK.parent / "cluster" / "build.sh",
+    ):
+        proc = subprocess.run(
+            ["bash", str(script)],
+            env={**os.environ, VERSION_ENV: "v1.35.0"},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert proc.returncode == 1, script
+        assert proc.stderr == (
+            f"{VERSION_ENV}=v1.35.0: not a supported Kubernetes version; supported: {supported}"
+            " (hack/controlplane/VERSIONS)\n"
+        ), script
+
+
+def test_only_a_loopback_control_plane_runs_without_the_endpoint_reconciler(
+    tmp_path: Path,
+) -> None:
+    """Loopback cannot be the ``kubernetes`` Service's endpoint (1.37 refuses to start with it);
+    the host's address can, and pods on real nodes reach the API server through it."""
+    for version in supported_versions():
+        loopback = ControlPlane(state_dir=tmp_path, bin_dir=tmp_path, version=version)
+        host = ControlPlane(
+            state_dir=tmp_path, bin_dir=tmp_path, version=version, address="192.0.2.1"
+        )
+        assert "--endpoint-reconciler-type=none" in loopback.apiserver_argv()
+        assert not [a for a in host.apiserver_argv() if "endpoint-reconciler" in a]
+
+
+def test_the_api_server_gets_its_releases_gates(tmp_path: Path) -> None:
+    for version in supported_versions():
+        argv = ControlPlane(state_dir=tmp_path, bin_dir=tmp_path, version=version).apiserver_argv()
+        (flag,) = [a for a in argv if a.startswith("--feature-gates=")]
+        given = dict(item.split("=") for item in flag.removeprefix("--feature-gates=").split(","))
+        assert given == {g: str(on).lower() for g, on in feature_gates(version).items()}
