@@ -11,8 +11,12 @@ from typing import Any
 
 Doc = dict[str, Any]
 DRIVER = "gpu.example.com"
-#: The gates under which 1.37.2 keeps (and checks) its new fields.
+#: The gates under which 1.37.2 keeps (and checks) its new fields (DRAPartitionableDevicesType
+#: depends on DRAResourcePoolStatus, and DRADerivedAttributes' list results on
+#: DRAListTypeAttributes, which the local control plane's gates switch on).
 GATES_137 = {
+    "DRAResourcePoolStatus": True,
+    "DRAListTypeAttributes": True,
     "DRAPartitionableDevicesType": True,
     "DRAOptionalNodeOperations": True,
     "DRADeviceCompatibilityGroups": True,
