@@ -35,6 +35,7 @@ On a 1.37 cluster a pool also gets 1.37's views, where they apply, by the same r
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -242,6 +243,12 @@ def _partition_type(driver: str, device: Device, attribute: str) -> str | None:
     return value.string if value is not None else None
 
 
+def _quoted(text: str) -> str:
+    """As Go's %q writes a plain string (the messages are kube-controller-manager's, so that
+    what matches one matches the other)."""
+    return json.dumps(text)
+
+
 def _cost(device: Device) -> tuple[tuple[str, str, Decimal], ...]:
     return tuple(
         sorted(
@@ -260,8 +267,8 @@ def _partition_summary(
         return []
     if not any(s.spec.shared_counters for s in pool.group.slices):
         problems.append(
-            f"{PREFIX_PARTITION_TYPE_MISSING} pool {pool.name} names a partition type attribute "
-            "but publishes no shared counters"
+            f"{PREFIX_PARTITION_TYPE_MISSING} pool {pool.name} declares partitionTypeAttribute "
+            "but publishes no sharedCounters"
         )
         return []
     groups: dict[tuple[str, str], list[str]] = {}
@@ -273,23 +280,23 @@ def _partition_summary(
         kind = _partition_type(pool.group.id.driver, device, attribute)
         if kind is None:
             problems.append(
-                f"{PREFIX_PARTITION_TYPE_MISSING} device {name} of pool {pool.name} has no "
-                f"string attribute {attribute}"
+                f"{PREFIX_PARTITION_TYPE_MISSING} device {_quoted(name)} in pool {pool.name} does "
+                f"not carry partition type attribute {_quoted(attribute)}"
             )
             return []
         key = (attribute, kind)
         cost = _cost(device)
         if costs.setdefault(key, cost) != cost:
             problems.append(
-                f"{PREFIX_PARTITION_COST_MISMATCH} partition type {kind} of pool {pool.name} "
-                "has devices that consume different counters"
+                f"{PREFIX_PARTITION_COST_MISMATCH} devices of partition type {_quoted(kind)} in "
+                f"pool {pool.name} consume different counters"
             )
             return []
         groups.setdefault(key, []).append(name)
     if len(groups) > SUMMARY_MAX_ITEMS:
         problems.append(
             f"{PREFIX_PARTITION_OVER_CAP} pool {pool.name} has {len(groups)} partition types, "
-            f"more than {SUMMARY_MAX_ITEMS}"
+            f"exceeding the maximum of {SUMMARY_MAX_ITEMS}"
         )
         return []
     summary = []
@@ -353,8 +360,8 @@ def _shareable_summary(pool: _PoolView, problems: list[str]) -> ShareableSummary
             partial += 1
     if len(total) > SUMMARY_MAX_ITEMS:
         problems.append(
-            f"{PREFIX_SHAREABLE_OVER_CAP} pool {pool.name} has {len(total)} shareable "
-            f"capacities, more than {SUMMARY_MAX_ITEMS}"
+            f"{PREFIX_SHAREABLE_OVER_CAP} pool {pool.name} has {len(total)} shareable capacity "
+            f"keys, exceeding the maximum of {SUMMARY_MAX_ITEMS}"
         )
         return None
     capacities = []

@@ -11,9 +11,11 @@ last test runs on the session's control plane of either release: the views are 1
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import copy
 import os
+import subprocess
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -24,7 +26,7 @@ import pytest
 import yaml
 from kubernetes_asyncio import client
 
-from operators.api.features import Release
+from operators.api.features import Release, format_feature_gates
 from operators.api.resource import KINDS
 from operators.controllers.claim_templates import app as templates_app
 from operators.controllers.claim_templates.settings import ClaimTemplateSettings
@@ -61,7 +63,8 @@ pytestmark = pytest.mark.integration
 VERSION = controlplane.kubernetes_version()
 RELEASE = Release.parse(VERSION)
 R137 = Release(1, 37)
-CRD_FILE = Path(__file__).resolve().parents[2] / "crds" / "resourcepoolstatuses.yaml"
+ROOT = Path(__file__).resolve().parents[2]
+CRD_FILE = ROOT / "crds" / "resourcepoolstatuses.yaml"
 needs_137 = pytest.mark.skipif(
     RELEASE < R137 or os.environ.get("KOPF_DRA_USE_EXISTING_CLUSTER") == "1",
     reason=f"Kubernetes 1.37's fields: the local control plane is {VERSION} (run with "
@@ -502,3 +505,127 @@ async def test_pool_status_views_are_137s_only(kubeconfig: Path, api: client.Api
         assert nics["shareableSummary"]["partiallyAvailableDevices"] == 1
     else:
         assert "shareableSummary" not in nics
+
+
+def _differences(theirs: Any, ours: Any, path: str = "") -> dict[str, tuple[Any, Any]]:
+    """Every leaf where two answers differ, by its path."""
+    if isinstance(theirs, dict) and isinstance(ours, dict):
+        out: dict[str, tuple[Any, Any]] = {}
+        for key in sorted(set(theirs) | set(ours)):
+            out |= _differences(theirs.get(key), ours.get(key), f"{path}.{key}")
+        return out
+    if isinstance(theirs, list) and isinstance(ours, list) and len(theirs) == len(ours):
+        out = {}
+        for i, (a, b) in enumerate(zip(theirs, ours, strict=True)):
+            out |= _differences(a, b, f"{path}[{i}]")
+        return out
+    return {} if theirs == ours else {path: (theirs, ours)}
+
+
+@pytest.fixture(scope="module")
+def kube_controller_manager() -> Path:
+    """kube-controller-manager of the release under test (built once into the cache)."""
+    built = subprocess.run(
+        ["bash", str(ROOT / "hack" / "controlplane" / "build-upstream.sh")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return Path(built.stdout.strip().splitlines()[-1]) / "kube-controller-manager"
+
+
+def _start_controller(binary: Path, cp: controlplane.ControlPlane) -> subprocess.Popen[bytes]:
+    """Its resourcepoolstatusrequest-controller alone, with the control plane's gates."""
+    with open(cp.state_dir / "kube-controller-manager.log", "ab") as log:
+        return subprocess.Popen(
+            [
+                str(binary),
+                f"--kubeconfig={cp.kubeconfig}",
+                "--controllers=resourcepoolstatusrequest-controller",
+                f"--feature-gates={format_feature_gates(cp.gates)}",
+                "--leader-elect=false",
+                "--secure-port=0",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    process.wait(30)
+
+
+@needs_137
+async def test_the_answer_is_kube_controller_managers_but_where_the_readme_says(
+    gated: controlplane.ControlPlane, gated_kube: KubeAPI, kube_controller_manager: Path
+) -> None:
+    """kube-controller-manager 1.37.2's resourcepoolstatusrequest-controller and the pool
+    validator answer the same pools: partitions by the slices' attribute and by the request's
+    default, a half allocated and one tainted by a v1 rule; three shareable NICs, one used up,
+    one tainted (the default also reaches the NICs' pool, which has no counters: both say so).
+    They differ only in the README's rows."""
+    kube, driver = gated_kube, f"{unique('gpu')}.example.com"
+    namespace = await _namespace(kube)
+    await _install_crd(kube)
+    docs = _partitioned_pool(driver, f"{driver}/profile")
+    for body in copy.deepcopy(docs[:2]):  # the same GPU whose slices name no attribute
+        body["metadata"]["name"] = unique("untyped")
+        body["spec"]["pool"]["name"] = "untyped"
+        body["spec"].pop("partitionTypeAttribute", None)
+        docs.append(body)
+    nic = docs[2]["spec"]["devices"][0]
+    docs[2]["spec"]["devices"] += [{**nic, "name": "nic-1"}, {**nic, "name": "nic-2"}]
+    for body in docs:
+        await kube.create(body)
+    for pool, device in (("gpus", "half-1"), ("nics", "nic-1")):
+        await kube.create(
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "DeviceTaintRule",
+                "metadata": {"name": unique("drain")},
+                "spec": {
+                    "deviceSelector": {"driver": driver, "pool": pool, "device": device},
+                    "taint": {"key": "maintenance", "effect": "NoSchedule"},
+                },
+            }
+        )
+    await _share(kube, namespace, driver, "100G")
+    claim = await kube.create(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": "half", "namespace": namespace},
+            "spec": {
+                "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "x"}}]}
+            },
+        }
+    )
+    half = {"request": "gpu", "driver": driver, "pool": "gpus", "device": "half-0"}
+    claim["status"] = {"allocation": {"devices": {"results": [half]}}}
+    await kube.replace_status(claim)
+    spec = {"defaultPartitionTypeAttribute": f"{driver}/profile"}
+    upstream = await asyncio.to_thread(_start_controller, kube_controller_manager, gated)
+    try:
+        theirs = await _answer(kube, driver, **spec)
+    finally:
+        await asyncio.to_thread(_stop, upstream)
+    async with running_operator(_validator(**_settings(gated, "pool-validator")), COMPONENT):
+        ours = await _answer(kube, driver, **spec)
+    pools = [p["poolName"] for p in ours["status"]["pools"]]
+    assert (
+        pools == [p["poolName"] for p in theirs["status"]["pools"]] == ["gpus", "nics", "untyped"]
+    )
+    differences = _differences(theirs["status"]["pools"], ours["status"]["pools"])
+    assert differences == {
+        # whole no longer fits beside the allocated half: unavailable, not available
+        "[0].availableDevices": (1, 0),
+        "[0].unavailableDevices": (1, 2),
+        # the other half is tainted: never one more
+        "[0].partitionSummary[1].allocatable": (1, 0),
+        # a used-up NIC has no room, a tainted one takes no share, nor its bandwidth
+        "[1].shareableSummary.fullyAvailableDevices": (2, 1),
+        "[1].shareableSummary.partiallyAvailableDevices": (1, 0),
+        "[1].shareableSummary.capacity[0].available": ("200G", "100G"),
+    }
+    assert ours["status"]["pools"][1]["validationError"].startswith("PartitionTypeMissing: pool")

@@ -101,7 +101,10 @@ def test_the_requests_default_applies_only_where_no_slice_names_one() -> None:
     assert summary(status(*gpu(f"{DRIVER}/other"), default=PROFILE)) == []
     named = status(*gpu(f"{DRIVER}/other"), default=PROFILE)
     assert named.validation_error is not None
-    assert named.validation_error.startswith("PartitionTypeMissing: device whole")
+    assert named.validation_error == (
+        'PartitionTypeMissing: device "whole" in pool gpu.example.com/node-1 does not carry '
+        'partition type attribute "gpu.example.com/other"'
+    )
 
 
 def test_a_view_that_cannot_be_computed_is_left_out_and_said() -> None:
@@ -110,7 +113,9 @@ def test_a_view_that_cannot_be_computed_is_left_out_and_said() -> None:
     mixed = status(counters, devices)
     assert mixed.partition_summary == []
     assert mixed.validation_error is not None
-    assert mixed.validation_error.startswith("PartitionCostMismatch: partition type half")
+    assert mixed.validation_error.startswith(
+        'PartitionCostMismatch: devices of partition type "half"'
+    )
     assert (mixed.total_devices, mixed.available_devices) == (3, 3)  # the counts stay
     no_sets = slice_(
         "devices",
