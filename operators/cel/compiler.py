@@ -34,7 +34,9 @@ from .values import MUTATIONS, restore
 __all__ = [
     "DEFAULT_COST_LIMIT",
     "MAX_EXPRESSION_LENGTH",
+    "Checked",
     "Program",
+    "check_expression",
     "check_selector",
     "compile_program",
 ]
@@ -91,6 +93,53 @@ class Program:
         return value, act[COST]
 
 
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """An expression parsed and type-checked as one Kubernetes minor's API server does, with
+    what planning and the cost estimate need: the steps selectors and derived attributes
+    share before their result types part."""
+
+    expression: str
+    root: Any
+    result: t.Type
+    kubernetes: str
+
+    def plan(self) -> tuple[Any, Planner]:
+        """upstream's planning (constant conversions and regular expressions compile here)."""
+        planner = Planner(functions_of(self.kubernetes), dialect(self.kubernetes))
+        try:
+            return planner.plan(self.root), planner
+        except PlanError as exc:
+            raise InvalidSelectorError(
+                f"program instantiation failed: {exc}", expression=self.expression
+            ) from None
+
+    def estimate(self) -> int:
+        """The worst-case cost, as validation estimates it."""
+        return estimate(self.root, dialect(self.kubernetes))[1]
+
+
+def check_expression(expression: str, kubernetes: str = NEWEST_KUBERNETES) -> Checked:
+    """The length limit, cel-go's parser and checker over the DRA environment of
+    ``kubernetes``; raises InvalidSelectorError (message without context)."""
+    size = len(expression.encode("utf-8", "surrogatepass"))
+    if size > MAX_EXPRESSION_LENGTH:
+        raise InvalidSelectorError(
+            f"expression is {size} bytes long, more than the limit of {MAX_EXPRESSION_LENGTH}",
+            expression=expression,
+        )
+    release = dialect(kubernetes)
+    allow_deep_recursion()
+    try:
+        root = parse(expression, escaped_fields=release.escaped_fields)
+        result = Checker(expression, functions_of(kubernetes), release).check(root)
+    except InvalidSelectorError as exc:
+        raise InvalidSelectorError(
+            exc.message, expression=expression, line=exc.line, column=exc.column
+        ) from None
+    return Checked(expression, root, result, kubernetes)
+
+
 def compile_program(
     expression: str,
     *,
@@ -99,35 +148,14 @@ def compile_program(
 ) -> Program:
     """Validate and plan as the API server and scheduler of ``kubernetes`` (a minor) do;
     raises InvalidSelectorError (message without context)."""
-    size = len(expression.encode("utf-8", "surrogatepass"))
-    if size > MAX_EXPRESSION_LENGTH:
+    checked = check_expression(expression, kubernetes)
+    if checked.result.kind not in (t.Kind.BOOL, t.Kind.DYN, t.Kind.ANY):
         raise InvalidSelectorError(
-            f"expression is {size} bytes long, more than the limit of {MAX_EXPRESSION_LENGTH}",
+            f"must evaluate to bool or the unknown type, not {t.show(checked.result)}",
             expression=expression,
         )
-    release = dialect(kubernetes)
-    functions = functions_of(kubernetes)
-    allow_deep_recursion()
-    try:
-        root = parse(expression, escaped_fields=release.escaped_fields)
-        result = Checker(expression, functions, release).check(root)
-    except InvalidSelectorError as exc:
-        raise InvalidSelectorError(
-            exc.message, expression=expression, line=exc.line, column=exc.column
-        ) from None
-    if result.kind not in (t.Kind.BOOL, t.Kind.DYN, t.Kind.ANY):
-        raise InvalidSelectorError(
-            f"must evaluate to bool or the unknown type, not {t.show(result)}",
-            expression=expression,
-        )
-    planner = Planner(functions, release)
-    try:
-        plan = planner.plan(root)
-    except PlanError as exc:
-        raise InvalidSelectorError(
-            f"program instantiation failed: {exc}", expression=expression
-        ) from None
-    _low, high = estimate(root, release)
+    plan, planner = checked.plan()
+    high = checked.estimate()
     if high > cost_limit:
         raise InvalidSelectorError(
             f"estimated cost {high} exceeds the limit of {cost_limit} (nested macros over "

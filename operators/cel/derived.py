@@ -13,12 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import types as t
-from .checker import Checker
-from .compiler import DEFAULT_COST_LIMIT, MAX_EXPRESSION_LENGTH
-from .cost import estimate
+from .compiler import DEFAULT_COST_LIMIT, check_expression
 from .errors import InvalidSelectorError
-from .planner import PlanError, Planner
-from .syntax import allow_deep_recursion, parse
+
+#: The first Kubernetes minor with derived attributes (DRADerivedAttributes).
+DERIVED_ATTRIBUTES_SINCE = "1.37"
 
 _SCALARS = (t.BOOL, t.INT, t.STRING, t.SEMVER)
 
@@ -50,41 +49,21 @@ def _allowed(result: t.Type, list_types: bool) -> bool:
 def check_derived_attribute(
     expression: str, *, list_types: bool, cost_limit: int = DEFAULT_COST_LIMIT
 ) -> DerivedVerdict:
-    """Compile ``expression`` as a new derived attribute; ``list_types``: DRAListTypeAttributes."""
-    size = len(expression.encode("utf-8", "surrogatepass"))
-    if size > MAX_EXPRESSION_LENGTH:
-        return DerivedVerdict(
-            InvalidSelectorError(
-                f"expression is {size} bytes long, more than the limit of {MAX_EXPRESSION_LENGTH}",
-                expression=expression,
-            )
-        )
-    allow_deep_recursion()
+    """Compile ``expression`` as a new derived attribute; ``list_types``: DRAListTypeAttributes.
+    Derived attributes are 1.37's: compiled in 1.37's CEL environment."""
     try:
-        root = parse(expression)
-        result = Checker(expression).check(root)
+        checked = check_expression(expression, DERIVED_ATTRIBUTES_SINCE)
+        if not _allowed(checked.result, list_types):
+            what = "a primitive scalar (string, integer, boolean, semver)"
+            if list_types:
+                what += " or a list of these scalars"
+            raise InvalidSelectorError(
+                f"must evaluate to {what}, not {t.show(checked.result)}", expression=expression
+            )
+        checked.plan()
     except InvalidSelectorError as exc:
-        return DerivedVerdict(
-            InvalidSelectorError(
-                exc.message, expression=expression, line=exc.line, column=exc.column
-            )
-        )
-    if not _allowed(result, list_types):
-        what = "a primitive scalar (string, integer, boolean, semver)"
-        if list_types:
-            what += " or a list of these scalars"
-        return DerivedVerdict(
-            InvalidSelectorError(
-                f"must evaluate to {what}, not {t.show(result)}", expression=expression
-            )
-        )
-    try:
-        Planner().plan(root)
-    except PlanError as exc:
-        return DerivedVerdict(
-            InvalidSelectorError(f"program instantiation failed: {exc}", expression=expression)
-        )
-    _low, high = estimate(root)
+        return DerivedVerdict(exc)
+    high = checked.estimate()
     if high > cost_limit:
         return DerivedVerdict(
             InvalidSelectorError(
