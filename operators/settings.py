@@ -170,12 +170,13 @@ class Settings(BaseModel):
         return self
 
     def version(self) -> KubernetesVersion:
-        """The cluster's version (the project's default until the API server has said)."""
-        if self.kubernetes_version is None:
+        """The cluster's version: as the flags (or, for settings built in a process rather than
+        loaded, $KOPF_DRA_KUBERNETES_VERSION, the local control plane's choice) name it, else
+        the project's default until the API server has said (``runtime.app`` asks it)."""
+        release = self.kubernetes_version or os.environ.get(env_name("kubernetes_version"))
+        if not release:
             return DEFAULT_VERSION
-        return KubernetesVersion.of(
-            self.kubernetes_version, self.emulated_version, self.min_compatibility_version
-        )
+        return KubernetesVersion.of(release, self.emulated_version, self.min_compatibility_version)
 
     def gates(self) -> dict[str, bool]:
         """Every gate's value at the cluster's version: the flag's, else that version's
