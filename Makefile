@@ -54,7 +54,7 @@ help:
 	@echo "make control-plane-down  stop it"
 	@echo "make bench             CEL and allocator benchmarks (bench/)"
 	@echo "make simulate-differential  simulate against the running scheduler on 200 random states"
-	@echo "make cel-oracle        100,000 random CEL evaluations against Kubernetes' (CEL_ORACLE_ARGS=--examples N)"
+	@echo "make cel-oracle        100,000 random CEL evaluations against Kubernetes 1.36's and 1.37's (CEL_ORACLE_ARGS=--kubernetes 1.37)"
 	@echo "make allocator-oracle  20,000 random allocator problems per release against Kubernetes' 1.36 and 1.37 (ALLOCATOR_ORACLE_ARGS=--seed S)"
 	@echo "make bench-scheduler   scheduler throughput on the local control plane (BENCH_ARGS=--workload upstream)"
 	@echo "make bench-fabric      fabric attach-to-bind latency on the local control plane"
@@ -180,7 +180,8 @@ bench: $(STAMP)
 	@for b in bench/bench_cel.py bench/bench_allocator.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 # Random selectors and devices, evaluated by kopf-dra and by Kubernetes' own CEL (hack/cel-oracle,
-# needs Go); prints every distinct disagreement.
+# needs Go), of each minor kopf-dra speaks in turn (--kubernetes M for one); prints every
+# distinct disagreement.
 CEL_ORACLE_ARGS ?= --examples 100000
 cel-oracle: $(STAMP)
 	$(PY) -m tests.unit.cel.differential $(CEL_ORACLE_ARGS)

@@ -27,13 +27,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from bench.bench_scheduler import COMPONENTS, KOPF_DRA_ENV, SEPARATE, WORKLOADS, churn, run
-from operators.api.features import format_feature_gates
+from operators.api.features import check_names, format_feature_gates
 from operators.localcluster import controlplane
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,8 +49,9 @@ def upstream_bin() -> Path:
     return Path(done.stdout.strip().splitlines()[-1])
 
 
-def gates() -> str:
-    return format_feature_gates(controlplane.feature_gates())
+def gates(extra: Mapping[str, bool] | None = None) -> str:
+    """The control plane's gates (every system gets them), with ``extra`` on top."""
+    return format_feature_gates({**controlplane.feature_gates(), **(extra or {})})
 
 
 def scheduler_config(path: Path, kubeconfig: Path) -> Path:
@@ -65,7 +66,11 @@ def scheduler_config(path: Path, kubeconfig: Path) -> Path:
     return path
 
 
-def upstream_argv(bin_dir: Path, kubeconfig: Path, tmp: Path) -> dict[str, list[str]]:
+def upstream_argv(
+    bin_dir: Path, kubeconfig: Path, tmp: Path, scheduler_gates: Mapping[str, bool] | None = None
+) -> dict[str, list[str]]:
+    """kube-scheduler (with ``scheduler_gates`` beside the control plane's, e.g. its
+    SchedulerPreQueueingHints) and kube-controller-manager's resourceclaim controller."""
     return {
         "kube-scheduler": [
             str(bin_dir / "kube-scheduler"),
@@ -74,7 +79,7 @@ def upstream_argv(bin_dir: Path, kubeconfig: Path, tmp: Path) -> dict[str, list[
             f"--authorization-kubeconfig={kubeconfig}",
             "--bind-address=127.0.0.1",
             f"--secure-port={controlplane.free_port()}",
-            f"--feature-gates={gates()}",
+            f"--feature-gates={gates(scheduler_gates)}",
         ],
         "kube-controller-manager": [
             str(bin_dir / "kube-controller-manager"),
@@ -122,7 +127,12 @@ def started(
 
 
 def one_round(
-    system: str, workload: str, bin_dir: Path, with_churn: bool, separate: bool
+    system: str,
+    workload: str,
+    bin_dir: Path,
+    with_churn: bool,
+    separate: bool,
+    scheduler_gates: Mapping[str, bool] | None = None,
 ) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp, controlplane.running(Path(tmp) / "cp") as cp:
         logs = Path(tmp)
@@ -130,7 +140,8 @@ def one_round(
         if system == "kopf-dra":
             argv, scheduler_name = kopf_dra_argv(cp.kubeconfig, separate), "kopf-dra"
         else:
-            argv, scheduler_name = upstream_argv(bin_dir, cp.kubeconfig, logs), "default-scheduler"
+            argv = upstream_argv(bin_dir, cp.kubeconfig, logs, scheduler_gates)
+            scheduler_name = "default-scheduler"
         with started(argv, logs, env) as pids:
             pids.update(
                 {Path(f"/proc/{p.pid}/comm").read_text().strip(): p.pid for p in cp.processes}
@@ -185,6 +196,13 @@ def main() -> int:
     parser.add_argument(
         "--separate", action="store_true", help="kopf-dra's claim-templates and reservations apart"
     )
+    parser.add_argument(
+        "--kube-scheduler-gates",
+        type=check_names,
+        default={},
+        metavar="Name=true,...",
+        help="gates for kube-scheduler beside the control plane's (SchedulerPreQueueingHints=true)",
+    )
     args = parser.parse_args()
     rounds = args.rounds if args.rounds % 2 else args.rounds + 1
     bin_dir = upstream_bin()
@@ -194,12 +212,22 @@ def main() -> int:
             order = ("kopf-dra", "upstream") if i % 2 == 0 else ("upstream", "kopf-dra")
             for system in order:
                 results[system].append(
-                    one_round(system, workload, bin_dir, args.churn, args.separate)
+                    one_round(
+                        system,
+                        workload,
+                        bin_dir,
+                        args.churn,
+                        args.separate,
+                        args.kube_scheduler_gates,
+                    )
                 )
         title = WORKLOADS[workload]
+        extra = format_feature_gates(args.kube_scheduler_gates)
         print(
             f"{workload} ({title[0]} nodes x {title[1]} devices, {title[2]} pods"
-            f"{', churn' if args.churn else ''}), {rounds} alternating rounds"
+            f"{', churn' if args.churn else ''}), {rounds} alternating rounds, Kubernetes "
+            f"{controlplane.kubernetes_version()}"
+            + (f", kube-scheduler also with {extra}" if extra else "")
         )
         ours = summary("kopf-dra", results["kopf-dra"])
         theirs = summary("upstream", results["upstream"])
@@ -213,6 +241,19 @@ def main() -> int:
         ours_cpu = claims + ours.get("scheduler", 0.0)
         theirs_cpu = sum(theirs.get(c, 0.0) for c in ("kube-scheduler", "kube-controller-manager"))
         kcm = theirs.get("kube-controller-manager", 0.0)
+        bound = {
+            name: statistics.median(title[2] - r["unbound"] for r in results[name])
+            for name in ("kopf-dra", "upstream")
+        }
+        per_pod = {
+            name: 1000 * sum(v for k, v in cpu.items() if k != "rate") / max(bound[name], 1)
+            for name, cpu in (("kopf-dra", ours), ("upstream", theirs))
+        }
+        print(
+            f"  whole-system CPU per bound pod (every process above, medians): kopf-dra "
+            f"{per_pod['kopf-dra']:.1f} ms, upstream {per_pod['upstream']:.1f} ms "
+            f"({per_pod['kopf-dra'] / per_pod['upstream']:.2f}x)"
+        )
         print(
             f"  ratio of medians (kopf-dra / upstream): pods/s {ratio:.2f} "
             f"(per round {min(spread):.2f}-{max(spread):.2f}); component CPU "

@@ -127,6 +127,13 @@ class Settings(BaseModel):
         description="The version the cluster emulates (component-base's --emulated-version); "
         "default: the API server's, else --kubernetes-version",
     )
+    version_check_interval: float = Field(
+        default=30.0,
+        ge=0,
+        description="Seconds between reads of the API server's /version: when it reports another "
+        "version than the one followed (a control plane upgrade), the component restarts in "
+        "place with that version's defaults; 0: never (also when --kubernetes-version is given)",
+    )
     min_compatibility_version: str | None = Field(
         default=None,
         description="The cluster's minimum compatibility version (component-base's "
@@ -163,12 +170,13 @@ class Settings(BaseModel):
         return self
 
     def version(self) -> KubernetesVersion:
-        """The cluster's version (the project's default until the API server has said)."""
-        if self.kubernetes_version is None:
+        """The cluster's version: as the flags (or, for settings built in a process rather than
+        loaded, $KOPF_DRA_KUBERNETES_VERSION, the local control plane's choice) name it, else
+        the project's default until the API server has said (``runtime.app`` asks it)."""
+        release = self.kubernetes_version or os.environ.get(env_name("kubernetes_version"))
+        if not release:
             return DEFAULT_VERSION
-        return KubernetesVersion.of(
-            self.kubernetes_version, self.emulated_version, self.min_compatibility_version
-        )
+        return KubernetesVersion.of(release, self.emulated_version, self.min_compatibility_version)
 
     def gates(self) -> dict[str, bool]:
         """Every gate's value at the cluster's version: the flag's, else that version's

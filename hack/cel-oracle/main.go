@@ -1,6 +1,8 @@
-// Command cel-oracle answers, for DRA device selectors, what Kubernetes 1.36 answers: whether
-// API validation accepts a new selector, and what the scheduler's DeviceMatches returns for it
-// on each given device. kopf-dra's differential CEL tests compare their own answers with these.
+// Command cel-oracle answers, for DRA device selectors, what a Kubernetes release answers:
+// whether API validation accepts a new selector, and what the scheduler's DeviceMatches returns
+// for it on each given device. kopf-dra's differential CEL tests compare their own answers with
+// these. The release is the one of the go.mod it is built with (build.sh VERSION: v0.36.3 for
+// Kubernetes 1.36, v0.37.2 for 1.37); this source compiles against each.
 //
 // Protocol: one JSON request per stdin line, one JSON answer per stdout line, in order.
 // Request: {"expression": string, "driver": string, "devices": [resource.k8s.io/v1 Device]}.

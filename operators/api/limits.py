@@ -1,4 +1,4 @@
-"""API limits of resource.k8s.io/v1 in Kubernetes 1.36, under their upstream Go names.
+"""API limits of resource.k8s.io/v1 in Kubernetes 1.36 and 1.37, under their upstream Go names.
 
 Taken from k8s.io/api resource/v1 (types.go) and apimachinery's validation package, not from
 the KEPs, whose numbers are older. Keeping the Go names makes every use greppable upstream.
@@ -41,6 +41,8 @@ DeviceTaintsMaxLength: Final = 16
 BindingConditionsMaxSize: Final = 4
 BindingFailureConditionsMaxSize: Final = 4
 CapacityRequestPolicyDiscreteMaxOptions: Final = 10  # requestPolicy.validValues entries
+# 1.37: consumesCounters[].compatibilityGroups entries.
+DeviceCompatibilityGroupsMaxSize: Final = 2
 
 # --- ResourceClaim -------------------------------------------------------------------------
 AllocationResultsMaxSize: Final = 32
@@ -54,6 +56,10 @@ DeviceTolerationsMaxLength: Final = 16
 AllocationConfigMaxSize: Final = 2 * DeviceConfigMaxSize
 CELSelectorExpressionMaxCost: Final = 1_000_000
 CELSelectorExpressionMaxLength: Final = 10 * 1024
+# 1.37: derivedAttributes per request or subrequest, and their CEL's combined estimated cost in
+# one claim (each expression also within CELSelectorExpressionMaxCost).
+DeviceDerivedAttributesMaxSize: Final = 32
+DeviceClaimDerivedAttributeCELMaxCost: Final = 1_000_000
 OpaqueParametersMaxLength: Final = 10 * 1024
 ResourceClaimReservedForMaxSize: Final = 256
 AllocatedDeviceStatusMaxConditions: Final = 8
@@ -62,5 +68,5 @@ NetworkDeviceDataMaxIPs: Final = 16
 NetworkDeviceDataInterfaceNameMaxLength: Final = 256
 NetworkDeviceDataHardwareAddressMaxLength: Final = 128
 
-# --- DeviceTaintRule (v1beta2) -------------------------------------------------------------
+# --- DeviceTaintRule (v1beta2; v1 from 1.37) -------------------------------------------
 DeviceTaintRuleStatusMaxConditions: Final = 8

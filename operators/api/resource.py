@@ -1,4 +1,4 @@
-"""resource.k8s.io/v1 of Kubernetes 1.36 (plus DeviceTaintRule from v1beta2), every field.
+"""resource.k8s.io/v1 of Kubernetes 1.36 and 1.37 (DeviceTaintRule: v1beta2 in 1.36), every field.
 
 Python names are the kubernetes-asyncio attribute names; JSON names are their camelCase, except
 where the API spells them differently (``shareID``, DeviceAttribute's ``int``/``bool``), which
@@ -15,6 +15,7 @@ from pydantic import Field
 
 from operators.api.base import KubeModel
 from operators.api.core import NodeSelector
+from operators.api.features import Release
 from operators.api.ids import DeviceID, PoolID
 from operators.api.meta import Condition, ObjectMeta
 from operators.api.quantity import Quantity
@@ -531,7 +532,7 @@ class ResourceClaimTemplate(KubeModel):
     spec: ResourceClaimTemplateSpec = Field(default_factory=ResourceClaimTemplateSpec)
 
 
-# --- DeviceTaintRule (resource.k8s.io/v1beta2 in 1.36) -------------------------------------
+# --- DeviceTaintRule (resource.k8s.io/v1beta2 in 1.36, v1 from 1.37) -----------------------
 
 
 class DeviceTaintSelector(KubeModel):
@@ -554,8 +555,18 @@ class DeviceTaintRuleSpec(KubeModel):
     taint: DeviceTaint = Field(default_factory=DeviceTaint)
 
 
+#: The one condition type the API defines (kube-controller-manager's eviction controller
+#: sets it): pods of tainted devices are being evicted, or would be for ``effect: None``.
+DEVICE_TAINT_CONDITION_EVICTION_IN_PROGRESS = "EvictionInProgress"
+
+
 class DeviceTaintRuleStatus(KubeModel):
+    """The same in 1.36's v1beta2 and 1.37's v1: at most 8 conditions, unique by type."""
+
     conditions: list[Condition] = Field(default_factory=list)
+
+    def condition(self, type_: str) -> Condition | None:
+        return next((c for c in self.conditions if c.type == type_), None)
 
 
 class DeviceTaintRule(KubeModel):
@@ -574,3 +585,21 @@ KINDS: dict[str, type[KubeModel]] = {
     "ResourceClaimTemplate": ResourceClaimTemplate,
     "DeviceTaintRule": DeviceTaintRule,
 }
+
+
+#: The apiVersion a kind is served in, by release, where it moved (oldest first): the one place
+#: that says which to read and watch (``kube.api.resource_of``, simulate's input). DeviceTaintRule
+#: is beta (v1beta2, off unless the cluster enables it) in 1.36 and GA in v1 from 1.37.
+SERVED_VERSIONS: dict[str, tuple[tuple[Release, str], ...]] = {
+    "DeviceTaintRule": ((Release(1, 36), API_VERSION_V1BETA2), (Release(1, 37), API_VERSION)),
+}
+
+
+def api_version_of(kind: str, release: Release) -> str | None:
+    """The apiVersion to read ``kind`` in from a cluster of ``release``; None where the kind
+    never moved (the caller's own default holds)."""
+    chosen = None
+    for since, api_version in SERVED_VERSIONS.get(kind, ()):
+        if release >= since:
+            chosen = api_version
+    return chosen

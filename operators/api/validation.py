@@ -1,16 +1,20 @@
 """Per-object validation of resource.k8s.io objects, as the API server does it.
 
-Mirrors k8s.io/kubernetes/pkg/apis/resource/validation for the 1.36 API with the DRA feature
-gates of the local control plane enabled: names, lengths, counts against ``limits``, one-of
-rules, enum values, request references and capacity policies. Each function returns *every*
-violation with its field path (``spec.devices[3].attributes[model]``), never raises, and looks
-at one object only: checks across slices of a pool belong to the pool validator, CEL
-compilation to ``cel``.
+Mirrors k8s.io/kubernetes/pkg/apis/resource/validation (and the declarative rules of the API's
+tags) of the release given (``release``: 1.36 or 1.37) with the DRA feature gates of the local
+control plane enabled: names, lengths, counts against ``limits``, one-of rules, enum values,
+request references and capacity policies. The fields a release does not serve are not checked
+(they are unknown there; ``api.fields`` says which): 1.37's partitionTypeAttribute,
+skipNodeOperations, compatibilityGroups, derivedAttributes and nodeAllocatableResources, 1.36's
+nodeAllocatableResourceMappings. Each function returns *every* violation with its field path
+(``spec.devices[3].attributes[model]``), never raises, and looks at one object only: checks
+across slices of a pool belong to the pool validator, CEL compilation (selectors, derived
+attributes and their claim-wide cost) to ``cel``.
 
-Capacity request policies are checked in the arithmetic of the release the cluster runs
-(``CapacityRules``): 1.36 steps and de-duplicates in whole units (``Quantity.Value()``), 1.37 adds
-bounds on those integers and, with DRAFractionalCapacityRange, steps a range with a fraction in
-milli-units and tells values apart exactly.
+Capacity request policies are checked in the arithmetic of the release the cluster runs: 1.36
+steps and de-duplicates in whole units (``Quantity.Value()``), 1.37 adds bounds on those
+integers and, with DRAFractionalCapacityRange, steps a range with a fraction in milli-units and
+tells values apart exactly.
 
 Objects are validated as submitted, before the API server's defaulting: an unset
 ``allocationMode`` means ExactCount, an unset ``count`` means one, an unset toleration operator
@@ -52,6 +56,7 @@ from operators.api.resource import (
     DeviceClass,
     DeviceConstraint,
     DeviceCounterConsumption,
+    DeviceDerivedAttribute,
     DeviceSelector,
     DeviceTaint,
     DeviceTaintRule,
@@ -62,27 +67,6 @@ from operators.api.resource import (
     ResourceClaimTemplate,
     ResourceSlice,
 )
-
-
-@dataclass(frozen=True, slots=True)
-class CapacityRules:
-    """How the API server of ``kubernetes`` checks capacity request policies, with or without
-    DRAFractionalCapacityRange (a 1.37 gate; 1.36 has none)."""
-
-    kubernetes: Release = DEFAULT_RELEASE
-    fractional_capacity_range: bool = False
-
-    @property
-    def since_1_37(self) -> bool:
-        return self.kubernetes >= Release(1, 37)
-
-    @property
-    def fractional(self) -> bool:
-        return self.fractional_capacity_range and self.since_1_37
-
-
-#: 1.36's rules, where no cluster says otherwise.
-DEFAULT_RULES = CapacityRules()
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +96,12 @@ _PRE = r"(0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)"
 _BUILD = r"[0-9a-zA-Z-]+"
 _SEMVER = re.compile(rf"^{_NUM}\.{_NUM}\.{_NUM}(-{_PRE}(\.{_PRE})*)?(\+{_BUILD}(\.{_BUILD})*)?$")
 _CONDITION_STATUSES = ("True", "False", "Unknown")
+#: 1.37's SkipNodeOperation values.
+SKIP_NODE_PREPARE = "NodePrepareResources"
+SKIP_NODE_UNPREPARE = "NodeUnprepareResources"
+SKIP_NODE_ALL = "*"
+SKIP_NODE_OPERATIONS = (SKIP_NODE_PREPARE, SKIP_NODE_UNPREPARE, SKIP_NODE_ALL)
+_R137 = Release(1, 37)
 _NODE_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 
 
@@ -260,10 +250,21 @@ def uid_errors(value: str) -> list[str]:
 
 
 class _Errors:
-    """Collects violations; helpers mirror field.Required / Invalid / TooMany / Duplicate."""
+    """Collects violations; helpers mirror field.Required / Invalid / TooMany / Duplicate. It
+    carries the release whose rules apply, so that every check can ask without a parameter."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self, release: Release = DEFAULT_RELEASE, *, fractional_capacity_range: bool = False
+    ) -> None:
         self.items: list[FieldViolation] = []
+        self.release = release
+        #: DRAFractionalCapacityRange, which only 1.37 has: capacity ranges in milli-units.
+        self.fractional = fractional_capacity_range and release >= _R137
+
+    @property
+    def v137(self) -> bool:
+        """The 1.37 API: its new fields are served (and checked)."""
+        return self.release >= _R137
 
     def add(self, path: str, message: str) -> None:
         self.items.append(FieldViolation(path, message))
@@ -528,11 +529,15 @@ def _validate_conditions(conditions: list[Condition], path: str, errs: _Errors) 
 
 
 def validate_resource_slice(
-    slice_: ResourceSlice, rules: CapacityRules = DEFAULT_RULES
+    slice_: ResourceSlice,
+    release: Release = DEFAULT_RELEASE,
+    *,
+    fractional_capacity_range: bool = False,
 ) -> list[FieldViolation]:
     """ValidateResourceSlice: metadata, driver, pool, node selection, devices, counters;
-    capacity policies in ``rules``' arithmetic."""
-    errs = _Errors()
+    capacity policies in the arithmetic of ``release`` with or without its
+    DRAFractionalCapacityRange (1.37; 1.36 has no such gate)."""
+    errs = _Errors(release, fractional_capacity_range=fractional_capacity_range)
     _validate_metadata(slice_.metadata, "metadata", errs, namespaced=False)
     spec, path = slice_.spec, "spec"
     errs.name(f"{path}.driver", spec.driver, driver_name_errors)
@@ -605,7 +610,7 @@ def validate_resource_slice(
     if errs.items_within(devices_path, spec.devices, max_devices):
         per_device = spec.per_device_node_selection is True
         for i, device in enumerate(spec.devices):
-            _validate_device(device, f"{devices_path}[{i}]", per_device, errs, rules)
+            _validate_device(device, f"{devices_path}[{i}]", per_device, errs)
         errs.unique(devices_path, [d.name for d in spec.devices])
 
     sets_path = f"{path}.sharedCounters"
@@ -613,7 +618,65 @@ def validate_resource_slice(
         for i, counter_set in enumerate(spec.shared_counters):
             _validate_counter_set(counter_set, f"{sets_path}[{i}]", errs)
         errs.unique(sets_path, [s.name for s in spec.shared_counters])
+    if errs.v137:
+        if spec.partition_type_attribute is not None:
+            _validate_partition_type_attribute(slice_, errs)
+        _validate_skip_node_operations(
+            spec.skip_node_operations, f"{path}.skipNodeOperations", errs
+        )
     return errs.items
+
+
+def _validate_partition_type_attribute(slice_: ResourceSlice, errs: _Errors) -> None:
+    """1.37: the named attribute is a string on every device that consumes counters (a name in
+    the driver's own domain may be set bare on the device), and only such slices may name one."""
+    spec = slice_.spec
+    name = spec.partition_type_attribute or ""
+    path = "spec.partitionTypeAttribute"
+    malformed = qualified_name_errors(name, fully=True)
+    errs.messages(path, name, malformed)
+    if not any(d.consumes_counters for d in spec.devices):
+        errs.invalid(
+            path, name, "may only be set on a slice which declares devices that consume counters"
+        )
+        return
+    if malformed:
+        return
+    bare = name.removeprefix(f"{spec.driver}/") if name.startswith(f"{spec.driver}/") else ""
+    for i, device in enumerate(spec.devices):
+        if not device.consumes_counters:
+            continue
+        attr_path = _key(f"spec.devices[{i}].attributes", name)
+        attribute = device.attributes.get(name)
+        if attribute is None and bare:
+            attribute = device.attributes.get(bare)
+        if attribute is None:
+            errs.required(
+                attr_path,
+                "device consumes counters and `partitionTypeAttribute` names this attribute, "
+                "so it must be set",
+            )
+        elif attribute.string is None:
+            errs.invalid(
+                attr_path,
+                attribute.typed_value(),
+                "must be a string value because `partitionTypeAttribute` names this attribute",
+            )
+
+
+def _validate_skip_node_operations(operations: list[str], path: str, errs: _Errors) -> None:
+    """1.37: a set of known operations; preparing may be skipped only with unpreparing."""
+    errs.unique(path, operations)
+    for i, operation in enumerate(operations):
+        if operation not in SKIP_NODE_OPERATIONS:
+            errs.not_supported(f"{path}[{i}]", operation, SKIP_NODE_OPERATIONS)
+    skipped = set(operations)
+    if SKIP_NODE_PREPARE in skipped and not skipped & {SKIP_NODE_UNPREPARE, SKIP_NODE_ALL}:
+        errs.invalid(
+            path,
+            operations,
+            "NodePrepareResources cannot be skipped unless NodeUnprepareResources is also skipped",
+        )
 
 
 def _validate_counter_set(counter_set: CounterSet, path: str, errs: _Errors) -> None:
@@ -636,9 +699,7 @@ def _validate_counters(counters: dict[str, Any], path: str, maximum: int, errs: 
             errs.required(f"{_key(path, name)}.value")
 
 
-def _validate_device(
-    device: Device, path: str, per_device: bool, errs: _Errors, rules: CapacityRules
-) -> None:
+def _validate_device(device: Device, path: str, per_device: bool, errs: _Errors) -> None:
     errs.name(f"{path}.name", device.name, dns1123_label_errors)
     total = len(device.attributes) + len(device.capacity)
     if total > limits.ResourceSliceMaxAttributesAndCapacitiesPerDevice:
@@ -664,7 +725,7 @@ def _validate_device(
     for name, capacity in device.capacity.items():
         cap_path = _key(f"{path}.capacity", name)
         errs.messages(cap_path, name, qualified_name_errors(name))
-        _validate_capacity(capacity, cap_path, multi, errs, rules)
+        _validate_capacity(capacity, cap_path, multi, errs)
 
     taints_path = f"{path}.taints"
     if errs.items_within(taints_path, device.taints, limits.DeviceTaintsMaxLength):
@@ -685,6 +746,98 @@ def _validate_device(
     _validate_binding_conditions(
         device.binding_conditions, device.binding_failure_conditions, path, errs
     )
+    if errs.v137:
+        _validate_node_allocatable_resources(device, f"{path}.nodeAllocatableResources", errs)
+    else:
+        _validate_node_allocatable_mappings(device, f"{path}.nodeAllocatableResourceMappings", errs)
+
+
+def _validate_node_allocatable_mappings(device: Device, path: str, errs: _Errors) -> None:
+    """1.36's mappings of a device's capacity to native node resources."""
+    for resource_name, mapping in device.node_allocatable_resource_mappings.items():
+        key_path = _key(path, resource_name)
+        if "/" in resource_name and "kubernetes.io/" not in resource_name:
+            errs.invalid(key_path, resource_name, "must be a node allocatable resource name")
+        if mapping.allocation_multiplier is None and mapping.capacity_key is None:
+            errs.invalid(
+                key_path, "", "at least one of allocationMultiplier or capacityKey must be set"
+            )
+            continue
+        multiplier = mapping.allocation_multiplier
+        if multiplier is not None and multiplier.sign() <= 0:
+            errs.invalid(f"{key_path}.allocationMultiplier", str(multiplier), "must be positive")
+        _validate_capacity_key(mapping.capacity_key, device, f"{key_path}.capacityKey", errs)
+
+
+def _validate_capacity_key(key: str | None, device: Device, path: str, errs: _Errors) -> None:
+    if key is None:
+        return
+    if key == "":
+        errs.invalid(path, "", "capacityKey must not be an empty string")
+    elif key not in device.capacity:
+        errs.add(path, f"Not found: {key!r}")
+
+
+def _validate_node_allocatable_resources(device: Device, path: str, errs: _Errors) -> None:
+    """1.37's node resources a device takes: cpu, memory or hugepages-*, each by a mapping of
+    its capacity (or a count per device) and/or an overhead per pod and container."""
+    for resource_name, resource in device.node_allocatable_resources.items():
+        key_path = _key(path, resource_name)
+        if resource_name not in ("cpu", "memory") and not resource_name.startswith("hugepages-"):
+            errs.invalid(key_path, resource_name, "must be a node allocatable resource name")
+        if resource.mapping is None and resource.overhead is None:
+            errs.required(key_path, "at least one of mapping or overhead must be set")
+        mapping = resource.mapping
+        if mapping is not None:
+            m_path = f"{key_path}.mapping"
+            _validate_capacity_key(mapping.capacity_key, device, f"{m_path}.capacityKey", errs)
+            multiplier = mapping.capacity_multiplier
+            if mapping.capacity_key is not None:
+                if multiplier is None:
+                    errs.required(
+                        f"{m_path}.capacityMultiplier",
+                        "capacityMultiplier is required when capacityKey is set",
+                    )
+                elif multiplier.sign() <= 0:
+                    errs.invalid(
+                        f"{m_path}.capacityMultiplier", str(multiplier), "must be positive"
+                    )
+            elif multiplier is not None:
+                errs.required(
+                    f"{m_path}.capacityKey",
+                    "capacityKey is required when capacityMultiplier is set",
+                )
+            per_device = mapping.device_multiplier
+            if per_device is not None and per_device.sign() <= 0:
+                errs.invalid(f"{m_path}.deviceMultiplier", str(per_device), "must be positive")
+            chosen = [
+                n
+                for n, v in (
+                    ("capacityKey", mapping.capacity_key),
+                    ("deviceMultiplier", per_device),
+                )
+                if v is not None
+            ]
+            if not chosen:
+                errs.invalid(m_path, "", "must specify one of: capacityKey, deviceMultiplier")
+            elif len(chosen) > 1:
+                errs.invalid(
+                    m_path,
+                    "{" + ", ".join(chosen) + "}",
+                    "must specify exactly one of: capacityKey, deviceMultiplier",
+                )
+        overhead = resource.overhead
+        if overhead is not None:
+            o_path = f"{key_path}.overhead"
+            if overhead.per_pod is None and overhead.per_container is None:
+                errs.invalid(o_path, "", "at least one of perPod or perContainer must be set")
+                continue
+            for name, value in (
+                ("perPod", overhead.per_pod),
+                ("perContainer", overhead.per_container),
+            ):
+                if value is not None and value.sign() < 0:
+                    errs.invalid(f"{o_path}.{name}", str(value), "must be non-negative")
 
 
 def _validate_device_node_selection(
@@ -754,9 +907,7 @@ def _validate_attribute(attribute: DeviceAttribute, path: str, errs: _Errors) ->
     return len(attribute.values())
 
 
-def _validate_capacity(
-    capacity: DeviceCapacity, path: str, multi: bool, errs: _Errors, rules: CapacityRules
-) -> None:
+def _validate_capacity(capacity: DeviceCapacity, path: str, multi: bool, errs: _Errors) -> None:
     if capacity.value is None:
         errs.required(f"{path}.value")
     policy = capacity.request_policy
@@ -766,7 +917,7 @@ def _validate_capacity(
         errs.forbidden(f"{path}.requestPolicy", "allowMultipleAllocations must be true")
         return
     if capacity.value is not None:
-        _validate_request_policy(capacity.value, policy, f"{path}.requestPolicy", errs, rules)
+        _validate_request_policy(capacity.value, policy, f"{path}.requestPolicy", errs)
 
 
 def _validate_request_policy(
@@ -774,7 +925,6 @@ def _validate_request_policy(
     policy: CapacityRequestPolicy,
     path: str,
     errs: _Errors,
-    rules: CapacityRules,
 ) -> None:
     if policy.valid_values and policy.valid_range is not None:
         errs.forbidden(
@@ -809,7 +959,7 @@ def _validate_request_policy(
                     f"option is larger than capacity value: {capacity}",
                 )
         # Told apart in whole units, except in 1.37 with fractional ranges.
-        errs.unique(values_path, [v.value if rules.fractional else _whole(v) for v in values])
+        errs.unique(values_path, [v.value if errs.fractional else _whole(v) for v in values])
         if default not in values:
             errs.invalid(
                 values_path,
@@ -829,7 +979,7 @@ def _validate_request_policy(
                 f"{rng_path}.min", str(rng.min), f"min is larger than capacity value: {capacity}"
             )
         # 1.37 reports the default at its own path.
-        default_path = f"{rng_path}.default" if rules.since_1_37 else None
+        default_path = f"{rng_path}.default" if errs.v137 else None
         if default < rng.min:
             errs.invalid(
                 default_path or f"{rng_path}.min",
@@ -852,7 +1002,7 @@ def _validate_request_policy(
                     f"default is more than max: {rng.max}",
                 )
         bounds = {"default": default, "min": rng.min, "max": rng.max, "step": rng.step}
-        milli = rules.fractional and any(
+        milli = errs.fractional and any(
             q is not None and not q.is_integer() for q in (default, rng.min, rng.max, rng.step)
         )
         if milli:
@@ -875,7 +1025,7 @@ def _validate_request_policy(
                     str(rng.step),
                     f"one step {one_step} is larger than capacity value: {capacity}",
                 )
-            if rules.since_1_37 and not milli and _beyond_int64(bounds, rng_path, errs):
+            if errs.v137 and not milli and _beyond_int64(bounds, rng_path, errs):
                 return
             unit = _milli if milli else _whole
             for value in (default, rng.max):
@@ -929,13 +1079,20 @@ def _validate_consumption(consumption: DeviceCounterConsumption, path: str, errs
         limits.ResourceSliceMaxCountersPerDeviceCounterConsumption,
         errs,
     )
+    groups, g_path = consumption.compatibility_groups, f"{path}.compatibilityGroups"
+    if errs.v137 and errs.items_within(g_path, groups, limits.DeviceCompatibilityGroupsMaxSize):
+        for i, group in enumerate(groups):
+            errs.messages(f"{g_path}[{i}]", group, dns1123_label_errors(group))
+        errs.unique(g_path, groups)
 
 
 # --- DeviceClass ---------------------------------------------------------------------------
 
 
-def validate_device_class(cls: DeviceClass) -> list[FieldViolation]:
-    errs = _Errors()
+def validate_device_class(
+    cls: DeviceClass, release: Release = DEFAULT_RELEASE
+) -> list[FieldViolation]:
+    errs = _Errors(release)
     _validate_metadata(cls.metadata, "metadata", errs, namespaced=False)
     spec = cls.spec
     _validate_selectors(spec.selectors, "spec.selectors", errs)
@@ -957,17 +1114,21 @@ def _is_extended_resource_name(name: str) -> bool:
 # --- ResourceClaim and ResourceClaimTemplate -----------------------------------------------
 
 
-def validate_resource_claim(claim: ResourceClaim) -> list[FieldViolation]:
+def validate_resource_claim(
+    claim: ResourceClaim, release: Release = DEFAULT_RELEASE
+) -> list[FieldViolation]:
     """ValidateResourceClaim for the spec, plus the status rules when a status is set."""
-    errs = _Errors()
+    errs = _Errors(release)
     _validate_metadata(claim.metadata, "metadata", errs, namespaced=True)
     _validate_device_claim(claim.spec.devices, "spec.devices", errs)
     _validate_claim_status(claim.status, claim.spec.devices, "status", errs)
     return errs.items
 
 
-def validate_resource_claim_template(template: ResourceClaimTemplate) -> list[FieldViolation]:
-    errs = _Errors()
+def validate_resource_claim_template(
+    template: ResourceClaimTemplate, release: Release = DEFAULT_RELEASE
+) -> list[FieldViolation]:
+    errs = _Errors(release)
     _validate_metadata(template.metadata, "metadata", errs, namespaced=True)
     inner = template.spec.metadata
     allowed = {"labels", "annotations"}
@@ -1012,8 +1173,58 @@ def _validate_request_refs(
     errs.unique(path, refs)
 
 
+def _constraint_attributes(claim: DeviceClaim) -> dict[str, set[str]]:
+    """The attributes constraints compare, by the request they target ("" for all requests)."""
+    attributes: dict[str, set[str]] = {}
+    for constraint in claim.constraints:
+        name = constraint.match_attribute or constraint.distinct_attribute
+        if name is None:
+            continue
+        for request in constraint.requests or [""]:
+            attributes.setdefault(request, set()).add(name)
+    return attributes
+
+
+def _constrained(name: str, request: str, attributes: dict[str, set[str]]) -> bool:
+    """A constraint on all requests, on this (sub)request, or on a subrequest's parent uses it."""
+    parent = request.split("/", 1)[0]
+    return any(name in attributes.get(key, ()) for key in {"", request, parent})
+
+
+def _validate_derived_attributes(
+    derived: list[DeviceDerivedAttribute],
+    path: str,
+    request: str,
+    attributes: dict[str, set[str]],
+    errs: _Errors,
+) -> None:
+    """1.37: named by a fully qualified name that a constraint on the request compares, with an
+    expression (compiled by ``cel``); at most 32, names unique."""
+    if not errs.v137 or not errs.items_within(path, derived, limits.DeviceDerivedAttributesMaxSize):
+        return
+    for i, attribute in enumerate(derived):
+        a_path = f"{path}[{i}]"
+        if not attribute.name:
+            errs.required(f"{a_path}.name")
+        else:
+            if not _constrained(attribute.name, request, attributes):
+                errs.invalid(
+                    f"{a_path}.name",
+                    attribute.name,
+                    "must be referenced by at least one matchAttribute or distinctAttribute "
+                    "constraint targeting this request",
+                )
+            errs.messages(
+                f"{a_path}.name", attribute.name, qualified_name_errors(attribute.name, fully=True)
+            )
+        if not attribute.expression:
+            errs.required(f"{a_path}.expression")
+    errs.unique(path, [a.name or "" for a in derived])
+
+
 def _validate_device_claim(claim: DeviceClaim, path: str, errs: _Errors) -> None:
     names = _request_names(claim)
+    attributes = _constraint_attributes(claim)
     requests_path = f"{path}.requests"
     if errs.items_within(requests_path, claim.requests, limits.DeviceRequestsMaxSize):
         for i, request in enumerate(claim.requests):
@@ -1041,6 +1252,13 @@ def _validate_device_claim(claim: DeviceClaim, path: str, errs: _Errors) -> None
                     ex_path,
                     errs,
                 )
+                _validate_derived_attributes(
+                    ex.derived_attributes,
+                    f"{ex_path}.derivedAttributes",
+                    request.name or "",
+                    attributes,
+                    errs,
+                )
             else:
                 fa_path = f"{req_path}.firstAvailable"
                 subs = request.first_available
@@ -1056,6 +1274,13 @@ def _validate_device_claim(claim: DeviceClaim, path: str, errs: _Errors) -> None
                             sub.tolerations,
                             sub.capacity,
                             sub_path,
+                            errs,
+                        )
+                        _validate_derived_attributes(
+                            sub.derived_attributes,
+                            f"{sub_path}.derivedAttributes",
+                            f"{request.name or ''}/{sub.name or ''}",
+                            attributes,
                             errs,
                         )
                     errs.unique(fa_path, [s.name for s in subs])
@@ -1235,6 +1460,10 @@ def _validate_allocation(
                 if quantity.sign() < 0:
                     errs.invalid(c_path, str(quantity), "must be greater than or equal to zero")
             _validate_tolerations(result.tolerations, f"{r_path}.tolerations", errs)
+            if errs.v137:
+                _validate_skip_node_operations(
+                    result.skip_node_operations, f"{r_path}.skipNodeOperations", errs
+                )
     config_path = f"{path}.devices.config"
     if errs.items_within(config_path, allocation.devices.config, limits.AllocationConfigMaxSize):
         for i, config in enumerate(allocation.devices.config):
@@ -1252,8 +1481,11 @@ def _validate_allocation(
 # --- DeviceTaintRule -----------------------------------------------------------------------
 
 
-def validate_device_taint_rule(rule: DeviceTaintRule) -> list[FieldViolation]:
-    errs = _Errors()
+def validate_device_taint_rule(
+    rule: DeviceTaintRule, release: Release = DEFAULT_RELEASE
+) -> list[FieldViolation]:
+    """The same rules in v1beta2 (1.36) and v1 (1.37)."""
+    errs = _Errors(release)
     _validate_metadata(rule.metadata, "metadata", errs, namespaced=False)
     selector = rule.spec.device_selector
     if selector is not None:
@@ -1278,7 +1510,7 @@ def validate_device_taint_rule(rule: DeviceTaintRule) -> list[FieldViolation]:
 
 # --- dispatch ------------------------------------------------------------------------------
 
-_VALIDATORS: dict[type[KubeModel], Callable[[Any], list[FieldViolation]]] = {
+_VALIDATORS: dict[type[KubeModel], Callable[[Any, Release], list[FieldViolation]]] = {
     ResourceSlice: validate_resource_slice,
     DeviceClass: validate_device_class,
     ResourceClaim: validate_resource_claim,
@@ -1287,9 +1519,10 @@ _VALIDATORS: dict[type[KubeModel], Callable[[Any], list[FieldViolation]]] = {
 }
 
 
-def validate(obj: KubeModel) -> list[FieldViolation]:
-    """Every violation of one resource.k8s.io object; raises TypeError for other types."""
+def validate(obj: KubeModel, release: Release = DEFAULT_RELEASE) -> list[FieldViolation]:
+    """Every violation of one resource.k8s.io object as ``release``'s API server finds them;
+    raises TypeError for other types."""
     validator = _VALIDATORS.get(type(obj))
     if validator is None:
         raise TypeError(f"no validation for {type(obj).__name__}")
-    return validator(obj)
+    return validator(obj, release)

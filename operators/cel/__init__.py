@@ -1,7 +1,9 @@
 """The DRA CEL environment: Kubernetes-compatible device selectors (pure).
 
 Public API (see environment.py for the usage sketch):
-- :class:`CELEnvironment`: ``compile()``, ``matches()``, ``device_view()``, ``forget_slice()``
+- :class:`CELEnvironment`: ``compile()``, ``matches()``, ``device_view()``, ``forget_slice()``;
+  ``CELEnvironment(kubernetes="1.36")`` speaks that minor's CEL (:data:`KUBERNETES_MINORS`,
+  default :data:`NEWEST_KUBERNETES`)
 - :func:`check_selector`: the API server's verdict on a new selector (for input validation)
 - :func:`install_zone_loader`: IANA time zone names for timestamp getters (the CLI's zoneinfo)
 - :class:`CompiledSelector`: ``evaluate(view, context=..., interrupt=...)``, ``expression``,
@@ -21,12 +23,15 @@ from .device import DeviceLike, DeviceView, build_device_view, split_qualified_n
 from .environment import CacheStats, CELEnvironment, CompiledSelector, SliceKey
 from .errors import InvalidSelectorError, SelectorError, SelectorEvaluationError
 from .library.timestamps import install_zone_loader
+from .release import KUBERNETES_MINORS, NEWEST_KUBERNETES
 from .runtime import EvaluationInterrupted
 from .values import CIDRValue, IPValue, QuantityValue, SemverValue, URLValue
 
 __all__ = [
     "DEFAULT_COST_LIMIT",
+    "KUBERNETES_MINORS",
     "MAX_EXPRESSION_LENGTH",
+    "NEWEST_KUBERNETES",
     "CELEnvironment",
     "CIDRValue",
     "CacheStats",

@@ -15,7 +15,8 @@ from typing import Any
 
 from . import types as t
 from .errors import InvalidSelectorError
-from .library import FUNCTIONS, Function
+from .library import Function, functions_of
+from .release import NEWEST_KUBERNETES, Dialect, dialect
 from .runtime import CelError, Uint
 from .syntax import (
     Call,
@@ -65,6 +66,17 @@ TYPE_VALUE_NAMES: dict[str, str] = {
 }
 
 
+def _global_ident(name: str) -> t.Type | None:
+    """The type of a name the environment declares: ``device``, a type's name."""
+    if name in VARIABLES:
+        return VARIABLES[name]
+    if name in TYPE_IDENTS:
+        return TYPE_IDENTS[name]
+    if name in STRUCT_FIELDS:
+        return t.type_of(t.struct(name))
+    return None
+
+
 class _CheckError(Exception):
     def __init__(self, node: Expr | None, message: str) -> None:
         super().__init__(message)
@@ -75,9 +87,15 @@ class _CheckError(Exception):
 class Checker:
     """One check of one expression; raises InvalidSelectorError at the first error."""
 
-    def __init__(self, source: str, functions: dict[str, Function] | None = None) -> None:
+    def __init__(
+        self,
+        source: str,
+        functions: dict[str, Function] | None = None,
+        release: Dialect | None = None,
+    ) -> None:
         self.source = source
-        self.functions = FUNCTIONS if functions is None else functions
+        self.release = release if release is not None else dialect(NEWEST_KUBERNETES)
+        self.functions = functions_of(self.release.kubernetes) if functions is None else functions
         self.mapping = t.Mapping()
         self.fresh = 0
         self.scopes: list[dict[str, t.Type]] = []
@@ -118,18 +136,30 @@ class Checker:
         return True
 
     def lookup_ident(self, name: str) -> tuple[str, t.Type] | None:
-        if name.startswith("."):
+        """The name as the planner resolves it, and its type. cel-go 0.26 drops a leading
+        dot and looks the innermost scope up first; 0.29 (``root_names``) looks ``.name`` up
+        in the root scope only, and keeps the dot where a local of that name would hide it."""
+        dotted = name.startswith(".")
+        if dotted:
             name = name[1:]
-        for scope in reversed(self.scopes):
-            if name in scope:
-                return name, scope[name]
-        if name in VARIABLES:
-            return name, VARIABLES[name]
-        if name in TYPE_IDENTS:
-            return name, TYPE_IDENTS[name]
-        if name in STRUCT_FIELDS:
-            return name, t.type_of(t.struct(name))
-        return None
+        local = next((scope[name] for scope in reversed(self.scopes) if name in scope), None)
+        if local is not None and not (dotted and self.release.root_names):
+            return name, local
+        found = _global_ident(name)
+        if found is None:
+            return None
+        return ("." + name if local is not None else name), found
+
+    def local_first(self, e: Expr) -> bool:
+        """Is ``e`` a selection from a local variable, never a qualified name (cel-go 0.29)?"""
+        while isinstance(e, Select):
+            e = e.operand
+        return (
+            self.release.root_names
+            and isinstance(e, Ident)
+            and not e.name.startswith(".")
+            and any(e.name in scope for scope in self.scopes)
+        )
 
     def lookup_function(self, name: str) -> Function | None:
         return self.functions.get(name[1:] if name.startswith(".") else name)
@@ -166,7 +196,7 @@ class Checker:
 
     def check_select(self, e: Select) -> None:
         qualified = qualified_name(e)
-        if qualified is not None:
+        if qualified is not None and not self.local_first(e):
             found = self.lookup_ident(qualified)
             if found is not None and (found[0] not in VARIABLES):
                 e.type = found[1]

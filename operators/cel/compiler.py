@@ -9,7 +9,9 @@ messages are ours.
 Nothing upstream accepts is restricted here: two-variable comprehensions and the
 three-argument ``map``, ``duration``/``timestamp``/``type()``, and binding the name ``device``
 (in ``cel.bind`` or a macro, which then shadows the variable) all compile and evaluate as in
-Kubernetes 1.36; the differential generator (tests/unit/cel/generators.py) covers each.
+Kubernetes; the differential generator (tests/unit/cel/generators.py) covers each. Which
+Kubernetes: the minor a program is compiled for (``kubernetes``, the newest by default), whose
+dialect (release.py) and functions the parser, checker, planner and cost model follow.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from . import types as t
 from .checker import Checker
 from .cost import estimate
 from .errors import InvalidSelectorError
+from .library import functions_of
 from .planner import CHECKPOINTS, COST, FIRST_SLOT, LIMIT, Checkpoints, Fn, PlanError, Planner
+from .release import NEWEST_KUBERNETES, dialect
 from .runtime import CelError, CostLimitExceeded
 from .syntax import allow_deep_recursion, parse
 from .values import MUTATIONS, restore
@@ -30,7 +34,9 @@ from .values import MUTATIONS, restore
 __all__ = [
     "DEFAULT_COST_LIMIT",
     "MAX_EXPRESSION_LENGTH",
+    "Checked",
     "Program",
+    "check_expression",
     "check_selector",
     "compile_program",
 ]
@@ -87,35 +93,69 @@ class Program:
         return value, act[COST]
 
 
-def compile_program(expression: str, *, cost_limit: int = DEFAULT_COST_LIMIT) -> Program:
-    """Validate and plan; raises InvalidSelectorError (message without context)."""
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """An expression parsed and type-checked as one Kubernetes minor's API server does, with
+    what planning and the cost estimate need: the steps selectors and derived attributes
+    share before their result types part."""
+
+    expression: str
+    root: Any
+    result: t.Type
+    kubernetes: str
+
+    def plan(self) -> tuple[Any, Planner]:
+        """upstream's planning (constant conversions and regular expressions compile here)."""
+        planner = Planner(functions_of(self.kubernetes), dialect(self.kubernetes))
+        try:
+            return planner.plan(self.root), planner
+        except PlanError as exc:
+            raise InvalidSelectorError(
+                f"program instantiation failed: {exc}", expression=self.expression
+            ) from None
+
+    def estimate(self) -> int:
+        """The worst-case cost, as validation estimates it."""
+        return estimate(self.root, dialect(self.kubernetes))[1]
+
+
+def check_expression(expression: str, kubernetes: str = NEWEST_KUBERNETES) -> Checked:
+    """The length limit, cel-go's parser and checker over the DRA environment of
+    ``kubernetes``; raises InvalidSelectorError (message without context)."""
     size = len(expression.encode("utf-8", "surrogatepass"))
     if size > MAX_EXPRESSION_LENGTH:
         raise InvalidSelectorError(
             f"expression is {size} bytes long, more than the limit of {MAX_EXPRESSION_LENGTH}",
             expression=expression,
         )
+    release = dialect(kubernetes)
     allow_deep_recursion()
     try:
-        root = parse(expression)
-        result = Checker(expression).check(root)
+        root = parse(expression, escaped_fields=release.escaped_fields)
+        result = Checker(expression, functions_of(kubernetes), release).check(root)
     except InvalidSelectorError as exc:
         raise InvalidSelectorError(
             exc.message, expression=expression, line=exc.line, column=exc.column
         ) from None
-    if result.kind not in (t.Kind.BOOL, t.Kind.DYN, t.Kind.ANY):
+    return Checked(expression, root, result, kubernetes)
+
+
+def compile_program(
+    expression: str,
+    *,
+    cost_limit: int = DEFAULT_COST_LIMIT,
+    kubernetes: str = NEWEST_KUBERNETES,
+) -> Program:
+    """Validate and plan as the API server and scheduler of ``kubernetes`` (a minor) do;
+    raises InvalidSelectorError (message without context)."""
+    checked = check_expression(expression, kubernetes)
+    if checked.result.kind not in (t.Kind.BOOL, t.Kind.DYN, t.Kind.ANY):
         raise InvalidSelectorError(
-            f"must evaluate to bool or the unknown type, not {t.show(result)}",
+            f"must evaluate to bool or the unknown type, not {t.show(checked.result)}",
             expression=expression,
         )
-    planner = Planner()
-    try:
-        plan = planner.plan(root)
-    except PlanError as exc:
-        raise InvalidSelectorError(
-            f"program instantiation failed: {exc}", expression=expression
-        ) from None
-    _low, high = estimate(root)
+    plan, planner = checked.plan()
+    high = checked.estimate()
     if high > cost_limit:
         raise InvalidSelectorError(
             f"estimated cost {high} exceeds the limit of {cost_limit} (nested macros over "
@@ -133,9 +173,10 @@ def compile_program(expression: str, *, cost_limit: int = DEFAULT_COST_LIMIT) ->
 
 
 def check_selector(
-    expression: str, *, cost_limit: int = DEFAULT_COST_LIMIT
+    expression: str, *, cost_limit: int = DEFAULT_COST_LIMIT, kubernetes: str = NEWEST_KUBERNETES
 ) -> InvalidSelectorError | None:
-    """The API server's verdict on a new or changed selector, None when it would accept it.
+    """The API server's verdict (of that Kubernetes minor) on a new or changed selector, None
+    when it would accept it.
 
     Input the API server refuses never reaches a scheduler, so whoever validates input in its
     place (``simulate``, an admission webhook) must refuse exactly that: a field the device has
@@ -143,7 +184,7 @@ def check_selector(
     limit, besides syntax and length.
     """
     try:
-        compile_program(expression, cost_limit=cost_limit)
+        compile_program(expression, cost_limit=cost_limit, kubernetes=kubernetes)
     except InvalidSelectorError as exc:
         return exc
     return None

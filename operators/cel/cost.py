@@ -2,9 +2,10 @@
 
 The estimate follows cel-go's checker/cost.go with the estimators the DRA environment
 configures: Kubernetes' library CostEstimator (apiserver pkg/cel/library/cost.go), the lists
-and sets extensions' overload estimators, DRA's ``includes`` and its size estimator, which
-knows how large the ``device`` variable's strings, lists and maps can be. Validation rejects a
-selector whose maximum exceeds the limit.
+and sets extensions' overload estimators, ``includes`` (DRA's own in 1.36, the library's in
+1.37) and DRA's size estimator, which knows how large the ``device`` variable's strings, lists
+and maps can be. Validation rejects a selector whose maximum exceeds the limit. Where cel-go
+0.29 (Kubernetes 1.37) prices a call otherwise than 0.26, the :class:`Dialect` says which.
 
 The runtime charges follow cel-go's interpreter/runtimecost.go: 1 per identifier, selection
 and qualifier, 0 for constants, 10 per list and 30 per map built at runtime, per call the
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import types as t
+from .release import NEWEST_KUBERNETES, Dialect, dialect
 from .runtime import size_of, sized_net
 from .syntax import (
     ACCUMULATOR,
@@ -213,7 +215,8 @@ class Node:
 class Estimator:
     """One estimate of one checked expression."""
 
-    def __init__(self) -> None:
+    def __init__(self, release: Dialect | None = None) -> None:
+        self.release = release if release is not None else dialect(NEWEST_KUBERNETES)
         self.paths: dict[int, _Path] = {}
         self.sizes: dict[int, Estimate] = {}
         self.entries: dict[int, _Entry] = {}
@@ -495,9 +498,14 @@ class Estimator:
             return add(factor(_size(args[0]), STRING_TRAVERSAL), arg_sum), None
         if overload == "in_list" and len(args) == 2:
             return add(factor(_size(args[1]), 1), arg_sum), None
+        pattern: tuple[Node, Node] | None = None
         if overload == "matches_string" and target is not None and len(args) == 1:
-            text = factor(add(_size(target), (1, 1)), STRING_TRAVERSAL)
-            regex = factor(_size(args[0]), REGEX_LENGTH)
+            pattern = target, args[0]
+        elif overload == "matches" and self.release.sized_string_calls and len(args) == 2:
+            pattern = args[0], args[1]
+        if pattern is not None:
+            text = factor(add(_size(pattern[0]), (1, 1)), STRING_TRAVERSAL)
+            regex = factor(_size(pattern[1]), REGEX_LENGTH)
             return add(mul(text, regex), arg_sum), None
         if overload == "contains_string" and target is not None and len(args) == 1:
             text = factor(_size(target), STRING_TRAVERSAL)
@@ -648,10 +656,10 @@ def _list_element(node: Node) -> Node | None:
 def _library_estimate(
     est: Estimator, function: str, overload: str, target: Node | None, args: list[Node]
 ) -> tuple[Estimate, Estimate | None] | None:
-    """DRA's includes, then Kubernetes' library CostEstimator.EstimateCallCost."""
+    """DRA's includes (1.36), then Kubernetes' library CostEstimator.EstimateCallCost."""
     one: Estimate = (1, 1)
-    if function == "includes" and overload == "dra_includes_dyn_dyn" and target is not None:
-        return (0, 48), None
+    if function == "includes" and overload == "dra_includes_dyn_dyn":
+        return ((0, 48), None) if target is not None else None
     if function == "check":
         return fixed(350000), None
     if function in _AUTHZ_UNIT:
@@ -660,7 +668,7 @@ def _library_estimate(
         if len(args) == 1:
             return _selector_cost(_k8s_size(est, args[0])), None
         return None
-    if function in ("isSorted", "sum", "max", "min", "indexOf", "lastIndexOf"):
+    if function in ("isSorted", "sum", "max", "min", "indexOf", "lastIndexOf", "includes"):
         if target is None:
             return None
         element = _list_element(target) if target.type.params else None
@@ -669,6 +677,8 @@ def _library_estimate(
             if element.type.kind in (t.Kind.STRING, t.Kind.BYTES):
                 element_cost = add(element_cost, factor(_k8s_size(est, element), STRING_TRAVERSAL))
             return mul(_k8s_size(est, target), element_cost), None
+        if function == "includes":  # a dyn target may be a list: one comparison an element
+            return mul(_k8s_size(est, target), one), None
         return factor(_k8s_size(est, target), STRING_TRAVERSAL), None
     if function == "url":
         if len(args) == 1:
@@ -887,9 +897,9 @@ def _is_scalar(typ: t.Type) -> bool:
     return False
 
 
-def estimate(root: Expr) -> Estimate:
+def estimate(root: Expr, release: Dialect | None = None) -> Estimate:
     """The (min, max) cost of a checked expression, as validation computes it."""
-    return Estimator().estimate(root)
+    return Estimator(release).estimate(root)
 
 
 # --- runtime charges -----------------------------------------------------------------------------
@@ -942,7 +952,7 @@ def _output_size(args: list[Any], result: Any) -> int:
     return int(float(size_of(result)) * 1) + 1 + LIST_CREATE
 
 
-def call_cost(function: str, overload: str) -> int | CostFn:
+def call_cost(function: str, overload: str, release: Dialect | None = None) -> int | CostFn:
     """A call's runtime charge: a constant, or a function of (arguments, result)."""
     tracker = _tracker(overload)
     if tracker is not None:
@@ -950,6 +960,10 @@ def call_cost(function: str, overload: str) -> int | CostFn:
     library = _library_charge(function, overload)
     if library is not None:
         return library
+    if (release or dialect(NEWEST_KUBERNETES)).sized_string_calls:
+        sized = _sized_string_charge(overload)
+        if sized is not None:
+            return sized
     return _default_charge(overload)
 
 
@@ -993,7 +1007,9 @@ def _library_charge(function: str, overload: str) -> int | CostFn | None:
         return 1
     if function in ("fieldSelector", "labelSelector"):
         return lambda args, result: _selector_cost(fixed(_k8s_actual(args[1])))[1]
-    if function in ("isSorted", "sum", "max", "min", "indexOf", "lastIndexOf"):
+    if function == "includes" and overload == "dra_includes_dyn_dyn":
+        return None  # 1.36's library has no price for it: cel-go's default
+    if function in ("isSorted", "sum", "max", "min", "indexOf", "lastIndexOf", "includes"):
         return lambda args, result: _traversal(args[0]) if args else 0
     if function in ("url", "lowerAscii", "upperAscii", "substring", "trim"):
         return lambda args, result: _ceil(_k8s_actual(args[0]) * STRING_TRAVERSAL)
@@ -1046,6 +1062,22 @@ def _library_charge(function: str, overload: str) -> int | CostFn | None:
     return None
 
 
+def _sized_string_charge(overload: str) -> CostFn | None:
+    """cel-go 0.29's costCall where it parts from 0.26's: a prefix is charged by its own size,
+    the global ``matches`` as the method is."""
+    if overload in ("starts_with_string", "ends_with_string"):
+        return lambda args, result: _ceil(size_of(args[1]) * STRING_TRAVERSAL)
+    if overload == "matches":
+        return _matches_charge
+    return None
+
+
+def _matches_charge(args: list[Any], result: Any) -> int:
+    return _ceil((1.0 + size_of(args[0])) * STRING_TRAVERSAL) * _ceil(
+        size_of(args[1]) * REGEX_LENGTH
+    )
+
+
 def _default_charge(overload: str) -> int | CostFn:
     """cel-go's costCall defaults, by overload id."""
     if overload in (
@@ -1064,10 +1096,7 @@ def _default_charge(overload: str) -> int | CostFn:
     if overload in ("add_string", "add_bytes"):
         return lambda args, result: _ceil((size_of(args[0]) + size_of(args[1])) * STRING_TRAVERSAL)
     if overload == "matches_string":
-        return lambda args, result: (
-            _ceil((1.0 + size_of(args[0])) * STRING_TRAVERSAL)
-            * _ceil(size_of(args[1]) * REGEX_LENGTH)
-        )
+        return _matches_charge
     if overload == "contains_string":
         return lambda args, result: (
             _ceil(size_of(args[0]) * STRING_TRAVERSAL) * _ceil(size_of(args[1]) * STRING_TRAVERSAL)

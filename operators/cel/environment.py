@@ -28,6 +28,7 @@ from typing import Any
 from .compiler import DEFAULT_COST_LIMIT, Program, compile_program
 from .device import DeviceLike, DeviceView, build_device_view
 from .errors import InvalidSelectorError, SelectorEvaluationError, with_context
+from .release import NEWEST_KUBERNETES, check_minor
 from .runtime import CelError, CostLimitExceeded, EvaluationInterrupted, NoSuchKey, type_name
 
 __all__ = ["CELEnvironment", "CacheStats", "CompiledSelector", "SliceKey"]
@@ -167,7 +168,8 @@ class CELEnvironment:
     """Compiles DRA device selectors and evaluates them with caching; safe to share per process.
 
     Not thread-safe for concurrent mutation of its caches; the scheduler runs cycles one at a
-    time (an asyncio loop), which is the intended use.
+    time (an asyncio loop), which is the intended use. ``kubernetes`` is the minor whose CEL it
+    speaks (release.py: 1.36 or 1.37, the newest by default): pass the cluster's.
     """
 
     def __init__(
@@ -177,8 +179,10 @@ class CELEnvironment:
         compile_cache_size: int = 4096,
         slice_cache_size: int = 16384,
         result_cache_size: int = DEFAULT_RESULT_CACHE_SIZE,
+        kubernetes: str = NEWEST_KUBERNETES,
     ) -> None:
         self.cost_limit = cost_limit
+        self.kubernetes = check_minor(kubernetes)
         self._compile_cache_size = compile_cache_size
         self._slice_cache_size = slice_cache_size
         self._compiled: OrderedDict[str, CompiledSelector | InvalidSelectorError] = OrderedDict()
@@ -198,7 +202,11 @@ class CELEnvironment:
         if cached is None:
             self.stats.compiles += 1
             try:
-                cached = CompiledSelector(compile_program(expression, cost_limit=self.cost_limit))
+                cached = CompiledSelector(
+                    compile_program(
+                        expression, cost_limit=self.cost_limit, kubernetes=self.kubernetes
+                    )
+                )
             except InvalidSelectorError as exc:
                 cached = exc
             self._compiled[expression] = cached

@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import Any
 
@@ -39,7 +39,8 @@ from .cost import (
     equality_charge,
     inequality_charge,
 )
-from .library import FUNCTIONS, Function, Overload, compile_regex, runtime_matches
+from .library import Function, Overload, compile_regex, functions_of, runtime_matches
+from .release import NEWEST_KUBERNETES, Dialect, dialect
 from .runtime import (
     _MISSING,
     EMPTY,
@@ -206,6 +207,10 @@ class Attr(Plan):
     Evaluated on its own it costs 1 (a conditional 0) plus 1 per qualifier applied; resolved
     as a qualifier or a conditional's branch, the 1 is not charged (cel-go resolves it
     without observing it).
+
+    ``rooted``: a global named ``.name`` past a local of that name (cel-go 0.29). cel-go
+    applies its qualifiers in the activation under every comprehension, where no cost is
+    tracked: they are free, and their keys see the globals only (planned so, plan_index).
     """
 
     def __init__(
@@ -229,6 +234,7 @@ class Attr(Plan):
         self.quals: list[Qual] = []
         self.test_only = False
         self.lazy: dict[int, Fn] = {}
+        self.rooted = False
 
     def add(self, qual: Qual) -> None:
         if self.base == "cond":
@@ -254,6 +260,20 @@ class Attr(Plan):
         """Resolve without charging the attribute itself (its qualifiers are charged)."""
         if self.base == "cond":
             return self._conditional()
+        if self.rooted and self.quals:
+            resolve = self._resolver()
+
+            def resolve_untracked(act: Act) -> Any:
+                spent = act[COST]
+                try:
+                    return resolve(act)
+                finally:
+                    act[COST] = spent
+
+            return resolve_untracked
+        return self._resolver()
+
+    def _resolver(self) -> Fn:
         base = self._base()
         quals = [_qualifier(q) for q in self.quals]
         test_only = self.test_only
@@ -441,6 +461,7 @@ def qualify(obj: Any, key: Any) -> Any:
                 return value
         raise NoSuchKey(f"no such key: {_show_key(key)}")
     if kind is DomainMap:
+        _want_qualifier(key)
         return obj.get(key, EMPTY) if type(key) is str else EMPTY
     if kind is CelMap:
         _want_qualifier(key)
@@ -466,6 +487,7 @@ def _present(obj: Any, key: Any) -> tuple[bool, Any]:
                 return True, value
         return False, None
     if kind is DomainMap:
+        _want_qualifier(key)
         return True, (obj.get(key, EMPTY) if type(key) is str else EMPTY)
     if kind is CelMap:
         _want_qualifier(key)
@@ -517,15 +539,24 @@ def _show_key(key: Any) -> str:
 class Planner:
     """Plans one checked expression; ``slots`` counts the activation's size."""
 
-    def __init__(self, functions: dict[str, Function] | None = None) -> None:
-        self.functions = FUNCTIONS if functions is None else functions
+    def __init__(
+        self, functions: dict[str, Function] | None = None, release: Dialect | None = None
+    ) -> None:
+        self.release = release if release is not None else dialect(NEWEST_KUBERNETES)
+        self.functions = functions_of(self.release.kubernetes) if functions is None else functions
         self.slots = FIRST_SLOT
         self.scopes: list[dict[str, tuple[int, bool]]] = [{"device": (DEVICE, False)}]
         self.lazy: dict[int, Fn] = {}
         self.mutates_quantities = False
+        self.rooted = False  # planning a rooted attribute's key (globals_only)
+        self.unproven: set[int] = set()  # nodes whose value may not be of their checked type
 
     def lookup(self, name: str) -> tuple[int, bool]:
-        for scope in reversed(self.scopes):
+        """A variable's slot; ``.name`` (the checker's mark of a global a local would hide)
+        in the root scope."""
+        scopes = self.scopes[:1] if name.startswith(".") else reversed(self.scopes)
+        name = name.lstrip(".")
+        for scope in scopes:
             if name in scope:
                 return scope[name]
         raise PlanError(f"undeclared variable {name}")
@@ -555,18 +586,38 @@ class Planner:
     # --- identifiers, selections, indexes ---
 
     def plan_ident(self, e: Ident) -> Plan:
+        name = e.name.lstrip(".")
         if (
             e.type is not None
             and e.type.kind == t.Kind.TYPE
-            and e.name in _TYPE_VALUES
-            and not any(e.name in scope for scope in self.scopes)
+            and name in _TYPE_VALUES
+            and (name != e.name or not any(name in scope for scope in self.scopes))
         ):
-            return Const(TypeValue(_TYPE_VALUES[e.name]))
+            return Const(TypeValue(_TYPE_VALUES[name]))
+        if self.rooted and not any(name in scope for scope in self.scopes):
+            missing = CelError(f"no such attribute(s): {name}")
+
+            def unresolved(act: Act) -> Any:
+                raise missing
+
+            return Dyn(unresolved)
         slot, checked = self.lookup(e.name)
         attr = Attr("var", slot=slot, checked=checked)
         if checked:
             attr.lazy = self.lazy
+        attr.rooted = name != e.name
         return attr
+
+    @contextlib.contextmanager
+    def globals_only(self) -> Iterator[None]:
+        """Plan what a rooted attribute's key reads: the root scope's names (a local named
+        as a global reads the global), no other local (an error where read)."""
+        scopes, rooted = self.scopes, self.rooted
+        self.scopes, self.rooted = scopes[:1], True
+        try:
+            yield
+        finally:
+            self.scopes, self.rooted = scopes, rooted
 
     def as_attr(self, plan: Plan) -> Attr:
         if isinstance(plan, Attr) and not plan.test_only:
@@ -588,7 +639,11 @@ class Planner:
     def plan_index(self, e: Call, optional: bool) -> Plan:
         operand, index = e.args
         attr = self.as_attr(self.plan(operand))
-        key = self.plan(index)
+        if attr.rooted:
+            with self.globals_only():
+                key = self.plan(index)
+        else:
+            key = self.plan(index)
         if isinstance(key, Const):
             if key.error is not None:
                 attr.add(Qual("rel", plan=key, optional=optional))
@@ -654,7 +709,7 @@ class Planner:
                 except CelError as exc:
                     raise PlanError(str(exc)) from None
                 varargs = True  # cel-go replaces the call with a variadic one
-        charge = call_cost(name, overload_id)
+        charge = call_cost(name, overload_id, self.release)
         plan = _call(impl, [a.fn() for a in args], charge, varargs)
         if name in _CONVERSIONS and len(args) == 1 and isinstance(args[0], Const):
             return self.fold(plan)
@@ -683,7 +738,8 @@ class Planner:
         if overload_id:
             overload = fn.overload(overload_id)
             assert overload.impl is not None
-            static = ([e.target.type] if e.target is not None else []) + [a.type for a in e.args]
+            operands = ([e.target] if e.target is not None else []) + e.args
+            static = [t.DYN if id(a) in self.unproven else a.type for a in operands]
             if all(_proven(p, s) for p, s in zip(overload.params, static, strict=True)):
                 return overload.impl
             return _guarded(fn.name, overload)
@@ -842,9 +898,15 @@ class Planner:
         lhs = self.plan(e.target).fn()
         rhs = self.plan(e.args[0]).fn()
 
+        strict = self.release.strict_optional_or
+        if not strict and e.target.type.kind != t.Kind.OPAQUE:
+            self.unproven.add(id(e))  # dyn in, anything out: the checker's type is no proof
+
         def optional_or(act: Act) -> Any:
             chosen = lhs(act)
             if type(chosen) is not Optional:
+                if strict:
+                    raise no_overload("orValue" if value else "or", chosen)
                 return chosen
             if chosen is not Optional.NONE:
                 return chosen.value if value else chosen

@@ -1,9 +1,11 @@
-"""CEL source to an AST, as cel-go (v0.26) parses it: grammar, literals, macros and limits.
+"""CEL source to an AST, as cel-go (v0.26, v0.29) parses it: grammar, literals, macros, limits.
 
 Hand-written so that what is a syntax error, how literals read, how macros expand and how deep
 an expression may nest follow cel-go's ANTLR grammar and visitor, not a generic grammar: macros
 become comprehensions here, ``!!x`` is ``x``, ``-5`` is a literal, ``||``/``&&`` chains are
-balanced trees. Only the verdict and the tree matter; messages are ours.
+balanced trees. The two versions' grammars are one; cel-go 0.29 (Kubernetes 1.37) accepts the
+backtick-quoted field names (``a.`b-c```) that 0.26 refuses. Only the verdict and the tree
+matter; messages are ours.
 """
 
 from __future__ import annotations
@@ -229,6 +231,7 @@ _TOKEN = re.compile(
   | (?P<uint>(?:0x[0-9a-fA-F]+|[0-9]+)[uU])
   | (?P<int>0x[0-9a-fA-F]+|[0-9]+)
   | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)
+  | (?P<escaped>`[A-Za-z0-9_./\- ]+`)
   | (?P<op>==|!=|<=|>=|&&|\|\||[<>!?:.,\[\]{}()+\-*/%])
     """,
     re.VERBOSE,
@@ -257,7 +260,7 @@ class Token:
     __slots__ = ("kind", "pos", "text", "value")
 
     def __init__(self, kind: str, text: str, pos: int, value: Any = None) -> None:
-        self.kind = kind  # float uint int string bytes ident op true false null in eof
+        self.kind = kind  # float uint int string bytes ident escaped op true false null in eof
         self.text = text
         self.pos = pos
         self.value = value
@@ -407,8 +410,9 @@ class _Parser:
     arithmetic, selections, member calls and indexes. ``height`` keeps the latter per subtree.
     """
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, escaped_fields: bool) -> None:
         self.source = source
+        self.escaped_fields = escaped_fields
         self.tokens = tokenize(source)
         self.i = 0
         self.rules = [0] * 13
@@ -600,22 +604,16 @@ class _Parser:
                     self.i += 1
                     optional = True
                 name = self.peek()
-                if name.kind != "ident":
-                    raise self.error(
-                        name,
-                        f"Syntax error: mismatched input {self.shown(name)} expecting IDENTIFIER",
-                    )
+                field = self.field_name(name)
                 self.i += 1
-                if not optional and self.at("("):
+                if name.kind == "ident" and not optional and self.at("("):
                     args = self.call_args()
                     call = self.receiver_call(name.pos, name.text, e, args)
                     e = self.counted(call, e, *args)
                 elif optional:
-                    e = self.counted(
-                        Call(t.pos, "_?._", None, [e, Literal(name.pos, name.text)]), e
-                    )
+                    e = self.counted(Call(t.pos, "_?._", None, [e, Literal(name.pos, field)]), e)
                 else:
-                    e = self.counted(Select(t.pos, e, name.text), e)
+                    e = self.counted(Select(t.pos, e, field), e)
             else:
                 optional = False
                 if self.at("?"):
@@ -627,6 +625,17 @@ class _Parser:
                 e = self.counted(Call(t.pos, function, None, [e, index]), e, index)
         self.leave(_MEMBER, pushes + 1)
         return e
+
+    def field_name(self, t: Token) -> str:
+        """A selected or initialized field's name: an identifier, or (cel-go 0.29) one quoted
+        in backticks, which may hold ``.``, ``-``, ``/`` and spaces."""
+        if t.kind == "ident":
+            return t.text
+        if t.kind == "escaped":
+            if not self.escaped_fields:
+                raise self.error(t, "unsupported syntax: '`'")
+            return t.text[1:-1]
+        raise self.error(t, f"Syntax error: mismatched input {self.shown(t)} expecting IDENTIFIER")
 
     def call_args(self) -> list[Expr]:
         self.take("(")
@@ -740,15 +749,10 @@ class _Parser:
                 if self.at("?"):
                     self.i += 1
                     optional = True
-                field = self.peek()
-                if field.kind != "ident":
-                    raise self.error(
-                        field,
-                        f"Syntax error: mismatched input {self.shown(field)} expecting IDENTIFIER",
-                    )
+                field = self.field_name(self.peek())
                 self.i += 1
                 self.take(":")
-                fields.append((field.text, self.expr(), optional))
+                fields.append((field, self.expr(), optional))
                 if not self.at(",") or self.at_close("}"):
                     break
                 self.i += 1
@@ -1068,12 +1072,13 @@ _MACROS: dict[tuple[str, int], Callable[..., Expr | None]] = {
 }
 
 
-def parse(source: str) -> Expr:
-    """Parse (macros expanded); raises InvalidSelectorError on what cel-go rejects."""
+def parse(source: str, *, escaped_fields: bool = True) -> Expr:
+    """Parse (macros expanded); raises InvalidSelectorError on what cel-go rejects (0.26 the
+    backtick-quoted field names, unless ``escaped_fields``)."""
     if len(source) > MAX_CODE_POINTS:
         raise InvalidSelectorError(
             f"expression code point size exceeds limit: size: {len(source)}, "
             f"limit {MAX_CODE_POINTS}"
         )
     allow_deep_recursion()
-    return _Parser(source).parse()
+    return _Parser(source, escaped_fields).parse()

@@ -221,9 +221,13 @@ class QuantityValue:
             return base
         return base * _go_pow10(exponent)
 
-    def plus(self, other: QuantityValue, sign: int = 1) -> QuantityValue:
-        """``copy := *q; copy.Add(y)`` (or Sub): the copy shares q's decimal, if any."""
-        result = QuantityValue(self.value, self.scale, self.dec, pointer=True)
+    def plus(self, other: QuantityValue, sign: int = 1, *, deep: bool = False) -> QuantityValue:
+        """``copy := *q; copy.Add(y)`` (or Sub): the copy shares q's decimal, if any, unless
+        ``deep`` (``copy := q.DeepCopy()``, Kubernetes 1.37)."""
+        dec = self.dec
+        if deep and dec is not None:
+            dec = _Dec(dec.unscaled, dec.scale)
+        result = QuantityValue(self.value, self.scale, dec, pointer=True)
         if result.dec is None and other.dec is None:
             addend = sign * other.value
             if addend == 1 << 63:  # int64Amount.Sub negates in int64: -MinInt64 wraps

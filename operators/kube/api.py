@@ -19,6 +19,9 @@ import aiohttp
 import structlog
 from kubernetes_asyncio import client
 
+from operators.api.features import DEFAULT_RELEASE, Release
+from operators.api.resource import api_version_of
+
 
 @dataclasses.dataclass(frozen=True)
 class Resource:
@@ -114,11 +117,17 @@ def register_resource(resource: Resource) -> None:
     RESOURCES[resource.kind] = resource
 
 
-def resource_of(kind: str) -> Resource:
+def resource_of(kind: str, release: Release = DEFAULT_RELEASE) -> Resource:
+    """Where ``kind`` is on a cluster of ``release`` (a kind that moved between releases, as
+    DeviceTaintRule to v1 in 1.37, is read where that release serves it)."""
     try:
-        return RESOURCES[kind]
+        resource = RESOURCES[kind]
     except KeyError:
         raise ValueError(f"kind {kind!r} is not known to kopf-dra's API access") from None
+    moved = api_version_of(kind, release)
+    if moved is not None and moved != resource.group_version:
+        return dataclasses.replace(resource, group_version=moved)
+    return resource
 
 
 class ApiError(Exception):
@@ -219,7 +228,8 @@ class KubeAPI:
 
     Timeouts surface as ``TimeoutError``: for a write, the outcome is then unknown and the
     caller must re-read before deciding anything. Warnings the API server returns (deprecated
-    APIs, Pod Security in ``warn`` mode, admission policies) go to ``on_warning``.
+    APIs, Pod Security in ``warn`` mode, admission policies) go to ``on_warning``. ``release``
+    is the cluster's: a kind is read and watched where that release serves it (``resource_of``).
     """
 
     def __init__(
@@ -228,10 +238,26 @@ class KubeAPI:
         timeouts: ApiTimeouts | None = None,
         *,
         on_warning: Callable[[str], None] = log_warning,
+        release: Release = DEFAULT_RELEASE,
     ) -> None:
         self.api_client = api_client
         self.timeouts = timeouts or ApiTimeouts()
         self.on_warning = on_warning
+        self.release = release
+
+    def resource(self, kind: str) -> Resource:
+        """Where ``kind`` is on this cluster."""
+        return resource_of(kind, self.release)
+
+    def _resource_of(self, obj: Mapping[str, Any]) -> Resource:
+        """Where to write ``obj``: a kind that moved between versions goes where its own
+        apiVersion says (the server refuses a body of another version), else as read."""
+        kind = str(obj["kind"])
+        resource = self.resource(kind)
+        stated = obj.get("apiVersion")
+        if stated and api_version_of(kind, self.release) is not None:
+            return dataclasses.replace(resource, group_version=str(stated))
+        return resource
 
     async def request(
         self,
@@ -339,7 +365,7 @@ class KubeAPI:
         request_timeout: float | None = None,
     ) -> dict[str, Any]:
         result: dict[str, Any] = await self.call(
-            "GET", resource_of(kind).path(namespace, name), request_timeout=request_timeout
+            "GET", self.resource(kind).path(namespace, name), request_timeout=request_timeout
         )
         return result
 
@@ -367,7 +393,7 @@ class KubeAPI:
         if field_selector:
             query["fieldSelector"] = field_selector
         result: dict[str, Any] = await self.call(
-            "GET", resource_of(kind).path(namespace), query=query
+            "GET", self.resource(kind).path(namespace), query=query
         )
         return result
 
@@ -382,7 +408,7 @@ class KubeAPI:
         query: dict[str, str | int | bool] = {"dryRun": "All"} if dry_run else {}
         result: dict[str, Any] = await self.call(
             "POST",
-            resource_of(str(obj["kind"])).path(meta.get("namespace")),
+            self._resource_of(obj).path(meta.get("namespace")),
             body=dict(obj),
             query=query,
             request_timeout=request_timeout,
@@ -398,7 +424,7 @@ class KubeAPI:
     ) -> dict[str, Any]:
         """PUT; the object's resourceVersion is the precondition (409 on a stale read)."""
         meta = obj["metadata"]
-        path = resource_of(str(obj["kind"])).path(meta.get("namespace"), meta["name"], subresource)
+        path = self._resource_of(obj).path(meta.get("namespace"), meta["name"], subresource)
         result: dict[str, Any] = await self.call(
             "PUT", path, body=dict(obj), request_timeout=request_timeout
         )
@@ -426,7 +452,7 @@ class KubeAPI:
             query["fieldManager"] = field_manager
         if patch_type == "apply":
             query["force"] = True
-        path = resource_of(kind).path(namespace, name, subresource)
+        path = self.resource(kind).path(namespace, name, subresource)
         result: dict[str, Any] = await self.call(
             "PATCH",
             path,
@@ -457,7 +483,7 @@ class KubeAPI:
         try:
             result: dict[str, Any] = await self.call(
                 "DELETE",
-                resource_of(kind).path(namespace, name),
+                self.resource(kind).path(namespace, name),
                 body=body,
                 request_timeout=request_timeout,
             )
@@ -478,7 +504,7 @@ class KubeAPI:
         """POST to a subresource (pods/binding, serviceaccounts/token)."""
         result: dict[str, Any] = await self.call(
             "POST",
-            resource_of(kind).path(namespace, name, sub),
+            self.resource(kind).path(namespace, name, sub),
             body=dict(body),
             request_timeout=request_timeout,
         )
@@ -502,7 +528,7 @@ class KubeAPI:
             query["resourceVersion"] = resource_version
         headers = {"Accept": "application/json"}
         response = await self.api_client.call_api(
-            resource_of(kind).path(namespace),
+            self.resource(kind).path(namespace),
             "GET",
             {},
             list(query.items()),

@@ -83,9 +83,14 @@ async def make_api_client(kubeconfig: str | Path | None = None) -> client.ApiCli
 
 
 async def make_api(settings: Settings) -> KubeAPI:
-    """API access with the settings' timeouts; the caller closes ``api.api_client``."""
+    """API access with the settings' timeouts, reading each kind where the settings' cluster
+    release serves it; the caller closes ``api.api_client``."""
     api_client = await make_api_client(settings.kubeconfig)
-    return KubeAPI(api_client, ApiTimeouts(settings.api_connect_timeout, settings.api_timeout))
+    return KubeAPI(
+        api_client,
+        ApiTimeouts(settings.api_connect_timeout, settings.api_timeout),
+        release=settings.version().release,
+    )
 
 
 def connection_fields(configuration: client.Configuration) -> dict[str, object]:

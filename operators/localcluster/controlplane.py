@@ -309,6 +309,10 @@ class ControlPlane:
     address: str = "127.0.0.1"
     #: The release of ``bin_dir``'s binaries, whose gates it gets.
     version: str = dataclasses.field(default_factory=kubernetes_version)
+    #: Gates set on top of the release's (a test of alpha fields the default gates drop).
+    extra_gates: Mapping[str, bool] = dataclasses.field(default_factory=dict)
+    #: The API versions switched on beyond the release's defaults.
+    runtime_config: str = RUNTIME_CONFIG
     #: Where to write the audit log of pod creations (Pod Security's audit annotations).
     audit_log: Path | None = None
     api_port: int = 0
@@ -319,6 +323,11 @@ class ControlPlane:
     @property
     def kubeconfig(self) -> Path:
         return self.state_dir / "kubeconfig"
+
+    @property
+    def gates(self) -> dict[str, bool]:
+        """What kube-apiserver runs with: the release's gates, then ``extra_gates``."""
+        return {**feature_gates(self.version), **self.extra_gates}
 
     @property
     def server(self) -> str:
@@ -382,8 +391,8 @@ class ControlPlane:
             "--authorization-mode=RBAC",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
             "--allow-privileged=true",
-            f"--runtime-config={RUNTIME_CONFIG}",
-            f"--feature-gates={format_feature_gates(feature_gates(self.version))}",
+            f"--runtime-config={self.runtime_config}",
+            f"--feature-gates={format_feature_gates(self.gates)}",
             "--enable-priority-and-fairness=false",
             # No node lifecycle controller would ever lift its not-ready taint from test nodes.
             "--disable-admission-plugins=TaintNodesByCondition",

@@ -11,10 +11,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import concurrent.futures
+import contextlib
 import dataclasses
 import sys
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Generic, Protocol, TypeVar, cast
 
 import kopf
@@ -160,31 +161,101 @@ def at_cluster_version(settings: S) -> S:
     return settings
 
 
+async def watch_version(
+    settings: Settings,
+    stop: asyncio.Event,
+    read: Callable[[str | None], Awaitable[KubernetesVersion]] = read_version,
+) -> KubernetesVersion | None:
+    """Until ``stop``: the API server's /version every ``--version-check-interval``; a version
+    other than the one the component follows sets ``stop`` and is returned (a control plane
+    upgraded under a running component). Errors are waited out: an API server being replaced
+    answers again, with its new version."""
+    following = settings.version()
+    interval = settings.version_check_interval
+    while interval > 0:
+        try:
+            await asyncio.wait_for(stop.wait(), interval)
+            return None
+        except TimeoutError:
+            pass
+        try:
+            now = await read(settings.kubeconfig)
+        except (ConnectionError, ValueError) as e:
+            log.info("reading the API server's /version failed; trying again", error=str(e))
+            continue
+        if now != following:
+            log.info(
+                "the API server reports another Kubernetes version: restarting the component "
+                "in place to follow its defaults",
+                following=str(following),
+                now=str(now),
+            )
+            stop.set()
+            return now
+    return None
+
+
+async def run_following_version(
+    component: str,
+    registry: kopf.OperatorRegistry,
+    settings: Settings,
+    *,
+    follow: bool = True,
+    read: Callable[[str | None], Awaitable[KubernetesVersion]] = read_version,
+) -> KubernetesVersion | None:
+    """Run the operator until it stops; the new version if it stopped for one (only when it
+    ``follow``s the API server's: not when --kubernetes-version named one)."""
+    stop = asyncio.Event()
+    watch = watch_version(settings, stop, read) if follow else _never(stop)
+    watcher = asyncio.create_task(watch, name="version-watch")
+    try:
+        await run_operator(
+            registry=registry, component=component, settings=settings, stop_flag=stop
+        )
+    finally:
+        if not watcher.done():
+            watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+    return watcher.result() if not watcher.cancelled() else None
+
+
+async def _never(stop: asyncio.Event) -> None:
+    await stop.wait()
+
+
 def main_for(
     component: str,
     build_registry: Callable[[Settings], kopf.OperatorRegistry],
     settings: Settings,
 ) -> int:
-    """The blocking entry point behind ``kopf-dra run <component>``."""
+    """The blocking entry point behind ``kopf-dra run <component>``. The component follows the
+    cluster's version: when the API server reports another one (a control plane upgrade), it
+    stops (releasing its Lease) and starts again in this process with that version's
+    defaults."""
     try:  # kopf would retry a login that no retry can fix
         asyncio.run(make_configuration(settings.kubeconfig))
     except ClientConfigError as e:
         print(f"kopf-dra run {component}: {e}", file=sys.stderr)
         return 2
     configure(component, level=settings.log_level, json_output=settings.log_json)
+    memory.tune()
+    given = settings
     try:
-        settings = at_cluster_version(settings)
+        settings = at_cluster_version(given)
+        while True:
+            follow = given.kubernetes_version is None
+            registry = build_registry(settings)
+            now = asyncio.run(run_following_version(component, registry, settings, follow=follow))
+            if now is None:
+                return 0
+            settings = at_cluster_version(given.with_version(now))
     except FeatureGateError as e:
         print(f"kopf-dra run {component}: --feature-gates: {e}", file=sys.stderr)
         return 2
     except (ConnectionError, ValueError) as e:  # unreachable, or a version not supported
         print(f"kopf-dra run {component}: {e}", file=sys.stderr)
         return 1
-    memory.tune()
-    asyncio.run(
-        run_operator(registry=build_registry(settings), component=component, settings=settings)
-    )
-    return 0
 
 
 class Registering(Protocol):

@@ -28,7 +28,6 @@ from operators.api.features import (
     resolve,
 )
 from operators.api.keys import ObjectKey
-from operators.api.validation import CapacityRules
 from operators.kube.api import ApiError, KubeAPI, NotFoundError
 from operators.kube.client import make_api_client
 from operators.scheduling.attempt import DEFAULT_FILTER_TIMEOUT
@@ -187,6 +186,7 @@ async def cluster_documents(kubeconfig: str | None) -> tuple[list[Document], Kub
             version = KubernetesVersion.from_version_info(await api.version_info())
         except (ApiError, ValueError) as e:
             raise InputError(f"cluster: /version: {e}") from None
+        api.release = version.release  # DeviceTaintRules from v1 on 1.37, v1beta2 on 1.36
         for kind in KINDS.values():
             try:
                 listing = await api.list(kind.name)
@@ -231,11 +231,11 @@ def run(args: argparse.Namespace, now: datetime.datetime) -> engine.Answer | Non
     files = list(documents_from(args.filename))
     if not documents and not files:
         raise InputError("nothing to read: give -f files, --from-cluster or --kubeconfig")
-    # The cluster's objects passed its API server already; files are checked as it would.
-    snapshot, problems = build(documents, strict=False)
-    gates = resolve(args.feature_gates or {}, version)
-    rules = CapacityRules(version.release, gates.get("DRAFractionalCapacityRange", False))
-    overlay, more = build(files, strict=not args.no_validate, rules=rules)
+    # The cluster's objects passed its API server already; files are checked (and what a gate
+    # that is off keeps out, dropped) as it would, at the version and gates simulated.
+    gates = resolve(parse_feature_gates(args.feature_gates, version), version)
+    snapshot, problems = build(documents, strict=False, version=version, stored=True)
+    overlay, more = build(files, strict=not args.no_validate, version=version, gates=gates)
     problems += more
     if problems:
         raise InputError("\n".join(problems))

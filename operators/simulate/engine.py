@@ -168,7 +168,8 @@ def _allocator(
         AllocatedState.from_claims(allocated, features),
         list(snapshot.classes.values()),
         list(snapshot.slices.values()),
-        CelSelectorEngine(CELEnvironment()),
+        # The CEL of the cluster's release, as the scheduler's.
+        CelSelectorEngine(CELEnvironment(kubernetes=str(options.version.release))),
         share_ids=lambda: SIMULATED_SHARE_ID,
         # As the scheduler: without DRADeviceTaintRules it watches none.
         taint_rules=list(snapshot.taint_rules.values()) if gates["DRADeviceTaintRules"] else [],

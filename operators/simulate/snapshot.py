@@ -16,8 +16,10 @@ import yaml
 
 from operators.api.base import KubeModel
 from operators.api.core import Node, Pod, PodDisruptionBudget, PriorityClass
+from operators.api.features import Release
 from operators.api.keys import ObjectKey
 from operators.api.resource import (
+    SERVED_VERSIONS,
     DeviceClass,
     DeviceTaintRule,
     ResourceClaim,
@@ -39,6 +41,12 @@ class Kind:
     #: Our model has every field of the API's (strict unknown-field checks make sense).
     complete: bool = True
 
+    def served(self, release: Release) -> tuple[str, ...]:
+        """The apiVersions a cluster of ``release`` serves the kind in (a version a kind moved
+        to counts from its release on, ``api.resource.SERVED_VERSIONS``)."""
+        since = {v: r for r, v in SERVED_VERSIONS.get(self.name, ())}
+        return tuple(v for v in self.api_versions if v not in since or release >= since[v])
+
 
 KINDS: dict[str, Kind] = {
     k.name: k
@@ -49,7 +57,12 @@ KINDS: dict[str, Kind] = {
         Kind("ResourceSlice", ResourceSlice, ("resource.k8s.io/v1",), False),
         Kind("ResourceClaim", ResourceClaim, ("resource.k8s.io/v1",), True),
         Kind("ResourceClaimTemplate", ResourceClaimTemplate, ("resource.k8s.io/v1",), True),
-        Kind("DeviceTaintRule", DeviceTaintRule, ("resource.k8s.io/v1beta2",), False),
+        Kind(
+            "DeviceTaintRule",
+            DeviceTaintRule,
+            ("resource.k8s.io/v1beta2", "resource.k8s.io/v1"),
+            False,
+        ),
         # What preemption reads: priorities, and disruption budgets.
         Kind("PriorityClass", PriorityClass, ("scheduling.k8s.io/v1",), False, complete=False),
         Kind(

@@ -1,12 +1,18 @@
 """Input checked as the API server checks it, before any answer is given.
 
 An answer computed from input the API server would refuse is worse than no answer: it looks
-authoritative. So every object is checked for its kind and apiVersion, unknown fields (as
-``kubectl --validate=strict``, for the kinds whose every field we model), the API's own
-validation (names, one-of rules, limits), and every CEL selector is type-checked and its cost
-estimated as the API server does (``check_selector``), also those of alternatives the search
-would never reach. Every problem names the file, the document, the object and the field;
-``--no-validate`` keeps only what parsing needs (deliberately partial snapshots).
+authoritative. So every object is checked as the API server of the release simulated checks it:
+its kind and apiVersion, unknown fields (as ``kubectl --validate=strict``, for the kinds whose
+every field we model; a field the release does not serve is unknown), the API's own validation
+(names, one-of rules, limits), and every CEL selector is type-checked and its cost estimated as
+the API server does (``check_selector``), also those of alternatives the search would never
+reach; so is every derived attribute (1.37), with the claim's budget for their total cost.
+Every problem names the file, the document, the object and the field; ``--no-validate`` keeps
+only what parsing needs (deliberately partial snapshots).
+
+A file's object is created, not stored yet: a field whose feature gate is off is dropped before
+validation, silently, as the API server's strategies drop it (``api.fields.drop_disabled``).
+The cluster's objects are already stored and kept as they are.
 
 Objects are also defaulted as the API server stores them where the answer depends on it: a
 container's requests default to its limits (``SetDefaults_Pod``), so that a hand-written pod
@@ -22,22 +28,27 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from operators.api import validation
+from operators.api import limits, validation
 from operators.api.base import KubeModel
 from operators.api.core import Pod
+from operators.api.features import DEFAULT_VERSION, KubernetesVersion, Release, resolve
+from operators.api.fields import drop_disabled
 from operators.api.resource import (
     DeviceClaim,
     DeviceClass,
+    DeviceSubRequest,
     DeviceTaintRule,
+    ExactDeviceRequest,
     ResourceClaim,
     ResourceClaimTemplate,
     ResourceSlice,
 )
 from operators.api.strict import unknown_fields
 from operators.cel import check_selector
+from operators.cel.derived import check_derived_attribute
 from operators.simulate.snapshot import KINDS, OUR_GROUPS, Document, Snapshot
 
-Validator = Callable[[Any], list[validation.FieldViolation]]
+Validator = Callable[[Any, Release], list[validation.FieldViolation]]
 SEMANTIC: dict[type[KubeModel], Validator] = {
     ResourceSlice: validation.validate_resource_slice,
     DeviceClass: validation.validate_device_class,
@@ -51,10 +62,14 @@ def build(
     documents: Iterable[Document],
     *,
     strict: bool = True,
-    rules: validation.CapacityRules = validation.DEFAULT_RULES,
+    version: KubernetesVersion = DEFAULT_VERSION,
+    gates: Mapping[str, bool] | None = None,
+    stored: bool = False,
 ) -> tuple[Snapshot, list[str]]:
-    """The snapshot of every known object, and the problems found (empty: valid). Capacity
-    policies are checked as the cluster's release and gates check them (``rules``)."""
+    """The snapshot of every known object, and the problems found (empty: valid), as the API
+    server of ``version`` with ``gates`` (default: that version's) would take them; ``stored``:
+    objects the cluster already holds (nothing is dropped from them)."""
+    gates = gates if gates is not None else resolve({}, version)
     snapshot = Snapshot()
     problems: list[str] = []
     for doc in documents:
@@ -64,10 +79,11 @@ def build(
             if problem is not None:
                 problems.append(f"{doc.source}: {doc.describe()}: {problem}")
             continue
-        found = list(_problems(doc, strict, rules))
+        body = defaulted(doc.kind, doc.body)
+        found = list(_problems(doc, strict, version.release, gates, body, stored))
         problems += [f"{doc.source}: {doc.describe()}: {p}" for p in found]
         if not found:
-            snapshot.add(doc.kind, defaulted(doc.kind, doc.body))
+            snapshot.add(doc.kind, body)
     return snapshot, problems
 
 
@@ -104,16 +120,29 @@ def _unknown_kind(doc: Document) -> str | None:
     return None
 
 
-def _problems(doc: Document, strict: bool, rules: validation.CapacityRules) -> Iterator[str]:
+def _problems(
+    doc: Document,
+    strict: bool,
+    release: Release,
+    gates: Mapping[str, bool],
+    body: dict[str, Any],
+    stored: bool,
+) -> Iterator[str]:
+    """What ``release``'s API server refuses of ``doc``; ``body`` (its defaulted copy) loses
+    what the server would drop on create first (a gated field with its gate off)."""
     kind = KINDS[doc.kind]
-    body = doc.body
     api_version = body.get("apiVersion")
-    if strict and api_version not in kind.api_versions:
-        served = " or ".join(kind.api_versions)
-        yield f"field apiVersion: {api_version!r} is not served for {doc.kind} (use {served})"
+    served = kind.served(release)
+    if strict and api_version not in served:
+        yield (
+            f"field apiVersion: {api_version!r} is not served for {doc.kind} by Kubernetes "
+            f"{release} (use {' or '.join(served)})"
+        )
     if strict and kind.complete:
-        for path in unknown_fields(kind.model, body):
+        for path in unknown_fields(kind.model, body, release=release):
             yield f"field {path}: unknown field"
+    if not stored:
+        drop_disabled(kind.model, body, gates, release)
     try:
         obj = kind.model.load(body)
     except ValidationError as e:
@@ -127,16 +156,60 @@ def _problems(doc: Document, strict: bool, rules: validation.CapacityRules) -> I
         return
     check = SEMANTIC.get(kind.model)
     if isinstance(obj, ResourceSlice):
-        check = functools.partial(validation.validate_resource_slice, rules=rules)
+        # Capacity policies in the arithmetic of the release and its fractional-range gate.
+        check = functools.partial(
+            validation.validate_resource_slice,
+            fractional_capacity_range=gates.get("DRAFractionalCapacityRange", False),
+        )
     if check is not None:
-        for violation in check(obj):
+        for violation in check(obj, release):
             yield f"field {violation.path}: {violation.message}"
     for path, expression in _selectors(obj):
-        refused = check_selector(expression)
+        refused = check_selector(expression, kubernetes=str(release))
         if refused is not None:
             yield f"field {path}: Invalid value: compilation failed: {refused}"
+    yield from _derived_problems(obj, gates.get("DRAListTypeAttributes", False))
     if isinstance(obj, Pod):
         yield from _pod_problems(obj)
+
+
+def _derived_problems(obj: KubeModel, list_types: bool) -> Iterator[str]:
+    """1.37's derived attributes of a claim or template: each expression compiled as one (a
+    scalar or, with list-typed attributes, a list of scalars), their estimated costs within the
+    claim's budget together."""
+    if isinstance(obj, ResourceClaim):
+        devices, path = obj.spec.devices, "spec.devices"
+    elif isinstance(obj, ResourceClaimTemplate):
+        devices, path = obj.spec.spec.devices, "spec.spec.devices"
+    else:
+        return
+    total = 0
+    for where, expression in _derived(devices, path):
+        verdict = check_derived_attribute(expression, list_types=list_types)
+        total += verdict.cost
+        if verdict.error is not None:
+            yield f"field {where}: Invalid value: compilation failed: {verdict.error}"
+    if total > limits.DeviceClaimDerivedAttributeCELMaxCost:
+        yield (
+            f"field {path}: Forbidden: too complex, total cost of derived attribute CEL "
+            "expressions in the claim exceeds cost limit"
+        )
+
+
+def _derived(devices: DeviceClaim, path: str) -> Iterator[tuple[str, str]]:
+    """(field path, expression) of every derived attribute of a claim's requests."""
+    for r, request in enumerate(devices.requests):
+        where = f"{path}.requests[{r}]"
+        bodies: list[tuple[str, ExactDeviceRequest | DeviceSubRequest]] = []
+        if request.exactly is not None:
+            bodies.append((f"{where}.exactly", request.exactly))
+        bodies += [
+            (f"{where}.firstAvailable[{a}]", s) for a, s in enumerate(request.first_available)
+        ]
+        for body_path, body in bodies:
+            for i, attribute in enumerate(body.derived_attributes):
+                if attribute.expression:
+                    yield f"{body_path}.derivedAttributes[{i}].expression", attribute.expression
 
 
 def _selectors(obj: KubeModel) -> Iterator[tuple[str, str]]:

@@ -1,11 +1,13 @@
 """The functions of the DRA CEL environment: Kubernetes' base libraries, on plain values.
 
-Kubernetes 1.36 builds DRA selectors on its base environment (apiserver pkg/cel/environment,
+Kubernetes builds DRA selectors on its base environment (apiserver pkg/cel/environment,
 base.go): the CEL standard library, ext.Strings v2, ext.Sets, ext.Lists v3, ext.Bindings,
 two-variable comprehensions, optional types, and its own URLs, Regex, Lists, Authz, Quantity,
-IP, CIDR, Format and Semver v1 libraries, plus DRA's ``includes()``. Each module here mirrors
-one of them. Every function is declared once with ``@function``/``@method`` and its typed
-signatures (see _registry.py); importing this package fills :data:`FUNCTIONS`.
+IP, CIDR, Format and Semver v1 libraries, plus ``includes()`` (DRA's own in 1.36, the Lists
+library's in 1.37). Each module here mirrors one of them. Every function is declared once
+with ``@function``/``@method`` and its typed signatures (see _registry.py), an overload that
+only some Kubernetes minors have with its bounds; importing this package fills
+:data:`FUNCTIONS` (every declaration), and :func:`functions_of` gives one minor's.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from ._registry import REGISTRY, Function, Overload, Registry, function, method,
 from .regex import compile_regex
 
 FUNCTIONS = REGISTRY.functions
+functions_of = REGISTRY.table
 
 __all__ = [
     "FUNCTIONS",
@@ -46,6 +49,7 @@ __all__ = [
     "dra",
     "format",
     "function",
+    "functions_of",
     "ip",
     "lists",
     "method",

@@ -11,6 +11,11 @@ declared ``non_strict``) and returns one, raising ``CelError`` on failure. Decla
 ``singleton=True`` it serves every overload of its function and checks types itself (cel-go's
 trait-based operators); otherwise it serves the overloads it is declared with, and the planner
 guards it with the declared types when the checker could not prove them.
+
+A declaration belongs to every Kubernetes minor kopf-dra speaks unless ``since`` or ``until``
+(a minor, inclusive) bounds it: where releases differ, each one's overloads are declared with
+their own bounds (one overload id may be declared twice, for minors apart), and
+:meth:`Registry.table` gives one minor's functions.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import types as t
+from ..release import KUBERNETES_MINORS, minor
 from ..runtime import CelMap, Duration, Optional, Timestamp, TypeValue, type_name
 
 Implementation = Callable[..., Any]
@@ -34,6 +40,15 @@ class Overload:
     params: tuple[t.Type, ...]  # the receiver first, for a member overload
     result: t.Type
     impl: Implementation | None  # None: the function's singleton serves it
+    since: str | None = None  # the first Kubernetes minor that declares it (None: all)
+    until: str | None = None  # the last one (None: all)
+
+    def declared_in(self, kubernetes: str) -> bool:
+        """Does that minor's environment declare this overload?"""
+        at = minor(kubernetes)
+        if self.since is not None and at < minor(self.since):
+            return False
+        return self.until is None or at <= minor(self.until)
 
 
 @dataclass(slots=True)
@@ -56,19 +71,56 @@ class Registry:
     """The function table of one CEL environment, filled by its decorators at import."""
 
     def __init__(self) -> None:
-        self.functions: dict[str, Function] = {}
+        self.functions: dict[str, Function] = {}  # every declaration, of every minor
+        self._tables: dict[str, dict[str, Function]] = {}
+
+    def table(self, kubernetes: str) -> dict[str, Function]:
+        """The functions one Kubernetes minor declares, with its overloads only (built once
+        per minor and declaration)."""
+        table = self._tables.get(kubernetes)
+        if table is None:
+            table = {}
+            for fn in self.functions.values():
+                overloads = [o for o in fn.overloads if o.declared_in(kubernetes)]
+                if overloads:
+                    table[fn.name] = Function(fn.name, overloads, fn.singleton, fn.non_strict)
+            self._tables[kubernetes] = table
+        return table
+
+    def snapshot(self) -> dict[str, Function]:
+        """The declarations as they are, for :meth:`restore` (tests that declare their own)."""
+        return {
+            name: Function(f.name, list(f.overloads), f.singleton, f.non_strict)
+            for name, f in self.functions.items()
+        }
+
+    def restore(self, snapshot: dict[str, Function]) -> None:
+        self.functions.clear()
+        self.functions.update(snapshot)
+        self._tables.clear()
 
     def function(
-        self, name: str, *signatures: str, singleton: bool = False, non_strict: bool = False
+        self,
+        name: str,
+        *signatures: str,
+        singleton: bool = False,
+        non_strict: bool = False,
+        since: str | None = None,
+        until: str | None = None,
     ) -> Callable[[Implementation], Implementation]:
         """Declare global overloads ``"<overload id> (<params>) -> <result>"`` of ``name``."""
-        return self._declare(name, signatures, False, singleton, non_strict)
+        return self._declare(name, signatures, False, singleton, non_strict, since, until)
 
     def method(
-        self, name: str, *signatures: str, singleton: bool = False
+        self,
+        name: str,
+        *signatures: str,
+        singleton: bool = False,
+        since: str | None = None,
+        until: str | None = None,
     ) -> Callable[[Implementation], Implementation]:
         """Declare receiver overloads ``"<overload id> <receiver>.(<params>) -> <result>"``."""
-        return self._declare(name, signatures, True, singleton, False)
+        return self._declare(name, signatures, True, singleton, False, since, until)
 
     def declare(self, name: str, *signatures: str) -> None:
         """Overloads the checker knows and nothing can call (receivers never built here)."""
@@ -83,7 +135,12 @@ class Registry:
         member: bool,
         singleton: bool,
         non_strict: bool,
+        since: str | None = None,
+        until: str | None = None,
     ) -> Callable[[Implementation], Implementation]:
+        for bound in (since, until):
+            if bound is not None and bound not in KUBERNETES_MINORS:
+                raise ValueError(f"{name}: Kubernetes {bound} is no minor kopf-dra speaks")
         parsed = [parse_signature(s) for s in signatures]
         for overload_id, is_member, _, _ in parsed:
             if is_member != member:
@@ -97,7 +154,15 @@ class Registry:
             for overload_id, is_member, params, result in parsed:
                 self._add(
                     name,
-                    Overload(overload_id, is_member, params, result, None if singleton else impl),
+                    Overload(
+                        overload_id,
+                        is_member,
+                        params,
+                        result,
+                        None if singleton else impl,
+                        since,
+                        until,
+                    ),
                 )
             fn = self.functions[name]
             if singleton:
@@ -109,9 +174,13 @@ class Registry:
 
     def _add(self, name: str, overload: Overload) -> None:
         fn = self.functions.setdefault(name, Function(name))
-        if any(o.id == overload.id for o in fn.overloads):
-            raise ValueError(f"{name}: overload {overload.id} declared twice")
+        for o in fn.overloads:
+            if o.id == overload.id and any(
+                o.declared_in(k) and overload.declared_in(k) for k in KUBERNETES_MINORS
+            ):
+                raise ValueError(f"{name}: overload {overload.id} declared twice")
         fn.overloads.append(overload)
+        self._tables.clear()
 
 
 def _unreachable(name: str) -> Implementation:

@@ -1,24 +1,22 @@
-"""``includes()``: the method DRA adds to its attributes (DRAListTypeAttributes)."""
+"""``includes()``: the method DRA adds to its attributes (DRAListTypeAttributes), in 1.36.
+
+Kubernetes 1.37 has it from its Lists library instead (lists.py), without the length limit and
+priced as a traversal.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..runtime import CelError, equal
+from ..runtime import CelError
 from ._registry import method
+from .lists import equals
 
 # resourceapi.ResourceSliceMaxAttributeValuesPerDevice
 MAX_VALUES = 48
 
 
-def _equal(a: Any, b: Any) -> bool:
-    try:
-        return equal(a, b)
-    except CelError:
-        return False
-
-
-@method("includes", "dra_includes_dyn_dyn dyn.(dyn) -> bool")
+@method("includes", "dra_includes_dyn_dyn dyn.(dyn) -> bool", until="1.36")
 def includes(target: Any, value: Any) -> bool:
     """A list includes its elements (48 at most); anything else includes what equals it."""
     if isinstance(target, list):
@@ -28,7 +26,7 @@ def includes(target: Any, value: Any) -> bool:
                     f"'includes' function cannot be applied to lists longer than {MAX_VALUES} "
                     "values"
                 )
-            if _equal(item, value):
+            if equals(item, value):
                 return True
         return False
-    return _equal(target, value)
+    return equals(target, value)

@@ -1,6 +1,6 @@
 """List functions: Kubernetes' lists library (``isSorted``, ``sum``, ``min``, ``max``,
-``indexOf``, ``lastIndexOf``) and cel-go's lists extension, version 3 (``slice``,
-``flatten``, ``sort``, ``sortBy``, ``lists.range``, ``reverse``, ``distinct``).
+``indexOf``, ``lastIndexOf``, since 1.37 ``includes``) and cel-go's lists extension, version 3
+(``slice``, ``flatten``, ``sort``, ``sortBy``, ``lists.range``, ``reverse``, ``distinct``).
 """
 
 from __future__ import annotations
@@ -90,7 +90,8 @@ method("max", *(f"list_{n}_max_{n} list({n}).() -> {n}" for n in COMPARABLE))(_e
 method("min", *(f"list_{n}_min_{n} list({n}).() -> {n}" for n in COMPARABLE))(_extreme("min", 1))
 
 
-def _equal(a: Any, b: Any) -> bool:
+def equals(a: Any, b: Any) -> bool:
+    """``a.Equal(b) == types.True``: a failed comparison is no match."""
     try:
         return equal(a, b)
     except CelError:
@@ -100,7 +101,7 @@ def _equal(a: Any, b: Any) -> bool:
 @method("indexOf", "list_a_index_of_int list(A).(A) -> int")
 def list_index_of(items: Any, item: Any) -> int:
     for i, element in enumerate(items):
-        if _equal(element, item):
+        if equals(element, item):
             return i
     return -1
 
@@ -108,9 +109,18 @@ def list_index_of(items: Any, item: Any) -> int:
 @method("lastIndexOf", "list_a_last_index_of_int list(A).(A) -> int")
 def list_last_index_of(items: Any, item: Any) -> int:
     for i in range(len(items) - 1, -1, -1):
-        if _equal(items[i], item):
+        if equals(items[i], item):
             return i
     return -1
+
+
+@method("includes", "list_includes_dyn_dyn dyn.(dyn) -> bool", since="1.37")
+def includes(target: Any, value: Any) -> bool:
+    """Kubernetes 1.37's Lists version 1 (DRA's environment declares it on its own too, as
+    1.36 had DRA's): a list includes its elements, anything else what equals it."""
+    if isinstance(target, list):
+        return any(equals(item, value) for item in target)
+    return equals(target, value)
 
 
 # --- cel-go's lists extension ------------------------------------------------------------------
@@ -196,9 +206,19 @@ def sort_by_associated_keys(items: Any, keys: Any) -> list[Any]:
     return _sorted_by(items, keys)
 
 
-@function("lists.range", "lists_range (int) -> list(int)")
+@function("lists.range", "lists_range (int) -> list(int)", until="1.36")
 def lists_range(n: Any) -> list[int]:
+    """cel-go 0.26: nothing below 0."""
     return list(range(n)) if n > 0 else []
+
+
+@function("lists.range", "lists_range (int) -> list(int)", since="1.37")
+def lists_range_checked(n: Any) -> list[int]:
+    """cel-go 0.29 refuses a negative size (and one over a million, which the cost estimate
+    refuses before)."""
+    if n < 0:
+        raise CelError(f"lists.range: size must be non-negative, got {n}")
+    return list(range(n))
 
 
 @method("reverse", "list_reverse list(T).() -> list(T)")
@@ -210,6 +230,6 @@ def reverse(items: Any) -> list[Any]:
 def distinct(items: Any) -> list[Any]:
     unique: list[Any] = []
     for item in items:
-        if not any(_equal(item, seen) for seen in unique):
+        if not any(equals(item, seen) for seen in unique):
             unique.append(item)
     return unique

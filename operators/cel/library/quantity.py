@@ -2,7 +2,8 @@
 
 The values are resource.Quantity as Go computes with it (values.QuantityValue), including
 what upstream's implementation does to its receiver: comparing converts it to the decimal
-form, add()/sub() of a decimal quantity add in place into the decimal its copies share.
+form; in Kubernetes 1.36, add()/sub() of a decimal quantity add in place into the decimal its
+copies share (1.37 adds on a deep copy).
 """
 
 from __future__ import annotations
@@ -79,11 +80,25 @@ def _operand(other: Any, function: str, value: Any) -> QuantityValue:
     raise no_overload(function, value, other)
 
 
-@method("add", f"quantity_add {Q}.({Q}) -> {Q}", f"quantity_add_int {Q}.(int) -> {Q}")
+_ADD = (f"quantity_add {Q}.({Q}) -> {Q}", f"quantity_add_int {Q}.(int) -> {Q}")
+_SUB = (f"quantity_sub {Q}.({Q}) -> {Q}", f"quantity_sub_int {Q}.(int) -> {Q}")
+
+
+@method("add", *_ADD, until="1.36")
 def add(value: Any, other: Any) -> QuantityValue:
     return value.plus(_operand(other, "add", value))  # type: ignore[no-any-return]
 
 
-@method("sub", f"quantity_sub {Q}.({Q}) -> {Q}", f"quantity_sub_int {Q}.(int) -> {Q}")
+@method("sub", *_SUB, until="1.36")
 def sub(value: Any, other: Any) -> QuantityValue:
     return value.plus(_operand(other, "sub", value), -1)  # type: ignore[no-any-return]
+
+
+@method("add", *_ADD, since="1.37")
+def add_copy(value: Any, other: Any) -> QuantityValue:
+    return value.plus(_operand(other, "add", value), deep=True)  # type: ignore[no-any-return]
+
+
+@method("sub", *_SUB, since="1.37")
+def sub_copy(value: Any, other: Any) -> QuantityValue:
+    return value.plus(_operand(other, "sub", value), -1, deep=True)  # type: ignore[no-any-return]

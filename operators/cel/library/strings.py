@@ -31,9 +31,19 @@ def char_at(text: Any, index: Any) -> str:
     return text[index : index + 1]  # type: ignore[no-any-return]
 
 
-def _index_of(text: str, sub: str, offset: int) -> int:
-    if sub == "":
+def _empty_at(text: str, offset: int, checked: bool) -> int:
+    """Where the empty string is found from ``offset``: there, in cel-go 0.26; cel-go 0.29
+    refuses a negative offset and stops at the end of the string."""
+    if not checked:
         return offset
+    if offset < 0:
+        raise CelError(f"index out of range: {offset}")
+    return min(offset, len(text))
+
+
+def _index_of(text: str, sub: str, offset: int, checked: bool) -> int:
+    if sub == "":
+        return _empty_at(text, offset, checked)
     if offset < 0:
         raise CelError(f"index out of range: {offset}")
     if offset >= len(text):
@@ -41,21 +51,39 @@ def _index_of(text: str, sub: str, offset: int) -> int:
     return text.find(sub, offset)
 
 
-@method(
-    "indexOf",
+_INDEX_OF = (
     "string_index_of_string string.(string) -> int",
     "string_index_of_string_int string.(string, int) -> int",
 )
+
+
+@method("indexOf", *_INDEX_OF, until="1.36")
 def index_of(text: Any, sub: Any, offset: Any = 0) -> int:
-    return _index_of(text, sub, offset)
+    return _index_of(text, sub, offset, False)
 
 
-@method(
-    "lastIndexOf",
+@method("indexOf", *_INDEX_OF, since="1.37")
+def index_of_checked(text: Any, sub: Any, offset: Any = 0) -> int:
+    return _index_of(text, sub, offset, True)
+
+
+_LAST_INDEX_OF = (
     "string_last_index_of_string string.(string) -> int",
     "string_last_index_of_string_int string.(string, int) -> int",
 )
+
+
+@method("lastIndexOf", *_LAST_INDEX_OF, until="1.36")
 def last_index_of(text: Any, sub: Any, offset: Any = None) -> int:
+    return _last_index_of(text, sub, offset, False)
+
+
+@method("lastIndexOf", *_LAST_INDEX_OF, since="1.37")
+def last_index_of_checked(text: Any, sub: Any, offset: Any = None) -> int:
+    return _last_index_of(text, sub, offset, True)
+
+
+def _last_index_of(text: str, sub: str, offset: int | None, checked: bool) -> int:
     if offset is None:
         if sub == "":
             return len(text)
@@ -63,7 +91,7 @@ def last_index_of(text: Any, sub: Any, offset: Any = None) -> int:
             return -1
         offset = len(text) - 1
     if sub == "":
-        return offset  # type: ignore[no-any-return]
+        return _empty_at(text, offset, checked)
     if offset < 0:
         raise CelError(f"index out of range: {offset}")
     if offset >= len(text):

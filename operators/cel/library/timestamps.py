@@ -187,7 +187,7 @@ def string_to_duration(text: Any) -> Duration:
         ) from None
 
 
-@function("duration", "int64_to_duration (int) -> duration")
+@function("duration", "int64_to_duration (int) -> duration", until="1.36")
 def int_to_duration(value: Any) -> Duration:
     raise CelError("type conversion error from 'int' to 'google.protobuf.Duration'")
 

@@ -425,7 +425,14 @@ def plan_request(
         delay = min(lifetimes.incomplete_retry_delay, pending_left)
         return RequestStep(requeue_after=delay, waiting_for=incomplete)
     pools = [
-        pool_status(g, check_pool(g, claims, features), claims, features, taint_rules)
+        pool_status(
+            g,
+            check_pool(g, claims, features),
+            claims,
+            features,
+            taint_rules,
+            request.spec.default_partition_type_attribute,
+        )
         for g in chosen
     ]
     answered = answer(request.spec, pools, stamp)

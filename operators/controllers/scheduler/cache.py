@@ -22,7 +22,7 @@ from operators.api.ids import DeviceID
 from operators.api.keys import ObjectKey, controller_pod
 from operators.api.names import EXTENDED_RESOURCE_CLAIM_ANNOTATION, TERMINAL_PHASES
 from operators.api.resource import DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice
-from operators.cel import CELEnvironment
+from operators.cel import NEWEST_KUBERNETES, CELEnvironment
 from operators.runtime.indices import IndexView
 from operators.runtime.stores import LocalStore, Stores, by_key
 from operators.scheduling.extended import class_mapping, is_special_claim
@@ -83,7 +83,10 @@ class SchedulerCache:
     all pods.
     """
 
-    def __init__(self, scheduler_name: str, features: Features) -> None:
+    def __init__(
+        self, scheduler_name: str, features: Features, kubernetes: str = NEWEST_KUBERNETES
+    ) -> None:
+        """``kubernetes``: the minor whose CEL the cluster's selectors are evaluated in."""
         self.scheduler_name = scheduler_name
         self.features = features
         self.indices = IndexView()
@@ -130,7 +133,7 @@ class SchedulerCache:
         self.budgets: ModelCache[PodDisruptionBudget] = ModelCache(PodDisruptionBudget)
         self.views = NodeViewCache()
         self.order = NodeOrder()  # one cycle at a time ranks with it, as with ``views``
-        self.selectors = CelSelectorEngine(CELEnvironment())
+        self.selectors = CelSelectorEngine(CELEnvironment(kubernetes=kubernetes))
         self._mapping: tuple[list[DeviceClass], dict[str, str]] | None = None
 
     # --- reads ---------------------------------------------------------------------------

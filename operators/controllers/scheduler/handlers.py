@@ -105,7 +105,11 @@ class Scheduler(Controller[SchedulerSettings]):
         self.features = Features.of(settings.gates(), settings.version())
         #: KEP-5004: container requests of extended resources that DeviceClasses back.
         self.extended_enabled = settings.gate("DRAExtendedResource")
-        self.cache = SchedulerCache(settings.scheduler_name, self.features)
+        # The selectors mean what the cluster's release makes of them (the local control
+        # plane's, for now).
+        self.cache = SchedulerCache(
+            settings.scheduler_name, self.features, kubernetes=str(self.features.kubernetes)
+        )
         self.indices = self.cache.indices
         # kube-scheduler watches DeviceTaintRules only with DRADeviceTaintRules on: off, there
         # are none (the API server may not even serve them).

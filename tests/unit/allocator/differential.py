@@ -310,7 +310,7 @@ def ours(p: J, allocated: list[J]) -> J:
         AllocatedState.from_claims([ResourceClaim.load(c) for c in allocated], f),
         [DeviceClass.load(c) for c in p["classes"]],
         [ResourceSlice.load(s) for s in p["slices"]],
-        engine(),
+        engine(p["kubernetes"]),
         share_ids=lambda: f"00000000-0000-0000-0000-{next(ids):012d}",
     )
     try:

@@ -14,7 +14,6 @@ from operators.api import limits
 from operators.api.features import Release
 from operators.api.resource import KINDS, ResourceSlice
 from operators.api.validation import (
-    CapacityRules,
     FieldViolation,
     label_name_errors,
     pool_name_errors,
@@ -1022,9 +1021,10 @@ def test_validate_rejects_other_types() -> None:
 
 # --- capacity policies in each release's arithmetic ------------------------------------------
 
-V136 = CapacityRules(Release(1, 36))
-V137 = CapacityRules(Release(1, 37))
-V137_FRACTIONAL = CapacityRules(Release(1, 37), fractional_capacity_range=True)
+Rules = tuple[Release, bool]  # release, DRAFractionalCapacityRange
+V136: Rules = (Release(1, 36), False)
+V137: Rules = (Release(1, 37), False)
+V137_FRACTIONAL: Rules = (Release(1, 37), True)
 
 
 def _quarters(**policy: Any) -> ResourceSlice:
@@ -1040,8 +1040,10 @@ def _quarters(**policy: Any) -> ResourceSlice:
     return ResourceSlice.model_validate(doc)
 
 
-def _messages(slice_: ResourceSlice, rules: CapacityRules) -> list[str]:
-    return [f"{v.path}: {v.message}" for v in validate_resource_slice(slice_, rules)]
+def _messages(slice_: ResourceSlice, rules: Rules) -> list[str]:
+    release, fractional = rules
+    found = validate_resource_slice(slice_, release, fractional_capacity_range=fractional)
+    return [f"{v.path}: {v.message}" for v in found]
 
 
 def test_quarters_are_valid_in_every_release() -> None:

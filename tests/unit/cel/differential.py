@@ -10,8 +10,11 @@ get different answers from the oracle: a difference is only one when no oracle a
 a few agrees. The same goes for costs: where the oracle's own cost changes between runs of one
 input (a macro over a map that stops at the first match), no cost is compared.
 
-``python -m tests.unit.cel.differential --examples 100000`` runs that many random evaluations
-and prints every distinct disagreement (``make cel-oracle``).
+One oracle per Kubernetes minor kopf-dra speaks (hack/cel-oracle/v0.MINOR.PATCH/, the
+library versions of that release), each compared with a :class:`CELEnvironment` of the same
+minor. ``python -m tests.unit.cel.differential --examples 100000`` runs that many random
+evaluations against each (``--kubernetes 1.37`` for one) and prints every distinct
+disagreement (``make cel-oracle``).
 """
 
 from __future__ import annotations
@@ -28,12 +31,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from operators.api.resource import Device
-from operators.cel import CELEnvironment, InvalidSelectorError, SliceKey, install_zone_loader
+from operators.cel import (
+    KUBERNETES_MINORS,
+    NEWEST_KUBERNETES,
+    CELEnvironment,
+    InvalidSelectorError,
+    SliceKey,
+    install_zone_loader,
+)
 
 from .generators import DRIVER, J
 
 ROOT = Path(__file__).resolve().parents[3]
-BUILD = ROOT / "hack" / "cel-oracle" / "build.sh"
+ORACLES = ROOT / "hack" / "cel-oracle"
+BUILD = ORACLES / "build.sh"
 RETRIES = 6
 install_zone_loader(zoneinfo.ZoneInfo)  # as the CLI does: the oracle's Go reads the tz database
 
@@ -42,12 +53,26 @@ class NoToolchainError(RuntimeError):
     """No Go toolchain: the oracle cannot be built."""
 
 
+def oracle_version(kubernetes: str) -> str:
+    """The library version (module directory) of the oracle for a Kubernetes minor: 1.37 is
+    k8s.io/dynamic-resource-allocation v0.37.x."""
+    _, minor = kubernetes.split(".")
+    found = sorted(ORACLES.glob(f"v0.{minor}.*/go.mod"))
+    if len(found) != 1:
+        raise LookupError(f"want one oracle module for Kubernetes {kubernetes}, found {found}")
+    return found[0].parent.name
+
+
 @functools.cache
-def oracle_binary() -> str:
+def oracle_binary(kubernetes: str = NEWEST_KUBERNETES) -> str:
     if shutil.which("go") is None:
         raise NoToolchainError("no Go toolchain on PATH: cannot build hack/cel-oracle")
     done = subprocess.run(
-        ["bash", str(BUILD)], capture_output=True, text=True, check=False, timeout=1800
+        ["bash", str(BUILD), oracle_version(kubernetes)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=1800,
     )
     if done.returncode != 0:
         raise RuntimeError(f"building the oracle failed:\n{done.stderr[-4000:]}")
@@ -64,11 +89,12 @@ class Answer:
 
 
 class Oracle:
-    """One running oracle process; ``ask`` is a request and its answer."""
+    """One running oracle process of a Kubernetes minor; ``ask`` is a request and its answer."""
 
-    def __init__(self) -> None:
+    def __init__(self, kubernetes: str = NEWEST_KUBERNETES) -> None:
+        self.kubernetes = kubernetes
         self._process = subprocess.Popen(
-            [oracle_binary()],
+            [oracle_binary(kubernetes)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -107,12 +133,19 @@ def _outcome(result: J) -> str:
 
 
 @functools.cache
-def oracle() -> Oracle:
-    return Oracle()
+def oracle(kubernetes: str = NEWEST_KUBERNETES) -> Oracle:
+    return Oracle(kubernetes)
 
 
-def our_answer(expression: str, devices: list[J], env: CELEnvironment | None = None) -> Answer:
-    env = env if env is not None else CELEnvironment()
+def our_answer(
+    expression: str,
+    devices: list[J],
+    env: CELEnvironment | None = None,
+    kubernetes: str = NEWEST_KUBERNETES,
+) -> Answer:
+    """kopf-dra's answer; a fresh environment's (``env``'s, if given), so nothing is cached
+    from an earlier expression."""
+    env = env if env is not None else CELEnvironment(kubernetes=kubernetes)
     try:
         selector = env.compile(expression)
     except InvalidSelectorError:
@@ -136,8 +169,13 @@ def our_answer(expression: str, devices: list[J], env: CELEnvironment | None = N
     return Answer(outcomes, costs, selector.estimated_cost)
 
 
-def ours(expression: str, devices: list[J], env: CELEnvironment | None = None) -> list[str]:
-    return our_answer(expression, devices, env).outcomes
+def ours(
+    expression: str,
+    devices: list[J],
+    env: CELEnvironment | None = None,
+    kubernetes: str = NEWEST_KUBERNETES,
+) -> list[str]:
+    return our_answer(expression, devices, env, kubernetes).outcomes
 
 
 def _comparable_costs(mine: Answer, theirs: Answer) -> bool:
@@ -151,22 +189,25 @@ def _comparable_costs(mine: Answer, theirs: Answer) -> bool:
     return True
 
 
-def disagreement(expression: str, devices: list[J]) -> tuple[str, Answer, Answer] | None:
+def disagreement(
+    expression: str, devices: list[J], kubernetes: str = NEWEST_KUBERNETES
+) -> tuple[str, Answer, Answer] | None:
     """(kind, ours, theirs) when they differ: kind is "outcome", "cost" or "estimate"."""
-    mine = our_answer(expression, devices)
-    theirs = oracle().answer(expression, devices)
+    upstream = oracle(kubernetes)
+    mine = our_answer(expression, devices, kubernetes=kubernetes)
+    theirs = upstream.answer(expression, devices)
     for attempt in range(RETRIES):
         if mine.outcomes == theirs.outcomes:
             break
         if attempt < RETRIES - 1:
-            theirs = oracle().answer(expression, devices)
+            theirs = upstream.answer(expression, devices)
     if mine.outcomes != theirs.outcomes:
         return "outcome", mine, theirs
     if mine.estimate != theirs.estimate:
         return "estimate", mine, theirs
     if not _comparable_costs(mine, theirs):
         for _ in range(RETRIES):
-            again = oracle().answer(expression, devices)
+            again = upstream.answer(expression, devices)
             if again.outcomes == mine.outcomes and _comparable_costs(mine, again):
                 return None
             if not _comparable_costs(theirs, again):
@@ -180,7 +221,9 @@ def disagreement(expression: str, devices: list[J]) -> tuple[str, Answer, Answer
 Finding = tuple[str, str, list[J], Answer, Answer]  # kind, expression, devices, ours, theirs
 
 
-def run_corpus(examples: int, seed: int) -> tuple[dict[str, int], list[Finding]]:
+def run_corpus(
+    examples: int, seed: int, kubernetes: str = NEWEST_KUBERNETES
+) -> tuple[dict[str, int], list[Finding]]:
     """Generate selectors and devices until ``examples`` evaluations ran; (counts, one finding
     per distinct disagreement). A seed always generates the same corpus."""
     from hypothesis import HealthCheck, given, settings
@@ -204,7 +247,7 @@ def run_corpus(examples: int, seed: int) -> tuple[dict[str, int], list[Finding]]
         counted["selectors"] += 1
         counted["evaluations"] += len(devices)
         try:
-            diff = disagreement(expression, devices)
+            diff = disagreement(expression, devices, kubernetes)
         except Exception as exc:  # a crash is a finding, not the end of a long run
             nothing = Answer([], [], None)
             key = f"crash:{type(exc).__name__}:{expression[:60]}"
@@ -235,17 +278,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--examples", type=int, default=100_000, help="evaluations to run")
     parser.add_argument("--seed", type=int, default=None, help="default: a random one, printed")
     parser.add_argument("--show", type=int, default=40, help="disagreements to print")
+    parser.add_argument(
+        "--kubernetes",
+        action="append",
+        choices=KUBERNETES_MINORS,
+        help="the minor to compare (repeatable); default: each kopf-dra speaks, in turn",
+    )
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(2**32)
-    print(f"seed {seed}", flush=True)
-    counted, found = run_corpus(args.examples, seed)
-    print(
-        f"{counted['evaluations']} evaluations of {counted['selectors']} selectors, "
-        f"{len(found)} distinct disagreements"
-    )
-    for finding in found[: args.show]:
-        print(describe(finding))
-    return 1 if found else 0
+    failed = False
+    for kubernetes in args.kubernetes or KUBERNETES_MINORS:
+        print(f"Kubernetes {kubernetes} ({oracle_version(kubernetes)}), seed {seed}", flush=True)
+        counted, found = run_corpus(args.examples, seed, kubernetes)
+        print(
+            f"{counted['evaluations']} evaluations of {counted['selectors']} selectors, "
+            f"{len(found)} distinct disagreements",
+            flush=True,
+        )
+        for finding in found[: args.show]:
+            print(describe(finding))
+        failed = failed or bool(found)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

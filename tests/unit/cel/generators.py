@@ -26,6 +26,8 @@ _BAD_VERSIONS = ("99999999999999999999.0.0", "1.2", "01.0.0")
 _STRINGS = ("", "a", "gpu", "A100", "10.1.2.3", "10.0.0.0/8", "é", "x y", "1", "true", "8Gi")
 _INTS = (0, 1, -1, 2, 7, 40, 2**63 - 1, -(2**63), 1000)
 _QUANTITIES = ("0", "1", "8Gi", "40Gi", "1000m", "1.5", "8Ei", "100", "9223372036854775807", "2k")
+# Quantities Go keeps in the decimal form (inf.Dec): what add()/sub() share in 1.36.
+_DECIMAL_QUANTITIES = ("1.5Gi", "100000000000000000000", "0.5Ki", "1e-10")
 
 
 @st.composite
@@ -380,7 +382,7 @@ def gen_semver(draw: st.DrawFn, depth: int) -> str:
 def gen_bool(draw: st.DrawFn, depth: int) -> str:
     if depth <= 0:
         return draw(st.sampled_from(["true", "false", f"has({_attr(draw)})"]))
-    c = draw(st.integers(0, 40))
+    c = draw(st.integers(0, 42))
     any_gen = draw(st.sampled_from(_SCALARS))
     if c <= 1:
         return draw(st.sampled_from(["true", "false"]))
@@ -481,6 +483,8 @@ def gen_bool(draw: st.DrawFn, depth: int) -> str:
         return gen_network(draw, depth - 1)
     if c == 40:
         return f"dyn({any_gen(draw, depth - 1)}) in {gen_map(draw, depth - 1)}"
+    if c in (41, 42):
+        return gen_minor_changes(draw, depth - 1)
     return f"{gen_string(draw, depth - 1)}.lastIndexOf({gen_string(draw, 0)}, {gen_int(draw, 0)}) == -1"
 
 
@@ -576,6 +580,90 @@ def gen_comprehension(draw: st.DrawFn, depth: int) -> str:
                 f"{lst}.exists(device, v, v == device)",
                 f"cel.bind(x, {lst}, cel.bind(y, x.size(), x.all(e, y >= 0)))",
                 f"[1, 2, 3].all(x, x > 0) && {pred}",
+            ]
+        )
+    )
+
+
+# Field names a backtick may quote (cel-go's ESC_IDENTIFIER), the device's and others.
+_ESCAPED_FIELDS = (*NAMES, "a-b", "x.y", "a b", "p/q", "_", "1", "in", "é")
+
+
+def _escaped(draw: st.DrawFn) -> str:
+    return f"`{draw(st.sampled_from(_ESCAPED_FIELDS))}`"
+
+
+def gen_minor_changes(draw: st.DrawFn, depth: int) -> str:
+    """Where Kubernetes 1.37's CEL (cel-go 0.29, its libraries) parts from 1.36's: backtick
+    field names, ``.name`` past a local of that name, a local's field before a qualified name,
+    the Lists library's includes(), quantities sharing their decimal, the empty string's index
+    from an offset, lists.range, duration(int), or/orValue of a non-optional, the prices of
+    startsWith/endsWith and of the global matches()."""
+    x = draw(st.sampled_from(_SCALARS))(draw, depth)
+    domain = draw(st.sampled_from([DRIVER, OTHER, "nope.example.com"]))
+    field = _escaped(draw)
+    path = draw(
+        st.sampled_from(
+            [
+                f".attributes[{domain!r}].{field}",
+                f".attributes.`{domain}`.{field}",
+                f".`attributes`[{domain!r}].{draw(st.sampled_from(NAMES))}",
+                f".capacity[{domain!r}].{draw(st.sampled_from(['mem', 'cores', '`mem`']))}",
+                ".driver",
+                ".`driver`",
+                f".attributes[{domain!r}].?{field}",
+                f".attributes[device]{draw(st.sampled_from(['', '.a', '[?0]']))}",
+                f".attributes[{domain!r}][{draw(st.sampled_from(['device', 'k', '0', repr('a')]))}]",
+                f".attributes[{domain!r}].l[{draw(st.sampled_from(['0', 'device', 'k']))}]",
+            ]
+        )
+    )
+    quantity = repr(draw(st.sampled_from(_DECIMAL_QUANTITIES + _QUANTITIES)))
+    shared = draw(
+        st.sampled_from(
+            [
+                f"quantity({quantity})",
+                f"device.capacity[{DRIVER!r}].{draw(st.sampled_from(['mem', 'cores']))}",
+            ]
+        )
+    )
+    op = draw(st.sampled_from(["add", "sub"]))
+    addend = draw(st.sampled_from(["1", "quantity('1')", "q"]))
+    n = draw(st.sampled_from([0, 3, 47, 48, 49, 60]))
+    items = "[" + ", ".join(str(i) for i in range(n)) + "]"
+    text = draw(st.sampled_from(["''", "'abc'", "'é☃x'", "'abcdefghijklmnopqrstuvwxyz'"]))
+    offset = draw(st.sampled_from(["-1", "0", "2", "3", "4", "100", "-9223372036854775808"]))
+    return draw(
+        st.sampled_from(
+            [
+                f"has(device{path})",
+                f"device{path} == {x}",
+                f"{{'a b': 1, 'x.y': 2, 'a-b': 3, 'p/q': 4}}.{field} == {x}",
+                f"has({{'a b': 1, 'a-b': 2}}.{field})",
+                f"{{'a b': 1, 'a-b': 2}}.?{field}.orValue({x}) == {x}",
+                f"cel.bind(device, {x}, .device{path} == {x})",
+                f"cel.bind(device, {domain!r}, has(.device{path}))",
+                f"[{x}].all(device, .device{path} != device)",
+                f"[{domain!r}].exists(k, cel.bind(device, k, .device{path} == {x}))",
+                f"[{x}].exists(device, .device == device)",
+                f"cel.bind(device, {x}, .device.driver == {gen_string(draw, 0)} || device == {x})",
+                f"[{{'protobuf': {{'Duration': {x}}}}}].all(google, google.protobuf.Duration == {x})",
+                "cel.bind(google, {'protobuf': {'Duration': 1}}, .google.protobuf.Duration == type(duration('1s')))",
+                f"{items}.includes({gen_int(draw, 0)})",
+                f"{text}.includes({gen_string(draw, 0)})",
+                f"dyn({x}).includes({x})",
+                f"device.attributes[{domain!r}].{draw(st.sampled_from(NAMES))}.includes({x})",
+                f"cel.bind(q, {shared}, q.{op}({addend}) == q)",
+                f"cel.bind(q, {shared}, q.{op}(1).isGreaterThan(q) || q.compareTo(q.{op}(1)) == 0)",
+                f"{text}.indexOf('', {offset}) == {draw(st.sampled_from(['0', '3', offset]))}",
+                f"{text}.lastIndexOf('', {offset}) == {draw(st.sampled_from(['0', '3', offset]))}",
+                f"{text}.indexOf({gen_string(draw, 0)}, {offset}) >= 0",
+                f"lists.range({draw(st.sampled_from(['-1', '-100', '0', '2']))}).size() == 0",
+                f"duration({gen_int(draw, depth)}) == duration('1s')",
+                f"dyn({x}).orValue({x}) == {x}",
+                f"dyn({x}).or(optional.of({x})).hasValue()",
+                f"{gen_string(draw, depth)}.{draw(st.sampled_from(['startsWith', 'endsWith']))}({gen_string(draw, depth)})",
+                f"matches({gen_string(draw, depth)}, {draw(st.sampled_from([_regex_lit(draw), gen_string(draw, 0)]))})",
             ]
         )
     )

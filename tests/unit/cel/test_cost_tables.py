@@ -50,7 +50,8 @@ CEL_GO_DEFAULT = frozenset(
 )  # fmt: skip
 # Estimated by name but charged cel-go's default, on purpose: (function, overload id).
 ESTIMATE_ONLY = {
-    # DRA's estimator bounds it by the 48 values an attribute list may hold; cel-go charges 1.
+    # DRA's estimator (1.36) bounds it by the 48 values an attribute list may hold; cel-go
+    # charges 1. 1.37's list_includes_dyn_dyn is the Lists library's, priced by name in both.
     ("includes", "dra_includes_dyn_dyn"),
 }
 
@@ -128,7 +129,12 @@ def test_the_tables_name_only_functions_and_overloads_that_exist() -> None:
     ids = set().union(
         *(
             _compared(f, "overload")
-            for f in (cost._overload_estimate, cost._tracker, cost._default_charge)
+            for f in (
+                cost._overload_estimate,
+                cost._tracker,
+                cost._default_charge,
+                cost._sized_string_charge,
+            )
         ),
         _compared(cost.Estimator.function_cost, "overload"),
     )

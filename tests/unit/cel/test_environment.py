@@ -8,6 +8,7 @@ import pytest
 
 from operators.cel import (
     MAX_EXPRESSION_LENGTH,
+    NEWEST_KUBERNETES,
     CELEnvironment,
     CompiledSelector,
     EvaluationInterrupted,
@@ -22,6 +23,13 @@ from operators.cel.compiler import CHECKPOINT_COST
 from .conftest import GPU, GPU_DRIVER, GPU_KEY, attribute, device
 
 MODEL = 'device.attributes["gpu.example.com"].model == "a100"'
+
+
+def test_an_environment_speaks_a_minor_kopf_dra_knows() -> None:
+    assert CELEnvironment().kubernetes == NEWEST_KUBERNETES
+    assert CELEnvironment(kubernetes="1.36").kubernetes == "1.36"
+    with pytest.raises(ValueError, match=r"1\.35"):
+        CELEnvironment(kubernetes="1.35")
 
 
 def test_device_is_converted_once_per_slice_generation(env: CELEnvironment) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from operators.cel import (
+    KUBERNETES_MINORS,
     CELEnvironment,
     InvalidSelectorError,
     SelectorEvaluationError,
@@ -17,7 +18,14 @@ from operators.cel import (
 )
 from operators.cel import types as t
 from operators.cel.compiler import compile_program
-from operators.cel.library import FUNCTIONS, REGISTRY, Registry, runtime_matches, timestamps
+from operators.cel.library import (
+    FUNCTIONS,
+    REGISTRY,
+    Registry,
+    functions_of,
+    runtime_matches,
+    timestamps,
+)
 from operators.cel.library._registry import parse_signature
 from operators.cel.runtime import CelError, Uint
 
@@ -40,8 +48,10 @@ def _fails(expression: str) -> str:
 # --- the real registry ---------------------------------------------------------------------------
 
 
-def test_every_function_has_uniquely_named_overloads_with_types() -> None:
-    for name, fn in FUNCTIONS.items():
+@pytest.mark.parametrize("kubernetes", KUBERNETES_MINORS)
+def test_every_function_has_uniquely_named_overloads_with_types(kubernetes: str) -> None:
+    """In each minor's table; an id may be declared again for other minors (FUNCTIONS)."""
+    for name, fn in functions_of(kubernetes).items():
         assert fn.overloads, name
         ids = [o.id for o in fn.overloads]
         assert len(ids) == len(set(ids)), f"{name}: an overload id twice"
@@ -124,6 +134,39 @@ def test_one_declaration_gives_the_overloads_their_implementation() -> None:
     assert fn.overload("twice_int").params == (t.INT,)
 
 
+def test_a_minor_declares_its_own_overloads() -> None:
+    """An overload bounded by ``since``/``until`` is in those minors' tables only; one id may
+    be declared again for other minors, never twice for one."""
+    registry = Registry()
+
+    def old(value: Any) -> Any:
+        return value
+
+    def new(value: Any) -> Any:
+        return value
+
+    registry.function("f", "f_int (int) -> int", until="1.36")(old)
+    registry.function("f", "f_int (int) -> int", since="1.37")(new)
+    registry.function("g", "g_int (int) -> int", since="1.37")(new)
+    assert registry.table("1.36")["f"].overloads[0].impl is old
+    assert registry.table("1.37")["f"].overloads[0].impl is new
+    assert "g" not in registry.table("1.36")
+    with pytest.raises(ValueError, match="declared twice"):
+        registry.function("f", "f_int (int) -> int")(old)
+    with pytest.raises(ValueError, match="no minor kopf-dra speaks"):
+        registry.function("h", "h_int (int) -> int", since="1.35")
+
+
+def test_the_minors_functions_part_where_their_releases_do() -> None:
+    def ids(kubernetes: str, name: str) -> list[str]:
+        return [o.id for o in functions_of(kubernetes)[name].overloads]
+
+    assert ids("1.36", "includes") == ["dra_includes_dyn_dyn"]
+    assert ids("1.37", "includes") == ["list_includes_dyn_dyn"]
+    assert "int64_to_duration" in ids("1.36", "duration")
+    assert "int64_to_duration" not in ids("1.37", "duration")
+
+
 def test_a_declaration_is_checked() -> None:
     registry = Registry()
 
@@ -147,10 +190,9 @@ def test_a_declaration_is_checked() -> None:
 @pytest.fixture
 def scratch() -> Iterator[Registry]:
     """The process-wide registry, with anything added by the test removed afterwards."""
-    saved = dict(REGISTRY.functions)
+    saved = REGISTRY.snapshot()
     yield REGISTRY
-    REGISTRY.functions.clear()
-    REGISTRY.functions.update(saved)
+    REGISTRY.restore(saved)
 
 
 def test_a_function_declared_once_compiles_and_evaluates(scratch: Registry) -> None:
