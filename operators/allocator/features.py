@@ -77,9 +77,17 @@ class Features:
         )
 
     @classmethod
-    def release(cls, overrides: Mapping[str, bool] | None = None) -> Features:
-        """Kubernetes' defaults (operators.api.features) with ``overrides`` (checked) applied."""
-        return cls.from_gates(resolve(parse_feature_gates(overrides or {})))
+    def release(
+        cls,
+        overrides: Mapping[str, bool] | None = None,
+        version: KubernetesVersion | None = None,
+    ) -> Features:
+        """Kubernetes' defaults at ``version`` (default: the project's default release) with
+        ``overrides`` (checked as that version checks them) applied."""
+        if version is None:
+            return cls.from_gates(resolve(parse_feature_gates(overrides or {})))
+        gates = resolve(parse_feature_gates(overrides or {}, version), version)
+        return cls.of(gates, version)
 
     @classmethod
     def from_gates(cls, gates: Mapping[str, bool], release: Release | None = None) -> Features:

@@ -59,9 +59,9 @@ class Release:
 
 #: The releases kopf-dra supports, oldest first: the current minor and the one before.
 SUPPORTED_RELEASES: Final = tuple(sorted(Release.parse(r) for r in gate_tables.SPECS))
-#: The release assumed where no cluster says (tests, simulate on files): the local control
-#: plane's.
-DEFAULT_RELEASE: Final = Release(1, 36)
+#: The release assumed where no cluster says (tests, simulate on files): the current minor, the
+#: local control plane's default (hack/controlplane/VERSION; a test keeps the two equal).
+DEFAULT_RELEASE: Final = Release(1, 37)
 
 
 @dataclasses.dataclass(frozen=True)

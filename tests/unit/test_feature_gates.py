@@ -158,8 +158,8 @@ def test_a_version_is_read_as_the_api_server_reports_it() -> None:
         ),
         (
             "DRAResourceClaimDeviceStatus=false",
-            "DRADeviceBindingConditions is enabled, but depends on features that are disabled: "
-            "[DRAResourceClaimDeviceStatus]",
+            "cannot set feature gate DRAResourceClaimDeviceStatus to false, feature is locked to "
+            "true",
         ),
         (
             "DRADeviceTaints=false,DRADeviceTaintRules=true",
@@ -173,12 +173,44 @@ def test_values_kube_scheduler_refuses_are_refused(value: str, error: str) -> No
         parse_feature_gates(value)
 
 
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [
+        (
+            "DRAResourceClaimDeviceStatus=false",
+            "DRADeviceBindingConditions is enabled, but depends on features that are disabled: "
+            "[DRAResourceClaimDeviceStatus]",
+        ),
+        ("DRAPrioritizedList=maybe", "invalid value of DRAPrioritizedList=maybe"),
+    ],
+)
+def test_values_kube_scheduler_136_refuses_are_refused_on_136(value: str, error: str) -> None:
+    """1.37 locks DRAResourceClaimDeviceStatus on; 1.36 refuses only what depends on it."""
+    with pytest.raises(FeatureGateError, match=error.replace("[", r"\[").replace("]", r"\]")):
+        parse_feature_gates(value, V136)
+
+
+def test_prioritized_list_is_off_only_on_136() -> None:
+    """GA in both, locked on only in 1.37 (DRAExtendedResource: test_each_release_...)."""
+    assert parse_feature_gates("DRAPrioritizedList=false", V136) == {"DRAPrioritizedList": False}
+    with pytest.raises(FeatureGateError, match="cannot set feature gate DRAPrioritizedList"):
+        parse_feature_gates("DRAPrioritizedList=false", V137)
+
+
 def test_go_booleans_all_alpha_and_all_beta() -> None:
-    assert parse_feature_gates("DRAListTypeAttributes=T, DRAPrioritizedList=0") == {
+    assert parse_feature_gates("DRAListTypeAttributes=T, DRAPrioritizedList=0", V136) == {
         "DRAListTypeAttributes": True,
         "DRAPrioritizedList": False,
     }
-    gates = resolve(parse_feature_gates("AllAlpha=true,DRAResourcePoolStatus=false"))
+    assert parse_feature_gates("DRAListTypeAttributes=T, DRAPrioritizedList=1") == {
+        "DRAListTypeAttributes": True,
+        "DRAPrioritizedList": True,
+    }
+    # 1.37's alpha gates include some whose dependencies are beta and off (GenericWorkload),
+    # so there, as in component-base, all alpha without those is refused.
+    with pytest.raises(FeatureGateError, match="depends on features that are disabled"):
+        parse_feature_gates("AllAlpha=true,DRAResourcePoolStatus=false", V137)
+    gates = resolve(parse_feature_gates("AllAlpha=true,DRAResourcePoolStatus=false", V136), V136)
     assert gates["DRAListTypeAttributes"]
     assert gates["DRAWorkloadResourceClaims"]
     assert not gates["DRAResourcePoolStatus"]  # named explicitly
@@ -285,11 +317,12 @@ def test_an_allocator_gate_switches_its_field_and_no_other(name: str) -> None:
     )
 
 
-def _scheduler(**gates: bool) -> Scheduler:
+def _scheduler(kubernetes: str | None = None, **gates: bool) -> Scheduler:
     return Scheduler(
         SchedulerSettings(
             feature_gates={**dict.fromkeys(("DRAListTypeAttributes",), True), **gates},
             filter_timeout=7,
+            kubernetes_version=kubernetes,
         )
     )
 
@@ -306,7 +339,8 @@ def test_scheduler_gates_device_taint_rules_and_filter_timeout() -> None:
 
 def test_scheduler_gates_extended_resources() -> None:
     assert _scheduler(DRAExtendedResource=True).extended_enabled
-    assert not _scheduler(DRAExtendedResource=False).extended_enabled
+    assert _scheduler().extended_enabled  # 1.37: GA, locked on
+    assert not _scheduler("1.36", DRAExtendedResource=False).extended_enabled
 
 
 def _allocate(features: Features, claim: Any) -> Any:
@@ -333,7 +367,8 @@ def test_a_claim_with_alternatives_fails_as_upstream_says_with_prioritized_list_
         FeatureDisabledError,
         match="request req-0: has subrequests, but the DRAPrioritizedList feature is disabled",
     ):
-        _allocate(Features.release({"DRAPrioritizedList": False}), claim)
+        # 1.36 only: 1.37 locks the gate on.
+        _allocate(Features.release({"DRAPrioritizedList": False}, V136), claim)
 
 
 def test_the_local_clusters_installs_give_every_component_the_control_planes_gates() -> None:

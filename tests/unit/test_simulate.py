@@ -768,6 +768,8 @@ def test_with_the_gate_off_the_node_must_advertise_it() -> None:
         "default/trainer",
         "--feature-gates",
         "DRAExtendedResource=false",
+        "--kubernetes-version",
+        "1.36",  # 1.37 locks the gate on
     )
     assert (code, result["outcome"], result["extendedResourceClaim"]) == (1, "unsatisfiable", None)
     assert result["nodes"]["node-2"]["reason"] == "Insufficient example.kopf-dra.io/gpu"

@@ -6,12 +6,14 @@ differential runs against the 1.37 oracle."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from operators.allocator import Features
 from operators.allocator.features import V1_37
 from operators.api.resource import ResourceSlice
 
+from . import cases_attributes, cases_regressions
 from .builders import (
     ALL_NODES,
     CAPACITY0,
@@ -446,7 +448,29 @@ def cases() -> list[Case]:
                 "32, with 20 already accounted for"
             ),
         ),
+        # 1.37's CEL device takes list attributes whatever DRAListTypeAttributes says: a
+        # selector over a device with one no longer fails the attempt ...
+        _retold(
+            cases_regressions.cases(),
+            "regression-list-attribute-without-gate-is-cel-error",
+            expect=[allocation(LOCAL, result(REQ0, DRIVER_A, POOL1, DEVICE1))],
+        ),
+        # ... and a constraint over list attributes without the gate finds nothing
+        # (allocator_testing.go of v0.37.2, same name): no error.
+        _retold(cases_attributes.cases(), "list-attributes-disabled-match-constraint-with-lists"),
     ]
+
+
+def _retold(table: list[Case], name: str, expect: list[J] | None = None) -> Case:
+    """A 1.36 row as 1.37 answers it: no error, ``expect`` instead (None: no results)."""
+    (row,) = (c for c in table if c.name == name)
+    return dataclasses.replace(
+        row,
+        name=f"137-{name}",
+        features=dataclasses.replace(row.features, kubernetes=V1_37),
+        error=None,
+        expect=expect,
+    )
 
 
 def _skipping(s: ResourceSlice) -> ResourceSlice:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from operators.allocator import (
     validate_pools,
 )
 from operators.allocator.errors import InvalidPoolError, OutOfTimeError
+from operators.api.features import Release
 from operators.api.resource import DeviceTaintRule, ResourceClaim, ResourceSlice
 
 from .builders import (
@@ -63,9 +65,9 @@ def partitions() -> list[ResourceSlice]:
     ]
 
 
-def allocator(slices: list[ResourceSlice], **kw: Any) -> Allocator:
+def allocator(slices: list[ResourceSlice], features: Features = ALL, **kw: Any) -> Allocator:
     return Allocator(
-        ALL,
+        features,
         AllocatedState(),
         [device_class(CLASS_A, DRIVER_A)],
         slices,
@@ -179,18 +181,25 @@ def with_broken_pool_elsewhere() -> list[ResourceSlice]:
 
 
 def test_pool_without_devices_for_the_node_is_checked_when_the_search_fails() -> None:
-    """Node 1 sees node 2's pool through its counter set (it has no devices for node 1): it is
-    invalid, which matters only when the search fails or wants all devices, as upstream."""
+    """Node 1 sees node 2's pool through its counter set (it has no devices for node 1): in 1.36
+    it is invalid, which matters only when the search fails or wants all devices, as upstream;
+    1.37 keys counter sets by pool and never sees it from node 1."""
     slices = with_broken_pool_elsewhere()
-    fits = allocator(slices).allocate(N1, [claim(CLAIM0, request(REQ0, CLASS_A, 1))])
-    assert picked(fits) == ["local"]
-    failed = allocator(slices).allocate(N1, [claim(CLAIM0, request(REQ0, CLASS_A, 2))])
+    as_136 = {"features": dataclasses.replace(ALL, kubernetes=Release(1, 36))}
+    for kw in ({}, as_136):
+        fits = allocator(slices, **kw).allocate(N1, [claim(CLAIM0, request(REQ0, CLASS_A, 1))])
+        assert picked(fits) == ["local"]
+    failed = allocator(slices, **as_136).allocate(N1, [claim(CLAIM0, request(REQ0, CLASS_A, 2))])
     assert failed.status is Status.ERROR
     assert "driver-a/pool-2 (counter missing not found in counter set gpu)" in str(failed.error)
-    every = allocator(slices).allocate(N1, [claim(CLAIM0, all_request(REQ0, CLASS_A))])
+    every = allocator(slices, **as_136).allocate(N1, [claim(CLAIM0, all_request(REQ0, CLASS_A))])
     assert every.status is Status.ERROR
     assert isinstance(every.error, InvalidPoolError)
     assert "resource pool driver-a/pool-2 is currently invalid" in str(every.error)
+    failed = allocator(slices).allocate(N1, [claim(CLAIM0, request(REQ0, CLASS_A, 2))])
+    assert failed.status is Status.UNSATISFIABLE
+    every = allocator(slices).allocate(N1, [claim(CLAIM0, all_request(REQ0, CLASS_A))])
+    assert picked(every) == ["local"]
 
 
 def test_the_budget_stops_a_long_selector_mid_evaluation_and_leaves_no_verdict() -> None:

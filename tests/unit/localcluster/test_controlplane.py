@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from operators.api.features import DEFAULT_RELEASE, Release
 from operators.localcluster.controlplane import (
     BUILD_SCRIPT,
     VERSION_ENV,
@@ -29,6 +30,10 @@ def test_every_supported_release_has_its_go_module_and_its_gates() -> None:
         assert f"\tk8s.io/kubernetes {version}\n" in module, version
         assert "replace kopf-dra.local/etcd => ../etcd" in module, version
         assert feature_gates(version), version
+
+
+def test_the_release_assumed_without_a_cluster_is_the_local_control_planes_default() -> None:
+    assert Release.parse(default_version()) == DEFAULT_RELEASE
 
 
 def test_1_37_turns_on_fractional_capacity_ranges_besides_the_gates_of_1_36() -> None:

@@ -174,8 +174,8 @@ def test_pool_still_being_published_has_no_counts() -> None:
     s = pool_status(g, check_pool(g, (), ALL), (), ALL)
     assert s.validation_error == incomplete_message(g)
     assert (
-        s.validation_error
-        == f"pool {DRIVER}/{POOL} is incomplete: observed 1/2 slices at generation 3"
+        s.validation_error == f"PoolIncomplete: pool {DRIVER}/{POOL} is incomplete: "
+        "observed 1/2 slices at generation 3"
     )
     assert (s.total_devices, s.resource_slice_count, s.generation) == (None, None, 3)
 

@@ -68,8 +68,11 @@ def test_136_has_no_views_and_137_prefixes_the_incomplete_pool() -> None:
     assert "partitionSummary" not in status(*slices, features=V136).dump()
     assert "partitionSummary" in status(*slices).dump()
     partial = group(slices[1])
-    assert incomplete_message(partial).startswith("pool gpu.example.com/node-1 is incomplete")
+    assert incomplete_message(partial, Release(1, 36)).startswith(
+        "pool gpu.example.com/node-1 is incomplete"
+    )
     message = incomplete_message(partial, Release(1, 37))
+    assert incomplete_message(partial) == message
     assert message.startswith("PoolIncomplete: pool gpu.example.com/node-1 is incomplete")
     answered = pool_status(partial, check_pool(partial, [], V137), [], V137)
     assert answered.validation_error == message
