@@ -45,6 +45,7 @@ from tests.integration.helpers import (
     eventually,
     missing_fields,
     pod_body,
+    pod_condition,
     running_operator,
     slice_body,
     start_scheduler,
@@ -222,8 +223,10 @@ async def _bound(kube: KubeAPI, namespace: str, name: str) -> str:
 async def test_derived_attributes_survive_the_template_controller_and_the_scheduler(
     gated_kube: KubeAPI,
 ) -> None:
-    """The claim-template controller creates the claim with them; the scheduler's writes
-    (finalizer, allocation and reservedFor) leave them; its informer reads the v1 taint rule."""
+    """The claim-template controller creates the claim with them; the scheduler refuses it as
+    kube-scheduler 1.37.2 does without DRADerivedAttributes (which kopf-dra does not implement
+    yet) and leaves the claim whole; its informer reads the v1 taint rule, so a claim without
+    them gets the untainted device."""
     kube, namespace, driver = (
         gated_kube,
         await _namespace(gated_kube),
@@ -242,9 +245,8 @@ async def test_derived_attributes_survive_the_template_controller_and_the_schedu
         }
     )
     assert rule["apiVersion"] == "resource.k8s.io/v1"
-    # Named as the devices' own attribute, which a derived one shadows: an allocator without
-    # derived attributes reads the same value.
     derived = [{"name": f"{driver}/numa", "expression": f'device.attributes["{driver}"].numa'}]
+    exactly: dict[str, Any] = {"deviceClassName": driver, "derivedAttributes": derived}
     template = {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaimTemplate",
@@ -252,12 +254,7 @@ async def test_derived_attributes_survive_the_template_controller_and_the_schedu
         "spec": {
             "spec": {
                 "devices": {
-                    "requests": [
-                        {
-                            "name": "gpu",
-                            "exactly": {"deviceClassName": driver, "derivedAttributes": derived},
-                        }
-                    ],
+                    "requests": [{"name": "gpu", "exactly": exactly}],
                     "constraints": [{"requests": ["gpu"], "matchAttribute": f"{driver}/numa"}],
                 }
             }
@@ -267,12 +264,33 @@ async def test_derived_attributes_survive_the_template_controller_and_the_schedu
     assert created["spec"]["spec"]["devices"]["requests"][0]["exactly"]["derivedAttributes"]
     entry = {"name": "gpu", "resourceClaimTemplateName": "gpu-template"}
     await kube.create(pod_body("trainer", namespace, entry))
-    assert await _bound(kube, namespace, "trainer") == node
+
+    async def refused() -> str | None:
+        condition = await pod_condition(kube, namespace, "trainer") or {}
+        message: str = condition.get("message") or ""
+        return message if "derived attributes, the feature is disabled" in message else None
+
+    assert "request gpu: cannot handle request with derived attributes" in await eventually(
+        refused, within=60, what="trainer refused for its derived attributes"
+    )
     (claim,) = (await kube.list("ResourceClaim", namespace))["items"]
     assert claim["spec"]["devices"]["requests"][0]["exactly"]["derivedAttributes"] == derived
+    assert "allocation" not in (claim.get("status") or {})
+
+    del exactly["derivedAttributes"]
+    template["metadata"]["name"] = "plain-template"
+    await kube.create(template)
+    entry = {"name": "gpu", "resourceClaimTemplateName": "plain-template"}
+    await kube.create(pod_body("plain", namespace, entry))
+    assert await _bound(kube, namespace, "plain") == node
+    (claim,) = [
+        c
+        for c in (await kube.list("ResourceClaim", namespace))["items"]
+        if (c.get("status") or {}).get("allocation")
+    ]
     results = claim["status"]["allocation"]["devices"]["results"]
     assert [r["device"] for r in results] == ["gpu-1"]  # gpu-0 is tainted by the v1 rule
-    assert claim["status"]["reservedFor"][0]["name"] == "trainer"
+    assert claim["status"]["reservedFor"][0]["name"] == "plain"
 
 
 @needs_137

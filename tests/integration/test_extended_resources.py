@@ -202,8 +202,11 @@ async def test_with_the_gate_off_the_resource_is_only_what_nodes_advertise(
 ) -> None:
     await extended_class(kube, driver)
     await dra_node(kube, driver, devices=1)
-    gates = {**feature_gates(), "DRAExtendedResource": False}
-    _, registry = start_scheduler(kubeconfig, feature_gates=gates, unschedulable_retry=2.0)
+    # 1.36's scheduler: 1.37 locks the gate on (tests/unit/test_feature_gates.py).
+    gates = {**feature_gates("v1.36.3"), "DRAExtendedResource": False}
+    _, registry = start_scheduler(
+        kubeconfig, feature_gates=gates, kubernetes_version="1.36", unschedulable_retry=2.0
+    )
     async with running_operator(registry, "scheduler"):
         await kube.create(asking("plain", namespace, {resource(driver): "1"}))
 

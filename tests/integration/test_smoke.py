@@ -6,12 +6,13 @@ import pytest
 from kubernetes_asyncio import client
 
 from operators.kube.api import ApiError, ConflictError, InvalidError, KubeAPI, NotFoundError
+from operators.localcluster.controlplane import kubernetes_version
 
 
 async def test_server_is_the_pinned_release_with_resource_v1(api: client.ApiClient) -> None:
     kube = KubeAPI(api)
     version = await kube.call("GET", "/version")
-    assert version["gitVersion"].startswith("v1.36.")
+    assert version["gitVersion"] == kubernetes_version()
     group = await kube.call("GET", "/apis/resource.k8s.io")
     served = {v["groupVersion"] for v in group["versions"]}
     assert {"resource.k8s.io/v1", "resource.k8s.io/v1beta2"} <= served

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from operators.api.features import KubernetesVersion
 from operators.kube.api import KubeAPI
+from operators.localcluster.controlplane import feature_gates
 from operators.runtime.app import run_following_version
 from tests.integration.helpers import eventually, start_scheduler, unique
 
@@ -24,6 +25,7 @@ async def test_a_new_version_stops_the_scheduler_and_releases_its_lease(
         lease_name=lease,
         lease_namespace=namespace,
         kubernetes_version="1.36",
+        feature_gates=feature_gates("v1.36.3"),  # the gates of the release it starts on
         version_check_interval=0.2,
     )
     upgraded = asyncio.Event()
