@@ -32,7 +32,8 @@ DEMO_ARGS += $(if $(CLUSTER),--in-cluster)
 PY_PATHS := operators tests bench e2e hack/config_reference.py hack/node/oci-image.py hack/image/oci-pack.py
 
 .PHONY: help venv lint fmt test unit integration e2e e2e-node e2e-cluster cluster e2e-kind chaos image docs helm bench bench-scheduler bench-compare bench-tenants bench-fabric simulate-differential \
-        control-plane control-plane-up control-plane-down run clean cel-oracle allocator-oracle
+        control-plane control-plane-up control-plane-down run clean cel-oracle allocator-oracle \
+        test-previous
 
 help:
 	@echo "make run               the whole system on virtual nodes, with a live view (Ctrl-C stops)"
@@ -41,6 +42,7 @@ help:
 	@echo "make run CLUSTER=1     kopf-dra as pods from its image, installed with Helm on the local cluster (root)"
 	@echo "make test              lint, then unit + integration tests and the e2e scenarios"
 	@echo "make e2e               the example scenarios on the local control plane"
+	@echo "make test-previous     the scheduler, controllers and driver tests and e2e on Kubernetes 1.36.3"
 	@echo "make e2e-node          the scenarios with real pods on two local kubelets (root; builds them)"
 	@echo "make e2e-cluster       kopf-dra's image installed with kubectl apply -k on the complete local cluster (root)"
 	@echo "make cluster           the complete local cluster (kubelets, kube-proxy, CoreDNS) with the image (root)"
@@ -97,8 +99,24 @@ integration: $(STAMP) control-plane helm
 test: lint control-plane helm
 	$(VENV)/bin/pytest -q tests
 	$(VENV)/bin/pytest -q e2e
+	$(MAKE) --no-print-directory test-previous
 	$(MAKE) --no-print-directory e2e-node
 	$(MAKE) --no-print-directory e2e-cluster
+
+# The minor before the default (the first of hack/controlplane/VERSIONS, 1.36.3), which kopf-dra
+# still supports: the integration tests of the scheduler, the claim controllers, the pool
+# validator and the driver, and the e2e scenarios, on a control plane of that release.
+PREVIOUS_RELEASE := $(firstword $(shell cat hack/controlplane/VERSIONS))
+PREVIOUS_TESTS := tests/integration/test_smoke.py tests/integration/test_feature_gates.py \
+  tests/integration/test_scheduler.py tests/integration/test_scheduler_scenarios.py \
+  tests/integration/test_scheduler_faults.py tests/integration/test_preemption.py \
+  tests/integration/test_extended_resources.py tests/integration/test_claim_controllers.py \
+  tests/integration/test_pool_validator.py tests/integration/driver
+test-previous: $(STAMP)
+	KOPF_DRA_KUBERNETES_VERSION=$(PREVIOUS_RELEASE) hack/controlplane/build.sh >/dev/null
+	KOPF_DRA_KUBERNETES_VERSION=$(PREVIOUS_RELEASE) $(VENV)/bin/pytest -q -p no:cacheprovider \
+	  $(PREVIOUS_TESTS)
+	KOPF_DRA_KUBERNETES_VERSION=$(PREVIOUS_RELEASE) $(VENV)/bin/pytest -q -p no:cacheprovider e2e
 
 # The scenarios on real kubelets with containerd (e2e/node/): builds and caches what it needs
 # (hack/node/build.sh), installs Debian's runc, CNI plugins and busybox when root and missing.
