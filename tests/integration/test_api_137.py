@@ -247,7 +247,7 @@ async def test_derived_attributes_survive_the_template_controller_and_the_schedu
     assert rule["apiVersion"] == "resource.k8s.io/v1"
     derived = [{"name": f"{driver}/numa", "expression": f'device.attributes["{driver}"].numa'}]
     exactly: dict[str, Any] = {"deviceClassName": driver, "derivedAttributes": derived}
-    template = {
+    template: dict[str, Any] = {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaimTemplate",
         "metadata": {"name": "gpu-template", "namespace": namespace},
