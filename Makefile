@@ -133,12 +133,19 @@ e2e: $(STAMP) control-plane
 # scheduler: once with `kubectl apply --server-side -k e2e/cluster/overlay`, once with
 # `helm install` (and upgrade, uninstall), each on a cluster of its own; then `make run CLUSTER=1`
 # once (demo). Root; builds and caches what it needs. E2E_CLUSTER_INSTALLS=helm runs one.
+# The kustomize install's cluster has nodes of both minors, as the version skew policy allows
+# (SKEWED_NODES: the first kubelet of the minor before, the second the control plane's); Helm's
+# and the demo's nodes are the control plane's release.
 E2E_CLUSTER_INSTALLS ?= kustomize helm demo
+CONTROL_PLANE_RELEASE := $(or $(KOPF_DRA_KUBERNETES_VERSION),$(shell cat hack/controlplane/VERSION))
+SKEWED_NODES ?= $(PREVIOUS_RELEASE),$(CONTROL_PLANE_RELEASE)
 e2e-cluster: $(STAMP) control-plane helm
 	@hack/node/install-deps.sh
 	@hack/image/install-deps.sh
 	@for install in $(E2E_CLUSTER_INSTALLS); do \
-	  echo "== e2e-cluster, installed with $$install"; \
+	  nodes=$$([ $$install = kustomize ] && echo "$(SKEWED_NODES)" || true); \
+	  echo "== e2e-cluster, installed with $$install$${nodes:+, kubelets $$nodes}"; \
+	  KOPF_DRA_NODE_KUBERNETES_VERSION=$$nodes \
 	  KOPF_DRA_E2E_INSTALL=$$install KOPF_DRA_E2E_CLUSTER=1 KOPF_DRA_E2E_IN_CLUSTER=1 \
 	    $(VENV)/bin/pytest -q -p no:cacheprovider e2e/cluster || exit 1; \
 	done

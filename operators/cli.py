@@ -49,7 +49,8 @@ def _cluster(args: argparse.Namespace) -> int:
         signal.signal(signum, lambda *_: stop.set())
     try:
         state_dir = Path(args.state_dir) if args.state_dir else cluster.default_state_dir()
-        with cluster.running(state_dir, names, [Path(i) for i in args.image]) as c:
+        images = [Path(i) for i in args.image]
+        with cluster.running(state_dir, names, images, args.node_version or None) as c:
             print(f"local cluster {', '.join(n for n, _ in names)} is up ({c.timings})")
             print(f"export KUBECONFIG={c.kubeconfig}", flush=True)
             while not stop.wait(1.0):
@@ -123,6 +124,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--state-dir",
         default=None,
         help="certificates, kubeconfig, logs (default: ~/.cache/kopf-dra/cluster)",
+    )
+    cl.add_argument(
+        "--node-version",
+        action="append",
+        default=[],
+        help="the kubelet release of the next node, the last repeating (e.g. v1.36.3 beside a "
+        "v1.37.2 control plane); repeatable; default: the control plane's",
     )
     return parser
 

@@ -12,6 +12,8 @@ values of ``hack/cluster/helm-values.yaml``, and adds the Helm-only checks
 for both. The e2e suite's fixtures then see an in-cluster install (``KOPF_DRA_E2E_IN_CLUSTER=1``,
 set by the Makefile): no operator runs outside the cluster. ``KOPF_DRA_E2E_INSTALL=demo`` runs
 ``make run CLUSTER=1`` instead (``test_demo.py``), which starts a cluster of its own.
+The kubelets run ``KOPF_DRA_NODE_KUBERNETES_VERSION``'s releases, node by node (the Makefile
+sets 1.36.3 and 1.37.2 for the kustomize install: nodes a minor behind the control plane).
 Where the machine cannot run it the session is skipped with what is missing, except under
 ``CI=true``, where that is a failure. Teardown checks that the host is as it was.
 """

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import re
 import ssl
 import urllib.error
 import urllib.request
@@ -15,6 +16,7 @@ from typing import Any, TypeVar
 import yaml
 
 from e2e.cluster.conftest import HELM_COMMANDS, NAMESPACE, OVERLAY, TOKEN_COMMAND, shell
+from operators.driver.plugin import HEALTH_V1, HEALTH_V1ALPHA1
 from operators.kube.api import KubeAPI, NotFoundError
 from operators.localcluster import cluster
 from operators.localcluster.files import project_root
@@ -119,6 +121,42 @@ async def test_the_driver_registers_with_every_kubelet_and_publishes_its_slices(
             within=60,
             what=f"{pod['metadata']['name']} to be registered with its kubelet",
         )
+
+
+async def test_each_kubelet_runs_its_release_and_opens_its_health_service(
+    installed: cluster.Cluster, kube: KubeAPI
+) -> None:
+    """Nodes may lag the control plane by a minor (KOPF_DRA_NODE_KUBERNETES_VERSION): each
+    kubelet runs its own release and opens the health service it prefers from the driver,
+    v1alpha1 for 1.36 (the only one it knows), v1 for 1.37 (the first the driver announces)."""
+    assert installed.nodes is not None
+    versions = {n.name: n.version for n in installed.nodes.nodes}
+    nodes = {n["metadata"]["name"]: n for n in (await kube.list("Node"))["items"]}
+    assert {name: nodes[name]["status"]["nodeInfo"]["kubeletVersion"] for name in versions} == (
+        versions
+    )
+    drivers = {
+        p["spec"]["nodeName"]: p["metadata"]["name"]
+        for p in await component_pods(kube)
+        if p["metadata"]["name"].startswith("kopf-dra-driver-")
+    }
+    for node, version in versions.items():
+        want = HEALTH_V1ALPHA1 if version.startswith("v1.36.") else HEALTH_V1
+        command = f"kubectl -n {NAMESPACE} logs {drivers[node]}"
+
+        def opened(command: str = command) -> set[str] | None:
+            lines = [
+                x for x in shell(installed, command).splitlines() if "health stream opened" in x
+            ]
+            found = {m for x in lines for m in re.findall(r"\bv1\w*\.DRAResourceHealth", x)}
+            return found or None
+
+        opened_services = await eventually(
+            _sync(opened),
+            within=60,
+            what=f"the {version} kubelet of {node} to open a health stream",
+        )
+        assert opened_services == {want}, (node, version)
 
 
 def _logged(c: cluster.Cluster, command: str, text: str) -> bool:

@@ -163,6 +163,8 @@ def health_handler(version: str, source: HealthSource) -> grpc.GenericRpcHandler
     async def watch(
         request: Any, context: grpc.aio.ServicerContext[Any, Any]
     ) -> AsyncIterator[Any]:
+        # Which service each kubelet chose (1.36: v1alpha1, 1.37: v1) is in the driver's log.
+        log.info("health stream opened", service=version)
         async for report in source.health_reports(HEALTH_TIMEOUT_SECONDS / 3):
             now = int(time.time())
             yield pb.NodeWatchResourcesResponse(

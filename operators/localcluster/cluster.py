@@ -338,19 +338,27 @@ def start(
     state_dir: Path,
     nodes: Sequence[tuple[str, Mapping[str, str]]],
     images: Sequence[Path] = (),
+    node_versions: Sequence[str] | None = None,
 ) -> Cluster:
     """Build what is missing and start a cluster; the caller holds ``realnode.host_lock()``
-    and must ``stop()`` it. Returns once every node is Ready and cluster DNS answers."""
+    and must ``stop()`` it. Returns once every node is Ready and cluster DNS answers.
+    ``node_versions``: each kubelet's release, as the version skew policy allows (default:
+    ``KOPF_DRA_NODE_KUBERNETES_VERSION``, else the control plane's)."""
     started = time.monotonic()
     if not nodes:
         raise ClusterError("a cluster needs at least one node")
     missing = missing_prerequisites()
     if missing:
         raise ClusterError("the local cluster needs: " + "; ".join(missing))
-    apiserver_bin = controlplane.ensure_binaries()
-    upstream_bin = _build(UPSTREAM_BUILD_SCRIPT)
-    cluster_bin = _build(BUILD_SCRIPT)
-    realnode.ensure_binaries()
+    try:
+        kubelets = realnode.node_versions(len(nodes), given=node_versions)
+        apiserver_bin = controlplane.ensure_binaries()
+        upstream_bin = _build(UPSTREAM_BUILD_SCRIPT)
+        cluster_bin = _build(BUILD_SCRIPT)
+        for version in sorted(set(kubelets)):
+            realnode.ensure_binaries(version)
+    except (realnode.RealNodeError, controlplane.ControlPlaneError) as e:
+        raise ClusterError(str(e)) from e
     built = time.monotonic()
     host = realnode.HostState.record(PROXY_SYSCTLS)
     before = ruleset()
@@ -374,6 +382,7 @@ def start(
             host,
             cluster_dns=CLUSTER_DNS,
             images=[cluster_bin / "images" / "coredns.tar", *images],
+            versions=kubelets,
         )
         _wait(cluster, "every node Ready", lambda: _nodes_ready(cluster, len(nodes)))
         _wait(cluster, "CoreDNS available", lambda: _coredns_available(cluster))
@@ -419,11 +428,12 @@ def running(
     state_dir: Path,
     nodes: Sequence[tuple[str, Mapping[str, str]]],
     images: Sequence[Path] = (),
+    node_versions: Sequence[str] | None = None,
 ) -> Iterator[Cluster]:
     """Hold the host lock, start a cluster, yield it, and always tear it down; raises
     ``ClusterError`` at exit if the host was not restored."""
     with realnode.host_lock():
-        cluster = start(state_dir, nodes, images)
+        cluster = start(state_dir, nodes, images, node_versions)
         try:
             yield cluster
         finally:

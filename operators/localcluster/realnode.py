@@ -57,6 +57,10 @@ POD_SUBNET = "198.18.{index}.0/24"
 #: Every node's pod subnet (kube-proxy's cluster CIDR in the complete local cluster).
 POD_CIDR = "198.18.0.0/16"
 STARTUP_TIMEOUT = 120.0
+#: The kubelets' releases when they differ from the control plane's (``node_versions``).
+NODE_VERSION_ENV = "KOPF_DRA_NODE_KUBERNETES_VERSION"
+#: How many minors a kubelet may lag kube-apiserver (Kubernetes' version skew policy).
+MAX_KUBELET_SKEW = 3
 
 
 class RealNodeError(RuntimeError):
@@ -90,20 +94,56 @@ def missing_prerequisites() -> list[str]:
     return missing
 
 
-def _bin_dir() -> Path:
-    return controlplane.cache_root() / controlplane.kubernetes_version() / "node" / "bin"
+def _bin_dir(version: str | None = None) -> Path:
+    release = version or controlplane.kubernetes_version()
+    return controlplane.cache_root() / release / "node" / "bin"
 
 
 def _cached() -> bool:
     return (_bin_dir() / "kubelet").exists() and (_bin_dir() / "images" / "busybox.tar").exists()
 
 
-def ensure_binaries() -> Path:
-    """Build the node's binaries and images unless cached; returns the bin directory."""
-    proc = subprocess.run(["bash", str(BUILD_SCRIPT)], capture_output=True, text=True, check=False)
+def ensure_binaries(version: str | None = None) -> Path:
+    """Build the node's binaries and images of ``version`` (default: the chosen release)
+    unless cached; returns the bin directory."""
+    env = {**os.environ, controlplane.VERSION_ENV: version} if version else None
+    proc = subprocess.run(
+        ["bash", str(BUILD_SCRIPT)], capture_output=True, text=True, check=False, env=env
+    )
     if proc.returncode != 0:
-        raise RealNodeError(f"building the node failed:\n{proc.stderr[-4000:]}")
+        raise RealNodeError(f"building the node {version or ''} failed:\n{proc.stderr[-4000:]}")
     return Path(proc.stdout.strip().splitlines()[-1])
+
+
+def _minor(version: str) -> int:
+    return int(version.lstrip("v").split(".")[1])
+
+
+def node_versions(
+    count: int, control_plane: str | None = None, given: Sequence[str] | None = None
+) -> list[str]:
+    """The kubelets' releases, node by node: ``given``, else ``KOPF_DRA_NODE_KUBERNETES_VERSION``
+    (comma-separated), the last repeating; else the control plane's. Refused unless
+    ``hack/controlplane/VERSIONS`` lists each, and where Kubernetes' version skew policy forbids
+    it: a kubelet newer than kube-apiserver, or more than three minors older."""
+    server = control_plane or controlplane.kubernetes_version()
+    if not given:
+        given = [v.strip() for v in os.environ.get(NODE_VERSION_ENV, "").split(",") if v.strip()]
+    chosen = ([*given] + [given[-1]] * count)[:count] if given else [server] * count
+    supported = controlplane.supported_versions()
+    for version in chosen:
+        if version not in supported:
+            raise RealNodeError(
+                f"{NODE_VERSION_ENV}: {version} is not a supported Kubernetes version; "
+                f"supported: {' '.join(supported)} (hack/controlplane/VERSIONS)"
+            )
+        if not 0 <= _minor(server) - _minor(version) <= MAX_KUBELET_SKEW:
+            raise RealNodeError(
+                f"{NODE_VERSION_ENV}: a {version} kubelet with a {server} kube-apiserver: "
+                f"Kubernetes' version skew policy allows kubelets from {MAX_KUBELET_SKEW} minors "
+                "older than kube-apiserver up to its own minor"
+            )
+    return chosen
 
 
 def host_ip() -> str:
@@ -206,6 +246,8 @@ class RealNode:
     #: so they reach the API server and Services, and the kubelet points them at this resolver.
     cluster_dns: str | None = None
     images: tuple[Path, ...] = ()
+    #: The kubelet's release (``bin_dir``'s), whose gates it gets.
+    version: str = dataclasses.field(default_factory=controlplane.kubernetes_version)
 
     @property
     def kubelet_dir(self) -> Path:
@@ -348,7 +390,7 @@ class RealNode:
             (self.home / sub).mkdir(parents=True, exist_ok=True)
         (self.home / "containerd.toml").write_text(self.containerd_config())
         (self.home / "cni" / "10-kopf-dra.conflist").write_text(json.dumps(self.cni_config()))
-        gates = controlplane.feature_gates()
+        gates = controlplane.feature_gates(self.version)
         (self.home / "kubelet.json").write_text(json.dumps(self.kubelet_config(gates), indent=2))
         shutil.copy(kubeconfig, self.home / "kubeconfig")
 
@@ -544,13 +586,16 @@ def start(
     *,
     cluster_dns: str | None = None,
     images: Sequence[Path] = (),
+    versions: Sequence[str] | None = None,
 ) -> RealNodes:
     """Build (if needed) and start one containerd and one kubelet per name, importing the
     images (``images``: archives beyond the pause and busybox ones); returns once every kubelet
     answers (the caller waits for the Nodes to be Ready). In a cluster (``cluster_dns``), each
-    node's directory is named after it, so that a kept kustomize overlay can name its paths."""
+    node's directory is named after it, so that a kept kustomize overlay can name its paths.
+    ``versions``: each kubelet's release (default: ``node_versions``)."""
     started = time.monotonic()
-    bin_dir = ensure_binaries()
+    releases = list(versions) if versions is not None else node_versions(len(names))
+    bin_dirs = {v: ensure_binaries(v) for v in sorted(set(releases))}
     built = time.monotonic()
     ip = host_ip()
     base.mkdir(parents=True, exist_ok=True)
@@ -560,13 +605,14 @@ def start(
             i,
             base / (name if cluster_dns else f"n{i}"),
             labels,
-            bin_dir,
+            bin_dirs[version],
             ip,
             controlplane.free_port(),
             cluster_dns=cluster_dns,
             images=tuple(images),
+            version=version,
         )
-        for i, (name, labels) in enumerate(names)
+        for i, ((name, labels), version) in enumerate(zip(names, releases, strict=True))
     ]
     result = RealNodes(nodes, base, host)
     try:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import shutil
 from pathlib import Path
 
@@ -67,3 +69,45 @@ def test_host_state_restores_sysctls_and_removes_only_what_was_absent(
     assert state.restore() == []
     assert not created.exists()
     assert (existed / "kept").exists()
+
+
+def test_kubelets_default_to_the_control_planes_release(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(realnode.NODE_VERSION_ENV, raising=False)
+    assert realnode.node_versions(2, "v1.37.2") == ["v1.37.2", "v1.37.2"]
+
+
+def test_kubelets_one_minor_behind_as_the_skew_policy_allows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(realnode.NODE_VERSION_ENV, "v1.36.3, v1.37.2")
+    assert realnode.node_versions(3, "v1.37.2") == ["v1.36.3", "v1.37.2", "v1.37.2"]
+    assert realnode.node_versions(2, "v1.37.2", given=["v1.36.3"]) == ["v1.36.3", "v1.36.3"]
+
+
+@pytest.mark.parametrize(
+    ("kubelet", "server", "words"),
+    [
+        ("v1.37.2", "v1.36.3", "a v1.37.2 kubelet with a v1.36.3 kube-apiserver"),
+        ("v1.35.0", "v1.37.2", "v1.35.0 is not a supported Kubernetes version"),
+    ],
+)
+def test_kubelets_the_skew_policy_or_the_build_refuse(
+    kubelet: str, server: str, words: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(realnode.NODE_VERSION_ENV, kubelet)
+    with pytest.raises(realnode.RealNodeError, match=words) as refused:
+        realnode.node_versions(1, server)
+    assert realnode.NODE_VERSION_ENV in str(refused.value)
+
+
+def test_each_kubelet_gets_its_own_releases_gates(tmp_path: Path) -> None:
+    """A 1.36 kubelet refuses a gate name only 1.37 knows: each gets its release's."""
+    old = dataclasses.replace(node(0, tmp_path), version="v1.36.3")
+    new = dataclasses.replace(node(1, tmp_path), version="v1.37.2")
+    (tmp_path / "kubeconfig").write_text("{}")
+    for n in (old, new):
+        n.write_config(tmp_path / "kubeconfig")
+    gates = [json.loads((n.home / "kubelet.json").read_text())["featureGates"] for n in (old, new)]
+    assert "DRAFractionalCapacityRange" not in gates[0]
+    assert gates[1]["DRAFractionalCapacityRange"] is True
+    assert gates[0] == controlplane.feature_gates("v1.36.3")
