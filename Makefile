@@ -135,8 +135,10 @@ e2e: $(STAMP) control-plane
 # once (demo). Root; builds and caches what it needs. E2E_CLUSTER_INSTALLS=helm runs one.
 # The kustomize install's cluster has nodes of both minors, as the version skew policy allows
 # (SKEWED_NODES: the first kubelet of the minor before, the second the control plane's); Helm's
-# and the demo's nodes are the control plane's release.
-E2E_CLUSTER_INSTALLS ?= kustomize helm demo
+# and the demo's nodes are the control plane's release. The upgrade session starts the cluster
+# on the minor before, installs kopf-dra with Helm and upgrades the control plane, then the
+# kubelets, to the control plane's release under it (e2e/cluster/test_upgrade.py).
+E2E_CLUSTER_INSTALLS ?= kustomize helm upgrade demo
 CONTROL_PLANE_RELEASE := $(or $(KOPF_DRA_KUBERNETES_VERSION),$(shell cat hack/controlplane/VERSION))
 SKEWED_NODES ?= $(PREVIOUS_RELEASE),$(CONTROL_PLANE_RELEASE)
 e2e-cluster: $(STAMP) control-plane helm
@@ -144,8 +146,15 @@ e2e-cluster: $(STAMP) control-plane helm
 	@hack/image/install-deps.sh
 	@for install in $(E2E_CLUSTER_INSTALLS); do \
 	  nodes=$$([ $$install = kustomize ] && echo "$(SKEWED_NODES)" || true); \
-	  echo "== e2e-cluster, installed with $$install$${nodes:+, kubelets $$nodes}"; \
-	  KOPF_DRA_NODE_KUBERNETES_VERSION=$$nodes \
+	  release=$(CONTROL_PLANE_RELEASE); \
+	  if [ $$install = upgrade ]; then \
+	    [ "$(PREVIOUS_RELEASE)" = "$(CONTROL_PLANE_RELEASE)" ] && { \
+	      echo "== e2e-cluster: no upgrade, $(CONTROL_PLANE_RELEASE) is the oldest release"; continue; }; \
+	    release=$(PREVIOUS_RELEASE); \
+	  fi; \
+	  echo "== e2e-cluster, installed with $$install on $$release$${nodes:+, kubelets $$nodes}"; \
+	  KOPF_DRA_KUBERNETES_VERSION=$$release KOPF_DRA_NODE_KUBERNETES_VERSION=$$nodes \
+	  KOPF_DRA_E2E_UPGRADE_TO=$(CONTROL_PLANE_RELEASE) \
 	  KOPF_DRA_E2E_INSTALL=$$install KOPF_DRA_E2E_CLUSTER=1 KOPF_DRA_E2E_IN_CLUSTER=1 \
 	    $(VENV)/bin/pytest -q -p no:cacheprovider e2e/cluster || exit 1; \
 	done

@@ -12,6 +12,8 @@ values of ``hack/cluster/helm-values.yaml``, and adds the Helm-only checks
 for both. The e2e suite's fixtures then see an in-cluster install (``KOPF_DRA_E2E_IN_CLUSTER=1``,
 set by the Makefile): no operator runs outside the cluster. ``KOPF_DRA_E2E_INSTALL=demo`` runs
 ``make run CLUSTER=1`` instead (``test_demo.py``), which starts a cluster of its own.
+``KOPF_DRA_E2E_INSTALL=upgrade`` installs with Helm on a cluster of the minor before and
+upgrades it under kopf-dra (``test_upgrade.py``), in a session of its own.
 The kubelets run ``KOPF_DRA_NODE_KUBERNETES_VERSION``'s releases, node by node (the Makefile
 sets 1.36.3 and 1.37.2 for the kustomize install: nodes a minor behind the control plane).
 Where the machine cannot run it the session is skipped with what is missing, except under
@@ -26,22 +28,30 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
-from operators.localcluster import cluster
+from operators.localcluster import cluster, controlplane
 from operators.localcluster.files import project_root
 from tests.requires import unavailable
 
 INSTALL = os.environ.get("KOPF_DRA_E2E_INSTALL", "kustomize")
-if INSTALL not in ("kustomize", "helm", "demo"):
-    raise pytest.UsageError(f"KOPF_DRA_E2E_INSTALL={INSTALL!r}: kustomize, helm or demo")
+INSTALLS = ("kustomize", "helm", "demo", "upgrade")
+if INSTALL not in INSTALLS:
+    raise pytest.UsageError(f"KOPF_DRA_E2E_INSTALL={INSTALL!r}: one of {', '.join(INSTALLS)}")
 #: Helm's own checks run on the Helm install; `make run CLUSTER=1` (test_demo.py) starts a
-#: cluster of its own, in a session of its own (KOPF_DRA_E2E_INSTALL=demo).
-HELM_ONLY = {"test_helm_upgrade.py", "test_uninstalled.py"}
-DEMO_ONLY = {"test_demo.py"}
+#: cluster of its own, in a session of its own (KOPF_DRA_E2E_INSTALL=demo); the live upgrade of
+#: the control plane (test_upgrade.py) too (KOPF_DRA_E2E_INSTALL=upgrade, Helm on the minor
+#: before). Every other file runs on the kustomize and the Helm install.
+ONLY = {
+    "test_helm_upgrade.py": "helm",
+    "test_uninstalled.py": "helm",
+    "test_demo.py": "demo",
+    "test_upgrade.py": "upgrade",
+}
 collect_ignore = sorted(
     p.name
     for p in Path(__file__).parent.glob("test_*.py")
-    if (p.name in DEMO_ONLY) != (INSTALL == "demo") or (p.name in HELM_ONLY and INSTALL != "helm")
+    if INSTALL not in ((ONLY[p.name],) if p.name in ONLY else ("kustomize", "helm"))
 )
 ROOT = project_root()
 OVERLAY = ROOT / "e2e" / "cluster" / "overlay"
@@ -98,6 +108,15 @@ def installed(local_cluster: cluster.Cluster) -> cluster.Cluster:
     """kopf-dra installed as the README says, every rollout finished."""
     if INSTALL == "helm":
         local_cluster.install_with_helm()
+    elif INSTALL == "upgrade":
+        # The values' gates are the default release's: those the release this cluster starts
+        # on does not know are left out (the chart's schema takes no null to unset one).
+        values = yaml.safe_load(HELM_VALUES.read_text())
+        known = controlplane.feature_gates(local_cluster.control_plane.version)
+        values["featureGates"] = {g: v for g, v in values["featureGates"].items() if g in known}
+        older = local_cluster.state_dir / "helm-values.yaml"
+        older.write_text(yaml.safe_dump(values))
+        local_cluster.install_with_helm(values=older)
     else:
         shell(local_cluster, f"kubectl apply --server-side -k {OVERLAY}")
         shell(local_cluster, TOKEN_COMMAND)

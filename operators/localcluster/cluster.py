@@ -25,7 +25,7 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from operators.api.features import format_feature_gates
@@ -101,16 +101,26 @@ def node_names(count: int) -> list[tuple[str, dict[str, str]]]:
     return [(f"kopf-dra-worker{i + 1 if i else ''}", dict(wired)) for i in range(count)]
 
 
-def _build(script: Path, timeout: float | None = None) -> Path:
-    """Run a build script that prints what it built last; it says what went wrong."""
+def _build(script: Path, timeout: float | None = None, version: str | None = None) -> Path:
+    """Run a build script (of ``version``; default: the chosen release) that prints what it
+    built last; it says what went wrong."""
     if not script.is_file():
         raise ClusterError(f"{script} is missing: this needs a checkout of kopf-dra")
     proc = subprocess.run(
-        ["bash", str(script)], capture_output=True, text=True, check=False, timeout=timeout
-    )
+        ["bash", str(script)], capture_output=True, text=True, check=False, timeout=timeout,
+        env=controlplane.release_env(version),
+    )  # fmt: skip
     if proc.returncode != 0:
         raise ClusterError(f"{script} failed:\n{proc.stderr[-4000:]}")
     return Path(proc.stdout.strip().splitlines()[-1])
+
+
+def _guarded(build: Callable[[str], Path], version: str) -> Path:
+    """A control plane's or a node's build, its failure a ``ClusterError``."""
+    try:
+        return build(version)
+    except (realnode.RealNodeError, controlplane.ControlPlaneError) as e:
+        raise ClusterError(str(e)) from e
 
 
 def build_image() -> Path:
@@ -207,14 +217,16 @@ class Cluster:
             raise ClusterError(f"{command}\n{proc.stdout}\n{proc.stderr}")
         return proc.stdout
 
-    def install_with_helm(self, *extra: str) -> None:
+    def install_with_helm(self, *extra: str, values: Path = HELM_VALUES) -> None:
         """kopf-dra installed as the README's Helm commands do, with this cluster's values
         (``extra``: more helm arguments), every rollout finished."""
         *prepare, install = HELM_COMMANDS
         for command in prepare:
             self.shell(command)
-        values = HELM_VALUES.relative_to(project_root())
-        self.shell(" ".join([install, "-f", str(values), *extra]))
+        given = (
+            values.relative_to(project_root()) if values.is_relative_to(project_root()) else values
+        )
+        self.shell(" ".join([install, "-f", str(given), *extra]))
         self.wait_rollouts()
 
     def wait_rollouts(self) -> None:
@@ -244,42 +256,99 @@ class Cluster:
 
     def start_components(self, node: str) -> None:
         """kube-controller-manager, kube-scheduler and kube-proxy (named after ``node``)."""
-        gates = format_feature_gates(controlplane.feature_gates(self.control_plane.version))
+        self.start_controller_manager()
+        self.start_scheduler()
+        self.start_proxy(node)
+
+    @property
+    def gates(self) -> str:
+        """The control plane release's gates, which its components get."""
+        return format_feature_gates(controlplane.feature_gates(self.control_plane.version))
+
+    def start_controller_manager(self) -> None:
         pki = self.control_plane.pki
-        kubeconfig = str(self.kubeconfig)
         self._spawn(
             "kube-controller-manager",
             [
                 str(self.upstream_bin / "kube-controller-manager"),
-                f"--kubeconfig={kubeconfig}",
+                f"--kubeconfig={self.kubeconfig}",
                 f"--controllers={CONTROLLERS}",
                 f"--root-ca-file={pki / 'ca.crt'}",
                 f"--service-account-private-key-file={pki / 'sa.key'}",
                 "--use-service-account-credentials=true",
                 f"--service-cluster-ip-range={controlplane.SERVICE_CIDR}",
-                f"--feature-gates={gates}",
+                f"--feature-gates={self.gates}",
                 "--leader-elect=false",
                 "--secure-port=0",
                 "--v=1",
             ],
         )
+
+    def start_scheduler(self) -> None:
         self._spawn(
             "kube-scheduler",
             [
                 str(self.upstream_bin / "kube-scheduler"),
-                f"--kubeconfig={kubeconfig}",
-                f"--feature-gates={gates}",
+                f"--kubeconfig={self.kubeconfig}",
+                f"--feature-gates={self.gates}",
                 "--leader-elect=false",
                 "--secure-port=0",
                 "--v=1",
             ],
         )
+
+    def start_proxy(self, node: str) -> None:
         config = self.state_dir / "kube-proxy.json"
         config.write_text(json.dumps(self.proxy_config(node), indent=2))
         self._spawn(
             "kube-proxy",
             [str(self.cluster_bin / "kube-proxy"), f"--config={config}", "--v=1"],
         )
+
+    # --- a control plane upgrade, one component at a time, as Kubernetes orders it ---
+
+    def upgrade_apiserver(self, version: str) -> None:
+        """kube-apiserver replaced by ``version``'s on the same etcd and certificates."""
+        bin_dir = _guarded(controlplane.ensure_binaries, version)
+        self.control_plane.upgrade_apiserver(version, bin_dir)
+
+    def upgrade_components(self, version: str) -> None:
+        """kube-controller-manager, then kube-scheduler, replaced by ``version``'s (the API
+        server first: neither may be newer than it)."""
+        self._require_apiserver(version, "kube-controller-manager and kube-scheduler")
+        self.upstream_bin = _build(UPSTREAM_BUILD_SCRIPT, version=version)
+        for name, start in (
+            ("kube-controller-manager", self.start_controller_manager),
+            ("kube-scheduler", self.start_scheduler),
+        ):
+            controlplane.terminate(self.processes.pop(name))
+            start()
+
+    def upgrade_kubelet(self, node: str, version: str) -> None:
+        """One node's kubelet replaced in place by ``version``'s; its pods go on running."""
+        self._require_apiserver(version, f"the kubelet of {node}")
+        assert self.nodes is not None, "the cluster has no nodes"
+        bin_dir = _guarded(realnode.ensure_binaries, version)
+        self.nodes.by_name(node).upgrade_kubelet(version, bin_dir)
+
+    def upgrade_proxy(self, version: str) -> None:
+        """kube-proxy (the host's, every node's) replaced by ``version``'s."""
+        self._require_apiserver(version, "kube-proxy")
+        self.cluster_bin = _build(BUILD_SCRIPT, version=version)
+        controlplane.terminate(self.processes.pop("kube-proxy"))
+        self.start_proxy(self.proxy_node)
+
+    @property
+    def proxy_node(self) -> str:
+        assert self.nodes is not None, "the cluster has no nodes"
+        return self.nodes.nodes[0].name
+
+    def _require_apiserver(self, version: str, what: str) -> None:
+        if self.control_plane.version != version:
+            raise ClusterError(
+                f"{what} {version} before kube-apiserver {version} (it runs "
+                f"{self.control_plane.version}): Kubernetes upgrades the API server first"
+            )
 
     def proxy_config(self, node: str) -> dict[str, object]:
         """kube-proxy's configuration: one for the host, which all the nodes share, named after

@@ -144,12 +144,22 @@ def feature_gates(version: str | None = None) -> dict[str, bool]:
     return dict(_FEATURE_GATES[major_minor])
 
 
-def ensure_binaries() -> Path:
-    """Build the chosen release's binaries unless cached; returns the bin directory."""
+def release_env(version: str | None) -> dict[str, str] | None:
+    """The environment in which the build scripts build ``version`` (None: the chosen one)."""
+    return {**os.environ, VERSION_ENV: version} if version else None
+
+
+def ensure_binaries(version: str | None = None) -> Path:
+    """Build the binaries of ``version`` (default: the chosen release) unless cached; returns
+    the bin directory."""
     if not BUILD_SCRIPT.exists():
         raise ControlPlaneError(f"{BUILD_SCRIPT} is missing: reinstall kopf-dra")
-    kubernetes_version()  # refused here, with the same words, rather than by the script
-    proc = subprocess.run(["bash", str(BUILD_SCRIPT)], capture_output=True, text=True, check=False)
+    if version is None:
+        kubernetes_version()  # refused here, with the same words, rather than by the script
+    proc = subprocess.run(
+        ["bash", str(BUILD_SCRIPT)],
+        capture_output=True, text=True, check=False, env=release_env(version),
+    )  # fmt: skip
     if proc.returncode != 0:
         raise ControlPlaneError(f"building the control plane failed:\n{proc.stderr[-4000:]}")
     return Path(proc.stdout.strip().splitlines()[-1])
@@ -428,6 +438,12 @@ class ControlPlane:
         self.processes.remove(old)
         self.apiserver = self._spawn("kube-apiserver", self.apiserver_argv())
         self.wait_ready(timeout)
+
+    def upgrade_apiserver(self, version: str, bin_dir: Path) -> None:
+        """kube-apiserver replaced by ``version``'s (``bin_dir``), with its gates, on the same
+        port, certificates and etcd: a control plane upgrade."""
+        self.version, self.bin_dir = version, bin_dir
+        self.restart_apiserver()
 
     def _ssl_context(self) -> ssl.SSLContext:
         ctx = ssl.create_default_context(cafile=str(self.pki / "ca.crt"))

@@ -106,10 +106,10 @@ def _cached() -> bool:
 def ensure_binaries(version: str | None = None) -> Path:
     """Build the node's binaries and images of ``version`` (default: the chosen release)
     unless cached; returns the bin directory."""
-    env = {**os.environ, controlplane.VERSION_ENV: version} if version else None
     proc = subprocess.run(
-        ["bash", str(BUILD_SCRIPT)], capture_output=True, text=True, check=False, env=env
-    )
+        ["bash", str(BUILD_SCRIPT)],
+        capture_output=True, text=True, check=False, env=controlplane.release_env(version),
+    )  # fmt: skip
     if proc.returncode != 0:
         raise RealNodeError(f"building the node {version or ''} failed:\n{proc.stderr[-4000:]}")
     return Path(proc.stdout.strip().splitlines()[-1])
@@ -390,9 +390,12 @@ class RealNode:
             (self.home / sub).mkdir(parents=True, exist_ok=True)
         (self.home / "containerd.toml").write_text(self.containerd_config())
         (self.home / "cni" / "10-kopf-dra.conflist").write_text(json.dumps(self.cni_config()))
+        self.write_kubelet_config()
+        shutil.copy(kubeconfig, self.home / "kubeconfig")
+
+    def write_kubelet_config(self) -> None:
         gates = controlplane.feature_gates(self.version)
         (self.home / "kubelet.json").write_text(json.dumps(self.kubelet_config(gates), indent=2))
-        shutil.copy(kubeconfig, self.home / "kubeconfig")
 
     def make_cgroups(self) -> None:
         """The kubelet wants its cgroup root to exist in every hierarchy (cpuset filled in)."""
@@ -484,6 +487,14 @@ class RealNode:
 
     def restart_kubelet(self) -> None:
         self.stop_process("kubelet")
+        self.start_kubelet()
+
+    def upgrade_kubelet(self, version: str, bin_dir: Path) -> None:
+        """The kubelet replaced in place by ``version``'s (``bin_dir``), with that release's
+        gates; containerd and the pods it runs go on (an in-place node upgrade)."""
+        self.stop_process("kubelet")
+        self.version, self.bin_dir = version, bin_dir
+        self.write_kubelet_config()
         self.start_kubelet()
 
     # --- teardown ---
