@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import yaml
 
 from e2e.cluster.conftest import HELM_COMMANDS, NAMESPACE, OVERLAY, TOKEN_COMMAND, shell
+from operators.api.features import Release
 from operators.driver.plugin import HEALTH_V1, HEALTH_V1ALPHA1
 from operators.kube.api import KubeAPI, NotFoundError
 from operators.localcluster import cluster
@@ -141,7 +142,7 @@ async def test_each_kubelet_runs_its_release_and_opens_its_health_service(
         if p["metadata"]["name"].startswith("kopf-dra-driver-")
     }
     for node, version in versions.items():
-        want = HEALTH_V1ALPHA1 if version.startswith("v1.36.") else HEALTH_V1
+        want = HEALTH_V1ALPHA1 if Release.parse(version) == Release(1, 36) else HEALTH_V1
         command = f"kubectl -n {NAMESPACE} logs {drivers[node]}"
 
         def opened(command: str = command) -> set[str] | None:

@@ -20,7 +20,7 @@ from e2e.cluster.test_deployed import LEASES, component_pods, ready
 from operators.demo.bringup import SCHEDULER_NAME
 from operators.kube.api import ConflictError, KubeAPI, NotFoundError
 from operators.localcluster import cluster
-from tests.integration.helpers import eventually
+from tests.integration.helpers import eventually, in_background
 
 COMPONENTS = (*LEASES, "kopf-dra-fabric-manager-sim")
 #: A workload with a device, as users run one: a Deployment whose pods claim a GPU from a
@@ -69,13 +69,10 @@ async def sampled(kube: KubeAPI, c: cluster.Cluster, name: str) -> AsyncIterator
             timeline.samples.append((time.monotonic() - start, counts))
             await asyncio.sleep(1.0)
 
-    task = asyncio.create_task(sample())
     try:
-        yield timeline
+        async with in_background(sample()):
+            yield timeline
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
         out = c.state_dir / "timelines"
         out.mkdir(exist_ok=True)
         (out / f"{name}.txt").write_text(timeline.render() + "\n")

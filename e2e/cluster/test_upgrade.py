@@ -29,21 +29,19 @@ from e2e.chaos.invariants import Snapshot, exclusive_devices
 from e2e.cluster.conftest import NAMESPACE, shell
 from e2e.cluster.test_deployed import LEASES, component_pods, restarts
 from e2e.cluster.test_operations import WORKLOAD_NS, running_pods, workload
+from operators.api.features import Release
 from operators.demo.bringup import SCHEDULER_NAME
 from operators.kube.api import ApiError, KubeAPI, NotFoundError
 from operators.localcluster import cluster, controlplane
-from tests.integration.helpers import eventually
+from tests.integration.helpers import eventually, in_background
 
 T = TypeVar("T")
 FROM = controlplane.kubernetes_version()
 TO = os.environ.get("KOPF_DRA_E2E_UPGRADE_TO") or controlplane.default_version()
+TO_MINOR = str(Release.parse(TO))  # "1.37", as the components log the version they follow
 STEADY = 2  # pods holding a GPU from before the upgrade to after it
 #: What a request meets while kube-apiserver is replaced.
 UNREACHABLE = (ApiError, aiohttp.ClientError, ConnectionError, OSError, TimeoutError)
-
-
-def _minor(version: str) -> str:
-    return ".".join(version.lstrip("v").split(".")[:2])
 
 
 class Timeline:
@@ -123,13 +121,8 @@ async def watched(
                 violation(str(v))
             await asyncio.sleep(1.0)
 
-    task = asyncio.create_task(sample())
-    try:
+    async with in_background(sample()):
         yield seen
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 async def _arrival(
@@ -204,11 +197,10 @@ def _followed(installed: cluster.Cluster, pod: str) -> bool:
         i
         for i, r in enumerate(records)
         if "another Kubernetes version" in str(r.get("event"))
-        and str(r.get("now", "")).startswith(_minor(TO))
+        and str(r.get("now", "")).startswith(TO_MINOR)
     ]
     return bool(noticed) and any(
-        r.get("event") == "following Kubernetes"
-        and str(r.get("version", "")).startswith(_minor(TO))
+        r.get("event") == "following Kubernetes" and str(r.get("version", "")).startswith(TO_MINOR)
         for r in records[noticed[0] :]
     )
 
@@ -225,7 +217,9 @@ async def _every_component_followed(kube: KubeAPI, installed: cluster.Cluster) -
         return pods if len(done) == len(pods) else None
 
     return await eventually(
-        _reachable(all_followed), within=180, what=f"every component following {_minor(TO)}"
+        _reachable(all_followed),
+        within=180,
+        what=f"every component following {TO_MINOR}",
     )
 
 
@@ -243,7 +237,7 @@ async def test_a_live_control_plane_upgrade_loses_no_claim_and_restarts_nothing(
     installed: cluster.Cluster, kube: KubeAPI
 ) -> None:
     assert installed.nodes is not None
-    assert _minor(FROM) != _minor(TO), f"an upgrade from {FROM} to {TO}"
+    assert Release.parse(FROM) < Release.parse(TO), f"an upgrade from {FROM} to {TO}"
     tl = Timeline()
     tl.mark(f"cluster on {FROM}, kopf-dra installed with Helm")
     for obj in workload("steady", replicas=STEADY):
@@ -271,7 +265,7 @@ async def test_a_live_control_plane_upgrade_loses_no_claim_and_restarts_nothing(
         tl.mark("kube-apiserver ready")
         await _arrival(kube, installed, "after-apiserver", tl)
         followed = await _every_component_followed(kube, installed)
-        tl.mark(f"every kopf-dra component follows {_minor(TO)} ({len(followed)} pods, logged)")
+        tl.mark(f"every kopf-dra component follows {TO_MINOR} ({len(followed)} pods, logged)")
         tl.mark(f"kube-controller-manager, kube-scheduler {FROM} -> {TO}")
         await asyncio.to_thread(installed.upgrade_components, TO)
         await _arrival(kube, installed, "after-components", tl)

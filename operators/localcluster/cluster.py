@@ -25,7 +25,7 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from operators.api.features import format_feature_gates
@@ -115,10 +115,11 @@ def _build(script: Path, timeout: float | None = None, version: str | None = Non
     return Path(proc.stdout.strip().splitlines()[-1])
 
 
-def _guarded(build: Callable[[str], Path], version: str) -> Path:
-    """A control plane's or a node's build, its failure a ``ClusterError``."""
+@contextlib.contextmanager
+def _as_cluster_error() -> Iterator[None]:
+    """A control plane's or a node's failure (a build, a version refused) as ``ClusterError``."""
     try:
-        return build(version)
+        yield
     except (realnode.RealNodeError, controlplane.ControlPlaneError) as e:
         raise ClusterError(str(e)) from e
 
@@ -309,7 +310,8 @@ class Cluster:
 
     def upgrade_apiserver(self, version: str) -> None:
         """kube-apiserver replaced by ``version``'s on the same etcd and certificates."""
-        bin_dir = _guarded(controlplane.ensure_binaries, version)
+        with _as_cluster_error():
+            bin_dir = controlplane.ensure_binaries(version)
         self.control_plane.upgrade_apiserver(version, bin_dir)
 
     def upgrade_components(self, version: str) -> None:
@@ -328,7 +330,8 @@ class Cluster:
         """One node's kubelet replaced in place by ``version``'s; its pods go on running."""
         self._require_apiserver(version, f"the kubelet of {node}")
         assert self.nodes is not None, "the cluster has no nodes"
-        bin_dir = _guarded(realnode.ensure_binaries, version)
+        with _as_cluster_error():
+            bin_dir = realnode.ensure_binaries(version)
         self.nodes.by_name(node).upgrade_kubelet(version, bin_dir)
 
     def upgrade_proxy(self, version: str) -> None:
@@ -419,15 +422,13 @@ def start(
     missing = missing_prerequisites()
     if missing:
         raise ClusterError("the local cluster needs: " + "; ".join(missing))
-    try:
+    with _as_cluster_error():
         kubelets = realnode.node_versions(len(nodes), given=node_versions)
         apiserver_bin = controlplane.ensure_binaries()
         upstream_bin = _build(UPSTREAM_BUILD_SCRIPT)
         cluster_bin = _build(BUILD_SCRIPT)
         for version in sorted(set(kubelets)):
             realnode.ensure_binaries(version)
-    except (realnode.RealNodeError, controlplane.ControlPlaneError) as e:
-        raise ClusterError(str(e)) from e
     built = time.monotonic()
     host = realnode.HostState.record(PROXY_SYSCTLS)
     before = ruleset()

@@ -28,6 +28,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from operators.api.features import Release
 from operators.localcluster import controlplane
 from operators.localcluster.files import project_root
 
@@ -94,9 +95,8 @@ def missing_prerequisites() -> list[str]:
     return missing
 
 
-def _bin_dir(version: str | None = None) -> Path:
-    release = version or controlplane.kubernetes_version()
-    return controlplane.cache_root() / release / "node" / "bin"
+def _bin_dir() -> Path:
+    return controlplane.cache_root() / controlplane.kubernetes_version() / "node" / "bin"
 
 
 def _cached() -> bool:
@@ -111,12 +111,9 @@ def ensure_binaries(version: str | None = None) -> Path:
         capture_output=True, text=True, check=False, env=controlplane.release_env(version),
     )  # fmt: skip
     if proc.returncode != 0:
-        raise RealNodeError(f"building the node {version or ''} failed:\n{proc.stderr[-4000:]}")
+        release = f" {version}" if version else ""
+        raise RealNodeError(f"building the node{release} failed:\n{proc.stderr[-4000:]}")
     return Path(proc.stdout.strip().splitlines()[-1])
-
-
-def _minor(version: str) -> int:
-    return int(version.lstrip("v").split(".")[1])
 
 
 def node_versions(
@@ -127,6 +124,7 @@ def node_versions(
     ``hack/controlplane/VERSIONS`` lists each, and where Kubernetes' version skew policy forbids
     it: a kubelet newer than kube-apiserver, or more than three minors older."""
     server = control_plane or controlplane.kubernetes_version()
+    newest = Release.parse(server)
     if not given:
         given = [v.strip() for v in os.environ.get(NODE_VERSION_ENV, "").split(",") if v.strip()]
     chosen = ([*given] + [given[-1]] * count)[:count] if given else [server] * count
@@ -137,7 +135,7 @@ def node_versions(
                 f"{NODE_VERSION_ENV}: {version} is not a supported Kubernetes version; "
                 f"supported: {' '.join(supported)} (hack/controlplane/VERSIONS)"
             )
-        if not 0 <= _minor(server) - _minor(version) <= MAX_KUBELET_SKEW:
+        if not newest.minus(MAX_KUBELET_SKEW) <= Release.parse(version) <= newest:
             raise RealNodeError(
                 f"{NODE_VERSION_ENV}: a {version} kubelet with a {server} kube-apiserver: "
                 f"Kubernetes' version skew policy allows kubelets from {MAX_KUBELET_SKEW} minors "

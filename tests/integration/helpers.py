@@ -11,7 +11,7 @@ import subprocess
 import tempfile
 import threading
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -84,6 +84,18 @@ async def events_with(
         return [e for e in items if e["reason"] == reason]
 
     return await eventually(probe, within=within, what=f"a {reason} Event in {namespace}")
+
+
+@contextlib.asynccontextmanager
+async def in_background(work: Coroutine[Any, Any, None]) -> AsyncIterator[None]:
+    """``work`` (a sampler, a watcher) running as a task for the block, cancelled after it."""
+    task = asyncio.create_task(work)
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 @contextlib.asynccontextmanager
