@@ -100,11 +100,12 @@ async def test_helm_uninstall_leaves_only_what_the_readme_says(
     print(f"\nleft after helm uninstall: {sorted(left)}")
 
     async def wiped() -> set[tuple[str, str]] | None:
-        left = await _left(kube)
-        node_slices = [
-            s for s in (await kube.list("ResourceSlice"))["items"] if s["spec"].get("nodeName")
-        ]
-        return None if node_slices else left
+        # Slices first, then the rest: read the other way round, a kubelet could wipe its
+        # slices between the two reads and leave them in a stale `left` (CI saw it).
+        slices = (await kube.list("ResourceSlice"))["items"]
+        if any(s["spec"].get("nodeName") for s in slices):
+            return None
+        return await _left(kube)
 
     left = await eventually(wiped, within=120, what="the kubelets to wipe the driver's slices")
     print(f"\nleft once the kubelets wiped the node slices: {sorted(left)}")
