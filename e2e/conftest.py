@@ -97,15 +97,24 @@ async def system(
 class Scenario:
     """One example scenario, applied; ``cleanup`` removes it and waits until devices are free."""
 
-    def __init__(self, kube: KubeAPI, name: str, *, graceful: bool = IN_CLUSTER) -> None:
+    def __init__(
+        self,
+        kube: KubeAPI,
+        name: str,
+        *,
+        graceful: bool = IN_CLUSTER,
+        objects: list[dict[str, Any]] | None = None,
+    ) -> None:
+        """``objects``: a variant of the example's objects, applied instead of its files."""
         self.kube = kube
         self.name = name
         self.graceful = graceful
-        self.objects = example_objects(name)
+        self.variant = objects
+        self.objects = example_objects(name) if objects is None else objects
         self.namespaces = [o["metadata"]["name"] for o in self.objects if o["kind"] == "Namespace"]
 
     async def apply(self) -> None:
-        await apply_example(self.kube, self.name)
+        await apply_example(self.kube, self.name, self.variant)
 
     async def pods(self) -> list[dict[str, Any]]:
         return [
@@ -150,6 +159,29 @@ class Scenario:
         claims = await self.claims()
         return [r for c in pod_claims(pod, claims) for r in allocated_devices(c)]
 
+    async def _collect_groups(self) -> None:
+        """What kube-controller-manager does once a PodGroup is deleted, where none runs (the
+        local control plane): its protection finalizer off once its pods are gone, and the
+        claims made for it deleted (the garbage collector's part)."""
+
+        async def pods_gone() -> bool:
+            return not await self.pods()
+
+        await eventually(pods_gone, within=60, what=f"the pods of {self.name} to be gone")
+        for obj in self.objects:
+            if obj["kind"] != "PodGroup":
+                continue
+            meta = obj["metadata"]
+            with contextlib.suppress(NotFoundError):
+                await self.kube.patch(
+                    "PodGroup", meta["name"], {"metadata": {"finalizers": None}}, meta["namespace"]
+                )
+        for key, claim in (await self.claims()).items():
+            owners = claim["metadata"].get("ownerReferences") or []
+            if any(o.get("kind") == "PodGroup" for o in owners):
+                namespace, name = key.split("/")
+                await self.kube.delete("ResourceClaim", name, namespace)
+
     async def cleanup(self) -> None:
         """Delete the scenario's namespaced objects (not the namespaces: no namespace controller
         runs on the local control plane) and wait until its claims are gone."""
@@ -166,6 +198,8 @@ class Scenario:
             if obj["kind"] not in ("Namespace", "Pod") and resource_of(obj["kind"]).namespaced:
                 meta = obj["metadata"]
                 await self.kube.delete(obj["kind"], meta["name"], meta["namespace"])
+        if any(o["kind"] == "PodGroup" for o in self.objects) and not IN_CLUSTER:
+            await self._collect_groups()
 
         async def gone() -> bool:
             return not await self.pods() and not await self.claims()

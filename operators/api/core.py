@@ -116,6 +116,12 @@ class PodSchedulingGate(KubeModel):
     name: str | None = None
 
 
+class PodSchedulingGroup(KubeModel):
+    """The PodGroup a pod belongs to (1.37's GenericWorkload), in the pod's namespace."""
+
+    pod_group_name: str | None = None
+
+
 class PodSpec(KubeModel):
     node_name: str | None = None
     scheduler_name: str | None = None
@@ -124,6 +130,7 @@ class PodSpec(KubeModel):
     tolerations: list[Toleration] = Field(default_factory=list)
     resource_claims: list[PodResourceClaim] = Field(default_factory=list)
     scheduling_gates: list[PodSchedulingGate] = Field(default_factory=list)
+    scheduling_group: PodSchedulingGroup | None = None
     containers: list[Container] = Field(default_factory=list)
     init_containers: list[Container] = Field(default_factory=list)
     resources: ResourceRequirements | None = None

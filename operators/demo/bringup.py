@@ -37,6 +37,9 @@ FABRIC_LABEL: Final = "resource.kopf-dra.io/fabric"
 OPERATORS: Final = ("claim-templates", "reservations", "scheduler", "pool-validator")
 # Scenarios in manifests/examples/ that need the fabric components.
 FABRIC_EXAMPLES: Final = frozenset({"fabric-gpu"})
+#: Examples of pod groups (scheduling.k8s.io/v1beta1): Kubernetes 1.37 with GenericWorkload and
+#: DRAWorkloadResourceClaims on.
+GROUP_EXAMPLES: Final = frozenset({"gang-training"})
 
 
 # --- virtual nodes -------------------------------------------------------------------------
@@ -279,9 +282,20 @@ def start_fabric(supervisor: Supervisor, workdir: Path) -> None:
 # --- the example workloads -----------------------------------------------------------------
 
 
-def example_names(fabric: bool = True) -> list[str]:
+def example_names(fabric: bool = True, groups: bool = True) -> list[str]:
+    """The examples a cluster can run: the fabric ones need the fabric controller, the pod
+    group ones Kubernetes 1.37 with GenericWorkload and DRAWorkloadResourceClaims on."""
     names = sorted(p.name for p in EXAMPLES.iterdir() if (p / "kustomization.yaml").is_file())
-    return [n for n in names if fabric or n not in FABRIC_EXAMPLES]
+    return [
+        n
+        for n in names
+        if (fabric or n not in FABRIC_EXAMPLES) and (groups or n not in GROUP_EXAMPLES)
+    ]
+
+
+def serves_groups(gates: Mapping[str, bool]) -> bool:
+    """The cluster of these gates serves PodGroups with claims (``GROUP_EXAMPLES`` run)."""
+    return bool(gates.get("GenericWorkload") and gates.get("DRAWorkloadResourceClaims"))
 
 
 def example_objects(name: str) -> list[dict[str, Any]]:
@@ -314,9 +328,12 @@ async def ensure_default_service_account(api: KubeAPI, namespace: str) -> None:
             )
 
 
-async def apply_example(api: KubeAPI, name: str) -> list[dict[str, Any]]:
-    """Apply one scenario's files unchanged (server-side apply)."""
-    objects = example_objects(name)
+async def apply_example(
+    api: KubeAPI, name: str, objects: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """Apply one scenario's files unchanged (server-side apply), or ``objects`` instead (a
+    variant of it)."""
+    objects = example_objects(name) if objects is None else objects
     namespaces = [o for o in objects if o["kind"] == "Namespace"]
     await manifests.apply(api, namespaces)
     for namespace in namespaces:

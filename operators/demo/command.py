@@ -23,6 +23,7 @@ from operators.demo.bringup import (
     VirtualNode,
     apply_example,
     example_names,
+    serves_groups,
     start_real_nodes,
     start_system,
 )
@@ -101,8 +102,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def selected_examples(spec: str, fabric: bool) -> list[str]:
-    available = example_names(fabric)
+def selected_examples(spec: str, fabric: bool, groups: bool = True) -> list[str]:
+    available = example_names(fabric, groups)
     if spec == "all":
         return available
     if spec == "none":
@@ -149,7 +150,7 @@ async def _demo(args: argparse.Namespace, stop: asyncio.Event, out: Any) -> int:
                     pids = json.dumps(system.supervisor.pids())
                     await asyncio.to_thread(Path(args.pid_file).write_text, pids)
                 applied = []
-                for name in selected_examples(args.examples, system.fabric):
+                for name in selected_examples(args.examples, system.fabric, serves_groups(gates)):
                     applied.append(name)
                     await apply_example(api, name)
                 check = system.supervisor.check

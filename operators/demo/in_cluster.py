@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from operators.demo import command
-from operators.demo.bringup import apply_example
+from operators.demo.bringup import apply_example, serves_groups
 from operators.demo.supervision import DemoError
 from operators.demo.view import view
 from operators.kube.api import KubeAPI
 from operators.kube.client import make_api_client
-from operators.localcluster import cluster
+from operators.localcluster import cluster, controlplane
 
 
 def main(argv: Sequence[str]) -> int:
@@ -54,7 +54,8 @@ async def run(args: argparse.Namespace, stop: asyncio.Event, out: Any) -> int:
         async with await make_api_client(running.kubeconfig) as api_client:
             api = KubeAPI(api_client)
             applied = []
-            for name in command.selected_examples(args.examples, fabric=True):
+            groups = serves_groups(controlplane.feature_gates())
+            for name in command.selected_examples(args.examples, fabric=True, groups=groups):
                 applied.append(name)
                 await apply_example(api, name)
             where = f"local cluster, kopf-dra installed with Helm (KUBECONFIG={running.kubeconfig})"

@@ -69,6 +69,10 @@ RESOURCES: Final[dict[str, Resource]] = {
         Resource("v1", "serviceaccounts", True, "ServiceAccount"),
         Resource("v1", "configmaps", True, "ConfigMap"),
         Resource("scheduling.k8s.io/v1", "priorityclasses", False, "PriorityClass"),
+        # Served only with GenericWorkload on and scheduling.k8s.io/v1beta1 in the runtime
+        # config (1.37; kopf-dra's local control plane serves both).
+        Resource("scheduling.k8s.io/v1beta1", "podgroups", True, "PodGroup"),
+        Resource("scheduling.k8s.io/v1beta1", "workloads", True, "Workload"),
         Resource("policy/v1", "poddisruptionbudgets", True, "PodDisruptionBudget"),
         Resource("coordination.k8s.io/v1", "leases", True, "Lease"),
         Resource("apps/v1", "deployments", True, "Deployment"),

@@ -66,13 +66,23 @@ _GATES_1_36: Final = {
 #: this gate (the CEL environment of new expressions, whose list library kopf-dra's CEL follows
 #: at 1.36's version; storage versions) and would be one more flag for every component, where
 #: the gates already reach them all, kopf-dra's own included.
+#: 1.37 adds gang scheduling with devices (GenericWorkload, DRAWorkloadResourceClaims: beta, off
+#: by default), which kopf-dra implements on 1.37 only.
 _FEATURE_GATES: Final[Mapping[str, Mapping[str, bool]]] = {
     "1.36": _GATES_1_36,
-    "1.37": {**_GATES_1_36, "DRAFractionalCapacityRange": True},
+    "1.37": {
+        **_GATES_1_36,
+        "DRAFractionalCapacityRange": True,
+        "GenericWorkload": True,
+        "DRAWorkloadResourceClaims": True,
+    },
 }
 #: DeviceTaintRule (v1beta2; v1 too from 1.37) and ResourcePoolStatusRequest (v1alpha3), where
 #: kopf-dra reads them: both versions are still served, off by default, by 1.36 and 1.37.
 RUNTIME_CONFIG = "resource.k8s.io/v1beta2=true,resource.k8s.io/v1alpha3=true"
+#: Beyond RUNTIME_CONFIG, by minor release: 1.37 serves Workload and PodGroup in
+#: scheduling.k8s.io/v1beta1 only when it is switched on (GenericWorkload alone is not enough).
+_RUNTIME_CONFIG_EXTRA: Final[Mapping[str, str]] = {"1.37": "scheduling.k8s.io/v1beta1=true"}
 #: Service ClusterIPs: the benchmarking range (RFC 2544) beside the real nodes' pod subnets
 #: (198.18.x.0/24), so that no packet for a Service ever leaves this machine, routed or not.
 SERVICE_CIDR = "198.19.0.0/24"
@@ -142,6 +152,13 @@ def feature_gates(version: str | None = None) -> dict[str, bool]:
     every component started on it get: the gates differ between minor releases."""
     major_minor = ".".join((version or kubernetes_version()).lstrip("v").split(".")[:2])
     return dict(_FEATURE_GATES[major_minor])
+
+
+def runtime_config(version: str | None = None) -> str:
+    """The API versions a release's local control plane switches on beyond its defaults."""
+    major_minor = ".".join((version or kubernetes_version()).lstrip("v").split(".")[:2])
+    extra = _RUNTIME_CONFIG_EXTRA.get(major_minor)
+    return f"{RUNTIME_CONFIG},{extra}" if extra else RUNTIME_CONFIG
 
 
 def release_env(version: str | None) -> dict[str, str] | None:
@@ -321,8 +338,9 @@ class ControlPlane:
     version: str = dataclasses.field(default_factory=kubernetes_version)
     #: Gates set on top of the release's (a test of alpha fields the default gates drop).
     extra_gates: Mapping[str, bool] = dataclasses.field(default_factory=dict)
-    #: The API versions switched on beyond the release's defaults.
-    runtime_config: str = RUNTIME_CONFIG
+    #: The API versions switched on beyond the release's defaults (None: ``runtime_config``
+    #: of ``version``, which follows an upgrade).
+    runtime_config: str | None = None
     #: Where to write the audit log of pod creations (Pod Security's audit annotations).
     audit_log: Path | None = None
     api_port: int = 0
@@ -401,7 +419,7 @@ class ControlPlane:
             "--authorization-mode=RBAC",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
             "--allow-privileged=true",
-            f"--runtime-config={self.runtime_config}",
+            f"--runtime-config={self.runtime_config or runtime_config(self.version)}",
             f"--feature-gates={format_feature_gates(self.gates)}",
             "--enable-priority-and-fairness=false",
             # No node lifecycle controller would ever lift its not-ready taint from test nodes.

@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from operators.allocator import AllocatedState
 from operators.api.claim_status import edited_status
 from operators.api.core import Node, Pod
+from operators.api.groups import PodGroup, is_group_claim, is_reserved_for_pod
 from operators.api.keys import ObjectKey
 from operators.api.resource import ResourceClaim
 from operators.api.timestamps import age
@@ -102,11 +103,15 @@ class BindingFailed:
 
 @dataclasses.dataclass(frozen=True)
 class Ready:
-    """The attempt goes to Filter with these claims (a reused special claim included)."""
+    """The attempt goes to Filter with these claims (a reused special claim included).
+    ``group``: the pod's PodGroup when its claims may be the group's (DRAWorkloadResourceClaims);
+    ``shared``: the keys of the claims that are (reserved for the PodGroup, not the pod)."""
 
     pod: Pod
     claims: tuple[ResourceClaim, ...]
     extended: ExtendedResources | None = None
+    group: PodGroup | None = None
+    shared: frozenset[str] = frozenset()
 
     @property
     def key(self) -> ObjectKey:
@@ -134,6 +139,7 @@ def prepare(
     extended_classes: Mapping[str, str] | None = None,
     special_claim: Callable[[Pod], ResourceClaim | None] | None = None,
     shares_device: Callable[[ResourceClaim], bool] = _never,
+    group: PodGroup | None = None,
 ) -> Prepared:
     """What the pod's attempt does before Filter.
 
@@ -142,10 +148,12 @@ def prepare(
     DRAExtendedResource is off; ``special_claim`` finds the pod's special claim of an earlier
     attempt (asked only when the pod asks for a backed resource). ``shares_device``: the
     claim's devices are in another claim's allocation too (the scheduler's; ``simulate``
-    knows of none)."""
-    resolved = resolve_claims(pod, claims)
+    knows of none). ``group``: the pod's PodGroup, given when group claims are on
+    (DRAWorkloadResourceClaims): claims made for it are the pod's too."""
+    resolved = resolve_claims(pod, claims, group_claims=group is not None)
     if isinstance(resolved, ClaimsNotReady):
         return Wait(resolved.reason)
+    shared_keys = _shared(pod, group, claims)
     shared = tuple(c for c in resolved if c.is_allocated and shares_device(c))
     if shared:
         return SharedDevice(shared)
@@ -154,10 +162,25 @@ def prepare(
         if not extended.reusable:
             return DropStaleClaim(extended.existing)
         resolved = [*resolved, extended.existing]
-    conditions = _binding_conditions(pod, resolved, now, binding_timeout)
+    conditions = _binding_conditions(pod, resolved, now, binding_timeout, group is not None)
     if conditions is not None:
         return conditions
-    return Ready(pod, tuple(resolved), extended)
+    return Ready(pod, tuple(resolved), extended, group, shared_keys)
+
+
+def _shared(
+    pod: Pod, group: PodGroup | None, claims: Mapping[str, ResourceClaim]
+) -> frozenset[str]:
+    """The keys of the pod's claims that are its PodGroup's (``groups.is_group_claim``)."""
+    if group is None:
+        return frozenset()
+    keys = set()
+    for entry in pod.spec.resource_claims:
+        name = pod.claim_name(entry)
+        claim = claims.get(name) if name else None
+        if claim is not None and is_group_claim(entry, group):
+            keys.add(claim.key)
+    return frozenset(keys)
 
 
 def _extended(
@@ -178,13 +201,18 @@ def _extended(
 
 
 def _binding_conditions(
-    pod: Pod, claims: Sequence[ResourceClaim], now: datetime.datetime, timeout: float
+    pod: Pod,
+    claims: Sequence[ResourceClaim],
+    now: datetime.datetime,
+    timeout: float,
+    group_claims: bool,
 ) -> Wait | BindingFailed | None:
-    """The binding conditions of the claims reserved for the pod, in the pod's claim order:
-    the first that fails or waits decides; None when every one is met (or none has any)."""
+    """The binding conditions of the claims reserved for the pod (or its PodGroup), in the
+    pod's claim order: the first that fails or waits decides; None when every one is met (or
+    none has any)."""
     uid = pod.metadata.uid or ""
     for claim in claims:
-        if not (claim.is_allocated and claim.is_reserved_for(uid)):
+        if not (claim.is_allocated and is_reserved_for_pod(claim, pod, group_claims)):
             continue
         allocation = claim.status.allocation
         verdict = binding_verdict(

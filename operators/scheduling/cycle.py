@@ -24,6 +24,7 @@ from operators.allocator import (
 from operators.allocator.errors import InvalidNodeSelectorError
 from operators.allocator.nodes import selector_matches
 from operators.api.core import Node, Pod
+from operators.api.groups import is_for_pod
 from operators.api.limits import ResourceClaimReservedForMaxSize
 from operators.api.resource import AllocationResult, ResourceClaim
 from operators.scheduling.extended import (
@@ -45,11 +46,13 @@ class ClaimsNotReady:
 
 
 def resolve_claims(
-    pod: Pod, claims: Mapping[str, ResourceClaim]
+    pod: Pod, claims: Mapping[str, ResourceClaim], *, group_claims: bool = False
 ) -> list[ResourceClaim] | ClaimsNotReady:
     """The pod's claims, from direct names or the names recorded for its templates.
 
     ``claims`` are the pod namespace's claims by name (cache plus in-flight ledger).
+    ``group_claims`` (DRAWorkloadResourceClaims): a template's claim may be the pod's
+    PodGroup's, as upstream's ``IsForPod``.
     """
     found: list[ResourceClaim] = []
     ns = pod.metadata.namespace
@@ -67,12 +70,10 @@ def resolve_claims(
             return ClaimsNotReady(f"resourceclaim {ns}/{name} not found")
         if claim.metadata.is_deleting:
             return ClaimsNotReady(f"resourceclaim {ns}/{name} is being deleted")
-        if entry.resource_claim_template_name:
-            owner = claim.metadata.controller_ref()
-            if owner is None or owner.uid != pod.metadata.uid:
-                return ClaimsNotReady(
-                    f"resourceclaim {ns}/{name} was not created for pod {pod.metadata.key}"
-                )
+        if entry.resource_claim_template_name and not is_for_pod(claim, pod, group_claims):
+            return ClaimsNotReady(
+                f"resourceclaim {ns}/{name} was not created for pod {pod.metadata.key}"
+            )
         found.append(claim)
     return found
 

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from operators.localcluster.cluster import CONTROLLERS
-from operators.localcluster.controlplane import RUNTIME_CONFIG, default_version, feature_gates
+from operators.localcluster.controlplane import default_version, feature_gates, runtime_config
 from operators.localcluster.manifests import render
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,7 +35,7 @@ def test_the_kind_config_switches_the_gates_of_the_local_control_plane() -> None
     assert (config["kind"], config["apiVersion"]) == ("Cluster", "kind.x-k8s.io/v1alpha4")
     # kind runs the default release (the Makefile's KIND_NODE_IMAGE).
     assert config["featureGates"] == feature_gates(default_version())
-    pairs = (item.partition("=") for item in RUNTIME_CONFIG.split(","))
+    pairs = (item.partition("=") for item in runtime_config(default_version()).split(","))
     assert config["runtimeConfig"] == {group: value for group, _, value in pairs}
 
 
@@ -57,12 +57,13 @@ def test_the_kind_config_disables_the_upstream_claim_controller_and_labels_worke
 SCENARIOS = sorted(p.name for p in EXAMPLES.iterdir() if p.is_dir())
 
 
-def test_the_nine_scenarios_exist() -> None:
+def test_the_ten_scenarios_exist() -> None:
     assert SCENARIOS == [
         "admin-access",
         "extended-resources",
         "fabric-gpu",
         "fractional-capacity",
+        "gang-training",
         "mig-partitions",
         "multi-host-shared-claim",
         "prioritized-alternatives",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import structlog
 
@@ -46,9 +46,19 @@ class Scheduler(SchedulerIO, Protocol):
     queue: SchedulingQueue
     tasks: TaskOwner
 
+    async def permit(self, group: ObjectKey, min_count: int) -> bool: ...
+
+    def permit_timeout_message(self) -> str: ...
+
     def fence(self) -> float | None: ...
 
     def attempt_ended(self, key: ObjectKey, result: str) -> None: ...
+
+    def unassume(self, pod: Pod, plan: Sequence[planning.Reservation]) -> None: ...
+
+    async def unschedulable(
+        self, pod: Pod, message: str, reason: str = "Unschedulable"
+    ) -> bool: ...
 
 
 class ConflictingAllocationError(Exception):
@@ -70,7 +80,7 @@ class Binder:
 
     def __init__(self, scheduler: Scheduler) -> None:
         self.scheduler = scheduler
-        self.tasks: dict[ObjectKey, asyncio.Task[None]] = {}
+        self.tasks: dict[ObjectKey, asyncio.Task[Any]] = {}
 
     def __contains__(self, key: object) -> bool:
         return key in self.tasks
@@ -89,6 +99,55 @@ class Binder:
             self._binding_cycle(pod, plan, node, status), name=f"bind-{key.namespace}-{key.name}"
         )
 
+    def start_group(
+        self,
+        group: ObjectKey,
+        min_count: int,
+        members: Sequence[tuple[Pod, list[planning.Reservation], str, Patch | None]],
+    ) -> None:
+        """Runs after a pod group's Reserve: Permit (until ``min_count`` of the group are
+        placed), then each pod's binding cycle in turn, so that the claims the group shares
+        are written, by the first, before any pod is bound with them. A pod whose binding
+        fails stops the pods after it (released and tried again): none is bound with a
+        shared claim that was not written."""
+        task = self.scheduler.tasks.spawn(
+            self._group_binding(group, min_count, members),
+            name=f"bind-group-{group.namespace}-{group.name}",
+        )
+        for pod, *_ in members:
+            self.tasks[planning.pod_key(pod)] = task
+
+    async def _group_binding(
+        self,
+        group: ObjectKey,
+        min_count: int,
+        members: Sequence[tuple[Pod, list[planning.Reservation], str, Patch | None]],
+    ) -> None:
+        s = self.scheduler
+        try:
+            if not await s.permit(group, min_count):
+                message = s.permit_timeout_message()
+                log.info("pod group timed out at Permit", group=str(group), reason=message)
+                for pod, plan, _node, _status in members:
+                    s.unassume(pod, plan)
+                    s.attempt_ended(planning.pod_key(pod), "unschedulable")
+                    self.tasks.pop(planning.pod_key(pod), None)
+                    await s.unschedulable(pod, message)
+                    s.queue.add_after(
+                        planning.pod_key(pod), s.queue.backoff_of(planning.pod_key(pod))
+                    )
+                return
+            for at, (pod, plan, node, status) in enumerate(members):
+                if not await self._binding_cycle(pod, plan, node, status):
+                    for rest, rest_plan, _node, _status in members[at + 1 :]:
+                        self.tasks.pop(planning.pod_key(rest), None)
+                        self._abandon(rest, rest_plan)
+                    return
+        finally:
+            for pod, *_ in members:
+                if self.tasks.get(planning.pod_key(pod)) is asyncio.current_task():
+                    self.tasks.pop(planning.pod_key(pod), None)
+
     def forget(self) -> None:
         """Leadership lost: the scheduler has cancelled every task (one cancelled before it
         began never ran its ``finally``)."""
@@ -98,7 +157,8 @@ class Binder:
 
     async def _binding_cycle(
         self, pod: Pod, plan: Sequence[planning.Reservation], node: str, status: Patch | None
-    ) -> None:
+    ) -> bool:
+        """PreBind and Bind of one pod; False when it failed (what it wrote is released)."""
         s = self.scheduler
         key = planning.pod_key(pod)
         try:
@@ -114,13 +174,15 @@ class Binder:
                 # binder): a cycle right after it looks at the conditions as they are.
                 s.queue.add(key)
                 s.queue.add_after(key, s.settings.binding_timeout + 0.5)
-                return
+                return True
             await self.bind(pod, node)
+            return True
         except NotLeaderError:
             # The fence refused a write (nothing was sent). Leadership may be lost (then the
             # new leader continues from the claims as written) or only the renewal late.
             log.info("binding cycle stopped: not the leader", **{fields.POD: str(key)})
             self._abandon(pod, plan)
+            return False
         except Exception as e:  # whatever failed, the truth decides
             s.attempt_ended(key, "error")
             expected = isinstance(e, EXPECTED_FAILURES)
@@ -137,6 +199,7 @@ class Binder:
             except NotLeaderError:
                 log.info("recovery stopped: not the leader", **{fields.POD: str(key)})
                 self._abandon(pod, plan)
+            return False
         finally:
             self.tasks.pop(key, None)
 

@@ -18,6 +18,7 @@ from operators.allocator.state import AllocatedTracker, Holding
 from operators.api.base import KubeModel
 from operators.api.consumers import pod_summary
 from operators.api.core import Node, Pod, PodDisruptionBudget, PriorityClass
+from operators.api.groups import PodGroup
 from operators.api.ids import DeviceID
 from operators.api.keys import ObjectKey, controller_pod
 from operators.api.names import EXTENDED_RESOURCE_CLAIM_ANNOTATION, TERMINAL_PHASES
@@ -97,6 +98,7 @@ class SchedulerCache:
                 "pods_by_claim": self._pods_by_claim_index,
                 "pods_on_node": _on_node,
                 "pod_info": pod_summary,
+                "group_members": _group_member,
             },
             on_change=self._pod_placement,
         )
@@ -115,6 +117,7 @@ class SchedulerCache:
                 ("taint_rules", "DeviceTaintRule", by_name),
                 ("priority_classes", "PriorityClass", by_name),
                 ("pdbs", "PodDisruptionBudget", by_key),
+                ("pod_groups", "PodGroup", by_key),
             )
         }
         # Registered in the view only: the scheduler's informers fill and keep them (their
@@ -131,6 +134,7 @@ class SchedulerCache:
         self.pod_models: ModelCache[Pod] = ModelCache(Pod)
         self.priority_classes: ModelCache[PriorityClass] = ModelCache(PriorityClass)
         self.budgets: ModelCache[PodDisruptionBudget] = ModelCache(PodDisruptionBudget)
+        self.pod_groups: ModelCache[PodGroup] = ModelCache(PodGroup)
         self.views = NodeViewCache()
         self.order = NodeOrder()  # one cycle at a time ranks with it, as with ``views``
         self.selectors = CelSelectorEngine(CELEnvironment(kubernetes=kubernetes))
@@ -221,6 +225,18 @@ class SchedulerCache:
         return {
             c.metadata.name or "": c for c in self.all_of(self.priority_classes, "priority_classes")
         }
+
+    def pod_group(self, key: ObjectKey) -> PodGroup | None:
+        body = self.indices.one("pod_groups", key) if self.indices.has("pod_groups") else None
+        return None if body is None else self.pod_groups.parse(key, body)
+
+    def group_pods(self, key: ObjectKey) -> list[Pod]:
+        """The pods that name PodGroup ``key`` and are not finished, any scheduler's, bound or
+        not (upstream's PodGroupState counts them all)."""
+        return [
+            self.pod_models.parse(ObjectKey.of(body), body)
+            for body in self.indices.values("group_members", key)
+        ]
 
     def running_on(self, node: str) -> list[Pod]:
         """Pods bound to ``node`` and not finished (parsed once per resourceVersion)."""
@@ -351,6 +367,14 @@ def _on_node(body: Mapping[str, Any]) -> dict[Any, Any]:
     if not node or (body.get("status") or {}).get("phase") in TERMINAL_PHASES:
         return {}
     return {node: body}
+
+
+def _group_member(body: Mapping[str, Any]) -> dict[Any, Any]:
+    """Pods by the PodGroup they name (1.37's spec.schedulingGroup), while not finished."""
+    group = ((body.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName")
+    if not group or (body.get("status") or {}).get("phase") in TERMINAL_PHASES:
+        return {}
+    return {ObjectKey(ObjectKey.of(body).namespace, group): dict(body)}
 
 
 def by_name(body: Mapping[str, Any]) -> dict[Any, Any]:

@@ -27,13 +27,14 @@ import asyncio
 import random
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import structlog
 
 from operators.allocator import AllocatedState, Features
 from operators.allocator.allocator import Allocator
+from operators.allocator.features import V1_37
 from operators.api.core import Pod
 from operators.api.keys import ObjectKey
 from operators.api.resource import ResourceClaim
@@ -41,6 +42,7 @@ from operators.controllers.scheduler import metrics, planning, queueing
 from operators.controllers.scheduler.binder import Binder
 from operators.controllers.scheduler.budget import AttemptBudget, TimedAllocator
 from operators.controllers.scheduler.cache import SchedulerCache
+from operators.controllers.scheduler.groups import GroupScheduler
 from operators.controllers.scheduler.preemptor import Preemptor
 from operators.controllers.scheduler.queueing import (
     INITIAL_BACKOFF,
@@ -52,7 +54,7 @@ from operators.controllers.scheduler.repair import Repair
 from operators.controllers.scheduler.settings import SchedulerSettings
 from operators.kube.api import ConflictError, NotFoundError
 from operators.observability import fields
-from operators.runtime.actions import ReplaceStatus, Write
+from operators.runtime.actions import Patch, ReplaceStatus, Write
 from operators.runtime.controller import Controller
 from operators.runtime.errors import Requeue, TemporaryError
 from operators.runtime.informer import EventFeed, Feeds
@@ -61,6 +63,7 @@ from operators.scheduling import preemption
 from operators.scheduling.attempt import (
     Attempt,
     DropStaleClaim,
+    Prepared,
     Ready,
     SharedDevice,
     Wait,
@@ -128,7 +131,12 @@ class Scheduler(Controller[SchedulerSettings]):
             lane_of=_namespace,
             leading=lambda: self.active,
         )
+        #: 1.37's pod groups (GenericWorkload), and their shared claims
+        #: (DRAWorkloadResourceClaims): on a 1.36 cluster a pod naming a group is told why not.
+        self.groups_enabled = self.features.kubernetes >= V1_37 and settings.gate("GenericWorkload")
+        self.group_claims = self.groups_enabled and settings.gate("DRAWorkloadResourceClaims")
         self.binder = Binder(self)
+        self.groups = GroupScheduler(self)
         self.preemptor = Preemptor(self)
         self.repairs = Repair(self)
         self.feeds = Feeds(self.events_to_register())
@@ -184,6 +192,9 @@ class Scheduler(Controller[SchedulerSettings]):
         ):
             self.queue.forget(key)
             return None
+        if pod.spec.scheduling_group is not None:
+            await self.groups.schedule(pod)  # the group's pods are tried together
+            return None
         prepared = prepare(
             pod,
             self.cache.claims_of(pod),
@@ -195,6 +206,12 @@ class Scheduler(Controller[SchedulerSettings]):
             special_claim=self.cache.extended_claim,
             shares_device=lambda claim: bool(self.cache.conflicts(planning.claim_key(claim))),
         )
+        return await self.prepared(key, pod, prepared)
+
+    async def prepared(self, key: ObjectKey, pod: Pod, prepared: Prepared) -> Ready | None:
+        """What ``prepare`` said, carried out: Ready goes on; a wait is noted (its event, or
+        ``retry_after``, brings the pod back); anything else happens now, then the pod is tried
+        again (``Requeue``)."""
         waiting = isinstance(prepared, Wait) and prepared.on_binding_conditions
         self.queue.wait_on_conditions(key, waiting)
         if isinstance(prepared, Ready):
@@ -317,6 +334,14 @@ class Scheduler(Controller[SchedulerSettings]):
     def reserve(self, attempt: Attempt, fit: NodeFit) -> None:
         """Reserve, when a node fits: the attempt's devices are taken for every later cycle
         (the in-flight ledger), its node usage assumed, and the binding cycle starts."""
+        self.binder.start(*self.assume(attempt, fit))
+
+    def assume(
+        self, attempt: Attempt, fit: NodeFit
+    ) -> tuple[Pod, list[planning.Reservation], str, Patch | None]:
+        """Reserve's bookkeeping: the attempt's claims as they will be written, in the ledger,
+        and its node usage assumed; returns what the binding cycle needs (``unassume`` undoes
+        it, for a pod group that is not placed after all)."""
         pod, key = attempt.pod, attempt.key
         self.queue.set_state(key, PodState.QUEUED)
         self.preemptor.nominations.pop(key, None)  # its devices are in the ledger from here on
@@ -333,7 +358,13 @@ class Scheduler(Controller[SchedulerSettings]):
             results = {(created.key if k == in_memory else k): r for k, r in results.items()}
             claims = [*claims, created]
         plan = planning.reservations(
-            pod, claims, results, self.clock.now(), creating=created.key if created else None
+            pod,
+            claims,
+            results,
+            self.clock.now(),
+            creating=created.key if created else None,
+            group=attempt.ready.group,
+            shared=attempt.ready.shared,
         )
         for reservation in plan:
             self.cache.ledger.reserve(planning.claim_key(reservation.target), reservation.target)
@@ -342,7 +373,13 @@ class Scheduler(Controller[SchedulerSettings]):
         special = created or (attempt.extended.existing if attempt.extended else None)
         if node_claim is not None and special is not None:
             status = planning.extended_status(pod, node_claim.status_patch(special))
-        self.binder.start(pod, plan, fit.node, status)
+        return pod, plan, fit.node, status
+
+    def unassume(self, pod: Pod, plan: Sequence[planning.Reservation]) -> None:
+        """``assume`` undone: nothing of it was written."""
+        for reservation in reversed(plan):
+            self.cache.ledger.discard_unwritten(planning.claim_key(reservation.target))
+        self.cache.usage.assume(planning.pod_key(pod), None)
 
     async def post_filter(
         self,
@@ -375,19 +412,8 @@ class Scheduler(Controller[SchedulerSettings]):
             message += f" preemption: {outcome}"
         elif isinstance(decision, Unschedulable) and decision.note:
             message += f" {decision.note}"
-        self.queue.set_state(key, PodState.UNSCHEDULABLE)
-        record = self.queue.record(key)
-        shown = pod.condition("PodScheduled")
-        if shown is not None and shown.status == "False" and shown.message == message:
-            record.last_message = message  # said before a restart, or by a leader
-        if record.last_message != message:
-            record.last_message = message
-            log.info("pod unschedulable", **{fields.POD: str(key), fields.REASON: message})
-            try:
-                await self.apply(planning.unschedulable(pod, message, self.clock.now()))
-            except NotFoundError:
-                return
-            await self.post(planning.failed_scheduling(pod, message))
+        if not await self.unschedulable(pod, message):
+            return
         if result.timed_out:
             raise TemporaryError(f"pod {key}: {message}")  # retried with backoff
         if self._freed_since(attempt):
@@ -399,6 +425,25 @@ class Scheduler(Controller[SchedulerSettings]):
             # may have come before the pod was unschedulable, so it would wait the full retry.
             raise Requeue(INITIAL_BACKOFF, "the cluster changed during the attempt")
         raise Requeue(self.settings.unschedulable_retry, "unschedulable")
+
+    async def unschedulable(self, pod: Pod, message: str, reason: str = "Unschedulable") -> bool:
+        """The pod waits for a change, told why once: PodScheduled=False and a
+        FailedScheduling Event when ``message`` is news (False: the pod is gone)."""
+        key = planning.pod_key(pod)
+        self.queue.set_state(key, PodState.UNSCHEDULABLE)
+        record = self.queue.record(key)
+        shown = pod.condition("PodScheduled")
+        if shown is not None and shown.status == "False" and shown.message == message:
+            record.last_message = message  # said before a restart, or by a leader
+        if record.last_message != message:
+            record.last_message = message
+            log.info("pod unschedulable", **{fields.POD: str(key), fields.REASON: message})
+            try:
+                await self.apply(planning.unschedulable(pod, message, self.clock.now(), reason))
+            except NotFoundError:
+                return False
+            await self.post(planning.failed_scheduling(pod, message))
+        return True
 
     async def _delete_special_claim(self, pod: Pod, claim: ResourceClaim) -> None:
         """A special claim of an earlier attempt that cannot be used as it is (not allocated
@@ -493,7 +538,13 @@ class Scheduler(Controller[SchedulerSettings]):
 
     def events_to_register(self) -> dict[str, EventFeed]:
         """Every watched kind to its feed, with its queueing hint (``queueing.feeds``)."""
-        return queueing.feeds(self.cache, self.queue, self, taint_rules=self.taint_rules)
+        return queueing.feeds(
+            self.cache,
+            self.queue,
+            self,
+            taint_rules=self.taint_rules,
+            pod_groups=self.groups_enabled,
+        )
 
     def victim_gone(self, uid: str) -> ObjectKey | None:
         return self.preemptor.victim_gone(uid)
@@ -503,3 +554,12 @@ class Scheduler(Controller[SchedulerSettings]):
 
     def repair(self, claim: ObjectKey) -> None:
         self.repairs.add(claim)
+
+    def group_changed(self, group: ObjectKey) -> None:
+        self.groups.changed(group)
+
+    async def permit(self, group: ObjectKey, min_count: int) -> bool:
+        return await self.groups.permit(group, min_count)
+
+    def permit_timeout_message(self) -> str:
+        return self.groups.timeout_message()

@@ -23,12 +23,13 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from operators.api import consumers
 from operators.api.claim_status import edited_status, pod_consumer
 from operators.api.core import Pod
+from operators.api.groups import PodGroup, group_consumer, is_reserved_for_group
 from operators.api.keys import ObjectKey
 from operators.api.names import DELETE_PROTECTION_FINALIZER
 from operators.api.resource import AllocationResult, ResourceClaim
@@ -80,17 +81,25 @@ def reservations(
     now: datetime.datetime,
     *,
     creating: str | None = None,
+    group: PodGroup | None = None,
+    shared: Collection[str] = (),
 ) -> list[Reservation]:
     """The claims this attempt writes: new allocations (stamped ``now``) and the pod's entry
     in ``reservedFor``; claims already allocated and reserved for the pod are left alone.
-    ``creating``: the key of the claim to create first (extended resources, KEP-5004)."""
+    ``creating``: the key of the claim to create first (extended resources, KEP-5004).
+    ``shared``: keys of the claims of ``group`` (the pod's PodGroup), reserved for it, once,
+    instead of for the pod (DRAWorkloadResourceClaims)."""
     uid = pod.metadata.uid or ""
-    consumer = pod_consumer(pod.metadata.name or "", uid)
     stamp = format_time(now)
     planned = []
     for claim in claims:
         allocation = allocations.get(claim.key)
-        reserved = claim.is_reserved_for(uid)
+        if group is not None and claim.key in shared:
+            consumer = group_consumer(group)
+            reserved = is_reserved_for_group(claim, group.metadata.name or "")
+        else:
+            consumer = pod_consumer(pod.metadata.name or "", uid)
+            reserved = claim.is_reserved_for(uid)
         if allocation is None and reserved:
             continue
         written = (
@@ -263,6 +272,53 @@ def unschedulable(
         },
         # A condition of our own: the last writer wins, as kube-scheduler's.
         resource_version=NO_PRECONDITION,
+        patch_type="strategic",
+        subresource="status",
+    )
+
+
+def group_condition(
+    group: PodGroup,
+    type_: str,
+    status: str,
+    reason: str,
+    message: str,
+    now: datetime.datetime,
+) -> Patch | None:
+    """A PodGroup condition as kube-scheduler 1.37 writes it (a strategic patch of the status):
+    None when it says so already, or when it is True and would go back (never, upstream)."""
+    shown = group.condition(type_)
+    if shown is not None and shown.status == "True" and status != "True":
+        return None
+    if (
+        shown is not None
+        and (shown.status, shown.reason, shown.message or "") == (status, reason, message)
+        and shown.observed_generation == group.metadata.generation
+    ):
+        return None
+    changed = shown is None or shown.status != status
+    return Patch(
+        kind="PodGroup",
+        key=ObjectKey(group.metadata.namespace or "", group.metadata.name or ""),
+        patch={
+            "status": {
+                "conditions": [
+                    {
+                        "type": type_,
+                        "status": status,
+                        "reason": reason,
+                        "message": message,
+                        "observedGeneration": group.metadata.generation,
+                        "lastTransitionTime": (
+                            format_time(now)
+                            if changed or shown is None
+                            else shown.last_transition_time
+                        ),
+                    }
+                ]
+            }
+        },
+        resource_version=NO_PRECONDITION,  # a condition of our own, keyed by its type
         patch_type="strategic",
         subresource="status",
     )

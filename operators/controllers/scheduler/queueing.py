@@ -386,6 +386,9 @@ class Watched(Protocol):
     def repair(self, claim: ObjectKey) -> None:
         """An allocated claim shares a device with another: the repair looks at it."""
 
+    def group_changed(self, group: ObjectKey) -> None:
+        """A PodGroup or one of its pods changed: pods of it waiting at Permit look again."""
+
 
 def feeds(
     cache: SchedulerCache,
@@ -393,11 +396,12 @@ def feeds(
     watched: Watched,
     *,
     taint_rules: bool,
+    pod_groups: bool = False,
 ) -> dict[str, EventFeed]:
     """Every watched kind to its feed (kube-scheduler's EventsToRegister): each event into
     its store, then its hint: the pods it may help, queued. kube-scheduler watches
     DeviceTaintRules only with DRADeviceTaintRules on: off, there are none (the API server
-    may not even serve them)."""
+    may not even serve them); PodGroups only with GenericWorkload on (1.37)."""
 
     def listed(index: str, models: ModelCache[Any], check: RoomCheck | None = None) -> EventFeed:
         return _listed_feed(cache, queue, index, models, check)
@@ -416,7 +420,34 @@ def feeds(
         found["DeviceTaintRule"] = listed(
             "taint_rules", cache.taint_rules, any_change("DeviceTaintRule")
         )
+    if pod_groups:
+        found["PodGroup"] = _pod_group_feed(cache, queue, watched)
     return found
+
+
+def _pod_group_feed(cache: SchedulerCache, queue: SchedulingQueue, watched: Watched) -> EventFeed:
+    """A PodGroup into its store; its pending pods, queued (upstream's PodGroup/Add and, for a
+    smaller minCount, PodGroup/Update hints: kopf-dra queues them on any change)."""
+    store = cache.listed["pod_groups"]
+
+    def feed(kw: Mapping[str, Any]) -> None:
+        body = kw["body"]
+        if not store.apply(kw["type"], body):
+            return
+        cache.pod_groups.changed()
+        key = ObjectKey.of(body)
+        event = event_name("PodGroup", kw["type"])
+        watched.group_changed(key)
+        pods = [
+            ObjectKey(p.metadata.namespace or "", p.metadata.name or "")
+            for p in cache.group_pods(key)
+            if not p.spec.node_name and p.spec.scheduler_name == cache.scheduler_name
+        ]
+        record(event, Hint(bool(pods), f"pod group {key} changed: its pending pods"))
+        for pod in pods:
+            queue.add(pod)
+
+    return feed
 
 
 def _listed_feed(
@@ -459,6 +490,9 @@ def _pod_feed(cache: SchedulerCache, queue: SchedulingQueue, watched: Watched) -
         before = cache.indices.one("pending", key)
         if not cache.pods.apply(kw["type"], body):
             return
+        group = ((body.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName")
+        if group:
+            watched.group_changed(ObjectKey(key.namespace, group))
         if cache.is_pending(body) and kw["type"] != "DELETED":
             if record(event, pending_pod_update(before, body), pod=str(key)).queue:
                 queue.add(key)

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from operators.api.groups import DEFAULT_PERMIT_TIMEOUT
 from operators.scheduling.attempt import DEFAULT_FILTER_TIMEOUT
 from operators.settings import LeaderElectionSettings
 
@@ -49,6 +50,12 @@ class SchedulerSettings(LeaderElectionSettings):
         description="Prioritized alternatives (KEP-4816) and preemption: no-preemption-first: "
         "an alternative that fits without evicting anybody beats a higher-ranked one that needs "
         "an eviction; rank-first: evict lower-priority pods for a higher-ranked alternative",
+    )
+    gang_permit_timeout: float = Field(
+        default=DEFAULT_PERMIT_TIMEOUT,
+        gt=0,
+        description="Seconds the pods of a gang placed together wait at Permit for the rest of "
+        "its minCount before what they hold is released (kube-scheduler 1.37: 5 minutes)",
     )
     scheduled_events: bool = Field(
         default=False, description="Post a Normal 'Scheduled' Event per pod (one more write)"

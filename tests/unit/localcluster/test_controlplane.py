@@ -17,6 +17,7 @@ from operators.localcluster.controlplane import (
     default_version,
     feature_gates,
     kubernetes_version,
+    runtime_config,
     supported_versions,
 )
 
@@ -36,11 +37,17 @@ def test_the_release_assumed_without_a_cluster_is_the_local_control_planes_defau
     assert Release.parse(default_version()) == DEFAULT_RELEASE
 
 
-def test_1_37_turns_on_fractional_capacity_ranges_besides_the_gates_of_1_36() -> None:
+def test_1_37_turns_on_fractional_capacity_ranges_and_pod_groups_besides_the_gates_of_1_36() -> (
+    None
+):
     assert feature_gates("v1.37.0") == {
         **feature_gates("v1.36.0"),
         "DRAFractionalCapacityRange": True,
+        "GenericWorkload": True,
+        "DRAWorkloadResourceClaims": True,
     }
+    assert "scheduling.k8s.io/v1beta1=true" in runtime_config("v1.37.2").split(",")
+    assert "scheduling.k8s.io/v1beta1=true" not in runtime_config("v1.36.3").split(",")
 
 
 def test_the_environment_chooses_a_listed_release(monkeypatch: pytest.MonkeyPatch) -> None:

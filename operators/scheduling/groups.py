@@ -1,0 +1,153 @@
+"""Pod groups (1.37's GenericWorkload), decided without I/O: when a group may be tried, in which
+order its pods are placed, whether a placement of some of them is enough, and what each pod and
+the PodGroup are told. kube-scheduler 1.37.2's rules (``schedule_one_podgroup.go`` and the
+GangScheduling plugin):
+
+- a pod whose PodGroup does not exist yet, or a gang with fewer than ``minCount`` pods, waits
+  without a word (no condition, no Event: upstream's PreEnqueue);
+- every queued pod of the group is tried in one cycle, by priority (high first), attempts (most
+  first), then the time it was queued and its name; each placement is assumed for the pods after
+  it, so they see its node usage and its devices, and a claim the group shares is allocated once;
+- the group succeeds when the pods already placed (bound or binding) and those placed now reach
+  ``minCount`` (1 for ``basic``) and at least one was placed now; the cycle stops as soon as
+  that cannot happen any more. Otherwise nothing it placed is kept.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+from operators.api.core import Pod
+from operators.api.groups import PodGroup
+from operators.api.keys import ObjectKey
+
+UNSCHEDULABLE = "pod group is unschedulable"
+
+
+def key_of(pod: Pod) -> ObjectKey:
+    return ObjectKey(pod.metadata.namespace or "", pod.metadata.name or "")
+
+
+def waits(group: PodGroup | None, group_key: ObjectKey, members: int) -> str | None:
+    """Why the group's pods are not tried yet (None: they are); said in the log only, as
+    upstream's PreEnqueue. ``members``: the group's pods that exist and are not finished."""
+    if group is None:
+        return f"waiting for pods's pod group {str(group_key)!r} to appear in scheduling queue"
+    if group.is_gang and members < group.min_count:
+        return "waiting for minCount pods from a gang to appear in scheduling queue"
+    return None
+
+
+def refused(group: PodGroup, pods: Sequence[Pod]) -> str | None:
+    """Upstream's ``validatePodGroup`` over the group's pods (queued and placed): one scheduler
+    name, and the PodGroup's priority on each (None: nothing to refuse)."""
+    if not pods:
+        return None
+    first = pods[0].spec.scheduler_name or "default-scheduler"
+    priority = group.spec.priority or 0
+    for pod in pods:
+        name = pod.spec.scheduler_name or "default-scheduler"
+        if name != first:
+            return (
+                "all pods in a single pod group should have the same .spec.schedulerName set, "
+                f"got: {first!r} and {name!r}"
+            )
+    for pod in pods:
+        if (pod.spec.priority or 0) != priority:
+            return (
+                "all pods in a single pod group should have the same priority as the pod "
+                f"group's priority, got {pod.spec.priority or 0} and {priority}"
+            )
+    return None
+
+
+def ordered(pods: Sequence[Pod], attempts: Mapping[ObjectKey, int]) -> list[Pod]:
+    """The order the cycle tries the group's pods in (``PodGroupMemberPodsOrderingFunc``):
+    priority, then attempts, high first; then creation time and name (kopf-dra's stand-in for
+    the time each was queued, which its queue does not keep per group)."""
+    return sorted(
+        pods,
+        key=lambda p: (
+            -(p.spec.priority or 0),
+            -attempts.get(key_of(p), 0),
+            p.metadata.creation_timestamp or "",
+            p.metadata.name or "",
+        ),
+    )
+
+
+def cannot_be_satisfied(min_count: int, scheduled: int, remaining: int) -> str | None:
+    """GangScheduling's PlacementFeasible: the message once ``minCount`` is out of reach."""
+    if remaining + scheduled < min_count:
+        return (
+            f"minCount ({min_count}) cannot be satisfied: {scheduled} scheduled, "
+            f"{remaining} remaining"
+        )
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupOutcome:
+    """How one cycle of a group ended: ``placed`` the pods it placed (kept only on success);
+    ``failed`` each pod that fits nowhere, with its own message; ``message`` the group's
+    (None on success)."""
+
+    placed: tuple[ObjectKey, ...]
+    failed: Mapping[ObjectKey, str]
+    message: str | None
+
+    @property
+    def succeeded(self) -> bool:
+        return self.message is None
+
+
+def outcome(
+    group: PodGroup,
+    scheduled_before: int,
+    placed: Sequence[ObjectKey],
+    failed: Mapping[ObjectKey, str],
+    remaining: int,
+) -> GroupOutcome:
+    """The group's verdict after its cycle (``remaining``: the pods it did not get to)."""
+    scheduled = scheduled_before + len(placed)
+    reason = cannot_be_satisfied(group.min_count, scheduled, remaining)
+    if reason is None and scheduled < group.min_count:
+        reason = (
+            f"minCount ({group.min_count}) is not yet satisfied: {scheduled} scheduled, "
+            f"{remaining} remaining"
+        )
+    if reason is not None:
+        return GroupOutcome(tuple(placed), dict(failed), f"{UNSCHEDULABLE}, {reason}")
+    if not placed:
+        return GroupOutcome((), dict(failed), UNSCHEDULABLE)
+    return GroupOutcome(tuple(placed), dict(failed), None)
+
+
+def pod_message(result: GroupOutcome, key: ObjectKey, evaluated: bool) -> str:
+    """What a pod of a group that was not placed is told: its own reason when it fits nowhere;
+    the group's otherwise (it fits, or was not tried once the gang was out of reach).
+    Upstream prefixes a fitting pod's copy with "pod group is unschedulable, " a second time."""
+    own = result.failed.get(key)
+    if own is not None and evaluated:
+        return own
+    return result.message or UNSCHEDULABLE
+
+
+def needs_newer_release(pod: Pod, release: str) -> str:
+    """A pod naming a PodGroup, on a cluster where kopf-dra does not place groups."""
+    group = pod.spec.scheduling_group
+    name = group.pod_group_name if group is not None else None
+    return (
+        f"pod {pod.metadata.key} names PodGroup {name!r}: gang scheduling (GenericWorkload) "
+        f"needs Kubernetes 1.37, and this cluster runs {release}"
+    )
+
+
+def gates_off(pod: Pod) -> str:
+    group = pod.spec.scheduling_group
+    name = group.pod_group_name if group is not None else None
+    return (
+        f"pod {pod.metadata.key} names PodGroup {name!r}: kopf-dra runs with the GenericWorkload "
+        "feature gate off, so it places no pod groups (--feature-gates GenericWorkload=true)"
+    )

@@ -1,0 +1,161 @@
+"""Pod groups placed by the scheduler against the real API server (1.37: GenericWorkload and
+DRAWorkloadResourceClaims on, scheduling.k8s.io/v1beta1 served by the local control plane).
+
+Each pod has a claim of its own and shares the group's claim (both named directly, so that
+the claim controllers play no part): the group's claim is reserved for the PodGroup, once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from operators.controllers.scheduler.handlers import Scheduler
+from operators.kube.api import KubeAPI
+from tests.integration.helpers import (
+    claim_body,
+    create_node,
+    device_class_body,
+    eventually,
+    gpus,
+    pod_body,
+    pod_condition,
+    running_operator,
+    slice_body,
+    start_scheduler,
+    unique,
+)
+
+
+@pytest.fixture
+async def scheduler(kubeconfig: Any) -> AsyncIterator[Scheduler]:
+    scheduler, registry = start_scheduler(kubeconfig)
+    async with running_operator(registry, "scheduler"):
+        yield scheduler
+
+
+async def _cluster(kube: KubeAPI, driver: str, nodes: int) -> str:
+    """``nodes`` nodes with one GPU each, and a link every node reaches: its class's name."""
+    for _ in range(nodes):
+        name = unique("node")
+        await create_node(kube, name)
+        await kube.create(slice_body(unique("slice"), driver, name, gpus(1)))
+    await kube.create(device_class_body(driver, driver))
+    link = f"link-{driver}"
+    await kube.create(
+        slice_body(
+            unique("slice"),
+            link,
+            "",
+            [{"name": "link-0"}],
+            pool="fabric",
+            allNodes=True,
+        )
+    )
+    await kube.create(device_class_body(link, link))
+    return link
+
+
+async def _gang(
+    kube: KubeAPI, namespace: str, driver: str, link: str, pods: int, min_count: int
+) -> list[str]:
+    await kube.create(claim_body("link", namespace, device_class=link))
+    await kube.create(
+        {
+            "apiVersion": "scheduling.k8s.io/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": "job", "namespace": namespace},
+            "spec": {
+                "schedulingPolicy": {"gang": {"minCount": min_count}},
+                "resourceClaims": [{"name": "link", "resourceClaimName": "link"}],
+            },
+        }
+    )
+    names = [f"worker-{i}" for i in range(pods)]
+    for name in names:
+        await kube.create(claim_body(f"{name}-gpu", namespace, device_class=driver))
+        body = pod_body(
+            name,
+            namespace,
+            {"name": "link", "resourceClaimName": "link"},
+            {"name": "gpu", "resourceClaimName": f"{name}-gpu"},
+        )
+        body["spec"]["schedulingGroup"] = {"podGroupName": "job"}
+        await kube.create(body)
+    return names
+
+
+async def _condition(kube: KubeAPI, namespace: str) -> dict[str, Any] | None:
+    group = await kube.get("PodGroup", "job", namespace)
+    for condition in (group.get("status") or {}).get("conditions") or []:
+        if condition["type"] == "PodGroupInitiallyScheduled":
+            return dict(condition)
+    return None
+
+
+async def test_a_gang_is_placed_together_with_its_shared_claim_reserved_for_the_group(
+    kube: KubeAPI, namespace: str, driver: str, scheduler: Scheduler
+) -> None:
+    link = await _cluster(kube, driver, nodes=3)
+    names = await _gang(kube, namespace, driver, link, pods=3, min_count=3)
+
+    async def all_bound() -> list[str] | None:
+        nodes = [(await kube.get("Pod", n, namespace))["spec"].get("nodeName") for n in names]
+        return nodes if all(nodes) else None
+
+    nodes = await eventually(all_bound, what="the three workers bound")
+    assert len(set(nodes)) == 3, "one GPU per node: three nodes"
+    group = await kube.get("PodGroup", "job", namespace)
+    shared = await kube.get("ResourceClaim", "link", namespace)
+    assert shared["status"]["reservedFor"] == [
+        {
+            "apiGroup": "scheduling.k8s.io",
+            "resource": "podgroups",
+            "name": "job",
+            "uid": group["metadata"]["uid"],
+        }
+    ]
+    for name in names:
+        own = await kube.get("ResourceClaim", f"{name}-gpu", namespace)
+        assert [r["name"] for r in own["status"]["reservedFor"]] == [name]
+    said = await eventually(lambda: _condition(kube, namespace), what="the group's condition")
+    assert (said["status"], said["reason"]) == ("True", "Scheduled")
+
+
+async def test_a_gang_one_gpu_short_holds_nothing_and_every_pod_says_why(
+    kube: KubeAPI, namespace: str, driver: str, scheduler: Scheduler
+) -> None:
+    link = await _cluster(kube, driver, nodes=2)
+    names = await _gang(kube, namespace, driver, link, pods=3, min_count=3)
+
+    async def all_told() -> dict[str, str] | None:
+        told = {}
+        for name in names:
+            condition = await pod_condition(kube, namespace, name)
+            if condition is None or condition["status"] != "False":
+                return None
+            told[name] = condition["message"]
+        return told
+
+    told = await eventually(all_told, what="every worker told why it waits")
+    group_says = (
+        "pod group is unschedulable, minCount (3) cannot be satisfied: 2 scheduled, 0 remaining"
+    )
+    assert sorted(told.values()).count(group_says) == 2, told
+    (own,) = [m for m in told.values() if m != group_says]
+    assert own.startswith("0/"), own
+    for name in names:
+        assert not (await kube.get("Pod", name, namespace))["spec"].get("nodeName")
+        own_claim = await kube.get("ResourceClaim", f"{name}-gpu", namespace)
+        assert not (own_claim.get("status") or {}).get("allocation"), name
+    assert not ((await kube.get("ResourceClaim", "link", namespace)).get("status") or {}).get(
+        "allocation"
+    )
+    said = await eventually(lambda: _condition(kube, namespace), what="the group's condition")
+    assert (said["status"], said["reason"], said["message"]) == (
+        "False",
+        "Unschedulable",
+        group_says,
+    )

@@ -1,0 +1,237 @@
+"""Pod groups, decided without I/O (operators.scheduling.groups, operators.api.groups)."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from operators.api.core import Pod, PodResourceClaim
+from operators.api.groups import (
+    PodGroup,
+    is_for_pod,
+    is_group_claim,
+    is_reserved_for_pod,
+)
+from operators.api.keys import ObjectKey
+from operators.api.resource import ResourceClaim
+from operators.controllers.scheduler.groups import go_duration
+from operators.controllers.scheduler.planning import group_condition, reservations
+from operators.scheduling.groups import (
+    cannot_be_satisfied,
+    ordered,
+    outcome,
+    pod_message,
+    refused,
+    waits,
+)
+
+NOW = datetime.datetime(2026, 11, 28, tzinfo=datetime.UTC)
+KEY = ObjectKey("ns", "training")
+
+
+def group(min_count: int | None = 4, **spec: Any) -> PodGroup:
+    policy = {"gang": {"minCount": min_count}} if min_count is not None else {"basic": {}}
+    return PodGroup.load(
+        {
+            "metadata": {"name": "training", "namespace": "ns", "uid": "g-uid", "generation": 1},
+            "spec": {
+                "schedulingPolicy": policy,
+                "resourceClaims": [{"name": "link", "resourceClaimTemplateName": "link"}],
+                **spec,
+            },
+        }
+    )
+
+
+def pod(name: str, priority: int = 0, created: str = "2026-11-28T00:00:00Z", **spec: Any) -> Pod:
+    return Pod.load(
+        {
+            "metadata": {
+                "name": name,
+                "namespace": "ns",
+                "uid": f"{name}-uid",
+                "creationTimestamp": created,
+            },
+            "spec": {
+                "schedulerName": "kopf-dra",
+                "priority": priority,
+                "schedulingGroup": {"podGroupName": "training"},
+                "resourceClaims": [
+                    {"name": "link", "resourceClaimTemplateName": "link"},
+                    {"name": "gpu", "resourceClaimTemplateName": "gpu"},
+                ],
+                **spec,
+            },
+        }
+    )
+
+
+def claim(name: str, owner_kind: str, owner: str, reserved: list[dict[str, str]]) -> ResourceClaim:
+    return ResourceClaim.load(
+        {
+            "metadata": {
+                "name": name,
+                "namespace": "ns",
+                "uid": f"{name}-uid",
+                "resourceVersion": "5",
+                "ownerReferences": [
+                    {
+                        "apiVersion": "scheduling.k8s.io/v1beta1"
+                        if owner_kind == "PodGroup"
+                        else "v1",
+                        "kind": owner_kind,
+                        "name": owner,
+                        "uid": f"{owner}-uid" if owner_kind == "Pod" else "g-uid",
+                        "controller": True,
+                    }
+                ],
+            },
+            "spec": {"devices": {"requests": []}},
+            "status": {"reservedFor": reserved} if reserved else {},
+        }
+    )
+
+
+def test_a_pod_claim_is_the_groups_only_when_every_field_equals_one_of_its_claims() -> None:
+    g = group()
+    assert is_group_claim(PodResourceClaim(name="link", resource_claim_template_name="link"), g)
+    assert not is_group_claim(PodResourceClaim(name="link", resource_claim_template_name="x"), g)
+    assert not is_group_claim(PodResourceClaim(name="link", resource_claim_name="link"), g)
+    assert not is_group_claim(PodResourceClaim(name="gpu", resource_claim_template_name="gpu"), g)
+    assert not is_group_claim(
+        PodResourceClaim(name="link", resource_claim_template_name="link"), None
+    )
+
+
+def test_a_claim_made_for_the_pods_group_is_the_pods_only_with_group_claims_on() -> None:
+    trainer = pod("t0")
+    made = claim("training-link-abc", "PodGroup", "training", [])
+    assert is_for_pod(made, trainer, group_claims=True)
+    assert not is_for_pod(made, trainer, group_claims=False)
+    other = claim("other-link-abc", "PodGroup", "other", [])
+    assert not is_for_pod(other, trainer, group_claims=True)
+    assert is_for_pod(claim("t0-gpu-abc", "Pod", "t0", []), trainer, group_claims=False)
+
+
+def test_reserved_for_the_group_by_name_counts_for_its_pods() -> None:
+    trainer = pod("t0")
+    entry = {
+        "apiGroup": "scheduling.k8s.io",
+        "resource": "podgroups",
+        "name": "training",
+        "uid": "x",
+    }
+    shared = claim("training-link-abc", "PodGroup", "training", [entry])
+    assert is_reserved_for_pod(shared, trainer, group_claims=True)
+    assert not is_reserved_for_pod(shared, trainer, group_claims=False)
+
+
+def test_a_group_waits_silently_for_its_podgroup_and_for_min_count_pods() -> None:
+    assert waits(None, KEY, 4) == (
+        "waiting for pods's pod group 'ns/training' to appear in scheduling queue"
+    )
+    assert waits(group(4), KEY, 3) == (
+        "waiting for minCount pods from a gang to appear in scheduling queue"
+    )
+    assert waits(group(4), KEY, 4) is None
+    assert waits(group(None), KEY, 1) is None  # basic: no minimum
+
+
+def test_refused_names_the_two_scheduler_names_or_priorities_that_differ() -> None:
+    g = group()
+    assert refused(g, [pod("a"), pod("b")]) is None
+    other = pod("b", schedulerName="default-scheduler")
+    assert refused(g, [pod("a"), other]) == (
+        "all pods in a single pod group should have the same .spec.schedulerName set, "
+        "got: 'kopf-dra' and 'default-scheduler'"
+    )
+    assert refused(g, [pod("a", priority=5)]) == (
+        "all pods in a single pod group should have the same priority as the pod group's "
+        "priority, got 5 and 0"
+    )
+
+
+def test_pods_are_tried_by_priority_then_attempts_then_age_then_name() -> None:
+    pods = [
+        pod("d", created="2026-11-28T00:00:02Z"),
+        pod("c", created="2026-11-28T00:00:01Z"),
+        pod("b", created="2026-11-28T00:00:01Z"),
+        pod("a", priority=0, created="2026-11-28T00:00:09Z"),
+        pod("z", priority=0, created="2026-11-28T00:00:09Z"),
+    ]
+    attempts = {ObjectKey("ns", "z"): 2}
+    assert [p.metadata.name for p in ordered(pods, attempts)] == ["z", "b", "c", "d", "a"]
+
+
+def test_a_gang_is_placed_when_placed_before_and_now_reach_min_count() -> None:
+    g = group(4)
+    keys = [ObjectKey("ns", f"t{i}") for i in range(4)]
+    assert outcome(g, 0, keys, {}, 0).succeeded
+    assert outcome(g, 2, keys[:2], {}, 0).succeeded  # two bound before, two now
+    short = outcome(g, 0, keys[:3], {keys[3]: "0/2 nodes are available: ..."}, 0)
+    assert short.message == (
+        "pod group is unschedulable, minCount (4) cannot be satisfied: 3 scheduled, 0 remaining"
+    )
+    assert pod_message(short, keys[0], evaluated=True) == short.message
+    assert pod_message(short, keys[3], evaluated=True) == "0/2 nodes are available: ..."
+    assert cannot_be_satisfied(4, 1, 2) is not None
+    assert cannot_be_satisfied(4, 1, 3) is None
+    # Enough were placed before, but none of the pods tried now fits.
+    assert outcome(g, 4, [], {keys[0]: "no"}, 0).message == "pod group is unschedulable"
+
+
+def test_a_basic_group_is_a_gang_of_one() -> None:
+    basic = group(None)
+    assert basic.min_count == 1
+    assert not basic.is_gang
+    assert outcome(basic, 0, [ObjectKey("ns", "t0")], {ObjectKey("ns", "t1"): "no"}, 0).succeeded
+
+
+def test_the_groups_claim_is_reserved_for_the_podgroup_once_and_the_pods_own_for_the_pod() -> None:
+    g = group()
+    trainer = pod("t1")
+    entry = {
+        "apiGroup": "scheduling.k8s.io",
+        "resource": "podgroups",
+        "name": "training",
+        "uid": "g-uid",
+    }
+    shared = claim("training-link-abc", "PodGroup", "training", [entry])
+    own = claim("t1-gpu-abc", "Pod", "t1", [])
+    plan = reservations(trainer, [shared, own], {}, NOW, group=g, shared=frozenset({shared.key}))
+    assert [r.cached.key for r in plan] == [own.key], "the group's claim is reserved already"
+    first = reservations(
+        trainer,
+        [claim("training-link-abc", "PodGroup", "training", []), own],
+        {},
+        NOW,
+        group=g,
+        shared=frozenset({shared.key}),
+    )
+    reserved = [r.target.dump()["status"]["reservedFor"] for r in first]
+    assert reserved[0] == [entry]
+    assert reserved[1] == [{"resource": "pods", "name": "t1", "uid": "t1-uid"}]
+
+
+def test_the_podgroup_condition_never_goes_back_from_true() -> None:
+    g = group()
+    written = group_condition(g, "PodGroupInitiallyScheduled", "True", "Scheduled", "", NOW)
+    assert written is not None
+    (condition,) = written.patch["status"]["conditions"]
+    assert (condition["status"], condition["reason"], condition["observedGeneration"]) == (
+        "True",
+        "Scheduled",
+        1,
+    )
+    placed = PodGroup.load({**g.dump(), "status": {"conditions": [condition]}})
+    assert (
+        group_condition(placed, "PodGroupInitiallyScheduled", "False", "Unschedulable", "x", NOW)
+        is None
+    )
+    assert (
+        group_condition(placed, "PodGroupInitiallyScheduled", "True", "Scheduled", "", NOW) is None
+    )
+
+
+def test_the_permit_timeout_is_spelled_as_go_does() -> None:
+    assert (go_duration(300), go_duration(45), go_duration(3700)) == ("5m0s", "45s", "1h1m40s")
