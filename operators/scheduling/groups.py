@@ -16,11 +16,12 @@ GangScheduling plugin):
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from operators.api.core import Pod
 from operators.api.groups import PodGroup
 from operators.api.keys import ObjectKey
+from operators.api.resource import ResourceClaim
 
 UNSCHEDULABLE = "pod group is unschedulable"
 
@@ -122,6 +123,26 @@ def outcome(
     if not placed:
         return GroupOutcome((), dict(failed), UNSCHEDULABLE)
     return GroupOutcome(tuple(placed), dict(failed), None)
+
+
+def stranded_group_claims(
+    group: PodGroup,
+    claims: Sequence[ResourceClaim],
+    unavailable: Collection[str],
+    placed_before: int,
+) -> list[ResourceClaim]:
+    """The group's claims to deallocate after a cycle that placed nothing (upstream's
+    DynamicResources PodGroupPostFilter): allocated where none of the group's pods could use
+    them (a pod's cycle found them unavailable), held by nobody or by this PodGroup alone, and
+    only while no pod of the group is placed (a placed pod holds them)."""
+    if placed_before:
+        return []
+    uid = group.metadata.uid or ""
+    return [
+        c
+        for c in claims
+        if c.is_allocated and c.key in unavailable and c.reserved_for_uids() <= {uid}
+    ]
 
 
 def pod_message(result: GroupOutcome, key: ObjectKey, evaluated: bool) -> str:

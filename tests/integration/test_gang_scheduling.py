@@ -159,3 +159,72 @@ async def test_a_gang_one_gpu_short_holds_nothing_and_every_pod_says_why(
         "Unschedulable",
         group_says,
     )
+
+
+async def test_a_groups_claim_allocated_where_no_pod_can_go_is_deallocated_then_placed(
+    kube: KubeAPI, namespace: str, driver: str, scheduler: Scheduler
+) -> None:
+    """Upstream's DynamicResources PodGroupPostFilter: with no pod of the group placed, the
+    group's claim allocated for nodes none of its pods can use is deallocated, and the group is
+    placed with a fresh allocation."""
+    link = await _cluster(kube, driver, nodes=2)
+    await kube.create(claim_body("link", namespace, device_class=link))
+    group = await kube.create(
+        {
+            "apiVersion": "scheduling.k8s.io/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": "job", "namespace": namespace},
+            "spec": {
+                "schedulingPolicy": {"gang": {"minCount": 2}},
+                "resourceClaims": [{"name": "link", "resourceClaimName": "link"}],
+            },
+        }
+    )
+    stale = await kube.get("ResourceClaim", "link", namespace)
+    stale["status"] = {
+        "allocation": {
+            "devices": {
+                "results": [
+                    {"request": "gpu", "driver": link, "pool": "fabric", "device": "link-0"}
+                ]
+            },
+            "nodeSelector": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchFields": [
+                            {"key": "metadata.name", "operator": "In", "values": ["gone-node"]}
+                        ]
+                    }
+                ]
+            },
+        },
+        "reservedFor": [
+            {
+                "apiGroup": "scheduling.k8s.io",
+                "resource": "podgroups",
+                "name": "job",
+                "uid": group["metadata"]["uid"],
+            }
+        ],
+    }
+    await kube.replace_status(stale)
+    names = ["worker-0", "worker-1"]
+    for name in names:
+        await kube.create(claim_body(f"{name}-gpu", namespace, device_class=driver))
+        body = pod_body(
+            name,
+            namespace,
+            {"name": "link", "resourceClaimName": "link"},
+            {"name": "gpu", "resourceClaimName": f"{name}-gpu"},
+        )
+        body["spec"]["schedulingGroup"] = {"podGroupName": "job"}
+        await kube.create(body)
+
+    async def all_bound() -> list[str] | None:
+        nodes = [(await kube.get("Pod", n, namespace))["spec"].get("nodeName") for n in names]
+        return nodes if all(nodes) else None
+
+    await eventually(all_bound, what="both workers bound after the stale allocation went")
+    shared = await kube.get("ResourceClaim", "link", namespace)
+    assert "nodeSelector" not in shared["status"]["allocation"], "allocated afresh (all nodes)"
+    assert [r["resource"] for r in shared["status"]["reservedFor"]] == ["podgroups"]

@@ -32,12 +32,13 @@ from operators.allocator.features import V1_37
 from operators.api.core import Pod
 from operators.api.groups import INITIALLY_SCHEDULED, SCHEDULED_REASON, PodGroup, group_name
 from operators.api.keys import ObjectKey
+from operators.api.resource import ResourceClaim
 from operators.controllers.scheduler import planning
 from operators.controllers.scheduler.binder import Binder
 from operators.controllers.scheduler.protocol import SchedulerIO
 from operators.controllers.scheduler.queueing import PodState, SchedulingQueue
 from operators.controllers.scheduler.settings import SchedulerSettings
-from operators.kube.api import NotFoundError
+from operators.kube.api import ConflictError, NotFoundError
 from operators.observability import fields
 from operators.runtime.actions import Patch
 from operators.runtime.errors import Requeue
@@ -52,6 +53,7 @@ from operators.scheduling.groups import (
     outcome,
     pod_message,
     refused,
+    stranded_group_claims,
     waits,
 )
 
@@ -180,6 +182,8 @@ class GroupScheduler:
         assumed: list[Assumed] = []
         failed: dict[ObjectKey, str] = {}
         evaluated: set[ObjectKey] = set()
+        unavailable: set[str] = set()  # claims a pod's cycle found no node could use
+        shared: dict[str, ResourceClaim] = {}  # the group's claims, as the cycle saw them
         try:
             for member in order:
                 if cannot_be_satisfied(group.min_count, placed_before + len(assumed), remaining):
@@ -207,9 +211,13 @@ class GroupScheduler:
                 record = s.queue.record(mkey)
                 record.begin_attempt(time.perf_counter())
                 attempt = s.snapshot(prepared)
+                if not assumed:  # before the cycle assumed any: as the cache has them
+                    shared.update({c.key: c for c in prepared.claims if c.key in prepared.shared})
                 filtered = await s.filter(attempt)
                 remaining -= 1
                 evaluated.add(mkey)
+                if filtered is not None:
+                    unavailable.update(filtered[0].unavailable)
                 if filtered is None or filtered[1] is None:
                     failed[mkey] = (
                         unschedulable_message(len(attempt.nodes), filtered[0])
@@ -240,6 +248,10 @@ class GroupScheduler:
         self._undo(assumed)
         message = verdict.message or ""
         log.info("pod group unschedulable", group=str(group_key), reason=message)
+        for claim in stranded_group_claims(
+            group, list(shared.values()), unavailable, placed_before
+        ):
+            await self._deallocate(group_key, claim)
         for member in order:
             mkey = key_of(member)
             if mkey not in failed:
@@ -248,6 +260,22 @@ class GroupScheduler:
         await self._condition(group, "False", "Unschedulable", message)
         s.queue.set_state(popped, PodState.UNSCHEDULABLE)
         raise Requeue(s.settings.unschedulable_retry, "pod group unschedulable")
+
+    async def _deallocate(self, group: ObjectKey, claim: ResourceClaim) -> None:
+        """A claim of the group's that none of its pods can use, held by no placed pod:
+        deallocated so that the next cycle can allocate it afresh; its event brings the
+        group's pods back."""
+        s = self.scheduler
+        try:
+            await s.write_claim(planning.deallocation(claim))
+        except (ConflictError, NotFoundError):
+            return  # changed meanwhile: its event brings the pods back
+        s.queue.unsatisfiable.clear()
+        log.info(
+            "deallocated a pod group's claim no node can use (PodGroupPostFilter)",
+            group=str(group),
+            **{fields.CLAIM: claim.key},
+        )
 
     def _undo(self, assumed: list[Assumed]) -> None:
         """What the cycle assumed, undone, last first: devices it took are free again, so

@@ -22,6 +22,7 @@ from operators.scheduling.groups import (
     outcome,
     pod_message,
     refused,
+    stranded_group_claims,
     waits,
 )
 
@@ -235,3 +236,24 @@ def test_the_podgroup_condition_never_goes_back_from_true() -> None:
 
 def test_the_permit_timeout_is_spelled_as_go_does() -> None:
     assert (go_duration(300), go_duration(45), go_duration(3700)) == ("5m0s", "45s", "1h1m40s")
+
+
+def test_a_groups_claim_no_pod_can_use_is_deallocated_only_while_none_is_placed() -> None:
+    g = group()
+    entry = {
+        "apiGroup": "scheduling.k8s.io",
+        "resource": "podgroups",
+        "name": "training",
+        "uid": "g-uid",
+    }
+    held = claim("training-link-abc", "PodGroup", "training", [entry])
+    body = held.dump()
+    body["status"]["allocation"] = {"devices": {"results": []}}
+    allocated = ResourceClaim.load(body)
+    assert stranded_group_claims(g, [allocated], {allocated.key}, placed_before=0) == [allocated]
+    assert stranded_group_claims(g, [allocated], {allocated.key}, placed_before=1) == []
+    assert stranded_group_claims(g, [allocated], set(), placed_before=0) == []
+    other = {"resource": "pods", "name": "x", "uid": "x-uid"}
+    body["status"]["reservedFor"] = [entry, other]
+    in_use = ResourceClaim.load(body)
+    assert stranded_group_claims(g, [in_use], {in_use.key}, placed_before=0) == []
