@@ -42,7 +42,20 @@ def waits(group: PodGroup | None, group_key: ObjectKey, members: int) -> str | N
 
 def refused(group: PodGroup, pods: Sequence[Pod]) -> str | None:
     """Upstream's ``validatePodGroup`` over the group's pods (queued and placed): one scheduler
-    name, and the PodGroup's priority on each (None: nothing to refuse)."""
+    name, and the PodGroup's priority on each; and what kopf-dra does not place yet (topology
+    constraints and composite groups, behind alpha gates that drop the fields when off).
+    None: nothing to refuse."""
+    if group.spec.scheduling_constraints:
+        return (
+            f"PodGroup {group.metadata.key} has schedulingConstraints: topology-aware "
+            "placement (TopologyAwareWorkloadScheduling) is not implemented by kopf-dra"
+        )
+    if group.spec.parent_composite_pod_group_name:
+        return (
+            f"PodGroup {group.metadata.key} is part of CompositePodGroup "
+            f"{group.spec.parent_composite_pod_group_name!r}: composite pod groups are not "
+            "implemented by kopf-dra"
+        )
     if not pods:
         return None
     first = pods[0].spec.scheduler_name or "default-scheduler"

@@ -257,3 +257,10 @@ def test_a_groups_claim_no_pod_can_use_is_deallocated_only_while_none_is_placed(
     body["status"]["reservedFor"] = [entry, other]
     in_use = ResourceClaim.load(body)
     assert stranded_group_claims(g, [in_use], {in_use.key}, placed_before=0) == []
+
+
+def test_topology_constraints_and_composite_groups_are_refused_with_a_reason() -> None:
+    constrained = group(schedulingConstraints={"topology": [{"key": "zone"}]})
+    assert "topology-aware placement" in (refused(constrained, [pod("a")]) or "")
+    nested = group(parentCompositePodGroupName="job")
+    assert "composite pod groups are not implemented" in (refused(nested, [pod("a")]) or "")
