@@ -7,6 +7,12 @@ allocated but reserved by nobody for another reason is the scheduler's business.
 claims go when their pod is gone or done; the delete-protection finalizer goes once a claim
 being deleted is no longer allocated.
 
+With 1.37's PodGroup claims (DRAWorkloadResourceClaims) a PodGroup entry (``scheduling.k8s.io``
+``podgroups``) leaves only when that PodGroup is gone or replaced (another uid): its pods
+finishing never removes it. A claim a PodGroup controls is never deleted here (the garbage
+collector follows its owner reference). Off, PodGroup entries stay, as any consumer the cleanup
+does not know.
+
 Here, not in the reservation cleanup's package, because the scheduler frees a preemption
 victim's claims by the same rules (``plan_claim``) and keeps the same pod summary: neither
 controller imports the other. The writes a plan makes are ``runtime.claim_writes``.
@@ -18,6 +24,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from operators.api.groups import SCHEDULING_GROUP
 from operators.api.keys import ObjectKey, controller_pod
 from operators.api.names import DELETE_PROTECTION_FINALIZER, TERMINAL_PHASES
 from operators.api.resource import ResourceClaim
@@ -60,9 +67,27 @@ def pod_summary(body: Mapping[str, Any]) -> dict[Any, Any]:
 
 
 @dataclasses.dataclass(frozen=True)
+class GroupInfo:
+    """What the cleanup needs to know of a PodGroup (from the cache or a live read)."""
+
+    uid: str
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> GroupInfo:
+        return cls(uid=(body.get("metadata") or {}).get("uid") or "")
+
+
+def group_summary(body: Mapping[str, Any]) -> dict[Any, Any]:
+    """What the plan needs of a PodGroup, kept small (read back with ``GroupInfo.from_body``)."""
+    return {ObjectKey.of(body): {"metadata": {"uid": (body.get("metadata") or {}).get("uid")}}}
+
+
+@dataclasses.dataclass(frozen=True)
 class Removal:
     consumer: Consumer
-    reason: str  # PodNotFound, PodReplaced, PodDone, PodDeletedUnscheduled
+    # PodNotFound, PodReplaced, PodDone, PodDeletedUnscheduled, PodGroupNotFound,
+    # PodGroupReplaced
+    reason: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,9 +173,17 @@ class ClaimFacts:
             names.add(self.owner[0])
         return names
 
+    def groups_to_look_up(self) -> set[str]:
+        """Names of the PodGroups that hold the claim (with PodGroup claims on)."""
+        return {r.name for r in self.consumers if is_group_consumer(r)}
+
 
 def is_pod_consumer(ref: ConsumerRef) -> bool:
     return (ref.api_group or "") == "" and ref.resource == "pods"
+
+
+def is_group_consumer(ref: ConsumerRef) -> bool:
+    return ref.api_group == SCHEDULING_GROUP and ref.resource == "podgroups"
 
 
 def stale_reason(ref: ConsumerRef, pod: PodInfo | None) -> str | None:
@@ -166,6 +199,16 @@ def stale_reason(ref: ConsumerRef, pod: PodInfo | None) -> str | None:
     return None
 
 
+def group_stale_reason(ref: ConsumerRef, group: GroupInfo | None) -> str | None:
+    """Why a PodGroup entry no longer holds the claim (gone, or replaced by another of the
+    same name), or None if it still does: upstream's rule, which ignores pods and phases."""
+    if group is None:
+        return "PodGroupNotFound"
+    if group.uid != ref.uid:
+        return "PodGroupReplaced"
+    return None
+
+
 def generated_owner(claim: ResourceClaim) -> tuple[str, str] | None:
     """(pod name, pod uid) when the claim was generated for a pod from a template."""
     return ClaimFacts.of(claim).owner
@@ -177,13 +220,21 @@ def pods_to_look_up(claim: ResourceClaim | ClaimFacts) -> set[str]:
     return facts.pods_to_look_up()
 
 
-def plan_claim(claim: ResourceClaim | ClaimFacts, pods: Mapping[str, PodInfo | None]) -> ClaimPlan:
-    """Decide the writes for ``claim``; ``pods`` holds every name of ``pods_to_look_up``."""
+def plan_claim(
+    claim: ResourceClaim | ClaimFacts,
+    pods: Mapping[str, PodInfo | None],
+    groups: Mapping[str, GroupInfo | None] | None = None,
+) -> ClaimPlan:
+    """Decide the writes for ``claim``; ``pods`` holds every name of ``pods_to_look_up``.
+
+    ``groups``: with PodGroup claims on, every name of ``groups_to_look_up`` (None: gone);
+    None when they are off, and PodGroup entries are kept.
+    """
     facts = claim if isinstance(claim, ClaimFacts) else ClaimFacts.of(claim)
     removals = tuple(
         Removal(ref, reason)
         for ref in facts.consumers
-        if is_pod_consumer(ref) and (reason := stale_reason(ref, pods.get(ref.name))) is not None
+        if (reason := _stale(ref, pods, groups)) is not None
     )
     remaining = len(facts.consumers) - len(removals)
     deleting = facts.deleting
@@ -198,3 +249,13 @@ def plan_claim(claim: ResourceClaim | ClaimFacts, pods: Mapping[str, PodInfo | N
 
     remove_finalizer = deleting and not allocated_after and facts.protected
     return ClaimPlan(removals, deallocate, remove_finalizer, delete)
+
+
+def _stale(
+    ref: Consumer, pods: Mapping[str, PodInfo | None], groups: Mapping[str, GroupInfo | None] | None
+) -> str | None:
+    if is_pod_consumer(ref):
+        return stale_reason(ref, pods.get(ref.name))
+    if groups is not None and is_group_consumer(ref):
+        return group_stale_reason(ref, groups.get(ref.name))
+    return None  # a consumer the cleanup does not know: kept

@@ -38,3 +38,17 @@ def controller_pod(body: Mapping[str, Any]) -> tuple[str, str] | None:
         if ref.get("controller") and ref.get("kind") == "Pod" and ref.get("apiVersion") == "v1":
             return ref.get("name") or "", ref.get("uid") or ""
     return None
+
+
+def controller_group(body: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(name, uid) of the PodGroup that controls this object, if any (claims generated for a
+    PodGroup's template entries): kind PodGroup of any ``scheduling.k8s.io`` version, as
+    upstream's claimPodGroupOwnerIndex has it."""
+    for ref in (body.get("metadata") or {}).get("ownerReferences") or []:
+        if (
+            ref.get("controller")
+            and ref.get("kind") == "PodGroup"
+            and (ref.get("apiVersion") or "").startswith("scheduling.k8s.io/")
+        ):
+            return ref.get("name") or "", ref.get("uid") or ""
+    return None

@@ -157,7 +157,7 @@ async def test_a_gang_one_gpu_short_holds_nothing_and_every_pod_says_why(
     assert (said["status"], said["reason"], said["message"]) == (
         "False",
         "Unschedulable",
-        group_says,
+        group_says.removeprefix("pod group is unschedulable, "),
     )
 
 

@@ -11,6 +11,7 @@ fabric controller doing its whole job with its manifests in tests/integration/te
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 from collections.abc import AsyncIterator
@@ -20,6 +21,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
+from operators.api.features import Release
 from operators.controllers.claim_templates import app as templates_app
 from operators.controllers.claim_templates.settings import ClaimTemplateSettings
 from operators.controllers.pool_validator import app as validator_app
@@ -30,7 +32,7 @@ from operators.controllers.scheduler import app as scheduler_app
 from operators.controllers.scheduler.settings import SchedulerSettings
 from operators.kube.api import PATCH_TYPES, ApiError, KubeAPI, NotFoundError, resource_of
 from operators.localcluster import manifests
-from operators.localcluster.controlplane import feature_gates
+from operators.localcluster.controlplane import feature_gates, kubernetes_version
 from tests.integration.helpers import (
     ALLOCATION,
     bound_node,
@@ -380,6 +382,114 @@ async def test_the_pool_validator_writes_only_its_own_kind(as_account: Any, name
     }
     with pytest.raises(ApiError) as denied:
         await validator.create(request)
+    assert denied.value.status == 403
+
+
+async def test_podgroup_claims_with_the_claim_controllers_own_identities(
+    api: client.ApiClient,
+    as_account: Any,
+    kube: KubeAPI,
+    namespace: str,
+    rbac_applied: list[dict[str, Any]],
+    tmp_path: Path,
+) -> None:
+    """1.37's PodGroup claims (GenericWorkload + DRAWorkloadResourceClaims on): claim-templates
+    reads PodGroups and records the group's claim in its status (podgroups/status patch);
+    reservations reads them (a PodGroup gone releases its entry) and may not write them; the
+    scheduler reads them and patches their status (its PodGroupInitiallyScheduled)."""
+    if Release.parse(kubernetes_version()) < Release(1, 37):
+        pytest.skip("PodGroups: the local control plane is 1.36")
+    configs = {
+        name: str(await token_kubeconfig(api, f"kopf-dra-{name}", tmp_path))
+        for name in ("claim-templates", "reservations")
+    }
+    await kube.create(template_body("link", namespace))
+    group = await kube.create(
+        {
+            "apiVersion": "scheduling.k8s.io/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": "job", "namespace": namespace},
+            "spec": {
+                "schedulingPolicy": {"basic": {}},
+                "resourceClaims": [{"name": "link", "resourceClaimTemplateName": "link"}],
+            },
+        }
+    )
+    gates = feature_gates()
+    async with (
+        running_operator(
+            templates_app.APP.build_registry(
+                ClaimTemplateSettings(
+                    kubeconfig=configs["claim-templates"],
+                    lease_namespace=NAMESPACE,
+                    lease_name=unique("rbac-claim-templates"),
+                    feature_gates=gates,
+                )
+            ),
+            "claim-templates",
+        ),
+        running_operator(
+            reservations_app.APP.build_registry(
+                ReservationSettings(
+                    kubeconfig=configs["reservations"],
+                    lease_namespace=NAMESPACE,
+                    lease_name=unique("rbac-reservations"),
+                    feature_gates=gates,
+                )
+            ),
+            "reservations",
+        ),
+    ):
+
+        async def recorded() -> str | None:
+            body = await kube.get("PodGroup", "job", namespace)
+            statuses = (body.get("status") or {}).get("resourceClaimStatuses") or []
+            return next((s.get("resourceClaimName") for s in statuses), None)
+
+        name = await eventually(recorded, what="the group's claim in its status")
+        claim = await kube.get("ResourceClaim", name, namespace)
+        claim["status"] = {
+            "allocation": ALLOCATION,
+            "reservedFor": [
+                {
+                    "apiGroup": "scheduling.k8s.io",
+                    "resource": "podgroups",
+                    "name": "job",
+                    "uid": group["metadata"]["uid"],
+                }
+            ],
+        }
+        await kube.replace_status(claim)
+        await kube.delete("PodGroup", "job", namespace)
+        with contextlib.suppress(NotFoundError):  # play podgroup-protection: no active pod
+            await kube.patch("PodGroup", "job", {"metadata": {"finalizers": None}}, namespace)
+
+        async def released() -> bool:
+            status = (await kube.get("ResourceClaim", name, namespace)).get("status") or {}
+            return not status.get("reservedFor") and not status.get("allocation")
+
+        await eventually(released, what="the gone PodGroup's entry released by reservations")
+
+    await kube.create(
+        {
+            "apiVersion": "scheduling.k8s.io/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": "other", "namespace": namespace},
+            "spec": {"schedulingPolicy": {"basic": {}}},
+        }
+    )
+    reservations: KubeAPI = await as_account("kopf-dra-reservations")
+    await reservations.get("PodGroup", "other", namespace)
+    with pytest.raises(ApiError) as denied:
+        await reservations.patch(
+            "PodGroup", "other", {"status": {}}, namespace, subresource="status"
+        )
+    assert denied.value.status == 403
+    scheduler: KubeAPI = await as_account("kopf-dra-scheduler")
+    await scheduler.list("PodGroup", namespace)
+    await scheduler.patch("PodGroup", "other", {"status": {}}, namespace, subresource="status")
+    with pytest.raises(ApiError) as denied:
+        await scheduler.delete("PodGroup", "other", namespace)
     assert denied.value.status == 403
 
 

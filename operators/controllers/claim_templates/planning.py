@@ -1,9 +1,14 @@
-"""What the claim-template controller does for one pod: pure decisions, no I/O.
+"""What the claim-template controller does for one pod or PodGroup: pure decisions, no I/O.
 
 Conventions are kube-controller-manager's (pkg/controller/resourceclaim), so that whichever
 controller creates a pod's claim, the other one adopts it: generateName ``<pod>-<entry>-``
 truncated proportionally to 57 characters, annotation ``resource.kubernetes.io/pod-claim-name``,
 a controlling owner reference to the pod, and an entry in ``pod.status.resourceClaimStatuses``.
+
+With 1.37's PodGroup claims (GenericWorkload + DRAWorkloadResourceClaims) a PodGroup's template
+entries get one claim each, the same way (``<podgroup>-<entry>-``, owned by the PodGroup,
+recorded in its ``status.resourceClaimStatuses``); a pod entry equal to one of its group's
+(``groups.is_group_claim``) is never created for the pod: the pod records the group's claim.
 """
 
 from __future__ import annotations
@@ -13,7 +18,15 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from operators.api.core import Pod
-from operators.api.keys import ObjectKey, controller_pod
+from operators.api.groups import API_VERSION as GROUP_API_VERSION
+from operators.api.groups import (
+    PodGroup,
+    generated_for_group,
+    group_name,
+    is_for_pod,
+    is_group_claim,
+)
+from operators.api.keys import ObjectKey, controller_group, controller_pod
 from operators.api.names import POD_CLAIM_NAME_ANNOTATION
 from operators.api.resource import ResourceClaim, ResourceClaimTemplate
 from operators.api.templates import claim_from_template
@@ -56,6 +69,25 @@ class Warn:
 Action = CreateClaim | RecordStatus | DeleteDuplicate | Warn
 
 
+@dataclasses.dataclass(frozen=True)
+class CreateGroupClaim:
+    """Create ``claim`` (a JSON body with generateName) for PodGroup entry ``entry``."""
+
+    entry: str
+    claim: dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordGroupStatus:
+    """Record ``{name: entry, resourceClaimName: claim}`` in the PodGroup's status."""
+
+    entry: str
+    claim_name: str
+
+
+GroupAction = CreateGroupClaim | RecordGroupStatus | Warn
+
+
 def is_generated_for(claim: ResourceClaim, pod_uid: str, entry: str | None = None) -> bool:
     """The claim was generated for this pod (and entry): controller owner + annotation."""
     owner = claim.metadata.controller_ref()
@@ -85,6 +117,7 @@ def pod_signature(body: Mapping[str, Any] | None) -> tuple[Any, ...] | None:
         bool(meta.get("deletionTimestamp")),
         spec.get("schedulerName"),
         spec.get("resourceClaims"),
+        spec.get("schedulingGroup"),
         status.get("phase"),
         status.get("resourceClaimStatuses"),
     )
@@ -107,18 +140,57 @@ def claim_signature(body: Mapping[str, Any] | None) -> tuple[Any, ...] | None:
 
 
 def records(pod: Mapping[str, Any] | None, claim: Mapping[str, Any]) -> bool:
-    """The pod it was generated for names this claim in its status for its entry: the claim
-    is settled, and its changes matter to no plan (a duplicate is another claim)."""
+    """The pod it was generated for (or a member of the PodGroup it was generated for) names
+    this claim in its status for its entry: the claim is settled, and its changes matter to no
+    plan (a duplicate is another claim)."""
     if pod is None:
         return False
     meta = claim.get("metadata") or {}
     entry = (meta.get("annotations") or {}).get(POD_CLAIM_NAME_ANNOTATION)
     owner = controller_pod(claim)
-    if entry is None or owner is None or owner[1] != (pod.get("metadata") or {}).get("uid"):
+    group = controller_group(claim)
+    pod_meta = pod.get("metadata") or {}
+    mine = owner is not None and owner[1] == pod_meta.get("uid")
+    ours = group is not None and group[0] == _group_of(pod)
+    if entry is None or not (mine or ours):
         return False
-    statuses = (pod.get("status") or {}).get("resourceClaimStatuses") or []
-    return any(
-        s.get("name") == entry and s.get("resourceClaimName") == meta.get("name") for s in statuses
+    return _names(pod.get("status"), entry, meta.get("name"))
+
+
+def group_records(group: Mapping[str, Any] | None, claim: Mapping[str, Any]) -> bool:
+    """The PodGroup the claim was generated for names it in its status for its entry."""
+    if group is None:
+        return False
+    meta = claim.get("metadata") or {}
+    entry = (meta.get("annotations") or {}).get(POD_CLAIM_NAME_ANNOTATION)
+    owner = controller_group(claim)
+    if entry is None or owner is None or owner[1] != (group.get("metadata") or {}).get("uid"):
+        return False
+    return _names(group.get("status"), entry, meta.get("name"))
+
+
+def _group_of(pod: Mapping[str, Any]) -> str | None:
+    group = (pod.get("spec") or {}).get("schedulingGroup") or {}
+    name: str | None = group.get("podGroupName")
+    return name
+
+
+def _names(status: Mapping[str, Any] | None, entry: str, claim: str | None) -> bool:
+    statuses = (status or {}).get("resourceClaimStatuses") or []
+    return any(s.get("name") == entry and s.get("resourceClaimName") == claim for s in statuses)
+
+
+def group_signature(body: Mapping[str, Any] | None) -> tuple[Any, ...] | None:
+    """What ``plan_group`` and the member pods' plans read of a PodGroup: the scheduler's
+    conditions bring no reconcile."""
+    if body is None:
+        return None
+    meta = body.get("metadata") or {}
+    return (
+        meta.get("uid"),
+        bool(meta.get("deletionTimestamp")),
+        (body.get("spec") or {}).get("resourceClaims"),
+        (body.get("status") or {}).get("resourceClaimStatuses"),
     )
 
 
@@ -128,17 +200,32 @@ def _oldest_first(claims: Sequence[ResourceClaim]) -> list[ResourceClaim]:
     )
 
 
+def waits_for_group(pod: Pod, group: PodGroup | None, group_claims: bool) -> bool:
+    """With PodGroup claims on, a pod naming a PodGroup that does not exist (yet) gets
+    nothing, not even its own claims: kube-controller-manager's syncPod fails on the missing
+    group before it looks at any claim. The group's arrival brings the pod back."""
+    return group_claims and group is None and group_name(pod) is not None
+
+
 def plan_pod(
     pod: Pod,
     templates: Mapping[str, ResourceClaimTemplate],
     claims: Mapping[str, ResourceClaim],
+    group: PodGroup | None = None,
+    *,
+    group_claims: bool = False,
 ) -> list[Action]:
     """Decide what to create, record, delete and report for one pod.
 
-    ``templates`` and ``claims`` are the pod namespace's objects by name. The claim recorded in
-    the pod status wins over any other generated for the same entry; a recorded claim owned by
-    someone else is a conflict to report, never to overwrite.
+    ``templates`` and ``claims`` are the pod namespace's objects by name (``claims``: those
+    generated for the pod or its ``group``, and those named in either's status). The claim
+    recorded in the pod status wins over any other generated for the same entry; a recorded
+    claim owned by someone else is a conflict to report, never to overwrite. With
+    ``group_claims`` (1.37's gates), an entry equal to one of its group's is the group's.
     """
+    if waits_for_group(pod, group, group_claims):
+        return []
+    shared = group if group_claims else None
     actions: list[Action] = []
     pod_uid = pod.metadata.uid or ""
     recorded = {s.name: s.resource_claim_name for s in pod.status.resource_claim_statuses}
@@ -149,6 +236,11 @@ def plan_pod(
         if not entry.resource_claim_template_name or not entry.name:
             continue
         name = entry.name
+        if shared is not None and is_group_claim(entry, shared):
+            action = _group_entry(pod, shared, name, recorded, claims)
+            if action is not None:
+                actions.append(action)
+            continue
         mine = _oldest_first(
             [c for c in generated if c.metadata.annotations.get(POD_CLAIM_NAME_ANNOTATION) == name]
         )
@@ -195,6 +287,110 @@ def plan_pod(
     return actions
 
 
+def _group_entry(
+    pod: Pod,
+    group: PodGroup,
+    entry: str,
+    recorded: Mapping[str | None, str | None],
+    claims: Mapping[str, ResourceClaim],
+) -> RecordStatus | None:
+    """A pod entry that is its group's: record the group's claim, never create one (upstream's
+    handleClaim with BindTo naming the PodGroup). A recorded claim that still exists and was
+    made for the pod or its group stays; one that is gone or someone else's gives way to the
+    group's, as upstream re-resolves it."""
+    if entry in recorded:
+        current = recorded[entry]
+        if current is None:
+            return None  # kube-controller-manager's "no claim needed" marker
+        existing = claims.get(current)
+        if existing is not None and is_for_pod(existing, pod, True):
+            return None
+    else:
+        current = None
+    target = group_claim(group, entry, claims)
+    if target is None or target == current:
+        return None  # not created yet: the group's status write brings the pod back
+    return RecordStatus(entry, target)
+
+
+def is_generated_for_group(claim: ResourceClaim, group_uid: str, entry: str | None = None) -> bool:
+    """The claim was generated for this PodGroup (and entry): controller owner + annotation."""
+    owner = generated_for_group(claim)
+    if owner is None or owner[1] != group_uid:
+        return False
+    annotation = claim.metadata.annotations.get(POD_CLAIM_NAME_ANNOTATION)
+    if annotation is None:
+        return False
+    return entry is None or annotation == entry
+
+
+def group_claim(group: PodGroup, entry: str, claims: Mapping[str, ResourceClaim]) -> str | None:
+    """The name of the claim generated for the group's ``entry``: the one its status names
+    (the group's own choice, even before the store shows it), else (a crash before the group's
+    status write) the oldest it owns with the entry's annotation, as upstream's
+    findPodGroupResourceClaim finds it."""
+    named = next(
+        (s.resource_claim_name for s in group.status.resource_claim_statuses if s.name == entry),
+        None,
+    )
+    if named:
+        return named
+    uid = group.metadata.uid or ""
+    mine = _oldest_first([c for c in claims.values() if is_generated_for_group(c, uid, entry)])
+    return mine[0].metadata.name if mine else None
+
+
+def plan_group(
+    group: PodGroup,
+    templates: Mapping[str, ResourceClaimTemplate],
+    claims: Mapping[str, ResourceClaim],
+) -> list[GroupAction]:
+    """Decide what to create, record and report for one PodGroup (upstream's syncPodGroup).
+
+    ``templates`` and ``claims`` are the group namespace's objects by name (``claims``: those
+    the group owns and those its status names). Per template entry: a recorded claim the group
+    still owns is done; otherwise a claim the group owns with the entry's annotation is adopted
+    (created before a crash, the status not yet written), else one is created from the
+    template. Entries naming a claim directly are the user's. A group being deleted gets
+    nothing; duplicates are left to the garbage collector, as upstream leaves them.
+    """
+    if group.metadata.is_deleting:
+        return []
+    actions: list[GroupAction] = []
+    uid = group.metadata.uid or ""
+    recorded = {s.name: s.resource_claim_name for s in group.status.resource_claim_statuses}
+    for entry in group.spec.resource_claims:
+        template_name = entry.resource_claim_template_name
+        if not template_name or not entry.name:
+            continue
+        name = entry.name
+        if name in recorded:
+            claim_name = recorded[name]
+            if claim_name is None:
+                continue  # "no claim needed"
+            existing = claims.get(claim_name)
+            if existing is not None and is_generated_for_group(existing, uid):
+                continue
+            # Gone, or no longer the group's: adopt or create another, as upstream does.
+        mine = _oldest_first([c for c in claims.values() if is_generated_for_group(c, uid, name)])
+        if mine:
+            actions.append(RecordGroupStatus(name, mine[0].metadata.name or ""))
+            continue
+        template = templates.get(template_name)
+        if template is None:
+            actions.append(
+                Warn(
+                    "FailedResourceClaimCreation",
+                    f"PodGroupResourceClaim {name}: resource claim template "
+                    f'"{template_name}": resourceclaimtemplate.resource.k8s.io '
+                    f'"{template_name}" not found',
+                )
+            )
+            continue
+        actions.append(CreateGroupClaim(name, claim_from_template(group, name, template)))
+    return actions
+
+
 # --- the writes of the actions ---------------------------------------------------------------
 
 
@@ -219,6 +415,35 @@ def recording(pod: Pod, records: Sequence[RecordStatus]) -> Patch:
         patch_type="strategic",
         subresource="status",
     )
+
+
+def group_creation(action: CreateGroupClaim) -> Create:
+    return Create(body=action.claim)
+
+
+def group_recording(group: PodGroup, records: Sequence[RecordGroupStatus]) -> Patch:
+    """The claims' names in the PodGroup status (a strategic merge by entry name: entries of
+    other claims stay), at the group's resourceVersion: a 409 means it changed since we read
+    it, and the retry adopts the claim we just created."""
+    return Patch(
+        kind="PodGroup",
+        key=ObjectKey(group.metadata.namespace or "", group.metadata.name or ""),
+        patch={
+            "status": {
+                "resourceClaimStatuses": [
+                    {"name": r.entry, "resourceClaimName": r.claim_name} for r in records
+                ]
+            }
+        },
+        resource_version=group.metadata.resource_version or "",
+        patch_type="strategic",
+        subresource="status",
+    )
+
+
+def group_warning(group: PodGroup, action: Warn) -> PostEvent:
+    obj = {**group.dump(), "apiVersion": GROUP_API_VERSION, "kind": "PodGroup"}
+    return PostEvent(obj=obj, type="Warning", reason=action.reason, message=action.message)
 
 
 def deletion(pod: Pod, action: DeleteDuplicate) -> Delete:

@@ -21,7 +21,7 @@ from operators.controllers.reservations.handlers import ReservationController
 from operators.runtime import memory
 from operators.runtime.clock import SYSTEM_CLOCK, Clock
 from operators.runtime.controller import register_lifecycle
-from operators.runtime.informer import Feeds
+from operators.runtime.informer import EventFeed, Feeds
 from operators.runtime.serving import Endpoints, Server
 from operators.settings import SettingsError
 
@@ -73,13 +73,20 @@ class ClaimsController:
             templates.on_claim(kw)
             reservations.on_claim(kw)
 
-        return Feeds(
-            {
-                "Pod": on_pod,
-                "ResourceClaim": on_claim,
-                "ResourceClaimTemplate": templates.on_template,
-            }
-        )
+        feeds: dict[str, EventFeed] = {
+            "Pod": on_pod,
+            "ResourceClaim": on_claim,
+            "ResourceClaimTemplate": templates.on_template,
+        }
+        # 1.37's PodGroup claims: both watch PodGroups (their settings share the gates).
+        if templates.group_claims:
+
+            def on_podgroup(kw: Mapping[str, Any]) -> None:
+                templates.on_podgroup(kw)
+                reservations.on_podgroup(kw)
+
+            feeds["PodGroup"] = on_podgroup
+        return Feeds(feeds)
 
     async def start(self) -> None:
         """Probes first; each controller's start is idempotent, so kopf may retry this."""

@@ -3,6 +3,10 @@
 Pods missing from the store are looked up live before an entry is dropped: a pod created a
 moment ago may be reserved already but not yet seen by our watch (kube-controller-manager does
 the same check), and dropping its reservation would hand its devices to someone else.
+
+With 1.37's PodGroup claims on (``Settings.group_claims``) PodGroups are watched too, and a
+PodGroup missing from the store is looked up live the same way before its entry is dropped;
+off, or on 1.36, PodGroups are never listed and their entries stay.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import kopf
 import structlog
 
 from operators.api import consumers
+from operators.api.groups import SCHEDULING_GROUP
 from operators.api.keys import ObjectKey, controller_pod
 from operators.api.resource import ResourceClaim
 from operators.controllers.reservations import metrics, planning
@@ -25,9 +30,9 @@ from operators.observability.metrics import claim_labels
 from operators.runtime import claim_writes
 from operators.runtime.controller import Controller
 from operators.runtime.indices import SupersededVersions
-from operators.runtime.informer import Feeds
+from operators.runtime.informer import EventFeed, Feeds
 from operators.runtime.queue import WorkQueue
-from operators.runtime.stores import LocalStore, Stores, by_key
+from operators.runtime.stores import IndexFn, LocalStore, Stores, by_key
 
 log = structlog.get_logger(__name__)
 
@@ -40,11 +45,19 @@ class ReservationController(Controller[ReservationSettings]):
 
     def __init__(self, settings: ReservationSettings, **kwargs: Any) -> None:
         super().__init__(settings, **kwargs)
+        #: 1.37's PodGroup claims: PodGroup entries of reservedFor checked, PodGroups watched.
+        self.group_claims = settings.group_claims()
         self.pods = LocalStore("Pod", {"pods": consumers.pod_summary})
-        self.claims = LocalStore(
-            "ResourceClaim", {"claims": by_key, "claims_by_pod": _claims_by_pod}
-        )
-        self.stores = Stores(self.indices, self.pods, self.claims, on_resync=self._requeue_all)
+        claim_indices: dict[str, IndexFn] = {"claims": by_key, "claims_by_pod": _claims_by_pod}
+        if self.group_claims:
+            claim_indices["claims_by_group"] = _claims_by_group
+        self.claims = LocalStore("ResourceClaim", claim_indices)
+        stores = [self.pods, self.claims]
+        self.groups: LocalStore | None = None
+        if self.group_claims:
+            self.groups = LocalStore("PodGroup", {"podgroups": consumers.group_summary})
+            stores.append(self.groups)
+        self.stores = Stores(self.indices, *stores, on_resync=self._requeue_all)
         self.queue: WorkQueue[ObjectKey] = WorkQueue(
             self.reconcile, name="reservations", workers=settings.workers, clock=self.clock
         )
@@ -64,6 +77,23 @@ class ReservationController(Controller[ReservationSettings]):
             found[name] = None if body is None else consumers.PodInfo.from_body(body)
         return found
 
+    async def _groups(
+        self, namespace: str, names: set[str]
+    ) -> dict[str, consumers.GroupInfo | None] | None:
+        """The PodGroups holding the claim, None when PodGroup claims are off."""
+        if not self.group_claims:
+            return None
+        found: dict[str, consumers.GroupInfo | None] = {}
+        for name in names:
+            body = self.indices.one("podgroups", (namespace, name))
+            if body is None:
+                try:
+                    body = await self.api.get("PodGroup", name, namespace)
+                except NotFoundError:
+                    body = None
+            found[name] = None if body is None else consumers.GroupInfo.from_body(body)
+        return found
+
     async def reconcile(self, key: ObjectKey) -> None:
         body = self.indices.one("claims", key)
         if body is None:
@@ -72,7 +102,8 @@ class ReservationController(Controller[ReservationSettings]):
             return
         facts = consumers.ClaimFacts.of(body)  # most claims need nothing: decide unparsed
         pods = await self._pods(key.namespace, facts.pods_to_look_up())
-        plan = consumers.plan_claim(facts, pods)
+        groups = await self._groups(key.namespace, facts.groups_to_look_up())
+        plan = consumers.plan_claim(facts, pods, groups)
         if plan.idle:
             return
         claim = ResourceClaim.load(body)
@@ -85,11 +116,10 @@ class ReservationController(Controller[ReservationSettings]):
             resource_version = updated["metadata"]["resourceVersion"]
             for removal in plan.removals:
                 metrics.RESERVATIONS_REMOVED.labels(reason=removal.reason).inc()
+                consumer = removal.consumer
+                kind = "podgroup" if consumers.is_group_consumer(consumer) else "pod"
                 log.info(
-                    "reservation removed",
-                    pod=removal.consumer.name,
-                    reason=removal.reason,
-                    **context,
+                    "reservation removed", reason=removal.reason, **{kind: consumer.name}, **context
                 )
             if plan.deallocate:
                 metrics.DEALLOCATIONS.inc()
@@ -145,7 +175,23 @@ class ReservationController(Controller[ReservationSettings]):
     def register_handlers(self, registry: kopf.OperatorRegistry) -> None:
         """Pods and claims live in local stores (``runtime.stores``), fed by informers of our
         own (``runtime.informer``) rather than kopf handlers: the feeds store and enqueue."""
-        self.feeds = Feeds({"Pod": self.on_pod, "ResourceClaim": self.on_claim})
+        feeds: dict[str, EventFeed] = {"Pod": self.on_pod, "ResourceClaim": self.on_claim}
+        if self.group_claims:
+            feeds["PodGroup"] = self.on_podgroup
+        self.feeds = Feeds(feeds)
+
+    def on_podgroup(self, kw: Mapping[str, Any]) -> None:
+        """A PodGroup watch event: into the store; the claims reserved for that name, when
+        it went or its uid changed."""
+        assert self.groups is not None
+        key = ObjectKey.of(kw["body"])
+        before = self.indices.one("podgroups", key)
+        if not self.groups.apply(kw["type"], kw["body"]):
+            return
+        if kw["type"] != "DELETED" and before == self.indices.one("podgroups", key):
+            return
+        for claim_name in self.indices.values("claims_by_group", key):
+            self.queue.add(ObjectKey(key.namespace, claim_name))
 
     def on_pod(self, kw: Mapping[str, Any]) -> None:
         """A pod watch event: into the store; its claims to reconcile,
@@ -183,3 +229,14 @@ def _claims_by_pod(body: Mapping[str, Any]) -> dict[Any, Any]:
     if owner is not None:
         pod_names.add(owner[0])
     return {ObjectKey(namespace, pod): name for pod in pod_names if pod}
+
+
+def _claims_by_group(body: Mapping[str, Any]) -> dict[Any, Any]:
+    """Claims reserved for a PodGroup, by (namespace, PodGroup name)."""
+    namespace, name = ObjectKey.of(body)
+    return {
+        ObjectKey(namespace, r["name"]): name
+        for r in (body.get("status") or {}).get("reservedFor") or []
+        if r.get("apiGroup") == SCHEDULING_GROUP and r.get("resource") == "podgroups"
+        if r.get("name")
+    }

@@ -45,6 +45,7 @@ from operators.runtime.errors import Requeue
 from operators.scheduling.attempt import Attempt, Prepared, Ready, prepare
 from operators.scheduling.cycle import CycleResult, NodeFit, unschedulable_message
 from operators.scheduling.groups import (
+    UNSCHEDULABLE,
     cannot_be_satisfied,
     gates_off,
     key_of,
@@ -257,7 +258,9 @@ class GroupScheduler:
             if mkey not in failed:
                 s.attempt_ended(mkey, "unschedulable")
             await s.unschedulable(member, pod_message(verdict, mkey, mkey in evaluated))
-        await self._condition(group, "False", "Unschedulable", message)
+        # Upstream's condition carries the group's reason without the pods' prefix.
+        reason = message.removeprefix(f"{UNSCHEDULABLE}, ")
+        await self._condition(group, "False", "Unschedulable", reason)
         s.queue.set_state(popped, PodState.UNSCHEDULABLE)
         raise Requeue(s.settings.unschedulable_retry, "pod group unschedulable")
 

@@ -273,3 +273,125 @@ def test_the_facts_of_a_raw_claim_are_those_of_the_parsed_one(
     assert facts.owner == (("p0", "u0") if generated else None)
     unallocated = {**raw, "status": {}}
     assert not consumers.ClaimFacts.of(unallocated).allocated
+
+
+# --- PodGroup entries (1.37's DRAWorkloadResourceClaims) ----------------------------------------
+
+GROUP_GATES = {"GenericWorkload": True, "DRAWorkloadResourceClaims": True}
+
+
+def group_claim(
+    *pods: tuple[str, str], group_uid: str = "g1", owned_by_group: bool = False
+) -> ResourceClaim:
+    """A claim reserved for PodGroup ``job`` (uid ``group_uid``) and ``pods``."""
+    body = claim(*pods).dump()
+    body["status"]["reservedFor"] = [
+        {"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "job", "uid": group_uid},
+        *body["status"].get("reservedFor", []),
+    ]
+    if owned_by_group:
+        body["metadata"]["annotations"] = {POD_CLAIM_NAME_ANNOTATION: "link"}
+        body["metadata"]["ownerReferences"] = [
+            {
+                "apiVersion": "scheduling.k8s.io/v1beta1",
+                "kind": "PodGroup",
+                "name": "job",
+                "uid": group_uid,
+                "controller": True,
+            }
+        ]
+    return ResourceClaim.load(body)
+
+
+@pytest.mark.parametrize(
+    ("group", "reason"),
+    [(None, "PodGroupNotFound"), (consumers.GroupInfo(uid="another"), "PodGroupReplaced")],
+)
+def test_a_podgroup_entry_leaves_when_its_group_is_gone_or_replaced_and_deallocates_last(
+    group: consumers.GroupInfo | None, reason: str
+) -> None:
+    c = group_claim()
+    assert consumers.ClaimFacts.of(c).groups_to_look_up() == {"job"}
+    plan = consumers.plan_claim(c, {}, {"job": group})
+    assert [(r.consumer.resource, r.consumer.name, r.reason) for r in plan.removals] == [
+        ("podgroups", "job", reason)
+    ]
+    assert plan.deallocate
+    assert not plan.delete
+    status = claim_writes.status_write(c, plan).body["status"]
+    assert "reservedFor" not in status
+    assert "allocation" not in status
+
+
+def test_a_podgroup_entry_stays_while_its_group_exists_whatever_its_pods_do() -> None:
+    """Pod completion never removes the group's entry: only the group's own fate does."""
+    c = group_claim(("p1", "u1"))
+    done = PodInfo(uid="u1", phase="Succeeded", node_name="n")
+    plan = consumers.plan_claim(c, {"p1": done}, {"job": consumers.GroupInfo(uid="g1")})
+    assert [r.reason for r in plan.removals] == ["PodDone"]
+    assert not plan.deallocate  # the PodGroup still holds it
+    status = claim_writes.status_write(c, plan).body["status"]
+    assert [r["resource"] for r in status["reservedFor"]] == ["podgroups"]
+    assert status["allocation"]
+
+
+def test_with_podgroup_claims_off_a_podgroup_entry_is_an_unknown_consumer_kept() -> None:
+    assert consumers.plan_claim(group_claim(), {}).idle
+    assert consumers.plan_claim(group_claim(), {}, None).idle
+
+
+@pytest.mark.parametrize("group", [None, consumers.GroupInfo(uid="g1")])
+def test_a_claim_a_podgroup_owns_is_never_deleted_by_the_cleanup(
+    group: consumers.GroupInfo | None,
+) -> None:
+    """The garbage collector follows its owner reference; the cleanup only unreserves."""
+    c = group_claim(owned_by_group=True)
+    assert consumers.ClaimFacts.of(c).owner is None
+    assert consumers.pods_to_look_up(c) == set()
+    plan = consumers.plan_claim(c, {}, {"job": group})
+    assert not plan.delete
+    assert plan.deallocate is (group is None)
+
+
+def test_podgroups_are_watched_only_with_both_gates_on_1_37() -> None:
+    on = ReservationController(ReservationSettings(feature_gates=GROUP_GATES))
+    assert on.group_claims
+    assert on.groups is not None
+    off = ReservationController(ReservationSettings())
+    assert not off.group_claims
+    assert off.groups is None
+    on_1_36 = ReservationController(
+        ReservationSettings(kubernetes_version="1.36", feature_gates=GROUP_GATES)
+    )
+    assert not on_1_36.group_claims
+    for controller, kinds in (
+        (on, ["Pod", "ResourceClaim", "PodGroup"]),
+        (off, ["Pod", "ResourceClaim"]),
+        (on_1_36, ["Pod", "ResourceClaim"]),
+    ):
+        controller.register_handlers(None)  # type: ignore[arg-type]
+        assert controller.feeds is not None
+        assert [i.kind for i in controller.feeds.informers] == kinds
+
+
+def test_a_podgroup_going_or_replaced_queues_the_claims_it_holds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    controller = ReservationController(ReservationSettings(feature_gates=GROUP_GATES))
+    added: list[ObjectKey] = []
+    monkeypatch.setattr(controller.queue, "add", added.append)
+    controller.on_claim({"type": "ADDED", "body": group_claim().dump()})
+    group: dict[str, Any] = {
+        "metadata": {"name": "job", "namespace": "ns", "uid": "g1", "resourceVersion": "20"}
+    }
+
+    def event(kind: str, version: str, uid: str = "g1", **status: Any) -> list[ObjectKey]:
+        added.clear()
+        meta = {**group["metadata"], "resourceVersion": version, "uid": uid}
+        controller.on_podgroup({"type": kind, "body": {**group, "metadata": meta, **status}})
+        return list(added)
+
+    assert event("ADDED", "20") == [ObjectKey("ns", "c")]
+    assert event("MODIFIED", "21", status={"conditions": []}) == []  # the scheduler's
+    assert event("DELETED", "22") == [ObjectKey("ns", "c")]
+    assert event("ADDED", "23", uid="g2") == [ObjectKey("ns", "c")]
