@@ -83,7 +83,9 @@ def gated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[controlplane.Con
         state_dir=tmp_path_factory.mktemp("gated-control-plane"),
         bin_dir=controlplane.ensure_binaries(),
         extra_gates=GATES_137,
-        runtime_config="resource.k8s.io/v1alpha3=true",
+        # PodGroups too: the 1.37 gates have GenericWorkload on, and a scheduler with it on
+        # watches them (as kube-scheduler, it does not start where they are not served).
+        runtime_config="resource.k8s.io/v1alpha3=true,scheduling.k8s.io/v1beta1=true",
     )
     cp.start()
     try:

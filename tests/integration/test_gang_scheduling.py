@@ -37,10 +37,13 @@ async def scheduler(kubeconfig: Any) -> AsyncIterator[Scheduler]:
 
 
 async def _cluster(kube: KubeAPI, driver: str, nodes: int) -> str:
-    """``nodes`` nodes with one GPU each, and a link every node reaches: its class's name."""
+    """``nodes`` nodes with one GPU each, and a link all of them reach: its class's name."""
+    # The link reaches this test's nodes only: the control plane is shared, and a device
+    # every node reached would show in other tests' explanations.
+    label = {"gang-test.kopf-dra.io/driver": driver}
     for _ in range(nodes):
         name = unique("node")
-        await create_node(kube, name)
+        await create_node(kube, name, label)
         await kube.create(slice_body(unique("slice"), driver, name, gpus(1)))
     await kube.create(device_class_body(driver, driver))
     link = f"link-{driver}"
@@ -51,7 +54,19 @@ async def _cluster(kube: KubeAPI, driver: str, nodes: int) -> str:
             "",
             [{"name": "link-0"}],
             pool="fabric",
-            allNodes=True,
+            nodeSelector={
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {
+                                "key": "gang-test.kopf-dra.io/driver",
+                                "operator": "In",
+                                "values": [driver],
+                            }
+                        ]
+                    }
+                ]
+            },
         )
     )
     await kube.create(device_class_body(link, link))
@@ -226,5 +241,6 @@ async def test_a_groups_claim_allocated_where_no_pod_can_go_is_deallocated_then_
 
     await eventually(all_bound, what="both workers bound after the stale allocation went")
     shared = await kube.get("ResourceClaim", "link", namespace)
-    assert "nodeSelector" not in shared["status"]["allocation"], "allocated afresh (all nodes)"
+    terms = shared["status"]["allocation"]["nodeSelector"]["nodeSelectorTerms"]
+    assert terms[0]["matchExpressions"][0]["values"] == [driver], "allocated afresh: its nodes"
     assert [r["resource"] for r in shared["status"]["reservedFor"]] == ["podgroups"]
