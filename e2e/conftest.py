@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 from kubernetes_asyncio import client
@@ -28,6 +28,7 @@ from operators.demo.bringup import (
     System,
     apply_example,
     example_objects,
+    serves_groups,
     start_system,
 )
 from operators.demo.view import allocated_devices, is_settled, pod_claims, scheduled_condition
@@ -44,6 +45,25 @@ collect_ignore = [
     *([] if os.environ.get("KOPF_DRA_E2E_NODE") == "1" else ["node"]),
     *([] if os.environ.get("KOPF_DRA_E2E_CLUSTER") == "1" else ["cluster"]),
 ]
+
+
+def cluster_gates() -> dict[str, bool]:
+    """The gates of the cluster the suite runs on: an existing cluster's come from
+    KOPF_DRA_FEATURE_GATES, as for any component; the local control plane's from its release."""
+    if EXISTING:
+        return parse_feature_gates(os.environ.get("KOPF_DRA_FEATURE_GATES", ""))
+    return controlplane.feature_gates()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The pod group examples are not collected where the cluster cannot serve PodGroups with
+    claims (Kubernetes 1.36, or 1.37 with its gates off): the API server has no such kind."""
+    if serves_groups(cluster_gates()):
+        return
+    deselected = [i for i in items if i.get_closest_marker("pod_groups")]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = [i for i in items if not i.get_closest_marker("pod_groups")]
 
 
 @pytest.fixture(scope="session")
@@ -83,10 +103,7 @@ async def system(
         kubeconfig,
         nodes=E2E_NODES,
         log_dir=tmp_path_factory.mktemp("logs"),
-        # An existing cluster's gates come from KOPF_DRA_FEATURE_GATES, as for any component.
-        feature_gates=parse_feature_gates(os.environ.get("KOPF_DRA_FEATURE_GATES", ""))
-        if EXISTING
-        else controlplane.feature_gates(),
+        feature_gates=cluster_gates(),
     )
     try:
         yield started
@@ -207,14 +224,25 @@ class Scenario:
         await eventually(gone, within=60, what=f"the pods and claims of {self.name} to be gone")
 
 
+class VariantApply(Protocol):
+    """An example by name, or ``objects``, a variant of its files, applied instead."""
+
+    def __call__(
+        self, name: str, objects: list[dict[str, Any]] | None = None
+    ) -> Awaitable[Scenario]: ...
+
+
 @pytest.fixture
-async def scenario(
-    kube: KubeAPI, system: System | None
-) -> AsyncIterator[Callable[[str], Awaitable[Scenario]]]:
+async def scenario(kube: KubeAPI, system: System | None) -> AsyncIterator[VariantApply]:
     applied: list[Scenario] = []
 
-    async def apply(name: str) -> Scenario:
-        s = Scenario(kube, name, graceful=IN_CLUSTER or (system is not None and system.real))
+    async def apply(name: str, objects: list[dict[str, Any]] | None = None) -> Scenario:
+        s = Scenario(
+            kube,
+            name,
+            graceful=IN_CLUSTER or (system is not None and system.real),
+            objects=objects,
+        )
         await s.apply()
         applied.append(s)
         return s

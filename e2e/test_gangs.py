@@ -1,0 +1,107 @@
+"""The gang-training example: a PodGroup placed all or nothing, with its shared claim
+(Kubernetes 1.37 with GenericWorkload and DRAWorkloadResourceClaims on)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from e2e.conftest import Scenario, VariantApply
+from e2e.test_scenarios import bound, by_name
+from operators.demo.bringup import RACK_LABEL, example_objects
+from operators.demo.view import allocated_devices, scheduled_condition
+from operators.kube.api import KubeAPI
+
+# Not collected where the cluster serves no PodGroups (e2e/conftest.py).
+pytestmark = pytest.mark.pod_groups
+NAMESPACE = "kopf-dra-gang"
+GROUP_CONDITION = "PodGroupInitiallyScheduled"
+
+
+async def group_condition(kube: KubeAPI, name: str) -> dict[str, Any] | None:
+    group = await kube.get("PodGroup", name, NAMESPACE)
+    for condition in (group.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == GROUP_CONDITION:
+            return dict(condition)
+    return None
+
+
+def one_gpu_short() -> list[dict[str, Any]]:
+    """The example with a fifth trainer and ``minCount: 5``: one GPU more than the two e2e
+    nodes have. The group is renamed, so that nothing of the first run carries over."""
+    objects = copy.deepcopy(example_objects("gang-training"))
+    pods = [o for o in objects if o["kind"] == "Pod"]
+    fifth = copy.deepcopy(pods[-1])
+    fifth["metadata"]["name"] = "trainer-4"
+    objects.append(fifth)
+    for obj in objects:
+        if obj["kind"] == "PodGroup":
+            obj["metadata"]["name"] = "training-short"
+            obj["spec"]["schedulingPolicy"]["gang"]["minCount"] = 5
+        elif obj["kind"] == "Pod":
+            obj["spec"]["schedulingGroup"]["podGroupName"] = "training-short"
+    return objects
+
+
+async def test_gang_training_all_four_bound_together(scenario: VariantApply, kube: KubeAPI) -> None:
+    s = await scenario("gang-training")
+    pods = by_name(await s.settled(expected_pods=4, bound=4))
+    assert len(bound(list(pods.values()))) == 4
+    gpus = set()
+    for pod in pods.values():
+        node = await kube.get("Node", pod["spec"]["nodeName"])
+        assert node["metadata"]["labels"][RACK_LABEL] == "rack-a"
+        gpu = await kube.get("ResourceClaim", claim_name(pod, "gpu"), NAMESPACE)
+        (result,) = allocated_devices(gpu)
+        assert result["pool"] == pod["spec"]["nodeName"]
+        gpus.add((result["pool"], result["device"]))
+    assert len(gpus) == 4, "four GPUs, none handed out twice"
+    group = await kube.get("PodGroup", "training", NAMESPACE)
+    (status,) = group["status"]["resourceClaimStatuses"]
+    shared = await kube.get("ResourceClaim", status["resourceClaimName"], NAMESPACE)
+    (link,) = allocated_devices(shared)
+    assert link["device"] == "rack-a-nvlink"
+    reserved = [(r["resource"], r["name"]) for r in shared["status"]["reservedFor"]]
+    assert reserved == [("podgroups", "training")], "reserved for the PodGroup, once"
+    assert {claim_name(p, "interconnect") for p in pods.values()} == {
+        status["resourceClaimName"]
+    }, "every trainer uses the group's claim"
+    condition = await group_condition(kube, "training")
+    assert condition is not None
+    assert condition["status"] == "True", condition
+
+
+async def test_gang_training_one_gpu_short_binds_none(
+    scenario: VariantApply, kube: KubeAPI
+) -> None:
+    s = await scenario("gang-training", one_gpu_short())
+    pods = await s.settled(expected_pods=5)
+    await assert_nothing_held(s, kube, pods)
+
+
+async def assert_nothing_held(s: Scenario, kube: KubeAPI, pods: list[dict[str, Any]]) -> None:
+    """No pod bound, no claim allocated or reserved, every pod and the PodGroup say why."""
+    claims = await s.claims()
+    held = {name: allocated_devices(c) for name, c in claims.items() if allocated_devices(c)}
+    assert not bound(pods), ([p["spec"].get("nodeName") for p in pods], held)
+    assert not held, held
+    reserved = [name for name, c in claims.items() if (c.get("status") or {}).get("reservedFor")]
+    assert not reserved, reserved
+    messages = {p["metadata"]["name"]: (scheduled_condition(p) or {})["message"] for p in pods}
+    group_says = "minCount (5) cannot be satisfied"
+    assert sum(group_says in m for m in messages.values()) == 4, messages
+    (fifth,) = [m for m in messages.values() if group_says not in m]
+    assert "cannot allocate" in fifth, fifth
+    condition = await group_condition(kube, "training-short")
+    assert condition is not None
+    assert condition["status"] == "False", condition
+    assert group_says in condition["message"], condition
+
+
+def claim_name(pod: dict[str, Any], entry: str) -> str:
+    for status in pod["status"].get("resourceClaimStatuses") or []:
+        if status["name"] == entry:
+            return str(status["resourceClaimName"])
+    raise AssertionError(f"{pod['metadata']['name']}: no claim for {entry!r} in its status")
