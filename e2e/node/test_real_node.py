@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from e2e.conftest import Scenario
@@ -119,6 +120,37 @@ async def test_shared_nic_pods_see_their_bandwidth_share(
         (result,) = await s.devices(pod)
         share = result["consumedCapacity"]["bandwidth"]
         assert f"{env_key(result)}_BANDWIDTH={share}\n" in log, (name, share, log)
+    await assert_unprepared(s, real_nodes, uids)
+
+
+@pytest.mark.pod_groups
+async def test_gang_training_runs_each_trainer_with_its_gpu_and_the_shared_interconnect(
+    scenario: Apply, kube: KubeAPI, real_nodes: realnode.RealNodes
+) -> None:
+    """The four trainers bound together run on the real kubelets: each sees its GPU and the
+    group's interconnect, which the driver on each node prepared with the same identity."""
+    s = await scenario("gang-training")
+    pods = await running_pods(s, 4)
+    claims = await s.claims()
+    (link_claim,) = [
+        c
+        for c in claims.values()
+        if any(o["kind"] == "PodGroup" for o in c["metadata"].get("ownerReferences") or [])
+    ]
+    (link,) = allocated_devices(link_claim)
+    identities = set()
+    for name, pod in pods.items():
+        log = await log_of(kube, pod)
+        results = await s.devices(pod)
+        assert sorted(r["request"] for r in results) == ["gpu", "link"], (name, results)
+        for result in results:
+            assert f"{env_key(result)}=" in log, (name, result["device"], log)
+        (identity,) = re.findall(rf"^{env_key(link)}=(.+)$", log, re.MULTILINE)
+        identities.add(identity)
+        assert f"{env_key(link)}_TYPE=interconnect" in log, (name, log)
+    assert len(identities) == 1, identities
+    assert len({p["spec"]["nodeName"] for p in pods.values()}) == 2, "both nodes' GPUs"
+    uids = {c["metadata"]["uid"] for c in claims.values()}
     await assert_unprepared(s, real_nodes, uids)
 
 

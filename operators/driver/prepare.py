@@ -14,7 +14,7 @@ from typing import Any
 
 from operators.allocator.errors import InvalidNodeSelectorError
 from operators.allocator.nodes import selector_matches
-from operators.api.core import Node
+from operators.api.core import Node, NodeSelector
 from operators.api.meta import Condition
 from operators.api.resource import (
     ALLOCATION_CONFIG_SOURCE_CLASS,
@@ -97,7 +97,7 @@ def _configs_for(
         named = bool(requests) and (result.request in requests or result.parent_request in requests)
         if requests and not named:
             continue
-        fits = isinstance(config, GpuConfig) == (info.kind in ("gpu", "mig"))
+        fits = info.kind in (("gpu", "mig") if isinstance(config, GpuConfig) else ("nic",))
         if not fits:
             if named:
                 raise PrepareError(
@@ -141,7 +141,7 @@ def check_claim(claim: ResourceClaim, uid: str, node: Node) -> None:
 
 
 def attached_device(
-    claim: ResourceClaim, result: DeviceRequestAllocationResult, node: Node, pool: str
+    claim: ResourceClaim, result: DeviceRequestAllocationResult, node: Node
 ) -> DeviceInfo:
     """A device of another pool of ours that was attached to this node for this claim.
 
@@ -151,10 +151,6 @@ def attached_device(
     so the kubelet asks us to prepare it; the claim's own device status says it arrived.
     """
     where = f"claim {claim.key}"
-    if not result.binding_conditions:
-        raise PrepareError(
-            "WrongPool", f"{where}: device {result.device_id} is not in pool {pool} of this node"
-        )
     conditions = device_conditions(claim, result)
     failed = [c for c in result.binding_failure_conditions if conditions.get(c)]
     missing = [c for c in result.binding_conditions if not conditions.get(c)]
@@ -168,6 +164,45 @@ def attached_device(
     name = result.device or ""
     return DeviceInfo(
         name, "gpu", stable_uuid(node.metadata.name or "", f"{result.pool}/{name}"), "fabric-gpu"
+    )
+
+
+def pinned_to(selector: NodeSelector | None, node: str) -> bool:
+    """The allocation names this one node (``metadata.name In [node]`` in every term), as an
+    allocation of a node's own devices does."""
+    if selector is None or not selector.node_selector_terms:
+        return False
+    return all(
+        any(
+            f.key == "metadata.name" and f.operator == "In" and f.values == [node]
+            for f in term.match_fields
+        )
+        for term in selector.node_selector_terms
+    )
+
+
+def multi_host_device(
+    claim: ResourceClaim, result: DeviceRequestAllocationResult, node: Node, pool: str
+) -> DeviceInfo:
+    """A device of another pool of ours that several nodes reach (perDeviceNodeSelection or a
+    pool for all nodes matching a selector): an interconnect the pods of a job share, on every
+    node the allocation's selector admits (``check_claim`` proved this one is). Nothing moves
+    to the node: the container gets the device's identity, the same on every node."""
+    allocation = claim.status.allocation
+    assert allocation is not None
+    if allocation.node_selector is None or pinned_to(
+        allocation.node_selector, node.metadata.name or ""
+    ):
+        raise PrepareError(
+            "WrongPool",
+            f"claim {claim.key}: device {result.device_id} is not in pool {pool} of this node",
+        )
+    name = result.device or ""
+    return DeviceInfo(
+        name,
+        "interconnect",
+        stable_uuid(result.driver or "", f"{result.pool}/{name}"),
+        "interconnect",
     )
 
 
@@ -195,7 +230,11 @@ def plan_prepare(
             continue
         device_id = result.device_id
         if result.pool != pool:
-            info: DeviceInfo | None = attached_device(claim, result, node, pool)
+            info: DeviceInfo | None = (
+                attached_device(claim, result, node)
+                if result.binding_conditions
+                else multi_host_device(claim, result, node, pool)
+            )
         else:
             info = inventory.info.get(result.device or "")
         if info is None:
@@ -230,7 +269,8 @@ def plan_prepare(
         )
         seen[key] = prepared
         devices.append(prepared)
-        statuses.append(device_status(claim, result, info, chosen, node, now))
+        if info.kind != "interconnect":  # shared by nodes: its status is not one node's to write
+            statuses.append(device_status(claim, result, info, chosen, node, now))
     record = PreparedClaim(
         uid=uid,
         namespace=claim.metadata.namespace or "",

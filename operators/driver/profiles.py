@@ -46,7 +46,7 @@ from operators.driver.cdi import DeviceEdits
 
 PCIE_ROOT_ATTRIBUTE = "resource.kubernetes.io/pcieRoot"
 DRIVER_VERSION = "1.0.0"
-DeviceKind = Literal["gpu", "mig", "nic"]
+DeviceKind = Literal["gpu", "mig", "nic", "interconnect"]
 
 
 class ProfileError(ValueError):

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from operators.api.core import Node
+from operators.api.core import Node, NodeSelector
 from operators.api.resource import AllocatedDeviceStatus, ResourceClaim
 from operators.api.validation import validate_resource_claim
 from operators.driver.cdi import cdi_kind
@@ -271,3 +271,60 @@ def test_a_fabric_device_not_attached_is_refused() -> None:
     assert _reason(_fabric({})) == "NotAttached"
     assert _reason(_fabric({"attached": False})) == "NotAttached"
     assert _reason(_fabric({"attached": True, "attach-failed": True})) == "NotAttached"
+
+
+def _linked(
+    node_selector: dict[str, Any] | None, config: list[dict[str, Any]] | None = None
+) -> ResourceClaim:
+    """A claim holding an interconnect: a device of a pool of ours for several nodes."""
+    claim = _claim(
+        [_result("link", "rack-a-nvlink", pool="nvlink-rack-a")], config=config, requests=("link",)
+    )
+    assert claim.status.allocation is not None
+    claim.status.allocation.node_selector = (
+        None if node_selector is None else NodeSelector.load(node_selector)
+    )
+    return claim
+
+
+def test_a_multi_host_device_reaching_this_node_is_prepared_without_a_status() -> None:
+    rack = {
+        "nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["z1"]}]}
+        ]
+    }
+    prep = _plan(_linked(rack))
+    [device] = prep.claim.devices
+    assert (device.pool, device.device) == ("nvlink-rack-a", "rack-a-nvlink")
+    env = dict(e.split("=", 1) for e in prep.claim.cdi_spec["devices"][0]["containerEdits"]["env"])
+    assert env["KOPF_DRA_DEVICE_RACK_A_NVLINK_TYPE"] == "interconnect"
+    # The same identity on every node it reaches; its status is no one node's to write.
+    other = Node.load({"metadata": {"name": "node-b", "labels": {"zone": "z1"}}})
+    elsewhere = plan_prepare(
+        _linked(rack), uid=UID, driver=DRIVER, node=other, pool="node-b", inventory=INVENTORY,
+        now=NOW,
+    )  # fmt: skip
+    env_b = dict(
+        e.split("=", 1) for e in elsewhere.claim.cdi_spec["devices"][0]["containerEdits"]["env"]
+    )
+    assert env_b["KOPF_DRA_DEVICE_RACK_A_NVLINK"] == env["KOPF_DRA_DEVICE_RACK_A_NVLINK"]
+    assert prep.statuses == []
+
+
+def test_a_device_of_another_pool_pinned_here_or_for_every_node_is_refused() -> None:
+    # Pinned to this node by name: a node-local device, of a pool that is not this node's.
+    assert _reason(_claim([_result("gpu", "gpu-1", pool="fabric")])) == "WrongPool"
+    assert _reason(_linked(None)) == "WrongPool"
+
+
+def test_a_config_never_applies_to_an_interconnect() -> None:
+    rack = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "Exists"}]}]}
+    nic = {"kind": "NicConfig"}
+    config = [
+        {
+            "source": "FromClaim",
+            "requests": ["link"],
+            "opaque": {"driver": DRIVER, "parameters": nic},
+        }
+    ]
+    assert _reason(_linked(rack, config)) == ConfigError.reason
