@@ -138,6 +138,41 @@ def outcome(
     return GroupOutcome(tuple(placed), dict(failed), None)
 
 
+@dataclasses.dataclass(frozen=True)
+class FailedCycle:
+    """A group's last cycle that placed nothing: what it saw (the queue's count of room-making
+    changes, the PodGroup's version) and the pods it tried."""
+
+    moves: int
+    group_version: str | None
+    tried: frozenset[ObjectKey]
+    at: float  # monotonic seconds
+
+
+def tried_with_group(
+    last: FailedCycle | None,
+    key: ObjectKey,
+    queued: Collection[ObjectKey],
+    moves: int,
+    group_version: str | None,
+    now: float,
+    retry: float,
+) -> bool:
+    """The pod popped was tried in its group's last cycle, which placed nothing, less than
+    ``retry`` seconds ago, and nothing that could change the verdict came since (no room made,
+    the PodGroup unchanged, no new pod queued): another cycle would repeat it. Upstream pops a
+    group's pods together, once; here each pod has its queue entry, and the group's other pods,
+    popped after the cycle, ride on it (the periodic retry still runs the group's cycle)."""
+    return (
+        last is not None
+        and now - last.at < retry
+        and last.moves == moves
+        and last.group_version == group_version
+        and key in last.tried
+        and set(queued) <= last.tried
+    )
+
+
 def stranded_group_claims(
     group: PodGroup,
     claims: Sequence[ResourceClaim],

@@ -46,6 +46,7 @@ from operators.scheduling.attempt import Attempt, Prepared, Ready, prepare
 from operators.scheduling.cycle import CycleResult, NodeFit, unschedulable_message
 from operators.scheduling.groups import (
     UNSCHEDULABLE,
+    FailedCycle,
     cannot_be_satisfied,
     gates_off,
     key_of,
@@ -55,6 +56,7 @@ from operators.scheduling.groups import (
     pod_message,
     refused,
     stranded_group_claims,
+    tried_with_group,
     waits,
 )
 
@@ -111,6 +113,8 @@ class GroupScheduler:
         self.scheduler = scheduler
         #: PodGroup -> an event set when the group or one of its pods changes (Permit waits).
         self.waiters: dict[ObjectKey, asyncio.Event] = {}
+        #: PodGroup -> its last cycle, while that placed nothing.
+        self.failed: dict[ObjectKey, FailedCycle] = {}
 
     def changed(self, group: ObjectKey) -> None:
         event = self.waiters.get(group)
@@ -164,6 +168,19 @@ class GroupScheduler:
         if any(p.spec.scheduling_gates for p in queued):
             log.debug("pod group waits for a pod's scheduling gates", group=str(group_key))
             return
+        version = group.metadata.resource_version
+        if tried_with_group(
+            self.failed.get(group_key),
+            key,
+            [key_of(p) for p in queued],
+            s.queue.moves,
+            version,
+            s.clock.monotonic(),
+            s.settings.unschedulable_retry,
+        ):
+            log.debug("pod tried in its group's last cycle", **{fields.POD: str(key)})
+            s.queue.set_state(key, PodState.UNSCHEDULABLE)
+            raise Requeue(s.settings.unschedulable_retry, "tried in its group's last cycle")
         error = refused(group, members)
         if error is not None:
             for member in queued:
@@ -176,6 +193,10 @@ class GroupScheduler:
         self, group_key: ObjectKey, group: PodGroup, queued: list[Pod], popped: ObjectKey
     ) -> None:
         s = self.scheduler
+        self.failed.pop(group_key, None)
+        for gone in [k for k in self.failed if s.cache.pod_group(k) is None]:
+            del self.failed[gone]  # PodGroups deleted since their last cycle
+        moves, version = s.queue.moves, group.metadata.resource_version
         placed_before = self.placed(group_key)
         attempts = {key_of(p): s.queue.record(key_of(p)).attempts for p in queued}
         order = ordered(queued, attempts)
@@ -261,6 +282,8 @@ class GroupScheduler:
         # Upstream's condition carries the group's reason without the pods' prefix.
         reason = message.removeprefix(f"{UNSCHEDULABLE}, ")
         await self._condition(group, "False", "Unschedulable", reason)
+        tried = frozenset(key_of(p) for p in order)
+        self.failed[group_key] = FailedCycle(moves, version, tried, s.clock.monotonic())
         s.queue.set_state(popped, PodState.UNSCHEDULABLE)
         raise Requeue(s.settings.unschedulable_retry, "pod group unschedulable")
 

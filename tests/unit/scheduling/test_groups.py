@@ -17,12 +17,14 @@ from operators.api.resource import ResourceClaim
 from operators.controllers.scheduler.groups import go_duration
 from operators.controllers.scheduler.planning import group_condition, reservations
 from operators.scheduling.groups import (
+    FailedCycle,
     cannot_be_satisfied,
     ordered,
     outcome,
     pod_message,
     refused,
     stranded_group_claims,
+    tried_with_group,
     waits,
 )
 
@@ -264,3 +266,20 @@ def test_topology_constraints_and_composite_groups_are_refused_with_a_reason() -
     assert "topology-aware placement" in (refused(constrained, [pod("a")]) or "")
     nested = group(parentCompositePodGroupName="job")
     assert "composite pod groups are not implemented" in (refused(nested, [pod("a")]) or "")
+
+
+def test_a_pod_tried_in_its_groups_failed_cycle_rides_on_it_until_something_changes() -> None:
+    a, b, c = ObjectKey("ns", "a"), ObjectKey("ns", "b"), ObjectKey("ns", "c")
+    last = FailedCycle(moves=7, group_version="41", tried=frozenset({a, b}), at=100.0)
+
+    def rides(key: ObjectKey, queued: list[ObjectKey], moves: int = 7, version: str = "41",
+              now: float = 101.0) -> bool:  # fmt: skip
+        return tried_with_group(last, key, queued, moves, version, now, retry=5.0)
+
+    assert rides(b, [a, b])
+    assert not tried_with_group(None, b, [a, b], 7, "41", 101.0, 5.0), "no failed cycle"
+    assert not rides(b, [a, b], moves=8), "room made since"
+    assert not rides(b, [a, b], version="42"), "the PodGroup changed"
+    assert not rides(b, [a, b, c]), "a new pod of the group"
+    assert not rides(c, [c]), "not tried in that cycle"
+    assert not rides(b, [a, b], now=105.0), "the periodic retry runs the cycle again"
