@@ -42,7 +42,7 @@ from operators.kube.api import ConflictError, NotFoundError
 from operators.observability import fields
 from operators.runtime.actions import Patch
 from operators.runtime.errors import Requeue
-from operators.scheduling.attempt import Attempt, Prepared, Ready, prepare
+from operators.scheduling.attempt import Attempt, Prepared, Ready
 from operators.scheduling.cycle import CycleResult, NodeFit, unschedulable_message
 from operators.scheduling.groups import (
     UNSCHEDULABLE,
@@ -78,6 +78,8 @@ class Scheduler(SchedulerIO, Protocol):
     groups_enabled: bool
     group_claims: bool
     extended_enabled: bool
+
+    def prepare_pod(self, pod: Pod, group: PodGroup | None = None) -> Prepared: ...
 
     def snapshot(self, ready: Ready) -> Attempt: ...
 
@@ -211,18 +213,7 @@ class GroupScheduler:
                 if cannot_be_satisfied(group.min_count, placed_before + len(assumed), remaining):
                     break
                 mkey = key_of(member)
-                prepared = prepare(
-                    member,
-                    s.cache.claims_of(member),
-                    now=s.clock.now(),
-                    binding_timeout=s.settings.binding_timeout,
-                    extended_classes=(
-                        s.cache.extended_resource_classes() if s.extended_enabled else None
-                    ),
-                    special_claim=s.cache.extended_claim,
-                    shares_device=lambda c: bool(s.cache.conflicts(planning.claim_key(c))),
-                    group=group if s.group_claims else None,
-                )
+                prepared = s.prepare_pod(member, group if s.group_claims else None)
                 if not isinstance(prepared, Ready):
                     # The whole group waits for, or retries after, what this pod needs first
                     # (upstream's PreEnqueue gates the group on any of its pods).

@@ -36,6 +36,7 @@ from operators.allocator import AllocatedState, Features
 from operators.allocator.allocator import Allocator
 from operators.allocator.features import V1_37
 from operators.api.core import Pod
+from operators.api.groups import PodGroup
 from operators.api.keys import ObjectKey
 from operators.api.resource import ResourceClaim
 from operators.controllers.scheduler import metrics, planning, queueing
@@ -195,7 +196,12 @@ class Scheduler(Controller[SchedulerSettings]):
         if pod.spec.scheduling_group is not None:
             await self.groups.schedule(pod)  # the group's pods are tried together
             return None
-        prepared = prepare(
+        return await self.prepared(key, pod, self.prepare_pod(pod))
+
+    def prepare_pod(self, pod: Pod, group: PodGroup | None = None) -> Prepared:
+        """PreFilter's reading of the pod against the cache (``group``: the PodGroup whose
+        claims the pod shares, for a pod of a group)."""
+        return prepare(
             pod,
             self.cache.claims_of(pod),
             now=self.clock.now(),
@@ -205,8 +211,8 @@ class Scheduler(Controller[SchedulerSettings]):
             ),
             special_claim=self.cache.extended_claim,
             shares_device=lambda claim: bool(self.cache.conflicts(planning.claim_key(claim))),
+            group=group,
         )
-        return await self.prepared(key, pod, prepared)
 
     async def prepared(self, key: ObjectKey, pod: Pod, prepared: Prepared) -> Ready | None:
         """What ``prepare`` said, carried out: Ready goes on; a wait is noted (its event, or
