@@ -31,6 +31,7 @@ from operators.controllers.claim_templates.settings import ClaimTemplateSettings
 from operators.kube.api import ApiError, ConflictError, NotFoundError
 from operators.observability import fields
 from operators.observability.metrics import admin_access_label
+from operators.runtime.actions import Create
 from operators.runtime.controller import Controller
 from operators.runtime.errors import UnknownOutcomeError
 from operators.runtime.indices import SupersededVersions
@@ -214,20 +215,28 @@ class ClaimTemplateController(Controller[ClaimTemplateSettings]):
         namespace = pod.metadata.namespace or ""
         if not self.settings.all_pods and await self._recorded_meanwhile(pod, action):
             return None
-        admin_access = admin_access_label(action.claim)
+        name = await self._apply_claim(action.claim, namespace, pod.metadata.uid)
+        log.info(
+            "created claim", **{fields.POD: pod.metadata.key, fields.CLAIM: f"{namespace}/{name}"}
+        )
+        return planning.RecordStatus(action.entry, name)
+
+    async def _apply_claim(
+        self, claim: dict[str, Any], namespace: str, owner_uid: str | None
+    ) -> str:
+        """Create a claim for a pod or a PodGroup, counted, and remembered as its owner's
+        (until the store shows it): its name."""
+        admin_access = admin_access_label(claim)
         try:
-            created = await self.apply(planning.creation(action))
+            created = await self.apply(Create(body=claim))
         except (ApiError, OSError, TimeoutError, UnknownOutcomeError):
             metrics.CREATES.labels("failure", admin_access).inc()
             raise
         assert created is not None
         metrics.CREATES.labels("success", admin_access).inc()
-        name = created["metadata"]["name"]
-        self._created.setdefault((namespace, pod.metadata.uid or ""), {})[name] = created
-        log.info(
-            "created claim", **{fields.POD: pod.metadata.key, fields.CLAIM: f"{namespace}/{name}"}
-        )
-        return planning.RecordStatus(action.entry, name)
+        name: str = created["metadata"]["name"]
+        self._created.setdefault((namespace, owner_uid or ""), {})[name] = created
+        return name
 
     async def _recorded_meanwhile(self, pod: Pod, action: planning.CreateClaim) -> bool:
         """The live pod is gone, replaced, or records a claim for the entry already (created
@@ -323,16 +332,7 @@ class ClaimTemplateController(Controller[ClaimTemplateSettings]):
         namespace = group.metadata.namespace or ""
         if not self.settings.all_pods and await self._group_recorded_meanwhile(group, action):
             return None
-        admin_access = admin_access_label(action.claim)
-        try:
-            created = await self.apply(planning.group_creation(action))
-        except (ApiError, OSError, TimeoutError, UnknownOutcomeError):
-            metrics.CREATES.labels("failure", admin_access).inc()
-            raise
-        assert created is not None
-        metrics.CREATES.labels("success", admin_access).inc()
-        name = created["metadata"]["name"]
-        self._created.setdefault((namespace, group.metadata.uid or ""), {})[name] = created
+        name = await self._apply_claim(action.claim, namespace, group.metadata.uid)
         log.info(
             "created claim for PodGroup",
             podgroup=group.metadata.key,

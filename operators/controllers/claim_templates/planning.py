@@ -30,7 +30,7 @@ from operators.api.keys import ObjectKey, controller_group, controller_pod
 from operators.api.names import POD_CLAIM_NAME_ANNOTATION
 from operators.api.resource import ResourceClaim, ResourceClaimTemplate
 from operators.api.templates import claim_from_template
-from operators.runtime.actions import Create, Delete, Patch, PostEvent
+from operators.runtime.actions import Delete, Patch, PostEvent
 
 
 @dataclasses.dataclass(frozen=True)
@@ -394,10 +394,6 @@ def plan_group(
 # --- the writes of the actions ---------------------------------------------------------------
 
 
-def creation(action: CreateClaim) -> Create:
-    return Create(body=action.claim)
-
-
 def recording(pod: Pod, records: Sequence[RecordStatus]) -> Patch:
     """The claims' names in the pod status, at the pod's resourceVersion: a 409 means the
     pod changed since we read it, and the retry adopts the claim we just created."""
@@ -415,10 +411,6 @@ def recording(pod: Pod, records: Sequence[RecordStatus]) -> Patch:
         patch_type="strategic",
         subresource="status",
     )
-
-
-def group_creation(action: CreateGroupClaim) -> Create:
-    return Create(body=action.claim)
 
 
 def group_recording(group: PodGroup, records: Sequence[RecordGroupStatus]) -> Patch:
