@@ -88,6 +88,11 @@ async def _gang(
             },
         }
     )
+    return await _members(kube, namespace, driver, pods)
+
+
+async def _members(kube: KubeAPI, namespace: str, driver: str, pods: int) -> list[str]:
+    """``pods`` pods of PodGroup ``job``: each a GPU claim of its own and the group's link."""
     names = [f"worker-{i}" for i in range(pods)]
     for name in names:
         await kube.create(claim_body(f"{name}-gpu", namespace, device_class=driver))
@@ -223,17 +228,7 @@ async def test_a_groups_claim_allocated_where_no_pod_can_go_is_deallocated_then_
         ],
     }
     await kube.replace_status(stale)
-    names = ["worker-0", "worker-1"]
-    for name in names:
-        await kube.create(claim_body(f"{name}-gpu", namespace, device_class=driver))
-        body = pod_body(
-            name,
-            namespace,
-            {"name": "link", "resourceClaimName": "link"},
-            {"name": "gpu", "resourceClaimName": f"{name}-gpu"},
-        )
-        body["spec"]["schedulingGroup"] = {"podGroupName": "job"}
-        await kube.create(body)
+    names = await _members(kube, namespace, driver, 2)
 
     async def all_bound() -> list[str] | None:
         nodes = [(await kube.get("Pod", n, namespace))["spec"].get("nodeName") for n in names]
