@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import copy
 import dataclasses
 import json
 import os
@@ -52,6 +51,7 @@ from operators.demo.bringup import (
     E2E_NODES,
     apply_example,
     example_objects,
+    gang_one_gpu_short,
     start_system,
 )
 from operators.kube.api import KubeAPI
@@ -93,18 +93,7 @@ QUIET_WITHIN = 60.0
 
 def case_objects(case: str, system: str) -> list[dict[str, Any]]:
     """The example's objects for ``case``, the pods' scheduler chosen for ``system``."""
-    objects = [copy.deepcopy(o) for o in example_objects(EXAMPLE)]
-    if case == "one-gpu-short":
-        kept = [o for o in objects if o["kind"] not in ("Pod", "PodGroup")]
-        (group,) = [o for o in objects if o["kind"] == "PodGroup"]
-        group["spec"]["schedulingPolicy"]["gang"]["minCount"] = 5
-        trainer = next(o for o in objects if o["kind"] == "Pod")
-        pods = []
-        for i in range(5):
-            pod = copy.deepcopy(trainer)
-            pod["metadata"]["name"] = f"trainer-{i}"
-            pods.append(pod)
-        objects = [*kept, group, *pods]
+    objects = gang_one_gpu_short() if case == "one-gpu-short" else example_objects(EXAMPLE)
     if system == "upstream":
         for o in objects:
             if o["kind"] == "Pod":

@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import pytest
 
 from e2e.conftest import Scenario, VariantApply
 from e2e.test_scenarios import bound, by_name
-from operators.demo.bringup import RACK_LABEL, example_objects
+from operators.demo.bringup import RACK_LABEL, gang_one_gpu_short
 from operators.demo.view import allocated_devices, scheduled_condition
 from operators.kube.api import KubeAPI
 
@@ -26,23 +25,6 @@ async def group_condition(kube: KubeAPI, name: str) -> dict[str, Any] | None:
         if condition.get("type") == GROUP_CONDITION:
             return dict(condition)
     return None
-
-
-def one_gpu_short() -> list[dict[str, Any]]:
-    """The example with a fifth trainer and ``minCount: 5``: one GPU more than the two e2e
-    nodes have. The group is renamed, so that nothing of the first run carries over."""
-    objects = copy.deepcopy(example_objects("gang-training"))
-    pods = [o for o in objects if o["kind"] == "Pod"]
-    fifth = copy.deepcopy(pods[-1])
-    fifth["metadata"]["name"] = "trainer-4"
-    objects.append(fifth)
-    for obj in objects:
-        if obj["kind"] == "PodGroup":
-            obj["metadata"]["name"] = "training-short"
-            obj["spec"]["schedulingPolicy"]["gang"]["minCount"] = 5
-        elif obj["kind"] == "Pod":
-            obj["spec"]["schedulingGroup"]["podGroupName"] = "training-short"
-    return objects
 
 
 async def test_gang_training_all_four_bound_together(scenario: VariantApply, kube: KubeAPI) -> None:
@@ -76,7 +58,7 @@ async def test_gang_training_all_four_bound_together(scenario: VariantApply, kub
 async def test_gang_training_one_gpu_short_binds_none(
     scenario: VariantApply, kube: KubeAPI
 ) -> None:
-    s = await scenario("gang-training", one_gpu_short())
+    s = await scenario("gang-training", gang_one_gpu_short("training-short"))
     pods = await s.settled(expected_pods=5)
     await assert_nothing_held(s, kube, pods)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import dataclasses
 import os
 import secrets
@@ -300,6 +301,23 @@ def serves_groups(gates: Mapping[str, bool]) -> bool:
 
 def example_objects(name: str) -> list[dict[str, Any]]:
     return manifests.load_directory(EXAMPLES / name)
+
+
+def gang_one_gpu_short(group: str = "training") -> list[dict[str, Any]]:
+    """gang-training with a fifth trainer and ``minCount: 5``: one GPU more than the two e2e
+    nodes have, so that no trainer may be placed; the PodGroup named ``group``."""
+    objects = example_objects("gang-training")
+    pods = [o for o in objects if o["kind"] == "Pod"]
+    fifth = copy.deepcopy(pods[-1])
+    fifth["metadata"]["name"] = f"trainer-{len(pods)}"
+    objects.append(fifth)
+    for obj in objects:
+        if obj["kind"] == "PodGroup":
+            obj["metadata"]["name"] = group
+            obj["spec"]["schedulingPolicy"]["gang"]["minCount"] = len(pods) + 1
+        elif obj["kind"] == "Pod":
+            obj["spec"]["schedulingGroup"]["podGroupName"] = group
+    return objects
 
 
 async def ensure_default_service_account(api: KubeAPI, namespace: str) -> None:
