@@ -239,3 +239,51 @@ async def test_a_groups_claim_allocated_where_no_pod_can_go_is_deallocated_then_
     terms = shared["status"]["allocation"]["nodeSelector"]["nodeSelectorTerms"]
     assert terms[0]["matchExpressions"][0]["values"] == [driver], "allocated afresh: its nodes"
     assert [r["resource"] for r in shared["status"]["reservedFor"]] == ["podgroups"]
+
+
+async def test_a_gang_that_cannot_be_completed_holds_no_device_a_plain_pod_could_use(
+    kube: KubeAPI, namespace: str, driver: str, scheduler: Scheduler
+) -> None:
+    """No partial holds: the first two pods of a gang of three wait for the third without
+    holding a GPU (nothing is allocated before minCount pods are placed together), so a plain
+    pod gets a GPU at once; then one GPU is left for a gang that needs three, and its three pods
+    hold nothing either, while the plain pod keeps its own."""
+    link = await _cluster(kube, driver, nodes=2)
+    names = await _gang(kube, namespace, driver, link, pods=2, min_count=3)
+    await kube.create(claim_body("plain-gpu", namespace, device_class=driver))
+    await kube.create(
+        pod_body("plain", namespace, {"name": "gpu", "resourceClaimName": "plain-gpu"})
+    )
+
+    async def plain_bound() -> bool:
+        return bool((await kube.get("Pod", "plain", namespace))["spec"].get("nodeName"))
+
+    await eventually(plain_bound, what="the plain pod bound while the gang waits")
+    for name in names:
+        assert not (await kube.get("Pod", name, namespace))["spec"].get("nodeName")
+        claim = await kube.get("ResourceClaim", f"{name}-gpu", namespace)
+        assert not (claim.get("status") or {}).get("allocation"), f"{name} holds its GPU"
+    # The third pod: the gang can be tried now, and one GPU is left for three pods.
+    await kube.create(claim_body("worker-2-gpu", namespace, device_class=driver))
+    third = pod_body(
+        "worker-2",
+        namespace,
+        {"name": "link", "resourceClaimName": "link"},
+        {"name": "gpu", "resourceClaimName": "worker-2-gpu"},
+    )
+    third["spec"]["schedulingGroup"] = {"podGroupName": "job"}
+    await kube.create(third)
+
+    async def all_told() -> list[str] | None:
+        told = [await pod_condition(kube, namespace, n) for n in [*names, "worker-2"]]
+        if any(c is None or c["status"] != "False" for c in told):
+            return None
+        return [str(c["message"]) for c in told if c is not None]
+
+    told = await eventually(all_told, what="every worker of the gang told why it waits")
+    assert any("minCount (3) cannot be satisfied" in m for m in told), told
+    for name in [*names, "worker-2"]:
+        claim = await kube.get("ResourceClaim", f"{name}-gpu", namespace)
+        assert not (claim.get("status") or {}).get("allocation"), f"{name} holds its GPU"
+    plain = await kube.get("ResourceClaim", "plain-gpu", namespace)
+    assert plain["status"]["allocation"], "the plain pod keeps its GPU"
