@@ -30,7 +30,12 @@ from operators.api.poolstatus import (
     ResourcePoolStatusRequest,
     ResourcePoolStatusRequestSpec,
 )
-from operators.api.resource import DeviceTaintRule, ResourceClaim, ResourceSlice
+from operators.api.resource import (
+    DeviceTaintRule,
+    ResourceClaim,
+    ResourceClaimConsumerReference,
+    ResourceSlice,
+)
 from tests.unit.pool_validator.builders import (
     ALL,
     DRIVER,
@@ -285,3 +290,23 @@ def test_request_round_trips() -> None:
     assert request.answered
     assert request.dump() == obj
     assert not ResourcePoolStatusRequest.load({"spec": {"driver": DRIVER}}).answered
+
+
+def test_a_pod_groups_shared_claim_counts_once_however_many_pods_use_it() -> None:
+    """A claim of a PodGroup (1.37, DRAWorkloadResourceClaims) is reserved for the PodGroup,
+    once, while every pod of the group uses it: one allocated device, its counters once."""
+    slices = split_gpu()
+    shared = claim("training-interconnect", result("half-0"))
+    shared.status.reserved_for = [
+        ResourceClaimConsumerReference.load(
+            {
+                "apiGroup": "scheduling.k8s.io",
+                "resource": "podgroups",
+                "name": "training",
+                "uid": "uid-training",
+            }
+        )
+    ]
+    assert counts(*slices, claims=[shared]) == (3, 1, 1, 1)
+    g = group(*slices)
+    assert not check_pool(g, [shared], ALL).problems
