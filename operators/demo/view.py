@@ -34,6 +34,8 @@ class Snapshot:
     logs: Mapping[str, str] = dataclasses.field(default_factory=dict)
     #: ResourcePoolStatusRequests (KEP-5677; empty where resource.k8s.io/v1alpha3 is not served).
     requests: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    #: PodGroups (1.37; empty where scheduling.k8s.io/v1beta1 is not served).
+    groups: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
 
 def containers_running(pod: Mapping[str, Any]) -> bool:
@@ -78,13 +80,17 @@ async def snapshot(api: KubeAPI) -> Snapshot:
         requests = (await api.list("ResourcePoolStatusRequest"))["items"]
     except (NotFoundError, ApiError):
         requests = []
+    try:
+        groups = (await api.list("PodGroup"))["items"]
+    except (NotFoundError, ApiError):
+        groups = []
     logs = {}
     for pod in pods:
         if containers_running(pod):
             meta = pod["metadata"]
             with contextlib.suppress(ApiError, OSError, TimeoutError):
                 logs[_key(pod)] = await api.pod_log(meta["namespace"], meta["name"])
-    return Snapshot(pods, claims, statuses, slices, logs, requests)
+    return Snapshot(pods, claims, statuses, slices, logs, requests, groups)
 
 
 def _key(obj: Mapping[str, Any]) -> str:
@@ -227,6 +233,43 @@ def _answer_view(requests: Sequence[Mapping[str, Any]]) -> list[str]:
     return lines + _table(rows)
 
 
+def _groups_view(snap: Snapshot, claims: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Each PodGroup: its policy, how many of its pods are bound, its shared claims' devices
+    (allocated once for the whole group) and how its last scheduling cycle ended."""
+    if not snap.groups:
+        return []
+    rows = [["POD GROUP", "POLICY", "BOUND", "SHARED CLAIMS", "SCHEDULED"]]
+    for group in sorted(snap.groups, key=_key):
+        meta, spec = group["metadata"], group.get("spec") or {}
+        gang = (spec.get("schedulingPolicy") or {}).get("gang")
+        policy = f"gang, minCount {gang.get('minCount')}" if gang is not None else "basic"
+        members = [
+            p
+            for p in snap.pods
+            if p["metadata"].get("namespace") == meta.get("namespace")
+            and ((p["spec"].get("schedulingGroup") or {}).get("podGroupName") == meta["name"])
+        ]
+        placed = sum(1 for p in members if p["spec"].get("nodeName"))
+        shared = []
+        for status in (group.get("status") or {}).get("resourceClaimStatuses") or []:
+            claim = claims.get(f"{meta.get('namespace')}/{status.get('resourceClaimName')}")
+            devices = [_device_label(r) for r in allocated_devices(claim)] if claim else []
+            shared.append(f"{status.get('name')}: {', '.join(devices) or 'not allocated'}")
+        condition = next(
+            (
+                c
+                for c in (group.get("status") or {}).get("conditions") or []
+                if c.get("type") == "PodGroupInitiallyScheduled"
+            ),
+            None,
+        )
+        said = f"{condition.get('status')} {condition.get('reason')}" if condition else "-"
+        rows.append(
+            [_key(group), policy, f"{placed}/{len(members)}", "; ".join(shared) or "-", said]
+        )
+    return ["", f"POD GROUPS  {len(snap.groups)}", *_table(rows)]
+
+
 def render_view(snap: Snapshot, *, header: str = "", width: int = 120) -> str:
     """One frame of the live view (pure: the same snapshot gives the same text)."""
     claims = {_key(c): c for c in snap.claims}
@@ -240,6 +283,8 @@ def render_view(snap: Snapshot, *, header: str = "", width: int = 120) -> str:
         phase = str((pod.get("status") or {}).get("phase") or "Pending")
         rows.append([_key(pod), pod["spec"]["nodeName"], phase, ", ".join(devices) or "-"])
     lines += _table(rows) if bound else ["  (none yet)"]
+
+    lines += _groups_view(snap, claims)
 
     lines.append("")
     lines.append("POOLS  counter sets: consumed / total")

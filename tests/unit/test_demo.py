@@ -244,3 +244,37 @@ def test_a_pod_s_special_claim_for_extended_resources_lists_its_devices() -> Non
     snap = dataclasses.replace(SNAPSHOT, pods=[pod], claims=[special])
     (row,) = [line for line in render_view(snap).splitlines() if line.strip().startswith("ns/x ")]
     assert "node-1/gpu-3" in row
+
+
+def test_the_view_shows_pod_groups_their_bound_pods_and_shared_claims() -> None:
+    members = [_pod(f"t-{i}", "gang", "node-1" if i < 2 else None, f"t-{i}-gpu") for i in range(3)]
+    for pod in members:
+        pod["spec"]["schedulingGroup"] = {"podGroupName": "training"}
+    group = {
+        "metadata": {"name": "training", "namespace": "gang"},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 3}}},
+        "status": {
+            "resourceClaimStatuses": [
+                {"name": "interconnect", "resourceClaimName": "training-link"}
+            ],
+            "conditions": [
+                {"type": "PodGroupInitiallyScheduled", "status": "False", "reason": "Unschedulable"}
+            ],
+        },
+    }
+    snap = Snapshot(
+        pods=members,
+        claims=[_claim("training-link", "gang", _result("rack-a-nvlink", pool="rack-a"))],
+        pool_statuses=[],
+        slices=[],
+        groups=[group, {"metadata": {"name": "solo", "namespace": "gang"}, "spec": {}}],
+    )
+    lines = render_view(snap).splitlines()
+    assert "POD GROUPS  2" in lines
+    (row,) = [line for line in lines if line.strip().startswith("gang/training ")]
+    assert row.split()[1:5] == ["gang,", "minCount", "3", "2/3"], row
+    assert "interconnect: rack-a/rack-a-nvlink" in row, row
+    assert row.rstrip().endswith("False Unschedulable"), row
+    (solo,) = [line for line in lines if line.strip().startswith("gang/solo ")]
+    assert solo.split()[1:3] == ["basic", "0/0"], solo
+    assert "POD GROUPS" not in render_view(SNAPSHOT)
