@@ -287,3 +287,77 @@ async def test_a_gang_that_cannot_be_completed_holds_no_device_a_plain_pod_could
         assert not (claim.get("status") or {}).get("allocation"), f"{name} holds its GPU"
     plain = await kube.get("ResourceClaim", "plain-gpu", namespace)
     assert plain["status"]["allocation"], "the plain pod keeps its GPU"
+
+
+def _halves(driver: str, node: str) -> list[dict[str, Any]]:
+    """One 40Gi GPU offered whole or as two 20Gi halves: its counter set and its devices, two
+    slices of the node's pool."""
+
+    def device(name: str, size: str, memory: str) -> dict[str, Any]:
+        counters = {"memory": {"value": memory}}
+        return {
+            "name": name,
+            "attributes": {"size": {"string": size}},
+            "consumesCounters": [{"counterSet": "gpu-0", "counters": counters}],
+        }
+
+    devices = [
+        device("whole", "whole", "40Gi"),
+        device("half-1", "half", "20Gi"),
+        device("half-2", "half", "20Gi"),
+    ]
+    counters = [{"name": "gpu-0", "counters": {"memory": {"value": "40Gi"}}}]
+    counter_slice = slice_body(unique("slice"), driver, node, [], count=2, sharedCounters=counters)
+    del counter_slice["spec"]["devices"]  # a slice has counters or devices, not both
+    return [counter_slice, slice_body(unique("slice"), driver, node, devices, count=2)]
+
+
+async def test_a_gang_upstream_fails_is_placed_on_its_pods_later_alternatives(
+    kube: KubeAPI, namespace: str, driver: str, scheduler: Scheduler
+) -> None:
+    """kubernetes#138765: two pods of a gang of two, each asking firstAvailable [whole GPU,
+    half GPU] of the one GPU there is. kube-scheduler 1.37.2 gives the first pod the whole GPU
+    and fails the gang; kopf-dra's search gives each pod a half."""
+    node = unique("node")
+    await create_node(kube, node, {"gang-test.kopf-dra.io/driver": driver})
+    for body in _halves(driver, node):
+        await kube.create(body)
+    for size in ("whole", "half"):
+        expression = f'device.attributes["{driver}"].size == "{size}"'
+        await kube.create(device_class_body(f"{size}-{driver}", driver, expression))
+    await kube.create(
+        {
+            "apiVersion": "scheduling.k8s.io/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": "job", "namespace": namespace},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}},
+        }
+    )
+    names = ["worker-0", "worker-1"]
+    for name in names:
+        claim = claim_body(f"{name}-gpu", namespace)
+        claim["spec"]["devices"]["requests"] = [
+            {
+                "name": "gpu",
+                "firstAvailable": [
+                    {"name": size, "deviceClassName": f"{size}-{driver}"}
+                    for size in ("whole", "half")
+                ],
+            }
+        ]
+        await kube.create(claim)
+        body = pod_body(name, namespace, {"name": "gpu", "resourceClaimName": f"{name}-gpu"})
+        body["spec"]["schedulingGroup"] = {"podGroupName": "job"}
+        await kube.create(body)
+
+    async def all_bound() -> list[str] | None:
+        nodes = [(await kube.get("Pod", n, namespace))["spec"].get("nodeName") for n in names]
+        return nodes if all(nodes) else None
+
+    assert await eventually(all_bound, what="both workers bound") == [node, node]
+    chosen = []
+    for name in names:
+        claim = await kube.get("ResourceClaim", f"{name}-gpu", namespace)
+        (result,) = claim["status"]["allocation"]["devices"]["results"]
+        chosen.append((result["request"], result["device"]))
+    assert sorted(chosen) == [("gpu/half", "half-1"), ("gpu/half", "half-2")], chosen

@@ -21,8 +21,9 @@ kube-scheduler 1.37.2 writes it (True once, never back).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncGenerator, Sequence
 from typing import Protocol
 
 import structlog
@@ -42,8 +43,9 @@ from operators.kube.api import ConflictError, NotFoundError
 from operators.observability import fields
 from operators.runtime.actions import Patch
 from operators.runtime.errors import Requeue
-from operators.scheduling.attempt import Attempt, Prepared, Ready
+from operators.scheduling.attempt import DEFAULT_FILTER_TIMEOUT, Attempt, Prepared, Ready
 from operators.scheduling.cycle import CycleResult, NodeFit, unschedulable_message
+from operators.scheduling.group_search import NODE_OPTIONS, restricted, search, variants
 from operators.scheduling.groups import (
     UNSCHEDULABLE,
     FailedCycle,
@@ -83,7 +85,9 @@ class Scheduler(SchedulerIO, Protocol):
 
     def snapshot(self, ready: Ready) -> Attempt: ...
 
-    async def filter(self, attempt: Attempt) -> tuple[CycleResult, NodeFit | None] | None: ...
+    async def filter(
+        self, attempt: Attempt, *, every_fit: bool = False
+    ) -> tuple[CycleResult, NodeFit | None] | None: ...
 
     def assume(self, attempt: Attempt, fit: NodeFit) -> Assumed: ...
 
@@ -243,6 +247,20 @@ class GroupScheduler:
             self._undo(assumed)
             raise
         verdict = outcome(group, placed_before, [key_of(a[0]) for a in assumed], failed, remaining)
+        if not verdict.succeeded and assumed and s.settings.gang_search:
+            # Some pods fit: another combination of their choices may fit the whole group.
+            self._undo(assumed)
+            assumed = []
+            found = await self._search(group, order, placed_before)
+            if found is not None:
+                log.info(
+                    "pod group placed by searching its pods' choices",
+                    group=str(group_key),
+                    pods=[str(key_of(a[0])) for a in found],
+                )
+                assumed, failed = found, {}
+                placed = [key_of(a[0]) for a in assumed]
+                verdict = outcome(group, placed_before, placed, failed, 0)
         for mkey in failed:
             s.attempt_ended(mkey, "unschedulable")
         if verdict.succeeded:
@@ -277,6 +295,44 @@ class GroupScheduler:
         self.failed[group_key] = FailedCycle(moves, version, tried, s.clock.monotonic())
         s.queue.set_state(popped, PodState.UNSCHEDULABLE)
         raise Requeue(s.settings.unschedulable_retry, "pod group unschedulable")
+
+    async def _search(
+        self, group: PodGroup, order: list[Pod], placed_before: int
+    ) -> list[Assumed] | None:
+        """The pods of a cycle that failed, placed by searching their prioritized alternatives
+        and the other nodes that fit them (``scheduling.group_search``), within the filter
+        timeout; None (nothing kept) when no combination reaches ``minCount``."""
+        s = self.scheduler
+        budget = s.settings.filter_timeout or DEFAULT_FILTER_TIMEOUT
+        deadline = s.clock.monotonic() + budget
+
+        async def options(member: Pod) -> AsyncGenerator[tuple[Attempt, NodeFit], None]:
+            prepared = s.prepare_pod(member, group if s.group_claims else None)
+            if not isinstance(prepared, Ready):
+                return
+            for variant in variants(prepared.claims):
+                tried = dataclasses.replace(
+                    prepared, claims=tuple(restricted(prepared.claims, variant))
+                )
+                filtered = await s.filter(s.snapshot(tried), every_fit=True)
+                if filtered is None:
+                    continue
+                attempt = s.snapshot(prepared)  # assumed with the claims as they are
+                for fit in filtered[0].fits[:NODE_OPTIONS]:
+                    yield attempt, fit
+
+        def undo(placed: Assumed) -> None:
+            self._undo([placed])
+
+        return await search(
+            order,
+            group.min_count,
+            placed_before,
+            options,
+            lambda option: s.assume(*option),
+            undo,
+            lambda: s.clock.monotonic() > deadline,
+        )
 
     async def _deallocate(self, group: ObjectKey, claim: ResourceClaim) -> None:
         """A claim of the group's that none of its pods can use, held by no placed pod:

@@ -259,11 +259,14 @@ class Scheduler(Controller[SchedulerSettings]):
             left_alone=tuple(promised),
         )
 
-    async def filter(self, attempt: Attempt) -> tuple[CycleResult, NodeFit | None] | None:
+    async def filter(
+        self, attempt: Attempt, *, every_fit: bool = False
+    ) -> tuple[CycleResult, NodeFit | None] | None:
         """Filter: every node filtered, the pod's claims allocated on each, the fits scored,
         off the event loop (watches, lease renewals and other pods' binds go on meanwhile).
         None: the attempt gave way to other tenants (its turn comes again after theirs; what
-        it evaluated stays cached)."""
+        it evaluated stays cached). ``every_fit``: every node that fits, not only the best
+        (a pod group's search tries others)."""
         key = attempt.key
         record = self.queue.record(key)
         budget = self.budget(key, record)
@@ -283,7 +286,7 @@ class Scheduler(Controller[SchedulerSettings]):
             allocator,
             policy=self.settings.score_policy,
             known_unsatisfiable=self.queue.unsatisfiable.known(attempt.claims, attempt.left_alone),
-            best_only=True,
+            best_only=not every_fit,
             nominated=nominated,
             node_order=self.cache.order,
             extended=attempt.extended,

@@ -57,6 +57,12 @@ class SchedulerSettings(LeaderElectionSettings):
         description="Seconds the pods of a gang placed together wait at Permit for the rest of "
         "its minCount before what they hold is released (kube-scheduler 1.37: 5 minutes)",
     )
+    gang_search: bool = Field(
+        default=True,
+        description="When a pod group's cycle fails, search its pods' prioritized alternatives "
+        "and other nodes for a placement of the whole group, within the filter timeout "
+        "(kube-scheduler 1.37 takes each pod's first choice; false: as it does)",
+    )
     scheduled_events: bool = Field(
         default=False, description="Post a Normal 'Scheduled' Event per pod (one more write)"
     )
