@@ -22,8 +22,9 @@ from operators.allocator.nodes import selector_matches
 from operators.allocator.pool_checks import check_pool
 from operators.allocator.pools import newest_generations
 from operators.allocator.selectors import CelSelectorEngine
-from operators.api.consumers import generated_owner, is_pod_consumer
+from operators.api.consumers import generated_owner, is_group_consumer, is_pod_consumer
 from operators.api.core import Node, Pod
+from operators.api.groups import PodGroup, generated_for_group, group_name, is_reserved_for_pod
 from operators.api.ids import DeviceID
 from operators.api.names import POD_CLAIM_NAME_ANNOTATION
 from operators.api.resource import (
@@ -48,6 +49,8 @@ BOUND_PODS_HOLD_CLAIMS: Final = "bound-pods-hold-claims"
 PENDING_PODS_FIT_NOWHERE: Final = "pending-pods-fit-nowhere"
 UNRESERVED_ALLOCATIONS: Final = "unreserved-allocations"
 GENERATED_CLAIMS: Final = "generated-claims"
+GANGS_WHOLE: Final = "gangs-whole"
+GROUP_CLAIMS: Final = "group-claims"
 PROCESSES: Final = "processes"
 
 # name -> what it promises (the runner prints one PASS/FAIL line per entry, in this order).
@@ -62,6 +65,10 @@ INVARIANTS: Final = {
     "that takes it, and each says why (PodScheduled=False)",
     UNRESERVED_ALLOCATIONS: f"no claim allocated without a reservation for {UNRESERVED_LIMIT:g} s",
     GENERATED_CLAIMS: "generated claims belong to live pods, one per pod and entry, none missing",
+    GANGS_WHOLE: "no partial gang: a gang's bound pods are none or at least its minCount, and "
+    "the pods of a gang with none bound hold no device",
+    GROUP_CLAIMS: "a PodGroup's claim is reserved for its PodGroup alone; a PodGroup in a "
+    "reservation exists",
     PROCESSES: "every process of the system alive, no traceback in a log",
 }
 
@@ -98,6 +105,7 @@ class Snapshot:
     unreserved_for: Mapping[str, float] = dataclasses.field(default_factory=dict)
     processes: tuple[ProcessState, ...] = ()
     scheduler_name: str = SCHEDULER_NAME
+    groups: tuple[PodGroup, ...] = ()
 
     @classmethod
     def load(
@@ -108,6 +116,7 @@ class Snapshot:
         slices: Iterable[Mapping[str, Any]] = (),
         classes: Iterable[Mapping[str, Any]] = (),
         nodes: Iterable[Mapping[str, Any]] = (),
+        groups: Iterable[Mapping[str, Any]] = (),
         **rest: Any,
     ) -> Snapshot:
         """From plain dicts, as listed from the API server."""
@@ -117,6 +126,7 @@ class Snapshot:
             tuple(ResourceSlice.load(s) for s in slices),
             tuple(DeviceClass.load(c) for c in classes),
             tuple(Node.load(n) for n in nodes),
+            groups=tuple(PodGroup.load(g) for g in groups),
             **rest,
         )
 
@@ -130,6 +140,8 @@ def check(snapshot: Snapshot, *, unreserved_limit: float = UNRESERVED_LIMIT) -> 
         *pending_pods_fit_nowhere(snapshot),
         *unreserved_allocations(snapshot, unreserved_limit),
         *generated_claims(snapshot),
+        *gangs_whole(snapshot),
+        *group_claims(snapshot),
         *processes(snapshot),
     ]
 
@@ -351,8 +363,8 @@ def bound_pods_hold_claims(snapshot: Snapshot) -> list[Violation]:
                 problem = f"bound without claim {name or '(not generated)'} of entry {entry}"
             elif not claim.is_allocated:
                 problem = f"bound, but claim {claim.key} is not allocated"
-            elif not claim.is_reserved_for(pod.metadata.uid or ""):
-                problem = f"bound, but claim {claim.key} is not reserved for it"
+            elif not is_reserved_for_pod(claim, pod, group_claims=True):
+                problem = f"bound, but claim {claim.key} is not reserved for it or its PodGroup"
             elif node is not None and not _on_node(claim, node):
                 problem = (
                     f"bound to {node.metadata.name}, but claim {claim.key} is allocated on "
@@ -381,6 +393,7 @@ def pending_pods_fit_nowhere(snapshot: Snapshot) -> list[Violation]:
     devices nobody else holds. A pending pod's own allocated claims that no other pod uses are
     taken as free for it (the scheduler can take them back), so a claim stranded on a dead node
     does not hide that the pod would fit elsewhere."""
+    # A gang's pods are judged together (gangs-whole): one may fit alone where the gang does not.
     pending = [
         p
         for p in snapshot.pods
@@ -388,6 +401,7 @@ def pending_pods_fit_nowhere(snapshot: Snapshot) -> list[Violation]:
         and not p.spec.node_name
         and not p.spec.scheduling_gates
         and _is_live(p)
+        and group_name(p) is None
     ]
     if not pending:
         return []
@@ -530,6 +544,146 @@ def generated_claims(snapshot: Snapshot) -> list[Violation]:
                         GENERATED_CLAIMS,
                         f"its status names claim {claim_name} (entry {entry}), which is gone",
                         (_pod(live), _claim(f"{live.metadata.namespace}/{claim_name}")),
+                    )
+                )
+    return out
+
+
+# --- gangs-whole and group-claims ----------------------------------------------------------
+
+
+def _members(snapshot: Snapshot, group: PodGroup) -> list[Pod]:
+    return [
+        p
+        for p in snapshot.pods
+        if p.metadata.namespace == group.metadata.namespace
+        and group_name(p) == group.metadata.name
+        and _is_live(p)
+    ]
+
+
+def gangs_whole(snapshot: Snapshot) -> list[Violation]:
+    """All or nothing, once settled: a gang has no bound pod or at least minCount of them,
+    and while it has none, none of its pods' own claims holds a device (a gang that cannot be
+    completed holds nothing; the pods say why, or wait silently for the gang's missing pods)."""
+    claims = {c.key: c for c in snapshot.claims}
+    out = []
+    for group in snapshot.groups:
+        if not group.is_gang:
+            continue
+        members = _members(snapshot, group)
+        bound = [p for p in members if p.spec.node_name]
+        key = f"podgroup {group.metadata.namespace}/{group.metadata.name}"
+        if bound and len(bound) < group.min_count:
+            out.append(
+                Violation(
+                    GANGS_WHOLE,
+                    f"{len(bound)} of its pods bound, minCount {group.min_count}",
+                    (key, *(_pod(p) for p in bound)),
+                )
+            )
+        if bound:
+            continue
+        for pod in members:
+            for _, name in _claim_names(pod):
+                claim = claims.get(f"{pod.metadata.namespace}/{name}") if name else None
+                if (
+                    claim is not None
+                    and claim.is_allocated
+                    and claim.is_reserved_for(pod.metadata.uid or "")
+                ):
+                    out.append(
+                        Violation(
+                            GANGS_WHOLE,
+                            "no pod of its gang is bound, but it holds devices",
+                            (_claim(claim), _pod(pod), key),
+                        )
+                    )
+        if len(members) >= group.min_count:
+            fit = _gang_fits(snapshot, members)
+            if fit >= group.min_count:
+                out.append(
+                    Violation(
+                        GANGS_WHOLE,
+                        f"no pod bound, but {fit} of its pods fit together (minCount "
+                        f"{group.min_count})",
+                        (key, *(_pod(p) for p in members)),
+                    )
+                )
+            for pod in members:
+                condition = pod.condition("PodScheduled")
+                if condition is None or condition.status != "False" or not condition.message:
+                    out.append(
+                        Violation(
+                            GANGS_WHOLE,
+                            "pending in a gang of enough pods without the scheduler's reason",
+                            (_pod(pod), key),
+                        )
+                    )
+    return out
+
+
+def _gang_fits(snapshot: Snapshot, members: Sequence[Pod]) -> int:
+    """How many of a gang's pending pods the scheduler's own cycle places one after another,
+    each placement taken for the next (a group's claim allocated once), on the devices nobody
+    else holds."""
+    features = Features.all()
+    selectors = CelSelectorEngine(CELEnvironment())
+    usage = UsageTracker()
+    for p in snapshot.pods:
+        if p.spec.node_name and not p.is_terminated:
+            usage.observe(p.key, (p.spec.node_name, pod_requests(p)))
+    claims: dict[str, dict[str, ResourceClaim]] = defaultdict(dict)
+    for c in snapshot.claims:
+        claims[c.metadata.namespace or ""][c.metadata.name or ""] = c
+    placed = 0
+    for pod in sorted(members, key=lambda p: p.key):
+        namespace = claims[pod.metadata.namespace or ""]
+        resolved = resolve_claims(pod, namespace, group_claims=True)
+        if isinstance(resolved, ClaimsNotReady):
+            continue
+        allocated = [c for ns in claims.values() for c in ns.values() if c.is_allocated]
+        allocator = Allocator(
+            features,
+            AllocatedState.from_claims(allocated, features),
+            snapshot.classes,
+            snapshot.slices,
+            selectors,
+            share_ids=_share_ids(),
+        )
+        fit = run_cycle(pod, resolved, snapshot.nodes, usage.usage, allocator).chosen
+        if fit is None:
+            continue
+        placed += 1
+        usage.observe(pod.key, (fit.node, pod_requests(pod)))
+        for claim in resolved:
+            result = fit.results.get(claim.key)
+            if result is not None:
+                status = claim.status.model_copy(update={"allocation": result})
+                namespace[claim.metadata.name or ""] = claim.model_copy(update={"status": status})
+    return placed
+
+
+def group_claims(snapshot: Snapshot) -> list[Violation]:
+    groups = {g.metadata.uid: g for g in snapshot.groups}
+    out = []
+    for claim in snapshot.claims:
+        owner = generated_for_group(claim)
+        for ref in claim.status.reserved_for:
+            if is_group_consumer(ref) and ref.uid not in groups:
+                out.append(
+                    Violation(
+                        GROUP_CLAIMS,
+                        f"reserved for PodGroup {ref.name} ({ref.uid}), which no longer exists",
+                        (_claim(claim),),
+                    )
+                )
+            elif owner is not None and (ref.uid != owner[1] or not is_group_consumer(ref)):
+                out.append(
+                    Violation(
+                        GROUP_CLAIMS,
+                        f"made for PodGroup {owner[0]} but reserved for {ref.resource} {ref.name}",
+                        (_claim(claim),),
                     )
                 )
     return out

@@ -24,7 +24,13 @@ from e2e.chaos import faults
 from e2e.chaos.system import ChaosSystem, node_profile, retrying
 from operators.demo.bringup import VirtualNode, ensure_default_service_account
 from operators.kube.api import ConflictError, KubeAPI
-from tests.integration.helpers import eventually, pod_body, template_body
+from tests.integration.helpers import (
+    device_class_body,
+    eventually,
+    pod_body,
+    slice_body,
+    template_body,
+)
 
 NAMESPACE: Final = "chaos"
 LEASE_NAMESPACE: Final = "chaos-leases"
@@ -36,6 +42,13 @@ UNSCHEDULABLE_RETRY: Final = 3.0
 LEASE_DURATION: Final = 4.0
 RENEW_DEADLINE: Final = 3.0
 RETRY_PERIOD: Final = 1.0
+# A gang's pods placed together wait this long at Permit for the rest (upstream: 5 minutes).
+GANG_PERMIT_TIMEOUT: Final = 10.0
+# The gang scenarios: gangs of GANG_SIZE pods, each a GPU of its own and its gang's link (a
+# claim made for the PodGroup from template LINK_TEMPLATE, on a device every node reaches).
+GANG_SIZE: Final = 8
+LINK_DRIVER: Final = "link.chaos.kopf-dra.io"
+LINK_TEMPLATE: Final = "link"
 
 # Flags of every scheduler replica; each also gets --identity <its component name>.
 SCHEDULER: Final = (
@@ -46,6 +59,7 @@ SCHEDULER: Final = (
     "--lease-duration", f"{LEASE_DURATION:g}",
     "--renew-deadline", f"{RENEW_DEADLINE:g}",
     "--retry-period", f"{RETRY_PERIOD:g}",
+    "--gang-permit-timeout", f"{GANG_PERMIT_TIMEOUT:g}",
 )  # fmt: skip
 # Every way the CLI lets a replica be started as far as leader election goes.
 DEFAULT: Final[tuple[str, ...]] = ()  # leader election is on by default
@@ -346,6 +360,151 @@ async def apiserver_restart(ctx: Context) -> None:
     await burst(ctx, at_moments(ctx, moments, restart))
 
 
+# --- gangs ---------------------------------------------------------------------------------
+
+
+async def install_gangs(ctx: Context, gangs: int) -> None:
+    """A link per gang on a slice every node reaches, its class and template."""
+    api = ctx.api
+    links = [{"name": f"link-{i}"} for i in range(gangs)]
+    await api.create(slice_body("chaos-links", LINK_DRIVER, "", links, pool="links", allNodes=True))
+    await api.create(device_class_body(LINK_DRIVER, LINK_DRIVER))
+    await api.create(template_body(LINK_TEMPLATE, NAMESPACE, device_class=LINK_DRIVER))
+
+
+def gang_name(g: int) -> str:
+    return f"gang-{g:02d}"
+
+
+def member_name(g: int, i: int) -> str:
+    return f"{gang_name(g)}-{i}"
+
+
+async def create_group(ctx: Context, g: int) -> None:
+    body = {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": gang_name(g), "namespace": NAMESPACE},
+        "spec": {
+            "schedulingPolicy": {"gang": {"minCount": GANG_SIZE}},
+            "resourceClaims": [{"name": "link", "resourceClaimTemplateName": LINK_TEMPLATE}],
+        },
+    }
+    with contextlib.suppress(ConflictError):
+        await retrying(lambda: ctx.api.create(body), f"creating PodGroup {gang_name(g)}")
+
+
+async def create_member(ctx: Context, g: int, i: int) -> None:
+    body = pod_body(
+        member_name(g, i),
+        NAMESPACE,
+        {"name": "gpu", "resourceClaimTemplateName": TEMPLATE},
+        {"name": "link", "resourceClaimTemplateName": LINK_TEMPLATE},
+    )
+    body["spec"]["schedulingGroup"] = {"podGroupName": gang_name(g)}
+    with contextlib.suppress(ConflictError):
+        await retrying(lambda: ctx.api.create(body), f"creating pod {member_name(g, i)}")
+
+
+async def gang_burst(ctx: Context, *during: Coroutine[Any, Any, None]) -> None:
+    """The canary, then ``pods // GANG_SIZE`` gangs, their pods one after another at a steady
+    pace over the scenario's burst (so a gang waits for its last pods), while ``during`` runs."""
+    gangs = ctx.scenario.pods // GANG_SIZE
+    await install_gangs(ctx, gangs)
+    try:
+        await canary(ctx)
+    except BaseException:
+        for fault in during:
+            fault.close()
+        raise
+
+    async def paced_gangs() -> None:
+        ctx.say(f"gangs: {gangs} of {GANG_SIZE} pods over {ctx.scenario.burst_seconds:.1f} s")
+        loop = asyncio.get_running_loop()
+        start, total = loop.time(), gangs * GANG_SIZE
+        for n in range(total):
+            g, i = divmod(n, GANG_SIZE)
+            if i == 0:
+                await create_group(ctx, g)
+            due = start + n * ctx.scenario.burst_seconds / max(1, total - 1)
+            await asyncio.sleep(max(0.0, due - loop.time()))  # pacing the load
+            await create_member(ctx, g, i)
+        ctx.say(f"gangs: all {total} pods created")
+
+    await asyncio.gather(paced_gangs(), *during)
+
+
+async def partial_gangs(ctx: Context) -> list[str]:
+    """Gangs with some pods bound and others not: between two members' bindings."""
+    bound: dict[str, int] = {}
+    members: dict[str, int] = {}
+    for pod in await workload_pods(ctx):
+        group = (pod["spec"].get("schedulingGroup") or {}).get("podGroupName")
+        if group:
+            members[group] = members.get(group, 0) + 1
+            bound[group] = bound.get(group, 0) + bool(pod["spec"].get("nodeName"))
+    return sorted(g for g, n in bound.items() if 0 < n < members[g])
+
+
+async def gang_leader_killed(ctx: Context) -> None:
+    """The leader caught (SIGSTOP at random moments) with a gang partly bound, then SIGKILL;
+    the standby takes over and the killed replica comes back."""
+
+    async def kill_mid_gang() -> None:
+        for caught in range(ctx.rng.randint(1, 2)):
+            for _attempt in range(1, 61):
+                await asyncio.sleep(ctx.rng.uniform(0.05, 0.3))  # a random moment of the burst
+                name = await lease_holder(ctx)
+                if name not in ctx.schedulers:
+                    continue
+                await faults.pause(ctx.system, name)
+                partial = await partial_gangs(ctx)
+                if partial:
+                    ctx.say(f"caught {name} between members' bindings of {', '.join(partial)}")
+                    await faults.kill(ctx.system, name)
+                    break
+                await faults.resume(ctx.system, name)
+            else:
+                ctx.say(f"kill {caught + 1}: no gang caught partly bound in 60 attempts")
+
+    await gang_burst(ctx, kill_mid_gang())
+
+
+async def gang_member_deleted(ctx: Context) -> None:
+    """A pod of a gang that waits for its last pods (fewer than minCount exist) deleted, and
+    created again by its owner a moment later (as a Job's controller would), 3-5 times."""
+    moments = spaced(ctx.rng, ctx.rng.randint(3, 5), 2.0, (1.0, 3.0))
+
+    async def delete_waiting(_: int) -> None:
+        members: dict[str, list[dict[str, Any]]] = {}
+        for pod in await workload_pods(ctx):
+            group = (pod["spec"].get("schedulingGroup") or {}).get("podGroupName")
+            if group:
+                members.setdefault(group, []).append(pod)
+        waiting = sorted(g for g, pods in members.items() if len(pods) < GANG_SIZE)
+        if not waiting:
+            ctx.say("no gang waiting for its pods")
+            return
+        victim = ctx.rng.choice(members[waiting[-1]])
+        await faults.delete_pods(ctx.system, [victim])
+        g, i = (int(x) for x in victim["metadata"]["name"].removeprefix("gang-").split("-"))
+        await asyncio.sleep(ctx.rng.uniform(0.2, 1.5))  # the owner's reaction time
+        await create_member(ctx, g, i)
+        ctx.say(f"created {member_name(g, i)} again")
+
+    await gang_burst(ctx, at_moments(ctx, moments, delete_waiting))
+
+
+async def gang_apiserver_restart(ctx: Context) -> None:
+    moments = spaced(ctx.rng, ctx.rng.randint(1, 2), 4.0, (5.0, 8.0))
+    ctx.say("restarting kube-apiserver at +" + ", +".join(f"{m:.1f}" for m in moments) + " s")
+
+    async def restart(_: int) -> None:
+        await faults.restart_apiserver(ctx.system)
+
+    await gang_burst(ctx, at_moments(ctx, moments, restart))
+
+
 SCENARIOS: Final = {
     s.name: s
     for s in (
@@ -401,6 +560,30 @@ SCENARIOS: Final = {
             "apiserver-restart",
             "restart kube-apiserver (same etcd) once or twice during a burst",
             apiserver_restart,
+        ),
+        # 12 gangs of 8 and the canary on 96 GPUs: 11 gangs fit, the last one is a GPU short.
+        Scenario(
+            "gang-leader-killed",
+            "two --leader-elect replicas; the leader SIGKILLed with a gang partly bound "
+            "(caught by SIGSTOP), once or twice",
+            gang_leader_killed,
+            schedulers=(ELECT, ELECT),
+            pods=12 * GANG_SIZE,
+            burst_seconds=10.0,
+        ),
+        Scenario(
+            "gang-member-deleted",
+            "a pod of a gang still waiting for its pods deleted and created again, 3-5 times",
+            gang_member_deleted,
+            pods=12 * GANG_SIZE,
+            burst_seconds=15.0,
+        ),
+        Scenario(
+            "gang-apiserver-restart",
+            "restart kube-apiserver (same etcd) once or twice while gangs are placed",
+            gang_apiserver_restart,
+            pods=12 * GANG_SIZE,
+            burst_seconds=12.0,
         ),
     )
 }

@@ -24,7 +24,7 @@ import aiohttp
 from e2e.chaos.invariants import ProcessState, Snapshot
 from operators.demo.bringup import System, VirtualNode, start_system
 from operators.demo.supervision import Child
-from operators.kube.api import ApiError, ConflictError, KubeAPI
+from operators.kube.api import ApiError, ConflictError, KubeAPI, NotFoundError
 from operators.kube.client import make_api_client
 from operators.localcluster import controlplane
 
@@ -194,6 +194,15 @@ class ChaosSystem:
                 states.append(ProcessState(name, process.poll() is None, process.returncode))
         return tuple(states)
 
+    async def groups(self) -> list[dict[str, Any]]:
+        """The PodGroups, where the control plane serves them (1.37 with GenericWorkload)."""
+        try:
+            listed = await retrying(lambda: self.api.list("PodGroup"), "listing PodGroups")
+        except NotFoundError:
+            return []
+        found: list[dict[str, Any]] = listed["items"]
+        return found
+
     async def snapshot(self) -> Snapshot:
         async def items(kind: str) -> list[dict[str, Any]]:
             listed = await retrying(lambda: self.api.list(kind), f"listing {kind}")
@@ -206,6 +215,7 @@ class ChaosSystem:
             slices=await items("ResourceSlice"),
             classes=await items("DeviceClass"),
             nodes=await items("Node"),
+            groups=await self.groups(),
             unreserved_for=self.observer.unreserved_for(),
             processes=self.process_states(),
         )

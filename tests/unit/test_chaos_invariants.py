@@ -431,3 +431,113 @@ def test_dead_processes_and_tracebacks() -> None:
             "traceback in its log: KeyError: 'uid' [process reservations]",
         ]
     }
+
+
+def member(name: str, node: str | None = None, *, reason: bool = True) -> Pod:
+    """A pod of PodGroup ``job`` (see ``pod``)."""
+    body = pod(name, node, reason=reason).dump()
+    body["spec"]["schedulingGroup"] = {"podGroupName": "job"}
+    return Pod.load(body)
+
+
+def job(min_count: int = 2) -> J:
+    return {
+        "metadata": {"name": "job", "namespace": NS, "uid": "uid-job"},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}},
+    }
+
+
+def gang(*pods: Pod, claims: Sequence[ResourceClaim], min_count: int = 2) -> Snapshot:
+    """HEALTHY's nodes, devices and processes with a gang instead of its pods."""
+    return replace(
+        Snapshot.load(groups=[job(min_count)]),
+        pods=pods,
+        claims=tuple(claims),
+        slices=HEALTHY.slices,
+        classes=HEALTHY.classes,
+        nodes=HEALTHY.nodes,
+        processes=HEALTHY.processes,
+    )
+
+
+def test_a_whole_gang_holds_and_a_partial_one_does_not() -> None:
+    whole = gang(
+        member("w1", "node-1"),
+        member("w2", "node-2"),
+        claims=[
+            claim("w1", gpu("node-1"), node="node-1", reserved=["w1"]),
+            claim("w2", gpu("node-2"), node="node-2", reserved=["w2"]),
+        ],
+    )
+    assert violated(whole) == {}
+    partial = gang(
+        member("w1", "node-1"),
+        member("w2"),
+        claims=[claim("w1", gpu("node-1"), node="node-1", reserved=["w1"]), claim("w2")],
+    )
+    (problem,) = violated(partial)[inv.GANGS_WHOLE]
+    assert "1 of its pods bound, minCount 2" in problem
+
+
+def test_a_gang_with_none_bound_holds_no_device_and_says_why() -> None:
+    # Three pods of a gang of three on two devices: none bound, and none may hold one.
+    held = gang(
+        member("w1"),
+        member("w2"),
+        member("w3"),
+        claims=[claim("w1", gpu("node-1"), node="node-1", reserved=["w1"]), claim("w2"),
+                claim("w3")],
+        min_count=3,
+    )  # fmt: skip
+    problems = violated(held)[inv.GANGS_WHOLE]
+    assert any("holds devices" in p and "pod ns/w1" in p for p in problems), problems
+    fair = gang(
+        member("w1"), member("w2"), member("w3"),
+        claims=[claim("w1"), claim("w2"), claim("w3")],
+        min_count=3,
+    )  # fmt: skip
+    assert violated(fair) == {}, "three pods for two devices: the gang fits nowhere"
+    silent = gang(member("w1", reason=False), member("w2"), member("w3"),
+                  claims=[claim("w1"), claim("w2"), claim("w3")], min_count=3)  # fmt: skip
+    (problem,) = violated(silent)[inv.GANGS_WHOLE]
+    assert "without the scheduler's reason" in problem
+    assert "pod ns/w1" in problem
+
+
+def test_a_gang_left_pending_where_it_fits() -> None:
+    stuck = gang(member("w1"), member("w2"), claims=[claim("w1"), claim("w2")])
+    (problem,) = violated(stuck)[inv.GANGS_WHOLE]
+    assert "2 of its pods fit together" in problem
+
+
+def test_a_gang_waiting_for_its_pods_says_nothing() -> None:
+    waiting = gang(member("w1", reason=False), claims=[claim("w1")], min_count=2)
+    assert violated(waiting) == {}, "fewer pods than minCount: upstream waits silently"
+
+
+def group_claim(*reserved: J) -> ResourceClaim:
+    body = claim("job", name="job-link").dump()
+    body["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "scheduling.k8s.io/v1beta1",
+            "kind": "PodGroup",
+            "name": "job",
+            "uid": "uid-job",
+            "controller": True,
+        }
+    ]
+    body["metadata"]["annotations"] = {}
+    body["status"] = {"reservedFor": list(reserved)} if reserved else {}
+    return ResourceClaim.load(body)
+
+
+def test_a_group_claim_is_reserved_for_its_podgroup_alone() -> None:
+    podgroup = {"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "job"}
+    ok = gang(claims=[group_claim({**podgroup, "uid": "uid-job"})])
+    assert inv.group_claims(ok) == []
+    wrong = gang(claims=[group_claim({"resource": "pods", "name": "w1", "uid": "uid-w1"})])
+    (problem,) = [str(v) for v in inv.group_claims(wrong)]
+    assert "made for PodGroup job but reserved for pods w1" in problem
+    gone = gang(claims=[group_claim({**podgroup, "uid": "uid-old"})])
+    problems = [str(v) for v in inv.group_claims(gone)]
+    assert any("which no longer exists" in p for p in problems), problems
