@@ -136,7 +136,13 @@ def one_round(
 ) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp, controlplane.running(Path(tmp) / "cp") as cp:
         logs = Path(tmp)
-        env = {**os.environ, "KUBECONFIG": str(cp.kubeconfig), **KOPF_DRA_ENV}
+        # Both systems get the control plane's gates (1.37: GenericWorkload among them).
+        env = {
+            **os.environ,
+            "KUBECONFIG": str(cp.kubeconfig),
+            **KOPF_DRA_ENV,
+            "KOPF_DRA_FEATURE_GATES": gates(),
+        }
         if system == "kopf-dra":
             argv, scheduler_name = kopf_dra_argv(cp.kubeconfig, separate), "kopf-dra"
         else:
@@ -182,6 +188,13 @@ def summary(name: str, results: list[dict[str, Any]]) -> dict[str, float]:
         f"writes/pod {statistics.median(r['writes_per_pod'] for r in results):.2f}; "
         f"unbound {max(r['unbound'] for r in results)}"
     )
+    if "gang_p50_s" in results[0]:
+        print(
+            f"            gangs placed whole {min(r['gangs_placed'] for r in results)} (min); "
+            f"time to place a gang (first pod created to last bound) p50 "
+            f"{statistics.median(r['gang_p50_s'] for r in results):.2f} s, p99 "
+            f"{statistics.median(r['gang_p99_s'] for r in results):.2f} s"
+        )
     print(f"            CPU s (medians): {', '.join(f'{p} {s:.1f}' for p, s in med.items())}")
     for label, key in (("API requests", "requests"), ("etcd requests", "etcd_requests")):
         print(f"            {label} (medians): {median_counts([r[key] for r in results])}")

@@ -43,7 +43,11 @@ WORKLOADS = {
     "default": (100, 8, 1000),
     "upstream": (500, 10, 5000),
     "large": (5000, 8, 5000),
+    # The upstream shape in PodGroups of GANG_SIZE pods, gang{minCount: GANG_SIZE} (1.37:
+    # GenericWorkload on), each pod a GPU of its own.
+    "gangs": (500, 10, 5000),
 }
+GANG_SIZE = 8
 DRIVER = "bench.example.com"
 NAMESPACE = "bench"
 WRITE_VERBS = ("POST", "PUT", "PATCH", "APPLY", "DELETE")  # APPLY: server-side apply
@@ -231,9 +235,19 @@ async def run(
     """
     nodes, devices, pods = WORKLOADS[workload]
     fits = min(pods, nodes * devices)
+    gang = GANG_SIZE if workload == "gangs" else 0
     async with await make_api_client(kubeconfig) as api_client:
         kube = KubeAPI(api_client)
         await setup(kube, nodes, devices)
+        for g in range(pods // gang if gang else 0):  # the PodGroups exist before their pods
+            await kube.create(
+                {
+                    "apiVersion": "scheduling.k8s.io/v1beta1",
+                    "kind": "PodGroup",
+                    "metadata": {"name": f"gang-{g:04d}", "namespace": NAMESPACE},
+                    "spec": {"schedulingPolicy": {"gang": {"minCount": gang}}},
+                }
+            )
         # Let the operators finish their initial lists before the clock starts.
         await asyncio.sleep(3)
         before = await requests(kube)
@@ -263,6 +277,11 @@ async def run(
                                 }
                             ],
                             "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "gpu"}],
+                            **(
+                                {"schedulingGroup": {"podGroupName": f"gang-{i // gang:04d}"}}
+                                if gang
+                                else {}
+                            ),
                         },
                     }
                 )
@@ -308,6 +327,13 @@ async def run(
     component = ("pods/status", "pods/binding", "resourceclaims", "resourceclaims/status")
     component_writes = sum(delta.get(k, 0) for k in component)
     latencies = sorted(bound[n] - created[n] for n in bound)
+    # A gang's time: from its first pod created to its last pod bound (whole gangs only).
+    gang_times = sorted(
+        max(bound[n] for n in names) - min(created[n] for n in names)
+        for g in range(pods // gang if gang else 0)
+        for names in [[f"pod-{i:05d}" for i in range(g * gang, (g + 1) * gang)]]
+        if all(n in bound for n in names)
+    )
     return {
         "workload": f"{workload}: {nodes} nodes x {devices} devices, {pods} pods",
         "bound": len(bound),
@@ -322,6 +348,17 @@ async def run(
         "requests": served,
         "etcd_requests": grown(etcd_before, etcd_after),
         "cpu_seconds": cpu,
+        **(
+            {
+                "gangs_placed": len(gang_times),
+                "gang_p50_s": statistics.median(gang_times) if gang_times else float("nan"),
+                "gang_p99_s": gang_times[max(0, int(len(gang_times) * 0.99) - 1)]
+                if gang_times
+                else float("nan"),
+            }
+            if gang
+            else {}
+        ),
     }
 
 
