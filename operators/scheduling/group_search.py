@@ -107,4 +107,10 @@ async def search(
                 undo(placed.pop())
         return False if out_of_time() else await place(i + 1)
 
-    return list(placed) if await place(0) else None
+    try:
+        found = await place(0)
+    except BaseException:
+        for taken in reversed(placed):  # cancelled or failed midway: nothing stays taken
+            undo(taken)
+        raise
+    return list(placed) if found else None

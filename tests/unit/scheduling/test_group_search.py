@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from typing import Any
 
+import pytest
+
 from operators.api.resource import ResourceClaim
 from operators.scheduling.group_search import restricted, search, variants
 
@@ -127,3 +129,18 @@ async def test_the_search_stops_when_time_runs_out_and_keeps_nothing() -> None:
     assert found is None
     assert gpu.free == {"node-a": 2}
     assert gpu.taken == 2, "two options taken while time was left, none after"
+
+
+async def test_a_search_cut_short_by_an_error_keeps_nothing() -> None:
+    gpu = Gpu({"node-a": 2, "node-b": 2})
+
+    async def failing(pod: tuple[str, ...]) -> AsyncGenerator[tuple[str, str], None]:
+        if pod == ("boom",):
+            raise RuntimeError("the API went away")
+        async for option in gpu.options(pod):
+            yield option
+
+    pods = [("whole",), ("boom",)]
+    with pytest.raises(RuntimeError):
+        await search(pods, 2, 0, failing, gpu.take, gpu.undo, lambda: False)
+    assert gpu.free == {"node-a": 2, "node-b": 2}
