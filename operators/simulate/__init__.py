@@ -2,8 +2,9 @@
 
 "Where would this pod go, and if nowhere, why?" from snapshot files, a live cluster, or a live
 cluster with files on top ("what if I add this pod"). The answer comes from the scheduler's own
-cycle (``engine``); input is validated as the API server would (``validate``). Exit codes: 0 the
-pod (or claims) fit, 1 they do not (or wait), 2 bad input.
+cycle (``engine``; a PodGroup's cycle: ``group``); input is validated as the API server would
+(``validate``). Exit codes: 0 the pod (or claims, or pod group) fit, 1 they do not (or wait),
+2 bad input.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from operators.kube.api import ApiError, KubeAPI, NotFoundError
 from operators.kube.client import make_api_client
 from operators.scheduling.attempt import DEFAULT_FILTER_TIMEOUT
 from operators.simulate import engine, output
+from operators.simulate.group import GroupAnswer, group_answer
 from operators.simulate.snapshot import KINDS, Document, InputError, Source, documents_from
 from operators.simulate.validate import build
 
@@ -53,14 +55,21 @@ EXAMPLES = """examples:
 
   # do these claims fit on this node together?
   kopf-dra simulate -f snap.yaml --node gpu-3 --claim team-a/gpu --claim team-a/nic
+
+  # would this gang be placed together, and where? (Kubernetes 1.37's PodGroups)
+  kubectl get nodes,pods,resourceslices,deviceclasses,resourceclaims,resourceclaimtemplates \\
+      -A -o yaml > snap.yaml
+  kubectl get podgroups -A -o yaml > groups.yaml
+  kopf-dra simulate -f snap.yaml -f groups.yaml --pod-group team-a/training -o table \\
+      --feature-gates GenericWorkload=true,DRAWorkloadResourceClaims=true
 """
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="kopf-dra simulate",
-        description="The scheduler's answer for a pod (or claims on a node), from snapshot "
-        "files, a live cluster, or both; nothing is written to the cluster.",
+        description="The scheduler's answer for a pod (or claims on a node, or a pod group), "
+        "from snapshot files, a live cluster, or both; nothing is written to the cluster.",
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -77,7 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["json", "yaml", "table"],
         default="json",
         help="json and yaml keep one contract (outcome, error, node, allocations, reasons, "
-        "nodes, notes); table is for people",
+        "nodes, notes; --pod-group: podGroup, outcome, message, pods, sharedClaims, notes); "
+        "table is for people",
     )
     return p
 
@@ -110,6 +120,12 @@ def _input_arguments(p: argparse.ArgumentParser) -> None:
     )
     target = p.add_mutually_exclusive_group()
     target.add_argument("--pod", metavar="NS/NAME", help="the pod to place, as the scheduler would")
+    target.add_argument(
+        "--pod-group",
+        metavar="NS/NAME",
+        help="the PodGroup whose pods to place together, as the scheduler's group cycle would "
+        "(Kubernetes 1.37, GenericWorkload)",
+    )
     target.add_argument(
         "--node", metavar="NAME", help="allocate the --claim claims together on this node"
     )
@@ -167,6 +183,13 @@ def _scheduler_arguments(p: argparse.ArgumentParser) -> None:
         "beats a higher-ranked one that needs it",
     )
     p.add_argument(
+        "--no-gang-search",
+        dest="gang_search",
+        action="store_false",
+        help="as the scheduler's --no-gang-search: a pod group's failed cycle is not followed by "
+        "a search of its pods' alternatives and other nodes (kube-scheduler 1.37.2's behaviour)",
+    )
+    p.add_argument(
         "--filter-timeout",
         type=float,
         default=DEFAULT_FILTER_TIMEOUT,
@@ -190,7 +213,7 @@ async def cluster_documents(kubeconfig: str | None) -> tuple[list[Document], Kub
         for kind in KINDS.values():
             try:
                 listing = await api.list(kind.name)
-            except NotFoundError:  # not served (DeviceTaintRule where the gate is off)
+            except NotFoundError:  # not served (DeviceTaintRule, PodGroup where gates are off)
                 continue
             except ApiError as e:
                 raise InputError(f"cluster: listing {kind.name}: {e}") from None
@@ -222,7 +245,7 @@ def _key(text: str, what: str) -> ObjectKey:
     return ObjectKey(namespace, name)
 
 
-def run(args: argparse.Namespace, now: datetime.datetime) -> engine.Answer | None:
+def run(args: argparse.Namespace, now: datetime.datetime) -> engine.Answer | GroupAnswer | None:
     documents: list[Document] = []
     cluster: KubernetesVersion | None = None
     if args.from_cluster or args.kubeconfig:
@@ -253,6 +276,7 @@ def run(args: argparse.Namespace, now: datetime.datetime) -> engine.Answer | Non
         preemption=args.preemption,
         preemption_alternatives=args.preemption_alternatives,
         filter_timeout=args.filter_timeout,
+        gang_search=args.gang_search,
     )
     if args.pod is not None:
         if args.claim:
@@ -261,9 +285,15 @@ def run(args: argparse.Namespace, now: datetime.datetime) -> engine.Answer | Non
     if args.node is not None:
         claims = [_key(c, "--claim") for c in args.claim]
         return engine.node_answer(snapshot, args.node, claims, options)
+    if args.pod_group is not None:
+        if args.claim or args.explain:
+            raise InputError("--claim and --explain work with --node and --pod, not --pod-group")
+        return group_answer(snapshot, _key(args.pod_group, "--pod-group"), options, now)
     if args.save:
         return None
-    raise InputError("say what to simulate: --pod NS/NAME, or --node NAME with --claim")
+    raise InputError(
+        "say what to simulate: --pod NS/NAME, --pod-group NS/NAME, or --node NAME with --claim"
+    )
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:

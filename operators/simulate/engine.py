@@ -13,6 +13,9 @@ eviction frees, without evicting anybody. A pod held by scheduling gates is answ
 they were lifted. ``node_answer`` answers the narrower question "do these claims fit on this
 node together".
 
+A pod of a PodGroup is placed in its group's cycle: ``simulate.group`` (``--pod-group``) runs
+that cycle with ``pod_attempt`` for each of its pods (the PodGroup given, no PostFilter).
+
 Extended resources backed by DRA (KEP-5004, gate DRAExtendedResource): a container's
 ``example.com/gpu: 1`` that a DeviceClass backs is allocated as the scheduler's special claim
 on nodes that do not advertise it; the answer names that claim ``<pod>-extended-resources-*``
@@ -44,6 +47,7 @@ from operators.allocator.selectors import CelSelectorEngine
 from operators.api.claim_status import edited_status
 from operators.api.core import ContainerExtendedResourceRequest, Node, Pod
 from operators.api.features import DEFAULT_VERSION, KubernetesVersion, resolve
+from operators.api.groups import PodGroup, group_name
 from operators.api.keys import ObjectKey
 from operators.api.names import TERMINAL_PHASES
 from operators.api.resource import AllocationResult, ResourceClaim
@@ -103,6 +107,8 @@ class Options:
 
     preemption: bool = True
     preemption_alternatives: AlternativesPolicy = "no-preemption-first"
+    #: --gang-search: a pod group's failed cycle is followed by a search of its pods' choices.
+    gang_search: bool = True
     #: Seconds the pod's allocation may take (DRASchedulerFilterTimeout on; 0: none).
     filter_timeout: float = DEFAULT_FILTER_TIMEOUT
 
@@ -234,15 +240,57 @@ def _shown_name(pod: Pod) -> str:
     return f"{pod.metadata.namespace}/{pod.metadata.name}-extended-resources-*"
 
 
+@dataclasses.dataclass(frozen=True)
+class Attempted:
+    """One pod's attempt as ``pod_answer`` ran it: the answer, and what a group's cycle needs
+    to assume the placement (``ready``: the attempt after PostFilter, None while the pod waits;
+    ``result`` and ``fit``: Filter's, ``fit`` None where no node fits; ``nodes``: how many
+    were filtered; ``released``: the claims whose devices preparing it freed, in memory)."""
+
+    answer: Answer
+    ready: Ready | None = None
+    result: CycleResult | None = None
+    fit: NodeFit | None = None
+    nodes: int = 0
+    released: frozenset[str] = frozenset()
+
+
 def pod_answer(
     snapshot: Snapshot,
     key: ObjectKey,
     options: Options,
     now: datetime.datetime,
     monotonic: Callable[[], float] = time.monotonic,
+    *,
+    group: PodGroup | None = None,
+    post_filter: bool = True,
 ) -> Answer:
     """The scheduler's answer for the pod ``key`` of the snapshot; ``monotonic`` measures
-    the filter timeout, as the scheduler's clock does."""
+    the filter timeout, as the scheduler's clock does. ``group``: the pod's PodGroup, given
+    as the scheduler gives it (DRAWorkloadResourceClaims on): claims made for it are the pod's
+    too. ``post_filter`` False: a pod of a group's cycle, which has no PostFilter of its own
+    (no stranded claim deallocated, no preemption: kopf-dra has no group preemption yet)."""
+    answer = pod_attempt(snapshot, key, options, now, monotonic, group, post_filter).answer
+    name = group_name(snapshot.pods[key])
+    if name is not None and group is None and post_filter:
+        answer.notes.append(
+            f"the pod names PodGroup {name!r}: the scheduler tries it in its group's cycle, "
+            f"with the group's other pods (--pod-group {key.namespace}/{name}); this answer is "
+            "for the pod alone"
+        )
+    return answer
+
+
+def pod_attempt(
+    snapshot: Snapshot,
+    key: ObjectKey,
+    options: Options,
+    now: datetime.datetime,
+    monotonic: Callable[[], float] = time.monotonic,
+    group: PodGroup | None = None,
+    post_filter: bool = True,
+) -> Attempted:
+    """``pod_answer`` with what it decided on (see ``Attempted``)."""
     pod = snapshot.pods.get(key)
     if pod is None:
         raise InputError(f"pod {key} is not in the input")
@@ -253,19 +301,21 @@ def pod_answer(
         gates = ", ".join(g.name or "" for g in pod.spec.scheduling_gates)
         notes.append(f"scheduling gates ({gates}) ignored: the answer is for when they are lifted")
     pod, namespace_claims = _generated(snapshot, pod, notes)
-    prepared, released = _prepare(snapshot, pod, namespace_claims, options, now, notes)
+    prepared, released = _prepare(snapshot, pod, namespace_claims, options, now, notes, group)
     if not isinstance(prepared, Ready):
-        return Answer("waiting", error=prepared.reason, notes=notes)
+        return Attempted(Answer("waiting", error=prepared.reason, notes=notes))
     if prepared.extended is not None:
         notes.append(_extended_note(pod, prepared.extended))
     nodes = sorted(snapshot.nodes.values(), key=lambda n: n.metadata.name or "")
     usage = _usage(snapshot, key).usage
-    filtered = _filter(snapshot, prepared, nodes, usage, options, released, notes, monotonic)
+    filtered = _filter(
+        snapshot, prepared, nodes, usage, options, released, notes, monotonic, post_filter
+    )
     ready, result, fit, decision = filtered
     answer = _answer(result, fit.node if fit is not None else None, ready.claims, nodes, notes)
     if ready.extended is not None:
         _show_extended(answer, pod, ready.extended, snapshot.nodes)
-    if isinstance(decision, Preempt):
+    if isinstance(decision, Preempt) and post_filter:
         answer.preemption = _preemption(
             snapshot, ready, nodes, usage, options, released, now, decision.better_than, monotonic
         )
@@ -280,7 +330,26 @@ def pod_answer(
         )
     if options.explain and ready.allocating:
         _explain(snapshot, answer, ready, options, released)
-    return answer
+    return Attempted(answer, ready, result, fit, len(nodes), frozenset(released))
+
+
+def filter_ready(
+    snapshot: Snapshot,
+    ready: Ready,
+    options: Options,
+    released: frozenset[str],
+    monotonic: Callable[[], float] = time.monotonic,
+) -> CycleResult:
+    """Filter alone for an attempt already prepared (``pod_attempt``'s, its claims changed):
+    every node, every fit, best first; what a pod group's search asks for each way to try a
+    pod."""
+    nodes = sorted(snapshot.nodes.values(), key=lambda n: n.metadata.name or "")
+    usage = _usage(snapshot, ready.key).usage
+    notes: list[str] = []
+    _, result, _, _ = _filter(
+        snapshot, ready, nodes, usage, options, set(released), notes, monotonic, False
+    )
+    return result
 
 
 def _prepare(
@@ -290,11 +359,12 @@ def _prepare(
     options: Options,
     now: datetime.datetime,
     notes: list[str],
+    group: PodGroup | None = None,
 ) -> tuple[Wait | SharedDevice | Ready, set[str]]:
     """The scheduler's preparation of the attempt; what it would write before trying again
     (a stale special claim deleted, failed binding conditions undone) is applied to
     ``claims`` in memory, and the pod prepared again. Also the keys of the claims whose
-    devices that frees."""
+    devices that frees. ``group``: the pod's PodGroup, whose claims are the pod's too."""
     released: set[str] = set()
     gates = options.gates()
     classes = class_mapping(snapshot.classes.values()) if gates["DRAExtendedResource"] else None
@@ -306,6 +376,7 @@ def _prepare(
             binding_timeout=options.binding_timeout,
             extended_classes=classes,
             special_claim=lambda p: find_special_claim(p, claims.values()),
+            group=group,
         )
         if isinstance(prepared, DropStaleClaim):
             stale = prepared.claim
@@ -345,13 +416,15 @@ def _filter(
     released: set[str],
     notes: list[str],
     monotonic: Callable[[], float],
+    post_filter: bool = True,
 ) -> tuple[Ready, CycleResult, NodeFit | None, Decision]:
     """Filter and the decision after it, as the scheduler's attempts would go: a claim
-    stranded where no node can use it is deallocated (in memory) and the pod tried again."""
+    stranded where no node can use it is deallocated (in memory) and the pod tried again
+    (not with ``post_filter`` off: a group's pod goes through Filter alone)."""
     nominated = ready.pod.status.nominated_node_name
     # The scheduler's decision after each cycle (``scheduling.decision``), from the snapshot:
     # nothing is being written, and no victim of an earlier preemption is awaited.
-    alternatives = options.preemption_alternatives if options.preemption else None
+    alternatives = options.preemption_alternatives if options.preemption and post_filter else None
     for _ in range(len(ready.claims) + 1):
         allocator = (
             _allocator(snapshot, options, released, _out_of_time(options, monotonic))
@@ -371,10 +444,10 @@ def _filter(
         )
         fit = prefer_nominated(result, nominated)
         decision = decide(ready.pod, ready.claims, result, fit, preemption=alternatives)
-        if not isinstance(decision, Deallocate):
+        if not post_filter or not isinstance(decision, Deallocate):
             break
         stranded = decision.claim
-        claims = tuple(_deallocated(c) if c is stranded else c for c in ready.claims)
+        claims = tuple(deallocated(c) if c is stranded else c for c in ready.claims)
         ready = dataclasses.replace(ready, claims=claims)
         released.add(stranded.key)
         notes.append(
@@ -499,7 +572,7 @@ def _preemption(
     return PreemptionAnswer("victims", message, priority.value, candidate.node, victims)
 
 
-def _deallocated(claim: ResourceClaim) -> ResourceClaim:
+def deallocated(claim: ResourceClaim) -> ResourceClaim:
     """The claim as the scheduler's deallocation leaves it (the same status edit)."""
     return ResourceClaim.load(
         edited_status(claim, unreserve=claim.reserved_for_uids(), deallocate=True)

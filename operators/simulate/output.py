@@ -8,6 +8,13 @@ feasible nodes not chosen), ``notes`` (what the answer assumed), ``preemption`` 
 fits nowhere: ``outcome`` victims, none or not-eligible, the pod's ``priority``, the ``node``
 and the ``victims`` with their priority and the devices their eviction frees, and the
 ``message`` the scheduler gives; nothing is evicted).
+
+For ``--pod-group`` (a ``GroupAnswer``): ``podGroup``, ``outcome``, ``message`` (the group's
+reason, None on success), ``policy`` and ``minCount``, ``placedBefore`` (its pods bound
+already), ``pods`` (by key, in the order the cycle tried them, bound ones last: ``outcome``
+placed, bound, fits, unschedulable, not-tried, waiting or error; ``node``, ``allocations`` of
+the pod's own claims, ``message`` what the pod is told), ``sharedClaims`` (the group's claims'
+allocations, each once) and ``notes``. Bad input keeps the pod answer's shape (``error``).
 """
 
 from __future__ import annotations
@@ -21,11 +28,14 @@ import yaml
 from operators.allocator.explain import ClaimBreakdown
 from operators.api.resource import AllocationResult
 from operators.simulate.engine import Answer, ExtendedAnswer, NodeAnswer, PreemptionAnswer
+from operators.simulate.group import GroupAnswer, MemberAnswer
 
 SHOWN = 4  # device names listed per explanation line
 
 
-def as_json(answer: Answer) -> dict[str, Any]:
+def as_json(answer: Answer | GroupAnswer) -> dict[str, Any]:
+    if isinstance(answer, GroupAnswer):
+        return group_json(answer)
     return {
         "outcome": answer.outcome,
         "error": answer.error,
@@ -96,11 +106,36 @@ def _claim_json(claim: ClaimBreakdown) -> dict[str, Any]:
     }
 
 
-def write(answer: Answer, fmt: str, out: TextIO) -> None:
+def group_json(answer: GroupAnswer) -> dict[str, Any]:
+    return {
+        "podGroup": str(answer.group),
+        "outcome": answer.outcome,
+        "message": answer.message,
+        "policy": answer.policy,
+        "minCount": answer.min_count,
+        "placedBefore": answer.placed_before,
+        "pods": {str(k): _member_json(m) for k, m in answer.members.items()},
+        "sharedClaims": {k: v.dump() for k, v in sorted(answer.shared.items())},
+        "notes": answer.notes,
+    }
+
+
+def _member_json(member: MemberAnswer) -> dict[str, Any]:
+    return {
+        "outcome": member.outcome,
+        "node": member.node,
+        "allocations": {k: v.dump() for k, v in sorted(member.allocations.items())},
+        "message": member.message,
+    }
+
+
+def write(answer: Answer | GroupAnswer, fmt: str, out: TextIO) -> None:
     if fmt == "json":
         out.write(json.dumps(as_json(answer), indent=2) + "\n")
     elif fmt == "yaml":
         out.write(yaml.safe_dump(as_json(answer), sort_keys=False))
+    elif isinstance(answer, GroupAnswer):
+        out.write(group_table(answer))
     else:
         out.write(table(answer))
 
@@ -168,6 +203,35 @@ def table(answer: Answer) -> str:
             freed = f"  frees {_listed(frees)}" if frees else ""
             lines.append(f"  VICTIM {pod} (priority {priority}){freed}")
         lines.append("NOTE     preemption is simulated: nobody is evicted")
+    for note in answer.notes:
+        lines.append(f"NOTE     {note}")
+    return "\n".join(lines) + "\n"
+
+
+def group_table(answer: GroupAnswer) -> str:
+    """The group's verdict, its shared claims' devices, then one row per pod: where it goes
+    and its own devices, or what it is told."""
+    policy: str = answer.policy or "no PodGroup"
+    if answer.min_count is not None:
+        policy += f", minCount {answer.min_count}"
+    placed = sum(1 for m in answer.members.values() if m.outcome == "placed")
+    head = f"OUTCOME  {answer.outcome}: PodGroup {answer.group} ({policy})"
+    if placed:
+        head += f", {placed} pods placed" + (
+            f" ({answer.placed_before} bound before)" if answer.placed_before else ""
+        )
+    lines = [head]
+    if answer.message:
+        lines.append(f"MESSAGE  {answer.message}")
+    for key, allocation in sorted(answer.shared.items()):
+        lines.append(f"SHARED   {key}  {_listed(_devices(allocation))}")
+    if answer.members:
+        lines.append("")
+        lines.append(f"  {'POD':28} {'OUTCOME':14} {'NODE':20} DEVICES OR MESSAGE")
+        for pod, member in answer.members.items():
+            devices = _listed(d for a in member.allocations.values() for d in _devices(a))
+            what = member.message or devices or "-"
+            lines.append(f"  {pod!s:28} {member.outcome:14} {member.node or '-':20} {what}")
     for note in answer.notes:
         lines.append(f"NOTE     {note}")
     return "\n".join(lines) + "\n"

@@ -17,6 +17,8 @@ import yaml
 from operators.api.base import KubeModel
 from operators.api.core import Node, Pod, PodDisruptionBudget, PriorityClass
 from operators.api.features import Release
+from operators.api.groups import API_VERSION as GROUP_API_VERSION
+from operators.api.groups import PodGroup
 from operators.api.keys import ObjectKey
 from operators.api.resource import (
     SERVED_VERSIONS,
@@ -40,10 +42,15 @@ class Kind:
     namespaced: bool
     #: Our model has every field of the API's (strict unknown-field checks make sense).
     complete: bool = True
+    #: The first release that serves the kind at all (None: every supported one).
+    since: Release | None = None
 
     def served(self, release: Release) -> tuple[str, ...]:
         """The apiVersions a cluster of ``release`` serves the kind in (a version a kind moved
-        to counts from its release on, ``api.resource.SERVED_VERSIONS``)."""
+        to counts from its release on, ``api.resource.SERVED_VERSIONS``); none before the
+        kind's ``since``."""
+        if self.since is not None and release < self.since:
+            return ()
         since = {v: r for r, v in SERVED_VERSIONS.get(self.name, ())}
         return tuple(v for v in self.api_versions if v not in since or release >= since[v])
 
@@ -71,6 +78,16 @@ KINDS: dict[str, Kind] = {
             ("policy/v1",),
             True,
             complete=False,
+        ),
+        # 1.37's GenericWorkload: the pod groups the scheduler places together (``--pod-group``).
+        # Not complete: its alpha fields (schedulingConstraints, disruptionMode) are plain maps.
+        Kind(
+            "PodGroup",
+            PodGroup,
+            (GROUP_API_VERSION,),
+            True,
+            complete=False,
+            since=Release(1, 37),
         ),
     )
 }
@@ -153,6 +170,7 @@ class Snapshot:
     taint_rules: dict[str, DeviceTaintRule] = dataclasses.field(default_factory=dict)
     priority_classes: dict[str, PriorityClass] = dataclasses.field(default_factory=dict)
     budgets: dict[ObjectKey, PodDisruptionBudget] = dataclasses.field(default_factory=dict)
+    pod_groups: dict[ObjectKey, PodGroup] = dataclasses.field(default_factory=dict)
     bodies: dict[tuple[str, ObjectKey], dict[str, Any]] = dataclasses.field(default_factory=dict)
 
     def add(self, kind: str, body: dict[str, Any]) -> None:
@@ -177,6 +195,8 @@ class Snapshot:
             self.priority_classes[key.name] = obj
         elif isinstance(obj, PodDisruptionBudget):
             self.budgets[key] = obj
+        elif isinstance(obj, PodGroup):
+            self.pod_groups[key] = obj
 
     def claim_in(self, namespace: str) -> dict[str, ResourceClaim]:
         """The namespace's claims by name (what ``resolve_claims`` is given)."""

@@ -33,6 +33,7 @@ from operators.api.base import KubeModel
 from operators.api.core import Pod
 from operators.api.features import DEFAULT_VERSION, KubernetesVersion, Release, resolve
 from operators.api.fields import drop_disabled
+from operators.api.groups import PodGroup
 from operators.api.resource import (
     DeviceClaim,
     DeviceClass,
@@ -134,9 +135,14 @@ def _problems(
     api_version = body.get("apiVersion")
     served = kind.served(release)
     if strict and api_version not in served:
+        use = (
+            f"use {' or '.join(served)}"
+            if served
+            else f"no version is; {' or '.join(kind.api_versions)} from {kind.since} on"
+        )
         yield (
             f"field apiVersion: {api_version!r} is not served for {doc.kind} by Kubernetes "
-            f"{release} (use {' or '.join(served)})"
+            f"{release} ({use})"
         )
     if strict and kind.complete:
         for path in unknown_fields(kind.model, body, release=release):
@@ -171,6 +177,8 @@ def _problems(
     yield from _derived_problems(obj, gates.get("DRAListTypeAttributes", False))
     if isinstance(obj, Pod):
         yield from _pod_problems(obj)
+    if isinstance(obj, PodGroup):
+        yield from _pod_group_problems(obj)
 
 
 def _derived_problems(obj: KubeModel, list_types: bool) -> Iterator[str]:
@@ -247,4 +255,34 @@ def _pod_problems(pod: Pod) -> Iterator[str]:
             yield (
                 f"field spec.resourceClaims[{i}]: Invalid value: exactly one of "
                 "resourceClaimName and resourceClaimTemplateName is required"
+            )
+
+
+def _pod_group_problems(group: PodGroup) -> Iterator[str]:
+    """The one-of rules of a PodGroup the scheduler's answer depends on: its policy (and the
+    gang's minCount), and each shared claim's name and source."""
+    policy = group.spec.scheduling_policy
+    if (policy.basic is None) == (policy.gang is None):
+        yield (
+            "field spec.schedulingPolicy: Invalid value: exactly one of basic and gang is required"
+        )
+    if policy.gang is not None:
+        where = "field spec.schedulingPolicy.gang.minCount"
+        if policy.gang.min_count is None:
+            yield f"{where}: Required value"
+        elif policy.gang.min_count < 1:
+            yield f"{where}: Invalid value: {policy.gang.min_count}: must be greater than zero"
+    seen: set[str] = set()
+    for i, entry in enumerate(group.spec.resource_claims):
+        where = f"field spec.resourceClaims[{i}]"
+        if not entry.name:
+            yield f"{where}.name: Required value"
+        elif entry.name in seen:
+            yield f"{where}.name: Duplicate value: {entry.name!r}"
+        seen.add(entry.name or "")
+        named = [entry.resource_claim_name, entry.resource_claim_template_name]
+        if sum(bool(n) for n in named) != 1:
+            yield (
+                f"{where}: Invalid value: exactly one of resourceClaimName and "
+                "resourceClaimTemplateName is required"
             )

@@ -27,9 +27,9 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from operators.api import consumers
-from operators.api.claim_status import edited_status, pod_consumer
+from operators.api.claim_status import edited_status
 from operators.api.core import Pod
-from operators.api.groups import PodGroup, group_consumer, is_reserved_for_group
+from operators.api.groups import PodGroup
 from operators.api.keys import ObjectKey
 from operators.api.names import DELETE_PROTECTION_FINALIZER
 from operators.api.resource import AllocationResult, ResourceClaim
@@ -44,6 +44,7 @@ from operators.runtime.actions import (
     PostEvent,
     ReplaceStatus,
 )
+from operators.scheduling.reserve import reserved_claims
 
 WARNING = "Warning"
 NORMAL = "Normal"
@@ -84,37 +85,14 @@ def reservations(
     group: PodGroup | None = None,
     shared: Collection[str] = (),
 ) -> list[Reservation]:
-    """The claims this attempt writes: new allocations (stamped ``now``) and the pod's entry
-    in ``reservedFor``; claims already allocated and reserved for the pod are left alone.
-    ``creating``: the key of the claim to create first (extended resources, KEP-5004).
-    ``shared``: keys of the claims of ``group`` (the pod's PodGroup), reserved for it, once,
-    instead of for the pod (DRAWorkloadResourceClaims)."""
-    uid = pod.metadata.uid or ""
-    stamp = format_time(now)
-    planned = []
-    for claim in claims:
-        allocation = allocations.get(claim.key)
-        if group is not None and claim.key in shared:
-            consumer = group_consumer(group)
-            reserved = is_reserved_for_group(claim, group.metadata.name or "")
-        else:
-            consumer = pod_consumer(pod.metadata.name or "", uid)
-            reserved = claim.is_reserved_for(uid)
-        if allocation is None and reserved:
-            continue
-        written = (
-            AllocationResult.load({**allocation.dump(), "allocationTimestamp": stamp})
-            if allocation is not None
-            else None
+    """The claims this attempt writes (``scheduling.reserve``), in order.
+    ``creating``: the key of the claim to create first (extended resources, KEP-5004)."""
+    return [
+        Reservation(claim, target, written, create=claim.key == creating)
+        for claim, target, written in reserved_claims(
+            pod, claims, allocations, now, group=group, shared=shared
         )
-        body = edited_status(
-            claim,
-            allocation=written.dump() if written is not None else None,
-            reserve=None if reserved else consumer,
-        )
-        target = ResourceClaim.load(body)
-        planned.append(Reservation(claim, target, written, create=claim.key == creating))
-    return planned
+    ]
 
 
 def creation(claim: ResourceClaim) -> Create:
