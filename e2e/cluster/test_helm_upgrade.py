@@ -63,6 +63,20 @@ async def test_helm_upgrade_rolls_every_component_under_a_burst_and_the_invarian
         f"-f {HELM_VALUES.relative_to(ROOT)} --set image.tag={NEW_TAG} "
         "--set scheduler.resources.requests.cpu=150m"
     )
+    try:
+        await _upgrade_under_a_burst(installed, kube, upgrade)
+    finally:  # the burst's devices are the next tests' (a failure here must not hold them)
+        await remove_workload(kube, "burst")
+
+
+async def _upgraded(kube: KubeAPI) -> list[dict[str, Any]] | None:
+    """The component pods, once every one not being deleted runs the new image (a rollout is
+    done when the new pods are ready; the old ones may still be terminating)."""
+    pods = [p for p in await component_pods(kube) if not p["metadata"].get("deletionTimestamp")]
+    return pods if _images(pods) == {f"kopf-dra:{NEW_TAG}"} else None
+
+
+async def _upgrade_under_a_burst(installed: cluster.Cluster, kube: KubeAPI, upgrade: str) -> None:
     async with sampled(kube, installed, "helm-upgrade") as timeline:
         upgrading = asyncio.create_task(asyncio.to_thread(shell, installed, upgrade))
         for obj in workload("burst", replicas=BURST, device_class="mig-1g-5gb.example.kopf-dra.io"):
@@ -79,8 +93,9 @@ async def test_helm_upgrade_rolls_every_component_under_a_burst_and_the_invarian
             lambda: running_pods(kube, "burst", BURST), within=180, what="the burst Running"
         )
         await leaders_held(kube)
-    pods = await component_pods(kube)
-    assert _images(pods) == {f"kopf-dra:{NEW_TAG}"}
+    pods = await eventually(
+        lambda: _upgraded(kube), within=60, what="every component pod on the new image"
+    )
     (scheduler,) = {
         p["spec"]["containers"][0]["resources"]["requests"]["cpu"]
         for p in pods
@@ -101,4 +116,3 @@ async def test_helm_upgrade_rolls_every_component_under_a_burst_and_the_invarian
     await eventually(
         lambda: _every_allocation_reserved(kube), within=30, what="no allocation unreserved"
     )
-    await remove_workload(kube, "burst")
