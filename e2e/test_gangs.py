@@ -52,8 +52,9 @@ async def test_gang_training_all_four_bound_together(scenario: VariantApply, kub
     assert {claim_name(p, "interconnect") for p in pods.values()} == {
         status["resourceClaimName"]
     }, "every trainer uses the group's claim"
-    condition = await group_condition(kube, "training")
-    assert condition is not None
+    condition = await eventually(
+        lambda: group_condition(kube, "training"), what="the PodGroup's condition"
+    )
     assert condition["status"] == "True", condition
 
 
@@ -85,8 +86,10 @@ async def assert_nothing_held(s: Scenario, kube: KubeAPI, pods: list[dict[str, A
     messages = {p["metadata"]["name"]: (scheduled_condition(p) or {})["message"] for p in pods}
     (fifth,) = [m for m in messages.values() if GROUP_SAYS not in m]
     assert "cannot allocate" in fifth, fifth
-    condition = await group_condition(kube, "training-short")
-    assert condition is not None
+    # The PodGroup's condition is written after the pods are told.
+    condition = await eventually(
+        lambda: group_condition(kube, "training-short"), what="the PodGroup's condition"
+    )
     assert condition["status"] == "False", condition
     assert GROUP_SAYS in condition["message"], condition
 
