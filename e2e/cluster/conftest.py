@@ -109,11 +109,13 @@ def installed(local_cluster: cluster.Cluster) -> cluster.Cluster:
     if INSTALL == "helm":
         local_cluster.install_with_helm()
     elif INSTALL == "upgrade":
-        # The values' gates are the default release's: those the release this cluster starts
-        # on does not know are left out (the chart's schema takes no null to unset one).
+        # The values' gates are the default release's; the cluster starts on the release
+        # before, with that release's gates: those it does not have are left out (the chart's
+        # schema takes no null to unset one), the others take its values (1.36's
+        # DRAWorkloadResourceClaims is off: GenericWorkload, which it needs, is 1.37's here).
         values = yaml.safe_load(HELM_VALUES.read_text())
         known = controlplane.feature_gates(local_cluster.control_plane.version)
-        values["featureGates"] = {g: v for g, v in values["featureGates"].items() if g in known}
+        values["featureGates"] = {g: known[g] for g in values["featureGates"] if g in known}
         older = local_cluster.state_dir / "helm-values.yaml"
         older.write_text(yaml.safe_dump(values))
         local_cluster.install_with_helm(values=older)
