@@ -388,6 +388,23 @@ def _unallocated(claim: ResourceClaim) -> ResourceClaim:
     return claim.model_copy(update={"status": ResourceClaimStatus()})
 
 
+def _bound_usage(snapshot: Snapshot) -> UsageTracker:
+    """What the bound, unfinished pods request per node."""
+    usage = UsageTracker()
+    for p in snapshot.pods:
+        if p.spec.node_name and not p.is_terminated:
+            usage.observe(p.key, (p.spec.node_name, pod_requests(p)))
+    return usage
+
+
+def _claims_by_namespace(snapshot: Snapshot) -> dict[str, dict[str, ResourceClaim]]:
+    """Namespace -> its claims by name (what ``resolve_claims`` is given)."""
+    claims: dict[str, dict[str, ResourceClaim]] = defaultdict(dict)
+    for c in snapshot.claims:
+        claims[c.metadata.namespace or ""][c.metadata.name or ""] = c
+    return claims
+
+
 def pending_pods_fit_nowhere(snapshot: Snapshot) -> list[Violation]:
     """Judged with the scheduler's own pure cycle: node filters, then the allocator on the
     devices nobody else holds. A pending pod's own allocated claims that no other pod uses are
@@ -408,13 +425,8 @@ def pending_pods_fit_nowhere(snapshot: Snapshot) -> list[Violation]:
     features = Features.all()
     selectors = CelSelectorEngine(CELEnvironment())
     views = NodeViewCache()
-    usage = UsageTracker()
-    for p in snapshot.pods:
-        if p.spec.node_name and not p.is_terminated:
-            usage.observe(p.key, (p.spec.node_name, pod_requests(p)))
-    by_namespace: dict[str, dict[str, ResourceClaim]] = defaultdict(dict)
-    for c in snapshot.claims:
-        by_namespace[c.metadata.namespace or ""][c.metadata.name or ""] = c
+    usage = _bound_usage(snapshot)
+    by_namespace = _claims_by_namespace(snapshot)
     allocated = _allocated(snapshot)
     out = []
     for pod in sorted(pending, key=lambda p: p.key):
@@ -629,13 +641,8 @@ def _gang_fits(snapshot: Snapshot, members: Sequence[Pod]) -> int:
     else holds."""
     features = Features.all()
     selectors = CelSelectorEngine(CELEnvironment())
-    usage = UsageTracker()
-    for p in snapshot.pods:
-        if p.spec.node_name and not p.is_terminated:
-            usage.observe(p.key, (p.spec.node_name, pod_requests(p)))
-    claims: dict[str, dict[str, ResourceClaim]] = defaultdict(dict)
-    for c in snapshot.claims:
-        claims[c.metadata.namespace or ""][c.metadata.name or ""] = c
+    usage = _bound_usage(snapshot)
+    claims = _claims_by_namespace(snapshot)
     placed = 0
     for pod in sorted(members, key=lambda p: p.key):
         namespace = claims[pod.metadata.namespace or ""]
