@@ -252,6 +252,9 @@ class Attempt:
     releases: int = 0
     moves: int = 0
     left_alone: tuple[ObjectKey, ...] = ()  # preemptors whose nominated devices it left
+    #: A trial on a state that is not the cluster's (a pod group's preemption took victims
+    #: out): what it finds unsatisfiable says nothing about the real state.
+    what_if: bool = False
 
     @property
     def pod(self) -> Pod:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 from collections import Counter
-from collections.abc import Collection, Hashable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from decimal import Decimal
 from typing import Literal, TypeVar
 
@@ -46,11 +46,12 @@ from operators.api.core import (
     PodDisruptionBudget,
     PriorityClass,
 )
+from operators.api.groups import PodGroup
 from operators.api.ids import DeviceID
 from operators.api.resource import AllocationResult, ResourceClaim
 from operators.api.timestamps import parse_time
 from operators.scheduling.binding_conditions import allocated_node
-from operators.scheduling.cycle import unavailable_claim
+from operators.scheduling.cycle import NodeFit, unavailable_claim
 from operators.scheduling.extended import ExtendedResources, delegated, new_claim
 from operators.scheduling.nodes import NodeUsage, node_failure, pod_requests
 from operators.scheduling.score import subrequest_rank
@@ -137,6 +138,8 @@ class RunningPod:
     pod: Pod
     priority: int
     claims: tuple[ResourceClaim, ...] = ()  # its allocated claims (reserved for it)
+    grouped: bool = False  # a member of a PodGroup (upstream ranks these above plain pods)
+    unit: str | None = None  # its PodGroup's key when the group's disruptionMode is all
 
     @property
     def uid(self) -> str:
@@ -151,9 +154,95 @@ class RunningPod:
         return parse_time(self.pod.status.start_time) or now
 
 
+def group_priority(group: PodGroup) -> int:
+    """PodGroupPriority: ``spec.priority`` as the Priority admission plugin filled it in, else
+    0 (a group created with no global default class and no class named)."""
+    return group.spec.priority if group.spec.priority is not None else 0
+
+
+def whole(group: PodGroup) -> bool:
+    """``disruptionMode: all``: the group's pods are disrupted together or not at all."""
+    return bool(group.spec.disruption_mode and "all" in group.spec.disruption_mode)
+
+
+def running_pod(
+    pod: Pod,
+    claims: tuple[ResourceClaim, ...],
+    classes: Mapping[str, PriorityClass],
+    group: Callable[[Pod], PodGroup | None] | None,
+) -> RunningPod:
+    """A bound pod as a victim. ``group`` (None while GenericWorkload is off) finds the
+    PodGroup a pod names: its members take the group's priority (GetPodPriority; the pod's own
+    when the group is gone) and rank as group members; a whole group's go together."""
+    if group is None or pod.spec.scheduling_group is None:
+        return RunningPod(pod, priority_of(pod, classes).value, claims)
+    found = group(pod)
+    if found is None:
+        return RunningPod(pod, priority_of(pod, classes).value, claims, grouped=True)
+    unit = f"podgroup:{found.metadata.namespace}/{found.metadata.name}" if whole(found) else None
+    return RunningPod(pod, group_priority(found), claims, grouped=True, unit=unit)
+
+
 def more_important_first(pods: Sequence[RunningPod], now: datetime.datetime) -> list[RunningPod]:
-    """Upstream's MoreImportantPod: higher priority first, then the one started earlier."""
-    return sorted(pods, key=lambda p: (-p.priority, p.started(now), p.key))
+    """Upstream's MoreImportantVictim for single pods: higher priority first, a PodGroup's
+    member before a plain pod, then the one started earlier."""
+    return sorted(pods, key=lambda p: (-p.priority, -p.grouped, p.started(now), p.key))
+
+
+@dataclasses.dataclass(frozen=True)
+class Unit:
+    """What preemption evicts as one (upstream's Victim): a pod, or every bound pod of a
+    PodGroup whose ``disruptionMode`` is ``all``, on any node."""
+
+    pods: tuple[RunningPod, ...]
+
+    @property
+    def key(self) -> str:
+        return self.pods[0].unit or self.pods[0].key
+
+    @property
+    def priority(self) -> int:
+        return self.pods[0].priority
+
+    @property
+    def uids(self) -> frozenset[str]:
+        return frozenset(p.uid for p in self.pods)
+
+    def order(self, now: datetime.datetime) -> tuple[int, int, int, datetime.datetime, str]:
+        """MoreImportantVictim, more important first: priority, a PodGroup's (whole or one
+        member) before a plain pod, the larger, then the one started earlier."""
+        rank = 2 if self.pods[0].grouped else 1
+        started = min(p.started(now) for p in self.pods)
+        return (-self.priority, -rank, -len(self.pods), started, self.key)
+
+
+def units_of(
+    pods: Sequence[RunningPod], members: Mapping[str, Sequence[RunningPod]] | None = None
+) -> list[Unit]:
+    """The units ``pods`` belong to, in their first pod's order; a whole group's unit has
+    every bound member (``members``: group key -> its pods), not only those in ``pods``."""
+    grouped: dict[str, list[RunningPod]] = {}
+    for p in pods:
+        grouped.setdefault(p.unit or p.key, []).append(p)
+    out = []
+    for key, found in grouped.items():
+        every = members.get(key) if members is not None and found[0].unit else None
+        out.append(Unit(tuple(every) if every else tuple(found)))
+    return out
+
+
+def members(on_node: Mapping[str, Sequence[RunningPod]]) -> dict[str, list[RunningPod]]:
+    """The pods of each whole group (``RunningPod.unit``), from every node."""
+    out: dict[str, list[RunningPod]] = {}
+    for pods in on_node.values():
+        for p in pods:
+            if p.unit:
+                out.setdefault(p.unit, []).append(p)
+    return out
+
+
+def more_important_units(units: Sequence[Unit], now: datetime.datetime) -> list[Unit]:
+    return sorted(units, key=lambda u: u.order(now))
 
 
 def release_blocker(claim: ResourceClaim, node: str, removed: Collection[str]) -> str | None:
@@ -197,6 +286,12 @@ class Nomination:
         return cls(
             candidate.node, priority, Holding.of_results(results, features), pod_requests(pod)
         )
+
+
+def holding(fit: NodeFit, features: Features) -> Holding:
+    """What a pod placed by ``fit`` would hold."""
+    results = [r for a in fit.results.values() for r in a.devices.results]
+    return Holding.of_results(results, features)
 
 
 K = TypeVar("K", bound=Hashable)
@@ -349,10 +444,10 @@ class _Search:
         node: Node,
         pods: Sequence[RunningPod],
         removed: Collection[str],
-        back: RunningPod,
+        back: Sequence[RunningPod],
         fit: _Fit,
     ) -> bool:
-        """Whether ``fit`` stays valid with ``back`` put back (``removed`` no longer has it):
+        """Whether ``fit`` stays valid with ``back`` put back (``removed`` no longer has them):
         the node's resources still suffice, and the claims that stop being released take
         none of its devices, and neither they nor its devices draw on shared counters (where
         they would, only the allocator can tell). Saves the allocator call of most reprieves."""
@@ -362,9 +457,9 @@ class _Search:
         if not self.claims_on(node):
             return True
         assert self.allocator is not None
-        was_removed = {*removed, back.uid}
+        was_removed = {*removed, *(p.uid for p in back)}
         held: set[DeviceID] = set()
-        for c in back.claims:
+        for c in (c for p in back for c in p.claims):
             if release_blocker(c, name, was_removed) is None:
                 h = self._holding(c)
                 held.update(h.devices)
@@ -406,22 +501,31 @@ class _Search:
         return found
 
 
-def _split_by_budget(
-    pods: Sequence[RunningPod], budgets: Sequence[Budget]
-) -> tuple[list[RunningPod], list[RunningPod]]:
-    """filterPodsWithPDBViolation: pods (most important first) whose eviction would take a
-    budget below zero, and the others; each eviction uses one allowed disruption."""
+def split_by_budget(
+    units: Sequence[Unit], budgets: Sequence[Budget]
+) -> tuple[list[tuple[Unit, int]], list[Unit]]:
+    """FilterVictimsWithPDBViolation: units (most important first) whose eviction would take a
+    budget below zero, each with how many of its pods would, and the others. Each pod uses one
+    allowed disruption of each budget covering it, up to the first it takes below zero; a unit
+    with one such pod is violating as a whole (it goes whole or not at all)."""
     allowed = [b.allowed for b in budgets]
-    violating: list[RunningPod] = []
-    other: list[RunningPod] = []
-    for p in pods:
-        violated = False
+
+    def violates(pod: Pod) -> bool:
         for i, budget in enumerate(budgets):
-            if budget.covers(p.pod):
+            if budget.covers(pod):
                 allowed[i] -= 1
                 if allowed[i] < 0:
-                    violated = True
-        (violating if violated else other).append(p)
+                    return True
+        return False
+
+    violating: list[tuple[Unit, int]] = []
+    other: list[Unit] = []
+    for unit in units:
+        count = sum(violates(p.pod) for p in unit.pods)
+        if count:
+            violating.append((unit, count))
+        else:
+            other.append(unit)
     return violating, other
 
 
@@ -433,11 +537,14 @@ def _select_victims(
     now: datetime.datetime,
     alternatives: AlternativesPolicy,
     better_than: int | None,
+    members: Mapping[str, Sequence[RunningPod]] | None = None,
 ) -> Candidate | str:
-    """SelectVictimsOnNode: the fewest lower-priority pods whose eviction makes room, or the
-    reason there is none."""
+    """SelectVictimsOnNode: the fewest lower-priority units whose eviction makes room, or the
+    reason there is none. A whole group's members on other nodes go with it; their claims
+    free nothing here."""
     name = node.metadata.name or ""
-    everyone = {p.uid for p in lower}
+    units = units_of(lower, members)
+    everyone = {uid for u in units for uid in u.uids}
     fit = search.fits(node, lower, everyone)
     if fit is None or (better_than is not None and fit.rank >= better_than):
         blockers = sorted(
@@ -449,20 +556,21 @@ def _select_victims(
     victims: list[RunningPod] = []
     violations = 0
     final = fit
-    violating, other = _split_by_budget(more_important_first(lower, now), budgets)
-    for violates, group in ((True, violating), (False, other)):
-        for p in group:
-            removed.discard(p.uid)
-            if search.still_fits(node, lower, removed, p, final):
-                continue  # the allocation found stays valid: no need to search again
-            kept = search.fits(node, lower, removed)
-            if kept is not None and (alternatives != "rank-first" or kept.rank <= best_rank):
-                final = kept
-                continue
-            # A failed reprieve restores the set of the last fit: ``final`` stays its answer.
-            removed.add(p.uid)
-            victims.append(p)
-            violations += violates
+    violating, other = split_by_budget(more_important_units(units, now), budgets)
+    tries = [(u, n) for u, n in violating] + [(u, 0) for u in other]
+    for unit, count in tries:
+        back = [p for p in lower if p.uid in unit.uids]
+        removed.difference_update(unit.uids)
+        if search.still_fits(node, lower, removed, back, final):
+            continue  # the allocation found stays valid: no need to search again
+        kept = search.fits(node, lower, removed)
+        if kept is not None and (alternatives != "rank-first" or kept.rank <= best_rank):
+            final = kept
+            continue
+        # A failed reprieve restores the set of the last fit: ``final`` stays its answer.
+        removed.update(unit.uids)
+        victims.extend(unit.pods)
+        violations += count
     ordered = tuple(more_important_first(victims, now))
     freed = {
         v.key: tuple(
@@ -526,6 +634,7 @@ def preempt(
     alternatives: AlternativesPolicy = "no-preemption-first",
     better_than: int | None = None,
     extended: ExtendedResources | None = None,
+    members: Mapping[str, Sequence[RunningPod]] | None = None,
 ) -> Preemption:
     """Find the node and victims for ``pod`` (eligibility is checked by the caller).
 
@@ -534,7 +643,8 @@ def preempt(
     allocating. ``on_node`` lists the pods bound to each node. ``better_than`` (rank-first
     only): the rank of the best alternative that fits without preemption; only a better one
     is worth evicting for. ``extended``: the pod's extended resources backed by DRA (their
-    special claim is allocated with the pod's claims, as in the cycle).
+    special claim is allocated with the pod's claims, as in the cycle). ``members``: the bound
+    pods of each PodGroup whose ``disruptionMode`` is ``all`` (evicted together).
     """
     search = _Search(pod, claims, usage, allocator, features, extended)
     ordered = sorted(nodes, key=lambda n: n.metadata.name or "")
@@ -553,7 +663,9 @@ def preempt(
             failures[name] = NO_VICTIMS
             continue
         tried += 1
-        outcome = _select_victims(search, node, lower, budgets, now, alternatives, better_than)
+        outcome = _select_victims(
+            search, node, lower, budgets, now, alternatives, better_than, members
+        )
         if isinstance(outcome, str):
             failures[name] = outcome
             continue

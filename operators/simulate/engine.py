@@ -43,6 +43,7 @@ from operators.allocator import (
 )
 from operators.allocator.allocator import Policy
 from operators.allocator.explain import ClaimBreakdown
+from operators.allocator.features import V1_37
 from operators.allocator.selectors import CelSelectorEngine
 from operators.api.claim_status import edited_status
 from operators.api.core import ContainerExtendedResourceRequest, Node, Pod
@@ -80,7 +81,7 @@ from operators.scheduling.extended import (
     new_claim,
 )
 from operators.scheduling.nodes import NodeUsage, UsageTracker, pod_requests
-from operators.scheduling.preemption import AlternativesPolicy, RunningPod
+from operators.scheduling.preemption import AlternativesPolicy, RunningPod, members
 from operators.scheduling.score import Score, ScorePolicy
 from operators.simulate.snapshot import InputError, Snapshot
 
@@ -518,6 +519,15 @@ def _preemption(
     (with a filter timeout of its own, as the scheduler's)."""
     pod = ready.pod
     priority = preemption.priority_of(pod, snapshot.priority_classes)
+    gates = options.gates()
+    features = Features.of(gates, options.version)
+    groups = features.kubernetes >= V1_37 and gates["GenericWorkload"]
+
+    def pod_group(other: Pod) -> PodGroup | None:
+        return snapshot.pod_groups.get(
+            ObjectKey(other.metadata.namespace or "", group_name(other) or "")
+        )
+
     lower: dict[str, list[RunningPod]] = {}
     for key, other in sorted(snapshot.pods.items()):
         on = other.spec.node_name
@@ -527,9 +537,6 @@ def _preemption(
             or key == ObjectKey(pod.metadata.namespace or "", pod.metadata.name or "")
         ):
             continue
-        value = preemption.priority_of(other, snapshot.priority_classes).value
-        if value >= priority.value:
-            continue
         namespace = other.metadata.namespace or ""
         held = tuple(
             c
@@ -538,7 +545,11 @@ def _preemption(
             and c.is_allocated
             and c.is_reserved_for(other.metadata.uid or "")
         )
-        lower.setdefault(on, []).append(RunningPod(other, value, held))
+        victim = preemption.running_pod(
+            other, held, snapshot.priority_classes, pod_group if groups else None
+        )
+        if victim.priority < priority.value:
+            lower.setdefault(on, []).append(victim)
     nominated = pod.status.nominated_node_name
     reason = preemption.eligibility(
         priority, nominated, lower.get(nominated, ()) if nominated else ()
@@ -557,10 +568,11 @@ def _preemption(
             allocator=allocator if ready.allocating else None,
             budgets=[preemption.Budget.of(b) for b in snapshot.budgets.values()],
             now=now,
-            features=Features.of(options.gates(), options.version),
+            features=features,
             alternatives=options.preemption_alternatives,
             better_than=better_than,
             extended=ready.extended,
+            members=members(lower) if groups else None,
         )
     except OutOfTimeError as e:
         return PreemptionAnswer("none", f"{e.message} while looking for victims", priority.value)

@@ -82,8 +82,9 @@ MemberOutcome = Literal[
 ]
 
 GROUP_PREEMPTION_NOTE = (
-    "group preemption is not simulated: kopf-dra's scheduler does not preempt for the pods of "
-    "a group yet (upstream kube-scheduler 1.37 does), so nobody would be evicted for them"
+    "group preemption is not simulated: the scheduler would look for lower-priority pods to "
+    "evict so that the whole group fits (PodGroupPostFilter); simulate says only whether the "
+    "group fits as the cluster is now"
 )
 
 

@@ -160,8 +160,10 @@ async def test_a_gang_one_gpu_short_holds_nothing_and_every_pod_says_why(
         return told
 
     told = await eventually(all_told, what="every worker told why it waits")
+    # Upstream appends the answer of the group's preemption (nobody of lower priority here).
     group_says = (
-        "pod group is unschedulable, minCount (3) cannot be satisfied: 2 scheduled, 0 remaining"
+        "pod group is unschedulable, minCount (3) cannot be satisfied: 2 scheduled, 0 remaining, "
+        "pod group preemption: No preemption victims found for incoming preemptor"
     )
     assert sorted(told.values()).count(group_says) == 2, told
     (own,) = [m for m in told.values() if m != group_says]

@@ -9,8 +9,10 @@ The rules are ``scheduling.groups`` (pure); this module runs them against the sc
   claims in the in-flight ledger, its node usage), so the next pod sees its devices; a claim of
   the group, allocated for the first pod, is in the ledger allocated and reserved for the
   PodGroup, so the pods after it use that allocation and must reach its devices;
-- when the group is not placed, everything assumed is undone (nothing was written) and each pod
-  is told why; when it is, the binding task (``Binder.start_group``) waits at Permit until the
+- when the group is not placed, everything assumed is undone (nothing was written), then
+  PodGroupPostFilter: a group claim no pod can use is deallocated, else the group may preempt
+  (``scheduling.group_preemption``: trials of the same cycle with victims taken out of the
+  snapshots), and each pod is told why; when it is, the binding task (``Binder.start_group``) waits at Permit until the
   group's placed pods reach ``minCount``, then binds them one after another, the group's claims
   written by the first.
 
@@ -23,19 +25,21 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Protocol
 
 import structlog
 
-from operators.allocator import Features
+from operators.allocator import AllocatedState, Features
 from operators.allocator.features import V1_37
+from operators.allocator.state import Holding
 from operators.api.core import Pod
 from operators.api.groups import INITIALLY_SCHEDULED, SCHEDULED_REASON, PodGroup, group_name
 from operators.api.keys import ObjectKey
 from operators.api.resource import ResourceClaim
 from operators.controllers.scheduler import planning
 from operators.controllers.scheduler.binder import Binder
+from operators.controllers.scheduler.preemptor import Preemptor
 from operators.controllers.scheduler.protocol import SchedulerIO
 from operators.controllers.scheduler.queueing import PodState, SchedulingQueue
 from operators.controllers.scheduler.settings import SchedulerSettings
@@ -43,6 +47,7 @@ from operators.kube.api import ConflictError, NotFoundError
 from operators.observability import fields
 from operators.runtime.actions import Patch
 from operators.runtime.errors import Requeue
+from operators.scheduling import group_preemption, preemption
 from operators.scheduling.attempt import DEFAULT_FILTER_TIMEOUT, Attempt, Prepared, Ready
 from operators.scheduling.cycle import CycleResult, NodeFit, unschedulable_message
 from operators.scheduling.group_search import NODE_OPTIONS, restricted, search, variants
@@ -61,6 +66,7 @@ from operators.scheduling.groups import (
     tried_with_group,
     waits,
 )
+from operators.scheduling.preemption import RunningPod, Unit, holding
 
 log = structlog.get_logger(__name__)
 
@@ -76,6 +82,7 @@ class Scheduler(SchedulerIO, Protocol):
     settings: SchedulerSettings
     queue: SchedulingQueue
     binder: Binder
+    preemptor: Preemptor
     features: Features
     groups_enabled: bool
     group_claims: bool
@@ -112,6 +119,32 @@ def go_duration(seconds: float) -> str:
     return f"{secs}s"
 
 
+@dataclasses.dataclass
+class Trial:
+    """A preemption trial: the victims taken out, the allocated state without their devices
+    (taken before the trial assumed anything), and the devices the trial assumed since."""
+
+    removed: group_preemption.Removed
+    base: AllocatedState
+    assumed: list[Holding] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class Placement:
+    """One pass of a group's cycle: what it assumed (each pod's fit), the pods that fit
+    nowhere, the claims no node could use, the group's claims as the cycle saw them, and the
+    pod whose attempt is not ready (the group waits for it; nothing stays assumed)."""
+
+    assumed: list[Assumed] = dataclasses.field(default_factory=list)
+    fits: dict[ObjectKey, NodeFit] = dataclasses.field(default_factory=dict)
+    failed: dict[ObjectKey, str] = dataclasses.field(default_factory=dict)
+    evaluated: set[ObjectKey] = dataclasses.field(default_factory=set)
+    unavailable: set[str] = dataclasses.field(default_factory=set)
+    shared: dict[str, ResourceClaim] = dataclasses.field(default_factory=dict)
+    remaining: int = 0
+    waiting: tuple[ObjectKey, Pod, Prepared] | None = None
+
+
 class GroupScheduler:
     """The group cycles and the Permit waits of one scheduler replica."""
 
@@ -121,6 +154,8 @@ class GroupScheduler:
         self.waiters: dict[ObjectKey, asyncio.Event] = {}
         #: PodGroup -> its last cycle, while that placed nothing.
         self.failed: dict[ObjectKey, FailedCycle] = {}
+        #: A preemption trial, while it runs: its snapshots have the victims taken out.
+        self._trial: Trial | None = None
 
     def changed(self, group: ObjectKey) -> None:
         event = self.waiters.get(group)
@@ -206,47 +241,16 @@ class GroupScheduler:
         placed_before = self.placed(group_key)
         attempts = {key_of(p): s.queue.record(key_of(p)).attempts for p in queued}
         order = ordered(queued, attempts)
-        remaining = len(order)
-        assumed: list[Assumed] = []
-        failed: dict[ObjectKey, str] = {}
-        evaluated: set[ObjectKey] = set()
-        unavailable: set[str] = set()  # claims a pod's cycle found no node could use
-        shared: dict[str, ResourceClaim] = {}  # the group's claims, as the cycle saw them
-        try:
-            for member in order:
-                if cannot_be_satisfied(group.min_count, placed_before + len(assumed), remaining):
-                    break
-                mkey = key_of(member)
-                prepared = s.prepare_pod(member, group if s.group_claims else None)
-                if not isinstance(prepared, Ready):
-                    # The whole group waits for, or retries after, what this pod needs first
-                    # (upstream's PreEnqueue gates the group on any of its pods).
-                    self._undo(assumed)
-                    assumed = []
-                    await s.prepared(mkey, member, prepared)
-                    return
-                record = s.queue.record(mkey)
-                record.begin_attempt(time.perf_counter())
-                attempt = s.snapshot(prepared)
-                if not assumed:  # before the cycle assumed any: as the cache has them
-                    shared.update({c.key: c for c in prepared.claims if c.key in prepared.shared})
-                filtered = await s.filter(attempt)
-                remaining -= 1
-                evaluated.add(mkey)
-                if filtered is not None:
-                    unavailable.update(filtered[0].unavailable)
-                if filtered is None or filtered[1] is None:
-                    failed[mkey] = (
-                        unschedulable_message(len(attempt.nodes), filtered[0])
-                        if filtered is not None
-                        else "the pod's allocation gave way to other tenants' pods"
-                    )
-                    continue
-                assumed.append(s.assume(attempt, filtered[1]))
-        except BaseException:
-            self._undo(assumed)
-            raise
-        verdict = outcome(group, placed_before, [key_of(a[0]) for a in assumed], failed, remaining)
+        placement = await self._place(group, order, placed_before)
+        if placement.waiting is not None:
+            # The whole group waits for, or retries after, what this pod needs first
+            # (upstream's PreEnqueue gates the group on any of its pods).
+            await s.prepared(*placement.waiting)
+            return
+        assumed, failed = placement.assumed, placement.failed
+        verdict = outcome(
+            group, placed_before, [key_of(a[0]) for a in assumed], failed, placement.remaining
+        )
         if not verdict.succeeded and assumed and s.settings.gang_search:
             # Some pods fit: another combination of their choices may fit the whole group.
             self._undo(assumed)
@@ -279,15 +283,22 @@ class GroupScheduler:
         self._undo(assumed)
         message = verdict.message or ""
         log.info("pod group unschedulable", group=str(group_key), reason=message)
-        for claim in stranded_group_claims(
-            group, list(shared.values()), unavailable, placed_before
-        ):
+        stranded = stranded_group_claims(
+            group, list(placement.shared.values()), placement.unavailable, placed_before
+        )
+        for claim in stranded:
             await self._deallocate(group_key, claim)
+        if not stranded and s.settings.preemption:
+            # PodGroupPostFilter: DynamicResources' deallocation first, then preemption, whose
+            # answer upstream appends to the group's reason.
+            said = await self._preempt(group, order, placed_before)
+            message = f"{message}, {group_preemption.PREFIX}{said}"
         for member in order:
             mkey = key_of(member)
             if mkey not in failed:
                 s.attempt_ended(mkey, "unschedulable")
-            await s.unschedulable(member, pod_message(verdict, mkey, mkey in evaluated))
+            told = pod_message(verdict, mkey, mkey in placement.evaluated)
+            await s.unschedulable(member, message if told == verdict.message else told)
         # Upstream's condition carries the group's reason without the pods' prefix.
         reason = message.removeprefix(f"{UNSCHEDULABLE}, ")
         await self._condition(group, "False", "Unschedulable", reason)
@@ -295,6 +306,183 @@ class GroupScheduler:
         self.failed[group_key] = FailedCycle(moves, version, tried, s.clock.monotonic())
         s.queue.set_state(popped, PodState.UNSCHEDULABLE)
         raise Requeue(s.settings.unschedulable_retry, "pod group unschedulable")
+
+    async def _place(
+        self,
+        group: PodGroup,
+        order: list[Pod],
+        placed_before: int,
+        on: Mapping[ObjectKey, str] | None = None,
+    ) -> Placement:
+        """The cycle's placement: each pod in ``order`` filtered and, when it fits, assumed for
+        the next. ``on`` (a preemption's reprieve): only these pods, each on its node; every
+        one must fit. What is assumed stays until ``_undo``; an exception undoes it."""
+        s = self.scheduler
+        out = Placement(remaining=len(order))
+        try:
+            for member in order:
+                mkey = key_of(member)
+                if on is None and cannot_be_satisfied(
+                    group.min_count, placed_before + len(out.assumed), out.remaining
+                ):
+                    break
+                if on is not None and mkey not in on:
+                    continue
+                prepared = s.prepare_pod(member, group if s.group_claims else None)
+                if not isinstance(prepared, Ready):
+                    self._undo(out.assumed)
+                    out.assumed = []
+                    out.waiting = (mkey, member, prepared)
+                    return out
+                if self._trial is None:
+                    s.queue.record(mkey).begin_attempt(time.perf_counter())
+                attempt = self._snapshot(prepared)
+                if on is not None:
+                    attempt = dataclasses.replace(
+                        attempt, nodes=[n for n in attempt.nodes if n.metadata.name == on[mkey]]
+                    )
+                if not out.assumed:  # before the cycle assumed any: as the cache has them
+                    out.shared.update(
+                        {c.key: c for c in prepared.claims if c.key in prepared.shared}
+                    )
+                filtered = await s.filter(attempt)
+                out.remaining -= 1
+                out.evaluated.add(mkey)
+                if filtered is not None:
+                    out.unavailable.update(filtered[0].unavailable)
+                if filtered is None or filtered[1] is None:
+                    out.failed[mkey] = (
+                        unschedulable_message(len(attempt.nodes), filtered[0])
+                        if filtered is not None
+                        else "the pod's allocation gave way to other tenants' pods"
+                    )
+                    if on is not None:
+                        return out
+                    continue
+                fit = out.fits[mkey] = filtered[1]
+                out.assumed.append(s.assume(attempt, fit))
+                if self._trial is not None:
+                    self._trial.assumed.append(holding(fit, s.features))
+        except BaseException:
+            self._undo(out.assumed)
+            raise
+        return out
+
+    def _snapshot(self, prepared: Ready) -> Attempt:
+        """The pod's snapshot, with a preemption trial's victims taken out."""
+        s = self.scheduler
+        attempt = s.snapshot(prepared)
+        trial = self._trial
+        if trial is None:
+            return attempt
+        promised = s.preemptor.promised(prepared.key, attempt.priority.value)
+        state = trial.base.plus(trial.assumed).plus(n.holding for n in promised.values())
+        return dataclasses.replace(
+            attempt, state=state, usage=trial.removed.usage(attempt.usage), what_if=True
+        )
+
+    # --- PodGroupPostFilter: preemption for the group ------------------------------------------
+
+    async def _preempt(self, group: PodGroup, order: list[Pod], placed_before: int) -> str:
+        """The group's preemption (``scheduling.group_preemption``); what follows "pod group
+        preemption: " in the pods' message."""
+        s = self.scheduler
+        p = s.preemptor
+        classes = s.cache.classes_by_name()
+        gate = s.settings.gate("PodGroupPreemptionPolicy")
+        if not group_preemption.preempts(group, order, classes, gate):
+            return preemption.NEVER
+        releases = [r for member in order for r in await p.victim_claims(member)]
+        if releases:
+            # Victims gone: their devices are about to be free, no more evictions.
+            await p.release_victim_claims(order[0], releases)
+            return group_preemption.RELEASING
+        priority = preemption.group_priority(group)
+        running = p.running()
+        if self._ongoing(order, running, priority):
+            return group_preemption.ONGOING
+        lower = [r for pods in running.values() for r in pods if r.priority < priority]
+        units = preemption.units_of(lower, preemption.members(running))
+        chosen = await self._victims(group, order, placed_before, units) if units else None
+        if not isinstance(chosen, tuple):
+            for member in order:
+                if s.queue.nominated_node(member):
+                    await p.clear_nomination(member)
+            return chosen or group_preemption.NO_VICTIMS
+        victims, fits = chosen
+        await p.evict_group(group, order, fits, [u.pods for u in victims])
+        return group_preemption.found(sum(len(u.pods) for u in victims))
+
+    def _ongoing(
+        self, order: list[Pod], running: Mapping[str, Sequence[RunningPod]], priority: int
+    ) -> bool:
+        """isOngoingPreemption: the group's victims are not gone yet (pods of lower priority
+        terminating on its pods' nominated nodes, or evictions this replica waits for)."""
+        s = self.scheduler
+        waited = set(s.preemptor.victims.values())
+        if any(key_of(m) in waited for m in order):
+            return True
+        nodes = {n for m in order if (n := s.queue.nominated_node(m))}
+        return any(
+            r.pod.metadata.is_deleting and r.priority < priority
+            for node in nodes
+            for r in running.get(node, ())
+        )
+
+    async def _victims(
+        self, group: PodGroup, order: list[Pod], placed_before: int, units: list[Unit]
+    ) -> tuple[list[Unit], dict[ObjectKey, NodeFit]] | str:
+        """selectVictimsOnDomain: the group's cycle with every lower-priority unit gone, then
+        each unit put back when the placement survives it; the units left and each pod's fit
+        (or why no placement was found)."""
+        s = self.scheduler
+        fits = await self._try(group, order, placed_before, units, None)
+        if isinstance(fits, str):
+            return fits
+        proposed = {k: f.node for k, f in fits.items()}
+        nodes = frozenset(proposed.values())
+        budgets = [preemption.Budget.of(b) for b in s.cache.all_of(s.cache.budgets, "pdbs")]
+        important = preemption.more_important_units(units, s.clock.now())
+        violating, other = preemption.split_by_budget(important, budgets)
+        removed = list(units)
+        victims: list[Unit] = []
+        for unit in [u for u, _ in violating] + other:
+            rest = [u for u in removed if u is not unit]
+            if group_preemption.touches(unit, nodes):
+                kept = await self._try(group, order, placed_before, rest, proposed)
+                if isinstance(kept, str):
+                    victims.append(unit)
+                    continue
+                fits = kept
+            removed = rest
+        return victims, fits
+
+    async def _try(
+        self,
+        group: PodGroup,
+        order: list[Pod],
+        placed_before: int,
+        removed: list[Unit],
+        on: Mapping[ObjectKey, str] | None,
+    ) -> dict[ObjectKey, NodeFit] | str:
+        """The group's cycle with the ``removed`` units' pods gone (``on``: each pod on its
+        proposed node); the pods' fits, or why it fails. Nothing of it stays assumed."""
+        s = self.scheduler
+        gone = group_preemption.Removed.of(removed)
+        base = s.cache.allocated.state().without(gone.released(s.features))
+        self._trial = Trial(gone, base)
+        try:
+            placement = await self._place(group, order, placed_before, on)
+        finally:
+            self._trial = None
+        self._undo(placement.assumed)
+        placed = [key_of(a[0]) for a in placement.assumed]
+        if on is not None:
+            return placement.fits if len(placed) == len(on) else "a proposed node no longer fits"
+        if placement.waiting is not None:
+            return "a pod of the group is not ready to be scheduled"
+        verdict = outcome(group, placed_before, placed, placement.failed, placement.remaining)
+        return placement.fits if verdict.succeeded else verdict.message or UNSCHEDULABLE
 
     async def _search(
         self, group: PodGroup, order: list[Pod], placed_before: int

@@ -285,7 +285,11 @@ class Scheduler(Controller[SchedulerSettings]):
             attempt.usage,
             allocator,
             policy=self.settings.score_policy,
-            known_unsatisfiable=self.queue.unsatisfiable.known(attempt.claims, attempt.left_alone),
+            known_unsatisfiable=(
+                None
+                if attempt.what_if
+                else self.queue.unsatisfiable.known(attempt.claims, attempt.left_alone)
+            ),
             best_only=not every_fit,
             nominated=nominated,
             node_order=self.cache.order,

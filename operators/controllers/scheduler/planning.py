@@ -348,17 +348,19 @@ def eviction(victim: Pod) -> Delete:
     return Delete(kind="Pod", key=pod_key(victim), uid=victim.metadata.uid or "")
 
 
-def preempted_event(victim: Pod, preemptor: Pod, node: str) -> PostEvent:
+def preempted_event(victim: Pod, by: str, node: str) -> PostEvent:
+    """Upstream's Event on a victim: "Preempted by pod UID on node N", or for a pod group
+    "Preempted by podgroup UID on node cluster" (its domain)."""
     return PostEvent(
         obj=victim.dump(),
         type=NORMAL,
         reason="Preempted",
-        message=f"Preempted by pod {preemptor.metadata.uid} on node {node}",
+        message=f"Preempted by {by} on node {node}",
     )
 
 
-def preempting_event(preemptor: Pod, description: str) -> PostEvent:
-    return PostEvent(obj=preemptor.dump(), type=NORMAL, reason="Preempting", message=description)
+def preempting_event(preemptor: Mapping[str, Any], description: str) -> PostEvent:
+    return PostEvent(obj=dict(preemptor), type=NORMAL, reason="Preempting", message=description)
 
 
 def victim_claim_release(

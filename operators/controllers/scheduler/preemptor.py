@@ -9,7 +9,7 @@ The search itself is pure and runs off the event loop; every write here is safe 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 import structlog
@@ -17,6 +17,7 @@ import structlog
 from operators.allocator import AllocatedState, Allocator, Features, OutOfTimeError
 from operators.api.consumers import PodInfo, pods_to_look_up
 from operators.api.core import Node, Pod
+from operators.api.groups import PodGroup, group_name
 from operators.api.keys import ObjectKey
 from operators.api.names import TERMINAL_PHASES
 from operators.api.resource import ResourceClaim
@@ -26,11 +27,13 @@ from operators.controllers.scheduler.queueing import SchedulingQueue
 from operators.controllers.scheduler.settings import SchedulerSettings
 from operators.kube.api import ConflictError, NotFoundError
 from operators.observability import fields
-from operators.runtime.actions import ReplaceStatus
+from operators.runtime.actions import PostEvent, ReplaceStatus
 from operators.runtime.errors import NotLeaderError
 from operators.scheduling import preemption
 from operators.scheduling.attempt import Attempt, deadline
 from operators.scheduling.binding_conditions import allocated_node
+from operators.scheduling.cycle import NodeFit
+from operators.scheduling.nodes import pod_requests
 from operators.scheduling.preemption import Nomination, PodPriority, RunningPod
 
 log = structlog.get_logger(__name__)
@@ -43,6 +46,7 @@ class Scheduler(SchedulerIO, Protocol):
     queue: SchedulingQueue
     features: Features
     filter_timeout: float
+    groups_enabled: bool
 
     def allocator(
         self, state: AllocatedState | None, out_of_time: Callable[[], bool] | None
@@ -81,7 +85,8 @@ class Preemptor:
         metrics.PREEMPTION_ATTEMPTS.inc()
         pod, priority, key = attempt.pod, attempt.priority, attempt.key
         nominated = s.queue.nominated_node(pod)
-        lower = self._lower_priority_pods(priority.value)
+        running = self.running()
+        lower = self.lower(running, priority.value)
         reason = preemption.eligibility(
             priority,
             nominated,
@@ -95,7 +100,12 @@ class Preemptor:
         budgets = [preemption.Budget.of(b) for b in s.cache.all_of(s.cache.budgets, "pdbs")]
         try:
             result = await self._search(
-                attempt, attempt.nodes, lower, budgets=budgets, better_than=better_than
+                attempt,
+                attempt.nodes,
+                lower,
+                budgets=budgets,
+                better_than=better_than,
+                members=preemption.members(running) if s.groups_enabled else None,
             )
         except OutOfTimeError as e:
             return f"{e.message} while looking for victims"
@@ -115,6 +125,7 @@ class Preemptor:
         *,
         budgets: Sequence[preemption.Budget] = (),
         better_than: int | None = None,
+        members: Mapping[str, Sequence[RunningPod]] | None = None,
     ) -> preemption.Preemption:
         """The pure search, off the event loop, with a filter timeout of its own (none without
         DRASchedulerFilterTimeout) on the state the cycle allocated against."""
@@ -135,20 +146,34 @@ class Preemptor:
                 alternatives=s.settings.preemption_alternatives,
                 better_than=better_than,
                 extended=attempt.extended,
+                members=members,
             )
         )
 
-    def _lower_priority_pods(self, priority: int) -> dict[str, list[RunningPod]]:
-        """Pods bound to each node with a priority below ``priority``, with their claims."""
-        cache = self.scheduler.cache
+    @staticmethod
+    def lower(
+        on_node: Mapping[str, Sequence[RunningPod]], priority: int
+    ) -> dict[str, list[RunningPod]]:
+        """The pods of each node with a priority below ``priority``."""
+        return {node: [p for p in pods if p.priority < priority] for node, pods in on_node.items()}
+
+    def running(self) -> dict[str, list[RunningPod]]:
+        """Every pod bound to each node, as a victim (``preemption.running_pod``)."""
+        s = self.scheduler
+        cache = s.cache
         classes = cache.classes_by_name()
-        out: dict[str, list[RunningPod]] = {}
-        for node in cache.nodes_with_pods():
-            for pod in cache.running_on(node):
-                value = preemption.priority_of(pod, classes).value
-                if value < priority:
-                    out.setdefault(node, []).append(RunningPod(pod, value, cache.held_by(pod)))
-        return out
+        find = self.pod_group if s.groups_enabled else None
+        return {
+            node: [
+                preemption.running_pod(pod, cache.held_by(pod), classes, find)
+                for pod in cache.running_on(node)
+            ]
+            for node in cache.nodes_with_pods()
+        }
+
+    def pod_group(self, pod: Pod) -> PodGroup | None:
+        key = ObjectKey(pod.metadata.namespace or "", group_name(pod) or "")
+        return self.scheduler.cache.pod_group(key)
 
     async def _evict(
         self, pod: Pod, priority: PodPriority, candidate: preemption.Candidate
@@ -166,10 +191,75 @@ class Preemptor:
         if not await self._nominate(pod, node):
             self.nominations.pop(key, None)
             return
-        metrics.PREEMPTION_VICTIMS.observe(len(candidate.victims))
+        await self._evict_pods(
+            candidate.victims,
+            key,
+            lambda victim: planning.preempted_event(victim, f"pod {pod.metadata.uid}", node),
+        )
+        await self._clear_lower_nominations(node, priority.value, key)
+        await s.post(planning.preempting_event(pod.dump(), description))
+
+    async def evict_group(
+        self,
+        group: PodGroup,
+        pods: Sequence[Pod],
+        fits: Mapping[ObjectKey, NodeFit],
+        victims: Sequence[Sequence[RunningPod]],
+    ) -> None:
+        """A pod group's preemption (``scheduling.group_preemption``): each placed pod
+        nominated to its node with the devices it would get there, then the victims evicted
+        as ``_evict`` does; their going brings the group back."""
+        s = self.scheduler
+        classes = s.cache.classes_by_name()
+        nominated: list[ObjectKey] = []
+        for pod in pods:
+            key = planning.pod_key(pod)
+            fit = fits.get(key)
+            if fit is None:
+                continue
+            self.nominations[key] = Nomination(
+                fit.node,
+                preemption.priority_of(pod, classes).value,
+                preemption.holding(fit, s.features),
+                pod_requests(pod),
+            )
+            s.queue.nominate(key, fit.node)
+            if await self._nominate(pod, fit.node):
+                nominated.append(key)
+            else:
+                self.nominations.pop(key, None)
+        if not nominated:
+            return
+        evicted = [p for unit in victims for p in unit]
+        description = "preempting " + ", ".join(
+            f"{v.key} on node {v.pod.spec.node_name}" for v in evicted
+        )
+        group_key = f"{group.metadata.namespace}/{group.metadata.name}"
+        log.info("preempting for a pod group", group=group_key, victims=description)
+        body = group.dump()
+        await self._evict_pods(
+            evicted,
+            nominated[0],
+            lambda victim: planning.preempted_event(
+                victim, f"podgroup {group.metadata.uid}", "cluster"
+            ),
+        )
+        await s.post(planning.preempting_event(body, description))
+
+    async def _evict_pods(
+        self,
+        victims: Sequence[RunningPod],
+        preemptor: ObjectKey,
+        event: Callable[[Pod], PostEvent],
+    ) -> None:
+        """Per victim, each write safe to repeat: the DisruptionTarget condition, the deletion
+        with its grace period, the Preempted event. ``preemptor`` is brought back when the
+        victim is gone."""
+        s = self.scheduler
+        metrics.PREEMPTION_VICTIMS.observe(len(victims))
         now = s.clock.now()
-        for victim in candidate.victims:
-            self.victims[victim.uid] = key
+        for victim in victims:
+            self.victims[victim.uid] = preemptor
             if victim.pod.metadata.is_deleting:
                 continue  # its graceful deletion runs already
             try:
@@ -186,9 +276,7 @@ class Preemptor:
                 # Not evicted: the retry must not wait for it (the evicted ones it waits for).
                 self.victims.pop(victim.uid, None)
                 raise
-            await s.post(planning.preempted_event(victim.pod, pod, node))
-        await self._clear_lower_nominations(node, priority.value, key)
-        await s.post(planning.preempting_event(pod, description))
+            await s.post(event(victim.pod))
 
     async def _renominate(self, attempt: Attempt, node: str, on_node: Sequence[RunningPod]) -> None:
         """After a restart: the devices a nominated preemptor waits for, from its victims

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 
 from operators.allocator import AllocatedState, Allocator, Features
 from operators.api.core import Node, Pod, PodDisruptionBudget, PriorityClass
+from operators.api.groups import PodGroup
 from operators.api.resource import DeviceClass, ResourceClaim, ResourceSlice
 from operators.scheduling.cycle import prefer_nominated, run_cycle
 from operators.scheduling.nodes import NodeUsage
@@ -29,10 +31,16 @@ from operators.scheduling.preemption import (
     RunningPod,
     candidates_wanted,
     eligibility,
+    group_priority,
+    members,
+    more_important_units,
     pick,
     preempt,
     priority_of,
     release_blocker,
+    running_pod,
+    split_by_budget,
+    units_of,
     wanted,
 )
 from tests.unit.allocator.engine import engine
@@ -653,3 +661,82 @@ def test_preemption_evicts_only_lower_priority_pods_and_only_when_needed(
     assert w.fits_without(high, mine, victims)
     for v in victims:
         assert not w.fits_without(high, mine, [x for x in victims if x is not v])
+
+
+# --- pod groups as victims (1.37) -------------------------------------------------------------
+
+
+def member(w: World, name: str, on: str, unit: str | None, priority: int = 1) -> RunningPod:
+    """A pod of a PodGroup holding its node's one GPU; ``unit``: its group's key when the
+    group's disruptionMode is all."""
+    held = claim(f"{name}-gpu", request("whole"), on=on, devices=["gpu-0"], reserved=[name])
+    p = w.run(name, priority, on, held)
+    grouped = dataclasses.replace(p, grouped=True, unit=unit)
+    w.running[on][-1] = grouped
+    return grouped
+
+
+def test_a_whole_groups_members_on_other_nodes_go_with_the_one_evicted() -> None:
+    w = World([plain_slice(f"node-{i}", 1) for i in (1, 2)], ["node-1", "node-2"])
+    member(w, "m1", "node-1", "podgroup:ns/job")
+    member(w, "m2", "node-2", "podgroup:ns/job")
+    result = preempt(
+        pod("high", 100),
+        priority=PodPriority(100, True),
+        claims=[claim("mine", request("whole"))],
+        nodes=w.nodes,
+        usage=w.usage(),
+        on_node=w.running,
+        allocator=w.allocator(),
+        budgets=(),
+        now=NOW,
+        features=Features.all(),
+        members=members(w.running),
+    )
+    assert sorted(victims_of(result)) == ["m1", "m2"], "never one member alone"
+
+
+def test_single_mode_members_may_go_alone() -> None:
+    w = World([plain_slice(f"node-{i}", 1) for i in (1, 2)], ["node-1", "node-2"])
+    member(w, "m1", "node-1", None)
+    member(w, "m2", "node-2", None)
+    assert len(victims_of(w.preempt(pod("high", 100), [claim("mine", request("whole"))]))) == 1
+
+
+def test_units_order_priority_then_groups_then_size_then_start() -> None:
+    plain = RunningPod(pod("plain", 1, on="n", started="2026-06-01T10:00:00Z"), 1)
+    single = RunningPod(pod("single", 1, on="n"), 1, grouped=True)
+    a = RunningPod(pod("a", 1, on="n"), 1, grouped=True, unit="podgroup:ns/g")
+    b = RunningPod(pod("b", 1, on="m"), 1, grouped=True, unit="podgroup:ns/g")
+    high = RunningPod(pod("high", 5, on="n"), 5)
+    units = units_of([plain, single, a, high], {"podgroup:ns/g": [a, b]})
+    ordered = [u.key for u in more_important_units(units, NOW)]
+    assert ordered == [high.key, "podgroup:ns/g", single.key, plain.key]
+
+
+def test_a_unit_violates_a_budget_as_a_whole() -> None:
+    a = RunningPod(pod("a", 1, on="n", labels={"app": "x"}), 1, unit="podgroup:ns/g")
+    b = RunningPod(pod("b", 1, on="m", labels={"app": "y"}), 1, unit="podgroup:ns/g")
+    c = RunningPod(pod("c", 1, on="m", labels={"app": "y"}), 1)
+    (unit,) = units_of([a, b])
+    violating, other = split_by_budget([unit, *units_of([c])], [budget(0, app="x")])
+    assert [(u.key, n) for u, n in violating] == [("podgroup:ns/g", 1)]
+    assert [u.key for u in other] == [c.key]
+
+
+def test_a_members_priority_is_its_groups() -> None:
+    group = PodGroup.load(
+        {
+            "metadata": {"name": "job", "namespace": NS},
+            "spec": {"priority": 7, "disruptionMode": {"all": {}}},
+        }
+    )
+    p = pod("m", 100, on="n")
+    p.spec.scheduling_group = Pod.load(
+        {"spec": {"containers": [], "schedulingGroup": {"podGroupName": "job"}}}
+    ).spec.scheduling_group
+    found = running_pod(p, (), {}, lambda _: group)
+    assert (found.priority, found.grouped, found.unit) == (7, True, f"podgroup:{NS}/job")
+    assert running_pod(p, (), {}, None).priority == 100, "GenericWorkload off: its own"
+    assert running_pod(p, (), {}, lambda _: None).priority == 100, "its group gone: its own"
+    assert group_priority(PodGroup.load({"spec": {}})) == 0
