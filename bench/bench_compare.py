@@ -23,23 +23,27 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from bench.bench_scheduler import COMPONENTS, KOPF_DRA_ENV, SEPARATE, WORKLOADS, churn, run
 from operators.api.features import check_names, format_feature_gates
+from operators.kube.api import KubeAPI
 from operators.localcluster import controlplane
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD_UPSTREAM = ROOT / "hack" / "controlplane" / "build-upstream.sh"
 CLAIM_CONTROLLERS = ("claims", "claim-templates", "reservations")
 QPS = "5000"
+PROFILE_SECONDS = 5
+During = Callable[[KubeAPI], Coroutine[Any, Any, None]]
 
 
 def upstream_bin() -> Path:
@@ -133,6 +137,8 @@ def one_round(
     with_churn: bool,
     separate: bool,
     scheduler_gates: Mapping[str, bool] | None = None,
+    profile: Path | None = None,
+    profile_seconds: int = PROFILE_SECONDS,
 ) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp, controlplane.running(Path(tmp) / "cp") as cp:
         logs = Path(tmp)
@@ -160,17 +166,104 @@ def one_round(
                     workload,
                     pids,
                     scheduler_name=scheduler_name,
-                    during=churn(nodes) if with_churn else None,
+                    during=alongside(
+                        churn(nodes) if with_churn else None,
+                        cpu_profile(profile, profile_seconds) if profile is not None else None,
+                    ),
                     etcd_url=f"http://127.0.0.1:{cp.etcd_port}",
                 )
 
             return asyncio.run(measured())
 
 
+def alongside(*tasks: During | None) -> During | None:
+    """The background tasks of a round, run together."""
+    chosen = [t for t in tasks if t is not None]
+    if not chosen:
+        return None
+
+    async def both(kube: KubeAPI) -> None:
+        await asyncio.gather(*(t(kube) for t in chosen))
+
+    return both
+
+
+def cpu_profile(path: Path, seconds: int = PROFILE_SECONDS) -> During:
+    """The API server's CPU profile (its /debug/pprof, profiling on as it ships) over the first
+    ``seconds`` of the round, written to ``path``."""
+
+    async def take(kube: KubeAPI) -> None:
+        response = await kube.api_client.call_api(
+            "/debug/pprof/profile",
+            "GET",
+            {},
+            [("seconds", str(seconds))],
+            {"Accept": "application/octet-stream"},
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _request_timeout=seconds + 30,
+        )
+        data = await response.read()
+        await asyncio.to_thread(path.write_bytes, data)
+
+    return take
+
+
+#: Where a kube-apiserver spends its CPU, by what the samples' stacks pass through (the first
+#: that matches counts): serving requests, delivering watch events, GC, etcd, the rest.
+PROFILE_PARTS = (
+    ("watch: events encoded and sent to clients", r"serveWatch|WatchServer|watchEncoder"),
+    ("watch: cache dispatch to watchers", r"cacheWatcher|Cacher\)\.dispatch|watchCache"),
+    ("etcd watch: events decoded into the cache", r"etcd3\.\(\*watchChan\)"),
+    ("requests: writes (create, update, patch)", r"registry\.\(\*Store\)\.(Create|Update)"),
+    ("requests: reads and everything else served", r"finishRequest|ServeHTTP"),
+    ("garbage collection", r"gcBgMarkWorker|runtime\.gcDrain"),
+)
+
+
+def profile_breakdown(path: Path) -> str:
+    """The profile's samples split by ``PROFILE_PARTS`` (each excluding the parts before it),
+    in seconds and per cent of the total."""
+    seen: list[str] = []
+    lines = []
+    total = 0.0
+    for name, pattern in PROFILE_PARTS:
+        argv = ["go", "tool", "pprof", "-top", "-nodecount=100000", f"-focus={pattern}"]
+        if seen:
+            argv.append(f"-ignore={'|'.join(seen)}")
+        done = subprocess.run([*argv, str(path)], capture_output=True, text=True, check=False)
+        found = re.search(r"accounting for ([\d.]+)(m?s), [\d.]+% of ([\d.]+)s total", done.stdout)
+        seconds = 0.0
+        if found:
+            seconds = float(found.group(1)) / (1000 if found.group(2) == "ms" else 1)
+            total = float(found.group(3))
+        lines.append((name, seconds))
+        seen.append(pattern)
+    rest = total - sum(s for _, s in lines)
+    out = [f"{name}: {s:.2f} s ({100 * s / total:.0f}%)" for name, s in lines if total]
+    out.append(f"other: {rest:.2f} s ({100 * rest / total:.0f}%)" if total else "no samples")
+    return "; ".join(out)
+
+
 def median_counts(rounds: list[dict[str, int]]) -> dict[str, int]:
     """Per key, the median over the rounds (a round without the key counts 0)."""
     keys = sorted({k for r in rounds for k in r})
     return {k: int(statistics.median(r.get(k, 0) for r in rounds)) for k in keys}
+
+
+def api_server_breakdown(rounds: list[dict[str, dict[str, float]]]) -> None:
+    """Where the API server's time went (medians over the rounds): seconds serving each kind of
+    request (WATCH excluded) and bytes answered, then watch events sent and their bytes per
+    resource, largest first."""
+    for series in ("seconds", "response bytes", "watch events", "watch event bytes"):
+        keys = {k for r in rounds for k in r.get(series, {})}
+        med = {k: statistics.median(r.get(series, {}).get(k, 0.0) for r in rounds) for k in keys}
+        top = sorted(med.items(), key=lambda kv: -kv[1])[:10]
+        total = sum(med.values())
+        shown = ", ".join(
+            f"{k} {v:.1f}" if series == "seconds" else f"{k} {int(v)}" for k, v in top
+        )
+        print(f"            API server {series} (medians, total {total:.0f}): {shown}")
 
 
 def summary(name: str, results: list[dict[str, Any]]) -> dict[str, float]:
@@ -198,6 +291,7 @@ def summary(name: str, results: list[dict[str, Any]]) -> dict[str, float]:
     print(f"            CPU s (medians): {', '.join(f'{p} {s:.1f}' for p, s in med.items())}")
     for label, key in (("API requests", "requests"), ("etcd requests", "etcd_requests")):
         print(f"            {label} (medians): {median_counts([r[key] for r in results])}")
+    api_server_breakdown([r["api_server"] for r in results])
     return {"rate": statistics.median(rates), **med}
 
 
@@ -216,6 +310,14 @@ def main() -> int:
         metavar="Name=true,...",
         help="gates for kube-scheduler beside the control plane's (SchedulerPreQueueingHints=true)",
     )
+    parser.add_argument(
+        "--profile-apiserver",
+        type=Path,
+        metavar="DIR",
+        help="write the API server's CPU profile of each round's first --profile-seconds to "
+        "DIR, and print where it went (go tool pprof -top -cum) for the first round of each",
+    )
+    parser.add_argument("--profile-seconds", type=int, default=PROFILE_SECONDS)
     args = parser.parse_args()
     rounds = args.rounds if args.rounds % 2 else args.rounds + 1
     bin_dir = upstream_bin()
@@ -224,6 +326,10 @@ def main() -> int:
         for i in range(rounds):
             order = ("kopf-dra", "upstream") if i % 2 == 0 else ("upstream", "kopf-dra")
             for system in order:
+                profile = None
+                if args.profile_apiserver is not None:
+                    args.profile_apiserver.mkdir(parents=True, exist_ok=True)
+                    profile = args.profile_apiserver / f"{workload}-{system}-{i}.pprof"
                 results[system].append(
                     one_round(
                         system,
@@ -232,6 +338,8 @@ def main() -> int:
                         args.churn,
                         args.separate,
                         args.kube_scheduler_gates,
+                        profile,
+                        args.profile_seconds,
                     )
                 )
         title = WORKLOADS[workload]
@@ -276,6 +384,10 @@ def main() -> int:
             f"controllers / kube-controller-manager CPU {claims:.1f} / {kcm:.1f} s "
             f"({claims / kcm if kcm else float('nan'):.2f}, target <= 2)"
         )
+        if args.profile_apiserver is not None:
+            for system in ("kopf-dra", "upstream"):
+                path = args.profile_apiserver / f"{workload}-{system}-0.pprof"
+                print(f"  kube-apiserver CPU beside {system} (round 1): {profile_breakdown(path)}")
     return 0
 
 

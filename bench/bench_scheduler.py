@@ -58,8 +58,21 @@ KOPF_DRA_ENV = {"KOPF_DRA_LOG_LEVEL": "WARNING", "KOPF_DRA_ALL_PODS": "true"}
 SEPARATE = ("claim-templates", "reservations", "scheduler")
 
 
-async def requests(kube: KubeAPI) -> dict[str, float]:
-    """Requests served so far, keyed ``VERB resource[/subresource]`` (the API server's metrics)."""
+#: The API server's counters read per request kind: served, seconds spent serving (not for
+#: WATCH: a watch lasts as long as its client keeps it), bytes of the responses; and per
+#: resource, the watch events sent to watchers and their bytes (encoding each event costs).
+API_SERIES = {
+    "apiserver_request_total": "requests",
+    "apiserver_request_duration_seconds_sum": "seconds",
+    "apiserver_response_sizes_sum": "response bytes",
+    "apiserver_watch_events_total": "watch events",
+    "apiserver_watch_events_sizes_sum": "watch event bytes",
+}
+
+
+async def api_counters(kube: KubeAPI) -> dict[str, dict[str, float]]:
+    """The API server's counters so far (``API_SERIES``), each keyed ``VERB resource[/sub]``
+    (watch events: by resource)."""
     text = await kube.api_client.call_api(
         "/metrics",
         "GET",
@@ -70,17 +83,26 @@ async def requests(kube: KubeAPI) -> dict[str, float]:
         _preload_content=False,
     )
     body = (await text.read()).decode()
-    counts: dict[str, float] = {}
+    out: dict[str, dict[str, float]] = {series: {} for series in API_SERIES.values()}
     for line in body.splitlines():
-        if not line.startswith("apiserver_request_total{"):
+        series = API_SERIES.get(line.split("{", 1)[0])
+        if series is None:
             continue
         labels, value = sample(line)
         resource = labels.get("resource", "")
         if labels.get("subresource"):
             resource += "/" + labels["subresource"]
-        key = f"{labels.get('verb', '')} {resource}"
-        counts[key] = counts.get(key, 0.0) + value
-    return counts
+        verb = labels.get("verb")
+        if verb in ("WATCH", "CONNECT") and series == "seconds":
+            continue
+        key = f"{verb} {resource}" if verb else resource
+        out[series][key] = out[series].get(key, 0.0) + value
+    return out
+
+
+async def requests(kube: KubeAPI) -> dict[str, float]:
+    """Requests served so far, keyed ``VERB resource[/subresource]`` (the API server's metrics)."""
+    return (await api_counters(kube))["requests"]
 
 
 def sample(line: str) -> tuple[dict[str, str], float]:
@@ -115,6 +137,20 @@ async def etcd_requests(url: str) -> dict[str, float]:
 
 def grown(before: dict[str, float], after: dict[str, float]) -> dict[str, int]:
     return {k: int(v - before.get(k, 0)) for k, v in sorted(after.items()) if v > before.get(k, 0)}
+
+
+def grown_by_series(
+    before: dict[str, dict[str, float]], after: dict[str, dict[str, float]]
+) -> dict[str, dict[str, float]]:
+    """Per series, what grew (seconds keep their fraction)."""
+    return {
+        series: {
+            k: round(v - before[series].get(k, 0.0), 3)
+            for k, v in sorted(values.items())
+            if v > before[series].get(k, 0.0)
+        }
+        for series, values in after.items()
+    }
 
 
 def cpu_seconds(pid: int) -> float:
@@ -250,7 +286,8 @@ async def run(
             )
         # Let the operators finish their initial lists before the clock starts.
         await asyncio.sleep(3)
-        before = await requests(kube)
+        counters_before = await api_counters(kube)
+        before = counters_before["requests"]
         etcd_before = await etcd_requests(etcd_url) if etcd_url else {}
         cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
         created: dict[str, float] = {}
@@ -313,7 +350,8 @@ async def run(
             background.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await background
-        after = await requests(kube)
+        counters_after = await api_counters(kube)
+        after = counters_after["requests"]
         etcd_after = await etcd_requests(etcd_url) if etcd_url else {}
         cpu = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in pids.items()}
     served = grown(before, after)
@@ -346,6 +384,7 @@ async def run(
         "writes_per_pod": component_writes / pods,
         "writes_by_resource": delta,
         "requests": served,
+        "api_server": grown_by_series(counters_before, counters_after),
         "etcd_requests": grown(etcd_before, etcd_after),
         "cpu_seconds": cpu,
         **(
