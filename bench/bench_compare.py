@@ -295,6 +295,18 @@ def summary(name: str, results: list[dict[str, Any]]) -> dict[str, float]:
     return {"rate": statistics.median(rates), **med}
 
 
+HINTS = "SchedulerPreQueueingHints"
+
+
+def systems(version: str, hints: bool) -> dict[str, dict[str, bool] | None]:
+    """The systems of a run, each with kube-scheduler's extra gates: kopf-dra, upstream, and
+    on 1.37 (``hints``) upstream again with its SchedulerPreQueueingHints alpha on."""
+    out: dict[str, dict[str, bool] | None] = {"kopf-dra": None, "upstream": {}}
+    if hints and not version.startswith("v1.36"):
+        out["upstream+hints"] = {HINTS: True}
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workload", choices=sorted(WORKLOADS), action="append")
@@ -308,87 +320,108 @@ def main() -> int:
         type=check_names,
         default={},
         metavar="Name=true,...",
-        help="gates for kube-scheduler beside the control plane's (SchedulerPreQueueingHints=true)",
+        help="gates for kube-scheduler beside the control plane's, in both upstream systems",
+    )
+    parser.add_argument(
+        "--no-hints",
+        action="store_true",
+        help=f"no third system with kube-scheduler's {HINTS} on (1.37)",
     )
     parser.add_argument(
         "--profile-apiserver",
         type=Path,
         metavar="DIR",
         help="write the API server's CPU profile of each round's first --profile-seconds to "
-        "DIR, and print where it went (go tool pprof -top -cum) for the first round of each",
+        "DIR, and print where it went for the first round of each system",
     )
     parser.add_argument("--profile-seconds", type=int, default=PROFILE_SECONDS)
     args = parser.parse_args()
     rounds = args.rounds if args.rounds % 2 else args.rounds + 1
     bin_dir = upstream_bin()
+    version = controlplane.kubernetes_version()
+    chosen = systems(version, not args.no_hints)
     for workload in args.workload or ["default", "upstream"]:
-        results: dict[str, list[dict[str, Any]]] = {"kopf-dra": [], "upstream": []}
+        results: dict[str, list[dict[str, Any]]] = {name: [] for name in chosen}
+        names = list(chosen)
         for i in range(rounds):
-            order = ("kopf-dra", "upstream") if i % 2 == 0 else ("upstream", "kopf-dra")
-            for system in order:
+            # Each round starts with another system: none always runs first or last.
+            for system in names[i % len(names) :] + names[: i % len(names)]:
                 profile = None
                 if args.profile_apiserver is not None:
                     args.profile_apiserver.mkdir(parents=True, exist_ok=True)
                     profile = args.profile_apiserver / f"{workload}-{system}-{i}.pprof"
+                extra = chosen[system]
                 results[system].append(
                     one_round(
-                        system,
+                        "kopf-dra" if system == "kopf-dra" else "upstream",
                         workload,
                         bin_dir,
                         args.churn,
                         args.separate,
-                        args.kube_scheduler_gates,
+                        {**args.kube_scheduler_gates, **(extra or {})},
                         profile,
                         args.profile_seconds,
                     )
                 )
         title = WORKLOADS[workload]
-        extra = format_feature_gates(args.kube_scheduler_gates)
+        extra_gates = format_feature_gates(args.kube_scheduler_gates)
         print(
             f"{workload} ({title[0]} nodes x {title[1]} devices, {title[2]} pods"
             f"{', churn' if args.churn else ''}), {rounds} alternating rounds, Kubernetes "
-            f"{controlplane.kubernetes_version()}"
-            + (f", kube-scheduler also with {extra}" if extra else "")
+            f"{version}" + (f", kube-scheduler also with {extra_gates}" if extra_gates else "")
         )
-        ours = summary("kopf-dra", results["kopf-dra"])
-        theirs = summary("upstream", results["upstream"])
-        ratio = ours["rate"] / theirs["rate"] if theirs["rate"] else float("nan")
-        spread = [
-            a["pods_per_s"] / b["pods_per_s"]
-            for a, b in zip(results["kopf-dra"], results["upstream"], strict=True)
-            if b["pods_per_s"]
-        ]
-        claims = sum(ours.get(c, 0.0) for c in CLAIM_CONTROLLERS)
-        ours_cpu = claims + ours.get("scheduler", 0.0)
-        theirs_cpu = sum(theirs.get(c, 0.0) for c in ("kube-scheduler", "kube-controller-manager"))
-        kcm = theirs.get("kube-controller-manager", 0.0)
-        bound = {
-            name: statistics.median(title[2] - r["unbound"] for r in results[name])
-            for name in ("kopf-dra", "upstream")
-        }
-        per_pod = {
-            name: 1000 * sum(v for k, v in cpu.items() if k != "rate") / max(bound[name], 1)
-            for name, cpu in (("kopf-dra", ours), ("upstream", theirs))
-        }
-        print(
-            f"  whole-system CPU per bound pod (every process above, medians): kopf-dra "
-            f"{per_pod['kopf-dra']:.1f} ms, upstream {per_pod['upstream']:.1f} ms "
-            f"({per_pod['kopf-dra'] / per_pod['upstream']:.2f}x)"
-        )
-        print(
-            f"  ratio of medians (kopf-dra / upstream): pods/s {ratio:.2f} "
-            f"(per round {min(spread):.2f}-{max(spread):.2f}); component CPU "
-            f"{ours_cpu:.1f} / {theirs_cpu:.1f} s; kube-apiserver "
-            f"{ours.get('kube-apiserver', 0):.1f} / {theirs.get('kube-apiserver', 0):.1f} s; "
-            f"etcd {ours.get('etcd', 0):.1f} / {theirs.get('etcd', 0):.1f} s; claim "
-            f"controllers / kube-controller-manager CPU {claims:.1f} / {kcm:.1f} s "
-            f"({claims / kcm if kcm else float('nan'):.2f}, target <= 2)"
-        )
+        sums = {name: summary(name, results[name]) for name in chosen}
+        for name in chosen:
+            if name != "kopf-dra":
+                compare(workload, results, sums, name)
         if args.profile_apiserver is not None:
-            for system in ("kopf-dra", "upstream"):
+            for system in chosen:
                 path = args.profile_apiserver / f"{workload}-{system}-0.pprof"
                 print(f"  kube-apiserver CPU beside {system} (round 1): {profile_breakdown(path)}")
     return 0
+
+
+def compare(
+    workload: str,
+    results: Mapping[str, list[dict[str, Any]]],
+    sums: Mapping[str, dict[str, float]],
+    name: str,
+) -> None:
+    """kopf-dra against one upstream system: CPU per bound pod and the ratios of the medians."""
+    title = WORKLOADS[workload]
+    ours, theirs = sums["kopf-dra"], sums[name]
+    ratio = ours["rate"] / theirs["rate"] if theirs["rate"] else float("nan")
+    spread = [
+        a["pods_per_s"] / b["pods_per_s"]
+        for a, b in zip(results["kopf-dra"], results[name], strict=True)
+        if b["pods_per_s"]
+    ]
+    claims = sum(ours.get(c, 0.0) for c in CLAIM_CONTROLLERS)
+    ours_cpu = claims + ours.get("scheduler", 0.0)
+    theirs_cpu = sum(theirs.get(c, 0.0) for c in ("kube-scheduler", "kube-controller-manager"))
+    kcm = theirs.get("kube-controller-manager", 0.0)
+    bound = {
+        system: statistics.median(title[2] - r["unbound"] for r in results[system])
+        for system in ("kopf-dra", name)
+    }
+    per_pod = {
+        system: 1000 * sum(v for k, v in cpu.items() if k != "rate") / max(bound[system], 1)
+        for system, cpu in (("kopf-dra", ours), (name, theirs))
+    }
+    print(
+        f"  against {name}: whole-system CPU per bound pod (every process, medians): kopf-dra "
+        f"{per_pod['kopf-dra']:.1f} ms, {name} {per_pod[name]:.1f} ms "
+        f"({per_pod['kopf-dra'] / per_pod[name]:.2f}x)"
+    )
+    print(
+        f"    ratio of medians (kopf-dra / {name}): pods/s {ratio:.2f} "
+        f"(per round {min(spread):.2f}-{max(spread):.2f}); component CPU "
+        f"{ours_cpu:.1f} / {theirs_cpu:.1f} s; kube-apiserver "
+        f"{ours.get('kube-apiserver', 0):.1f} / {theirs.get('kube-apiserver', 0):.1f} s; "
+        f"etcd {ours.get('etcd', 0):.1f} / {theirs.get('etcd', 0):.1f} s; claim "
+        f"controllers / kube-controller-manager CPU {claims:.1f} / {kcm:.1f} s "
+        f"({claims / kcm if kcm else float('nan'):.2f}, target <= 2)"
+    )
 
 
 if __name__ == "__main__":
