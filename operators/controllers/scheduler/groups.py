@@ -12,9 +12,9 @@ The rules are ``scheduling.groups`` (pure); this module runs them against the sc
 - when the group is not placed, everything assumed is undone (nothing was written), then
   PodGroupPostFilter: a group claim no pod can use is deallocated, else the group may preempt
   (``scheduling.group_preemption``: trials of the same cycle with victims taken out of the
-  snapshots), and each pod is told why; when it is, the binding task (``Binder.start_group``) waits at Permit until the
-  group's placed pods reach ``minCount``, then binds them one after another, the group's claims
-  written by the first.
+  snapshots), and each pod is told why; when it is, the binding task (``Binder.start_group``)
+  waits at Permit until the group's placed pods reach ``minCount``, then binds them one after
+  another, the group's claims written by the first.
 
 The PodGroup's ``PodGroupInitiallyScheduled`` condition says how the last cycle ended, as
 kube-scheduler 1.37.2 writes it (True once, never back).
