@@ -154,6 +154,22 @@ class RunningPod:
         return parse_time(self.pod.status.start_time) or now
 
 
+DISRUPTION_TARGET = "DisruptionTarget"
+PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
+
+
+def terminating_by_preemption(pod: Pod) -> bool:
+    """PodTerminatingByPreemption: being deleted, with a scheduler's DisruptionTarget."""
+    if not pod.metadata.is_deleting:
+        return False
+    condition = pod.condition(DISRUPTION_TARGET)
+    return (
+        condition is not None
+        and condition.status == "True"
+        and condition.reason == PREEMPTION_BY_SCHEDULER
+    )
+
+
 def group_priority(group: PodGroup) -> int:
     """PodGroupPriority: ``spec.priority`` as the Priority admission plugin filled it in, else
     0 (a group created with no global default class and no class named)."""

@@ -417,14 +417,15 @@ class GroupScheduler:
         self, order: list[Pod], running: Mapping[str, Sequence[RunningPod]], priority: int
     ) -> bool:
         """isOngoingPreemption: the group's victims are not gone yet (pods of lower priority
-        terminating on its pods' nominated nodes, or evictions this replica waits for)."""
+        terminating by preemption on its pods' nominated nodes, or evictions this replica waits
+        for)."""
         s = self.scheduler
         waited = set(s.preemptor.victims.values())
         if any(key_of(m) in waited for m in order):
             return True
         nodes = {n for m in order if (n := s.queue.nominated_node(m))}
         return any(
-            r.pod.metadata.is_deleting and r.priority < priority
+            r.priority < priority and preemption.terminating_by_preemption(r.pod)
             for node in nodes
             for r in running.get(node, ())
         )

@@ -44,6 +44,7 @@ from operators.runtime.actions import (
     PostEvent,
     ReplaceStatus,
 )
+from operators.scheduling.preemption import DISRUPTION_TARGET, PREEMPTION_BY_SCHEDULER
 from operators.scheduling.reserve import reserved_claims
 
 WARNING = "Warning"
@@ -308,8 +309,6 @@ def failed_scheduling(pod: Pod, message: str) -> PostEvent:
 
 # --- preemption ------------------------------------------------------------------------------
 
-DISRUPTION_TARGET = "DisruptionTarget"
-PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
 # Reasons of the reservation cleanup that mean the pod is gone or done. Its other rule (a pod
 # being deleted before it was ever bound) is not the scheduler's: a victim is bound, and a
 # deletionTimestamp alone never frees devices here.

@@ -9,7 +9,7 @@ from operators.api.core import Pod
 from operators.api.groups import PodGroup
 from operators.scheduling.group_preemption import Removed, found, preempts, touches
 from operators.scheduling.nodes import NodeUsage
-from operators.scheduling.preemption import RunningPod, units_of
+from operators.scheduling.preemption import RunningPod, terminating_by_preemption, units_of
 from tests.unit.scheduling.builders import NS
 from tests.unit.scheduling.test_preemption import claim, pod, request
 
@@ -54,3 +54,24 @@ def test_a_unit_touches_a_node_where_one_of_its_pods_runs() -> None:
 
 def test_upstreams_words() -> None:
     assert found(3) == "found a placement for podgroup, preempting 3 victims"
+
+
+def test_a_victim_is_terminating_by_preemption_only_with_the_schedulers_condition() -> None:
+    victim = pod("v", 1, on="node-1", deleting=True)
+    assert not terminating_by_preemption(victim), "deleted for another reason"
+    victim.status.conditions = Pod.load(
+        {
+            "spec": {"containers": []},
+            "status": {
+                "conditions": [
+                    {
+                        "type": "DisruptionTarget",
+                        "status": "True",
+                        "reason": "PreemptionByScheduler",
+                    }
+                ]
+            },
+        }
+    ).status.conditions
+    assert terminating_by_preemption(victim)
+    assert not terminating_by_preemption(pod("w", 1, on="node-1")), "not being deleted"
