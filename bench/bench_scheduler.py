@@ -100,11 +100,6 @@ async def api_counters(kube: KubeAPI) -> dict[str, dict[str, float]]:
     return out
 
 
-async def requests(kube: KubeAPI) -> dict[str, float]:
-    """Requests served so far, keyed ``VERB resource[/subresource]`` (the API server's metrics)."""
-    return (await api_counters(kube))["requests"]
-
-
 def sample(line: str) -> tuple[dict[str, str], float]:
     """A Prometheus text-format sample line: its labels and its value."""
     return dict(re.findall(r'(\w+)="([^"]*)"', line)), float(line.rsplit(" ", 1)[1])

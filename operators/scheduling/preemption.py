@@ -51,7 +51,7 @@ from operators.api.ids import DeviceID
 from operators.api.resource import AllocationResult, ResourceClaim
 from operators.api.timestamps import parse_time
 from operators.scheduling.binding_conditions import allocated_node
-from operators.scheduling.cycle import NodeFit, unavailable_claim
+from operators.scheduling.cycle import unavailable_claim
 from operators.scheduling.extended import ExtendedResources, delegated, new_claim
 from operators.scheduling.nodes import NodeUsage, node_failure, pod_requests
 from operators.scheduling.score import subrequest_rank
@@ -298,16 +298,14 @@ class Nomination:
 
     @classmethod
     def of(cls, pod: Pod, priority: int, candidate: Candidate, features: Features) -> Nomination:
-        results = [r for a in candidate.results.values() for r in a.devices.results]
         return cls(
-            candidate.node, priority, Holding.of_results(results, features), pod_requests(pod)
+            candidate.node, priority, holding(candidate.results, features), pod_requests(pod)
         )
 
 
-def holding(fit: NodeFit, features: Features) -> Holding:
-    """What a pod placed by ``fit`` would hold."""
-    results = [r for a in fit.results.values() for r in a.devices.results]
-    return Holding.of_results(results, features)
+def holding(results: Mapping[str, AllocationResult], features: Features) -> Holding:
+    """What a pod given these allocations (claim key -> result) would hold."""
+    return Holding.of_results([r for a in results.values() for r in a.devices.results], features)
 
 
 K = TypeVar("K", bound=Hashable)

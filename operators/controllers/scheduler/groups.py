@@ -362,7 +362,7 @@ class GroupScheduler:
                 fit = out.fits[mkey] = filtered[1]
                 out.assumed.append(s.assume(attempt, fit))
                 if self._trial is not None:
-                    self._trial.assumed.append(holding(fit, s.features))
+                    self._trial.assumed.append(holding(fit.results, s.features))
         except BaseException:
             self._undo(out.assumed)
             raise
@@ -398,11 +398,12 @@ class GroupScheduler:
             await p.release_victim_claims(order[0], releases)
             return group_preemption.RELEASING
         priority = preemption.group_priority(group)
-        running = p.running()
-        if self._ongoing(order, running, priority):
+        lower = p.lower_priority_pods(priority)
+        if self._ongoing(order, lower):
             return group_preemption.ONGOING
-        lower = [r for pods in running.values() for r in pods if r.priority < priority]
-        units = preemption.units_of(lower, preemption.members(running))
+        units = preemption.units_of(
+            [r for pods in lower.values() for r in pods], preemption.members(lower)
+        )
         chosen = await self._victims(group, order, placed_before, units) if units else None
         if not isinstance(chosen, tuple):
             for member in order:
@@ -413,9 +414,7 @@ class GroupScheduler:
         await p.evict_group(group, order, fits, [u.pods for u in victims])
         return group_preemption.found(sum(len(u.pods) for u in victims))
 
-    def _ongoing(
-        self, order: list[Pod], running: Mapping[str, Sequence[RunningPod]], priority: int
-    ) -> bool:
+    def _ongoing(self, order: list[Pod], lower: Mapping[str, Sequence[RunningPod]]) -> bool:
         """isOngoingPreemption: the group's victims are not gone yet (pods of lower priority
         terminating by preemption on its pods' nominated nodes, or evictions this replica waits
         for)."""
@@ -425,9 +424,9 @@ class GroupScheduler:
             return True
         nodes = {n for m in order if (n := s.queue.nominated_node(m))}
         return any(
-            r.priority < priority and preemption.terminating_by_preemption(r.pod)
+            preemption.terminating_by_preemption(r.pod)
             for node in nodes
-            for r in running.get(node, ())
+            for r in lower.get(node, ())
         )
 
     async def _victims(
@@ -470,8 +469,7 @@ class GroupScheduler:
         proposed node); the pods' fits, or why it fails. Nothing of it stays assumed."""
         s = self.scheduler
         gone = group_preemption.Removed.of(removed)
-        base = s.cache.allocated.state().without(gone.released(s.features))
-        self._trial = Trial(gone, base)
+        self._trial = Trial(gone, gone.state(s.cache.allocated.state(), s.features))
         try:
             placement = await self._place(group, order, placed_before, on)
         finally:

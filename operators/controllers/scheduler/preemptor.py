@@ -9,6 +9,7 @@ The search itself is pure and runs off the event loop; every write here is safe 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
@@ -85,8 +86,7 @@ class Preemptor:
         metrics.PREEMPTION_ATTEMPTS.inc()
         pod, priority, key = attempt.pod, attempt.priority, attempt.key
         nominated = s.queue.nominated_node(pod)
-        running = self.running()
-        lower = self.lower(running, priority.value)
+        lower = self.lower_priority_pods(priority.value)
         reason = preemption.eligibility(
             priority,
             nominated,
@@ -105,7 +105,7 @@ class Preemptor:
                 lower,
                 budgets=budgets,
                 better_than=better_than,
-                members=preemption.members(running) if s.groups_enabled else None,
+                members=preemption.members(lower) if s.groups_enabled else None,
             )
         except OutOfTimeError as e:
             return f"{e.message} while looking for victims"
@@ -150,26 +150,22 @@ class Preemptor:
             )
         )
 
-    @staticmethod
-    def lower(
-        on_node: Mapping[str, Sequence[RunningPod]], priority: int
-    ) -> dict[str, list[RunningPod]]:
-        """The pods of each node with a priority below ``priority``."""
-        return {node: [p for p in pods if p.priority < priority] for node, pods in on_node.items()}
-
-    def running(self) -> dict[str, list[RunningPod]]:
-        """Every pod bound to each node, as a victim (``preemption.running_pod``)."""
+    def lower_priority_pods(self, priority: int) -> dict[str, list[RunningPod]]:
+        """Pods bound to each node with a priority below ``priority`` (a PodGroup's member:
+        its group's, ``preemption.running_pod``), with their claims. A whole group's members
+        share its priority: all of them are here, or none."""
         s = self.scheduler
         cache = s.cache
         classes = cache.classes_by_name()
         find = self.pod_group if s.groups_enabled else None
-        return {
-            node: [
-                preemption.running_pod(pod, cache.held_by(pod), classes, find)
-                for pod in cache.running_on(node)
-            ]
-            for node in cache.nodes_with_pods()
-        }
+        out: dict[str, list[RunningPod]] = {}
+        for node in cache.nodes_with_pods():
+            for pod in cache.running_on(node):
+                victim = preemption.running_pod(pod, (), classes, find)
+                if victim.priority < priority:
+                    held = dataclasses.replace(victim, claims=cache.held_by(pod))
+                    out.setdefault(node, []).append(held)
+        return out
 
     def pod_group(self, pod: Pod) -> PodGroup | None:
         key = ObjectKey(pod.metadata.namespace or "", group_name(pod) or "")
@@ -220,7 +216,7 @@ class Preemptor:
             self.nominations[key] = Nomination(
                 fit.node,
                 preemption.priority_of(pod, classes).value,
-                preemption.holding(fit, s.features),
+                preemption.holding(fit.results, s.features),
                 pod_requests(pod),
             )
             s.queue.nominate(key, fit.node)
