@@ -238,11 +238,16 @@ class SchedulerCache:
             for body in self.indices.values("group_members", key)
         ]
 
-    def running_on(self, node: str) -> list[Pod]:
-        """Pods bound to ``node`` and not finished (parsed once per resourceVersion)."""
+    def running_on(
+        self, node: str, unless: Callable[[Mapping[str, Any]], bool] | None = None
+    ) -> list[Pod]:
+        """Pods bound to ``node`` and not finished (parsed once per resourceVersion), but
+        those whose raw object ``unless`` rules out (never parsed: a pod that cannot fit,
+        tried against every node with pods, would parse each of them again)."""
         return [
             self.pod_models.parse(ObjectKey.of(body), body)
             for body in self.indices.values("pods_on_node", node)
+            if unless is None or not unless(body)
         ]
 
     def nodes_with_pods(self) -> list[str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import structlog
 
@@ -160,7 +160,7 @@ class Preemptor:
         find = self.pod_group if s.groups_enabled else None
         out: dict[str, list[RunningPod]] = {}
         for node in cache.nodes_with_pods():
-            for pod in cache.running_on(node):
+            for pod in cache.running_on(node, lambda body: _not_below(body, priority, find)):
                 victim = preemption.running_pod(pod, (), classes, find)
                 if victim.priority < priority:
                     held = dataclasses.replace(victim, claims=cache.held_by(pod))
@@ -399,3 +399,16 @@ class Preemptor:
                 body = await s.api.get_or_none("Pod", name, namespace)
             found[name] = None if body is None else PodInfo.from_body(body)
         return found
+
+
+def _not_below(
+    body: Mapping[str, Any], priority: int, groups: Callable[[Pod], PodGroup | None] | None
+) -> bool:
+    """Surely not a victim, from the raw pod: its own ``spec.priority`` (set by admission) at
+    least ``priority``, and no PodGroup whose priority it would take (``groups``: None while
+    GenericWorkload is off). Anything else is parsed and ranked by ``running_pod``."""
+    spec = body.get("spec") or {}
+    value = spec.get("priority")
+    if groups is not None and spec.get("schedulingGroup") is not None:
+        return False
+    return isinstance(value, int) and value >= priority

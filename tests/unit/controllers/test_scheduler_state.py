@@ -15,7 +15,7 @@ from operators.api.core import Pod
 from operators.api.ids import DeviceID
 from operators.api.keys import ObjectKey
 from operators.api.resource import AllocationResult, ResourceClaim
-from operators.controllers.scheduler import handlers, planning, queueing
+from operators.controllers.scheduler import handlers, planning, preemptor, queueing
 from operators.controllers.scheduler.handlers import Scheduler
 from operators.controllers.scheduler.metrics import REGISTRY
 from operators.controllers.scheduler.queueing import (
@@ -490,3 +490,38 @@ def test_a_pods_backoff_doubles_per_attempt_up_to_ten_seconds() -> None:
         record.attempts = attempts
         delays.append(record.backoff())
     assert delays == [1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
+
+
+async def test_pods_of_no_lower_priority_are_not_parsed_for_preemption() -> None:
+    """A pod that fits nowhere looks for lower-priority pods on every node with pods: those
+    whose own priority rules them out are skipped from their raw object, unparsed."""
+    s = Scheduler(SchedulerSettings(preemption=True))
+    _preemption_scene(s)
+    parsed = s.cache.pod_models._items
+    parsed.clear()
+
+    assert s.preemptor.lower_priority_pods(0) == {}
+    assert ObjectKey("ns", "batch") not in parsed, "priority 0 is not below 0: never parsed"
+
+    found = s.preemptor.lower_priority_pods(100)
+    assert [p.pod.metadata.name for p in found["node-2"]] == ["batch"]
+    assert ObjectKey("ns", "batch") in parsed
+
+
+def test_a_pod_groups_member_is_ranked_by_its_group_not_its_own_priority() -> None:
+    """Only a pod's own ``spec.priority`` is read raw: a PodGroup's member may take its
+    group's lower priority (GetPodPriority), so it is parsed and ranked while groups are on."""
+    member = _pod("member", "node-1")
+    member["spec"].update(priority=1000, schedulingGroup={"podGroupName": "pg"})
+    plain = _pod("plain", "node-1")
+    plain["spec"].update(priority=1000)
+    unset = _pod("unset", "node-1")
+
+    def no_group(pod: Pod) -> None:
+        return None
+
+    assert preemptor._not_below(plain, 100, no_group)
+    assert not preemptor._not_below(member, 100, no_group)
+    assert preemptor._not_below(member, 100, None), "groups off: its own priority"
+    assert not preemptor._not_below(plain, 1001, None)
+    assert not preemptor._not_below(unset, 0, None), "no priority: its class decides"
