@@ -13,14 +13,18 @@ import contextlib
 import dataclasses
 import datetime
 import re
-import shutil
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any
 
 from operators.aio import wait_at_most
 from operators.api.core import Pod
 from operators.api.quantity import Quantity
 from operators.demo.bringup import DRIVER, SCHEDULER_NAME
+from operators.display import bar as _bar
+from operators.display import human as human
+from operators.display import output_width as output_width
+from operators.display import ratio as _ratio
+from operators.display import table as _table
 from operators.kube.api import ApiError, KubeAPI, NotFoundError
 
 
@@ -139,45 +143,6 @@ def pools_reported(snap: Snapshot) -> bool:
     return pools <= reported
 
 
-def _bar(ratio: float, width: int = 10) -> str:
-    filled = max(0, min(width, round(ratio * width)))
-    return "#" * filled + "." * (width - filled)
-
-
-def _ratio(used: str, total: str) -> float:
-    total_q = Quantity(total).value
-    return float(Quantity(used).value / total_q) if total_q else 0.0
-
-
-SUFFIXES: Final = {
-    "Ki": 2**10,
-    "Mi": 2**20,
-    "Gi": 2**30,
-    "Ti": 2**40,
-    "k": 10**3,
-    "M": 10**6,
-    "G": 10**9,
-    "T": 10**12,
-}
-
-
-def human(quantity: str, like: str | None = None) -> str:
-    """A quantity in the unit ``like`` is written in (``58593750Ki`` like ``100G``: ``60G``);
-    without ``like``, in the largest unit that divides it (decimal first)."""
-    value = Quantity(quantity).value
-    if like is None:
-        exact = [
-            u for u in ("T", "G", "M", "k", "Ti", "Gi", "Mi", "Ki") if value % SUFFIXES[u] == 0
-        ]
-        unit = exact[0] if exact and value else ""
-    else:
-        unit = next((u for u in sorted(SUFFIXES, key=len, reverse=True) if like.endswith(u)), "")
-    if not unit:
-        return str(Quantity(quantity))
-    text = f"{value / SUFFIXES[unit]:.1f}".removesuffix(".0")
-    return f"{text}{unit}"
-
-
 def _device_label(result: Mapping[str, Any]) -> str:
     label = f"{result['pool']}/{result['device']}"
     if result["driver"] != DRIVER:
@@ -191,25 +156,6 @@ def _device_label(result: Mapping[str, Any]) -> str:
     if "/" in request:
         label += f" <{request}>"
     return label
-
-
-def _table(rows: Sequence[Sequence[str]], indent: str = "  ") -> list[str]:
-    if not rows:
-        return []
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    return [
-        indent + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[-1]
-        for r in rows
-    ]
-
-
-UNLIMITED_WIDTH: Final = 1_000_000
-
-
-def output_width(out: Any) -> int:
-    """The terminal's; a file or pipe gets whole lines (a log keeps every reason)."""
-    tty = hasattr(out, "isatty") and out.isatty()
-    return shutil.get_terminal_size().columns if tty else UNLIMITED_WIDTH
 
 
 def _answer_view(requests: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -29,12 +29,13 @@ from operators.api.features import (
     resolve,
 )
 from operators.api.keys import ObjectKey
-from operators.kube.api import ApiError, KubeAPI, NotFoundError
+from operators.kube.api import KubeAPI
 from operators.kube.client import make_api_client
 from operators.scheduling.attempt import DEFAULT_FILTER_TIMEOUT
 from operators.simulate import engine, output
+from operators.simulate.cluster import read_cluster
 from operators.simulate.group import GroupAnswer, group_answer
-from operators.simulate.snapshot import KINDS, Document, InputError, Source, documents_from
+from operators.simulate.snapshot import Document, InputError, documents_from
 from operators.simulate.validate import build
 
 EXIT_SUCCESS, EXIT_UNSATISFIABLE, EXIT_ERROR = 0, 1, 2
@@ -74,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _input_arguments(p)
-    _scheduler_arguments(p)
+    scheduler_arguments(p)
     p.add_argument(
         "--explain",
         action="store_true",
@@ -134,8 +135,9 @@ def _input_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _scheduler_arguments(p: argparse.ArgumentParser) -> None:
-    """The scheduler's flags that change its answer (``kopf-dra run scheduler``'s)."""
+def scheduler_arguments(p: argparse.ArgumentParser) -> None:
+    """The scheduler's flags that change its answer (``kopf-dra run scheduler``'s); ``kubectl
+    dra why`` takes them too."""
     p.add_argument(
         "--score-policy",
         choices=["least-allocated", "most-allocated"],
@@ -202,30 +204,12 @@ def _scheduler_arguments(p: argparse.ArgumentParser) -> None:
 
 async def cluster_documents(kubeconfig: str | None) -> tuple[list[Document], KubernetesVersion]:
     """The cluster's objects of every kind simulate reads, and its version."""
-    docs: list[Document] = []
     async with await make_api_client(kubeconfig) as client:
-        api = KubeAPI(client)
-        try:
-            version = KubernetesVersion.from_version_info(await api.version_info())
-        except (ApiError, ValueError) as e:
-            raise InputError(f"cluster: /version: {e}") from None
-        api.release = version.release  # DeviceTaintRules from v1 on 1.37, v1beta2 on 1.36
-        for kind in KINDS.values():
-            try:
-                listing = await api.list(kind.name)
-            except NotFoundError:  # not served (DeviceTaintRule, PodGroup where gates are off)
-                continue
-            except ApiError as e:
-                raise InputError(f"cluster: listing {kind.name}: {e}") from None
-            for item in listing.get("items") or []:
-                item.setdefault("apiVersion", listing.get("apiVersion"))
-                item.setdefault("kind", kind.name)
-                (item.get("metadata") or {}).pop("managedFields", None)
-                docs.append(Document(Source("cluster"), item))
-    return docs, version
+        read = await read_cluster(KubeAPI(client))
+    return read.documents, read.version
 
 
-def _version(args: argparse.Namespace, cluster: KubernetesVersion | None) -> KubernetesVersion:
+def version_of(args: argparse.Namespace, cluster: KubernetesVersion | None) -> KubernetesVersion:
     """--kubernetes-version, else the cluster's, else the default; the gates checked for it."""
     try:
         if args.kubernetes_version:
@@ -236,6 +220,22 @@ def _version(args: argparse.Namespace, cluster: KubernetesVersion | None) -> Kub
     except (FeatureGateError, ValueError) as e:
         raise InputError(f"--feature-gates / --kubernetes-version: {e}") from None
     return version
+
+
+def options_of(args: argparse.Namespace, version: KubernetesVersion) -> engine.Options:
+    """The answer's options from ``scheduler_arguments``' flags (and ``--explain``)."""
+    return engine.Options(
+        score_policy=args.score_policy,
+        allocation_policy=args.allocation_policy,
+        binding_timeout=args.binding_timeout,
+        explain=args.explain,
+        feature_gates=args.feature_gates,
+        version=version,
+        preemption=args.preemption,
+        preemption_alternatives=args.preemption_alternatives,
+        filter_timeout=args.filter_timeout,
+        gang_search=args.gang_search,
+    )
 
 
 def _key(text: str, what: str) -> ObjectKey:
@@ -250,7 +250,7 @@ def run(args: argparse.Namespace, now: datetime.datetime) -> engine.Answer | Gro
     cluster: KubernetesVersion | None = None
     if args.from_cluster or args.kubeconfig:
         documents, cluster = asyncio.run(cluster_documents(args.kubeconfig))
-    version = _version(args, cluster)
+    version = version_of(args, cluster)
     files = list(documents_from(args.filename))
     if not documents and not files:
         raise InputError("nothing to read: give -f files, --from-cluster or --kubeconfig")
@@ -266,18 +266,7 @@ def run(args: argparse.Namespace, now: datetime.datetime) -> engine.Answer | Gro
         snapshot.add(kind, body)
     if args.save:
         Path(args.save).write_text(yaml.safe_dump(snapshot.as_list(), sort_keys=False))
-    options = engine.Options(
-        score_policy=args.score_policy,
-        allocation_policy=args.allocation_policy,
-        binding_timeout=args.binding_timeout,
-        explain=args.explain,
-        feature_gates=args.feature_gates,
-        version=version,
-        preemption=args.preemption,
-        preemption_alternatives=args.preemption_alternatives,
-        filter_timeout=args.filter_timeout,
-        gang_search=args.gang_search,
-    )
+    options = options_of(args, version)
     if args.pod is not None:
         if args.claim:
             raise InputError("--claim works with --node; --pod finds the pod's claims")

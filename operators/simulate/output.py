@@ -181,6 +181,16 @@ def table(answer: Answer) -> str:
             shown = answer.allocations if node.chosen else node.allocations
             what = node.reason or _listed(d for a in shown.values() for d in _devices(a))
             lines.append(f"  {name:28} {outcome:22} {score:24} {what}")
+    lines += explain_lines(answer)
+    lines += preemption_lines(answer)
+    for note in answer.notes:
+        lines.append(f"NOTE     {note}")
+    return "\n".join(lines) + "\n"
+
+
+def explain_lines(answer: Answer) -> list[str]:
+    """``--explain``: per node, claim and request, which checks left which devices."""
+    lines = []
     for name, node in sorted(answer.nodes.items()):
         for claim in node.explanation:
             lines.append("")
@@ -194,18 +204,21 @@ def table(answer: Answer) -> str:
                 )
                 for reason, devices in r.eliminated:
                     lines.append(f"    {len(devices):4} {reason}: {_listed(devices)}")
-    if answer.preemption is not None:
-        p = answer.preemption
-        lines.append("")
-        where = f" on {p.node}" if p.node else ""
-        lines.append(f"PREEMPT  {p.outcome}{where} (priority {p.priority}): {p.message}")
-        for pod, priority, frees in p.victims:
-            freed = f"  frees {_listed(frees)}" if frees else ""
-            lines.append(f"  VICTIM {pod} (priority {priority}){freed}")
-        lines.append("NOTE     preemption is simulated: nobody is evicted")
-    for note in answer.notes:
-        lines.append(f"NOTE     {note}")
-    return "\n".join(lines) + "\n"
+    return lines
+
+
+def preemption_lines(answer: Answer) -> list[str]:
+    """Which pods preemption would evict, and what that frees (nobody is evicted)."""
+    if answer.preemption is None:
+        return []
+    p = answer.preemption
+    where = f" on {p.node}" if p.node else ""
+    lines = ["", f"PREEMPT  {p.outcome}{where} (priority {p.priority}): {p.message}"]
+    for pod, priority, frees in p.victims:
+        freed = f"  frees {_listed(frees)}" if frees else ""
+        lines.append(f"  VICTIM {pod} (priority {priority}){freed}")
+    lines.append("NOTE     preemption is simulated: nobody is evicted")
+    return lines
 
 
 def group_table(answer: GroupAnswer) -> str:

@@ -108,7 +108,10 @@ def test_the_wheel_holds_the_package_and_its_typing_marker(wheel: Path) -> None:
     assert f"{share}manifests/kustomization.yaml" in names
     assert f"{share}manifests/examples/mig-partitions/kustomization.yaml" in names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
-    assert "kopf-dra = operators.cli:main" in archive.read(entry_points).decode()
+    scripts = archive.read(entry_points).decode()
+    assert "kopf-dra = operators.cli:main" in scripts
+    assert "kubectl-dra = operators.kubectl.cli:main" in scripts
+    assert "kubectl_complete-dra = operators.kubectl.complete:main" in scripts
 
 
 def test_the_installed_command_runs_from_the_wheel(installed: Path) -> None:
@@ -116,6 +119,8 @@ def test_the_installed_command_runs_from_the_wheel(installed: Path) -> None:
     where = _run(python, "-c", "import operators; print(operators.__file__)").stdout.strip()
     assert Path(where).is_relative_to(installed.parent), where
     assert _run(installed / "kopf-dra", "version").stdout.strip() == f"kopf-dra {__version__}"
+    # The kubectl plugin is on the same PATH, as `pip install kopf-dra` puts it (README).
+    assert "kubectl dra why" in _run(installed / "kubectl-dra", "--help").stdout
     unmet = _run(python, "-c", CHECK_REQUIREMENTS).stdout.strip()
     assert unmet == "", unmet
 

@@ -1,0 +1,293 @@
+"""``kubectl dra why POD``: for a pending pod, kopf-dra's scheduling answer now, per node; for a
+bound one, the devices it holds. Either way, the pod's last scheduling Events.
+
+The answer is ``kopf-dra simulate``'s (``simulate.engine.pod_answer``: the scheduler's own
+cycle, allocator and filter timeout) on the objects just read, whichever scheduler the pod
+names. What kopf-dra does not evaluate is said, not guessed: its filters are node name,
+unschedulable, taints, node affinity and resources fit; pod affinity, topology spread,
+volumes and host ports are another scheduler's business. Objects are taken as stored: a field
+kopf-dra does not know is kept, never refused, and an object that cannot be read at all is
+left out with a note. Pure: the objects, events and clocks come in as arguments.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from operators.api.core import Event, Pod
+from operators.api.features import KubernetesVersion
+from operators.api.keys import ObjectKey
+from operators.api.resource import ResourceClaim
+from operators.api.timestamps import age
+from operators.display import paint, short_age, table
+from operators.kubectl import claims as claim_view
+from operators.simulate import engine, output
+from operators.simulate.cluster import Refusal
+from operators.simulate.snapshot import Document, InputError, Source
+from operators.simulate.validate import build, defaulted
+
+KOPF_DRA = "kopf-dra"
+DEFAULT_SCHEDULER = "default-scheduler"
+#: What kopf-dra's filters leave to other schedulers, and the pod fields that ask for it.
+NOT_EVALUATED: Mapping[str, Callable[[Mapping[str, Any]], bool]] = {
+    "pod affinity": lambda spec: bool(
+        (spec.get("affinity") or {}).get("podAffinity")
+        or (spec.get("affinity") or {}).get("podAntiAffinity")
+    ),
+    "topology spread": lambda spec: bool(spec.get("topologySpreadConstraints")),
+    "volumes": lambda spec: any(v.get("persistentVolumeClaim") for v in spec.get("volumes") or []),
+    "host ports": lambda spec: any(
+        p.get("hostPort")
+        for c in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]
+        for p in c.get("ports") or []
+    ),
+}
+SCHEDULING_REASONS = frozenset(
+    {
+        "FailedScheduling",
+        "Scheduled",
+        "Preempted",
+        "Preempting",
+        "FailedBinding",
+        "NotTriggerScaleUp",
+        "TriggeredScaleUp",
+    }
+)
+LAST_EVENTS = 5
+SHOWN_NODES = 20
+
+
+@dataclasses.dataclass
+class Why:
+    pod: str
+    scheduler: str
+    phase: str
+    node: str | None = None
+    answer: engine.Answer | None = None
+    error: str | None = None
+    held: list[ResourceClaim] = dataclasses.field(default_factory=list)
+    missing: list[str] = dataclasses.field(default_factory=list)
+    events: list[Event] = dataclasses.field(default_factory=list)
+    notes: list[str] = dataclasses.field(default_factory=list)
+    refused: list[Refusal] = dataclasses.field(default_factory=list)
+
+    @property
+    def fits(self) -> bool:
+        return self.node is not None or (
+            self.answer is not None and self.answer.outcome == "success"
+        )
+
+
+def _seen(event: Event) -> str:
+    series = event.series.last_observed_time if event.series is not None else None
+    return (
+        series
+        or event.last_timestamp
+        or event.event_time
+        or event.metadata.creation_timestamp
+        or ""
+    )
+
+
+def scheduling_events(events: Sequence[Mapping[str, Any]], pod: Pod) -> list[Event]:
+    """The pod's scheduling Events (this pod, not an earlier one of its name), oldest first,
+    the last ``LAST_EVENTS``."""
+    found = []
+    for body in events:
+        event = Event.load(body)
+        involved = event.involved_object
+        if involved.name != pod.metadata.name or (involved.kind or "Pod") != "Pod":
+            continue
+        if involved.uid and pod.metadata.uid and involved.uid != pod.metadata.uid:
+            continue
+        if event.reason in SCHEDULING_REASONS:
+            found.append(event)
+    return sorted(found, key=_seen)[-LAST_EVENTS:]
+
+
+def scope_notes(pod_body: Mapping[str, Any], refused: Sequence[Refusal]) -> list[str]:
+    """Which scheduler the pod names, what kopf-dra leaves unevaluated, what it could not read."""
+    spec = pod_body.get("spec") or {}
+    scheduler = spec.get("schedulerName") or DEFAULT_SCHEDULER
+    notes = []
+    if scheduler != KOPF_DRA:
+        notes.append(
+            f"the pod names scheduler {scheduler}: this is kopf-dra's answer (its allocator and "
+            f"node checks), which {scheduler} may not share"
+        )
+    used = [name for name, asks in NOT_EVALUATED.items() if asks(spec)]
+    notes.append(
+        "kopf-dra checks node name, unschedulable, taints, node affinity and resources fit; it "
+        f"does not evaluate {', '.join(NOT_EVALUATED)}"
+        + (f" (this pod asks for {', '.join(used)})" if used else "")
+    )
+    if refused:
+        notes.append(
+            "the answer considers only what could be read: "
+            + "; ".join(f"{r} was forbidden" for r in refused)
+        )
+    return notes
+
+
+def answer(
+    pod_body: Mapping[str, Any],
+    documents: Sequence[Document],
+    events: Sequence[Mapping[str, Any]],
+    version: KubernetesVersion,
+    options: engine.Options,
+    now: datetime.datetime,
+    refused: Sequence[Refusal] = (),
+    monotonic: Callable[[], float] = time.monotonic,
+) -> Why:
+    """The answer for the pod ``pod_body`` (as just read) among ``documents`` (the cluster)."""
+    pod = Pod.load(pod_body)
+    why = Why(
+        pod=pod.key,
+        scheduler=pod.spec.scheduler_name or DEFAULT_SCHEDULER,
+        phase=pod.status.phase or "Pending",
+        node=pod.spec.node_name,
+        events=scheduling_events(events, pod),
+        notes=scope_notes(pod_body, refused),
+        refused=list(refused),
+    )
+    snapshot, problems = build(
+        [*documents, Document(Source("pod"), dict(pod_body))],
+        strict=False,
+        version=version,
+        stored=True,
+    )
+    why.notes += [f"left out, cannot be read: {p}" for p in problems]
+    if pod.spec.node_name:
+        why.held, why.missing = claim_view.claims_of(pod, snapshot.claims.values())
+        return why
+    try:
+        key = ObjectKey(pod.metadata.namespace or "", pod.metadata.name or "")
+        if key not in snapshot.pods:
+            snapshot.add("Pod", defaulted("Pod", pod_body))
+        why.answer = engine.pod_answer(snapshot, key, options, now, monotonic)
+    except (InputError, ValidationError) as e:
+        why.error = str(e)
+    return why
+
+
+def _verdict(node: engine.NodeAnswer) -> str:
+    if node.chosen:
+        return "fits (chosen)"
+    return {"success": "fits", "unsatisfiable": "does not fit"}.get(node.outcome, node.outcome)
+
+
+def _devices(allocations: Mapping[str, Any]) -> str:
+    return ", ".join(
+        claim_view.device_name(r) for a in allocations.values() for r in a.devices.results
+    )
+
+
+def node_rows(result: engine.Answer, *, wide: bool = False) -> list[list[str]]:
+    """One row per node: fitting ones first (the chosen one on top), then by name."""
+    ordered = sorted(
+        result.nodes.items(),
+        key=lambda item: (not item[1].chosen, item[1].outcome != "success", item[0]),
+    )
+    rows = [["NODE", "VERDICT", "DEVICES OR REASON"]]
+    for name, node in ordered if wide else ordered[:SHOWN_NODES]:
+        shown = result.allocations if node.chosen else node.allocations
+        rows.append([name, _verdict(node), node.reason or _devices(shown) or "-"])
+    if not wide and len(ordered) > SHOWN_NODES:
+        rows.append([f"({len(ordered) - SHOWN_NODES} more nodes: -o wide lists them all)", "", ""])
+    return rows
+
+
+def _headline(why: Why) -> str:
+    if why.node is not None:
+        return f"bound to node {why.node}"
+    if why.error is not None:
+        return f"cannot be answered: {why.error}"
+    assert why.answer is not None
+    result = why.answer
+    if result.outcome == "success":
+        later = (
+            "the scheduler has not placed it yet"
+            if why.scheduler == KOPF_DRA
+            else f"placing it is up to {why.scheduler}"
+        )
+        return f"fits: kopf-dra would place it on {result.node} now ({later})"
+    if result.outcome == "waiting":
+        return f"waits: {result.error}"
+    reasons = "; ".join(result.reasons) or result.error or ""
+    unseen = sorted({r.resource for r in why.refused} & {"nodes", "resourceslices"})
+    if unseen:  # "0/0 nodes" means nothing where the nodes could not be read
+        reasons += f" ({' and '.join(unseen)} could not be read: see the notes)"
+    return f"does not fit: {reasons}"
+
+
+def _event_rows(why: Why, now: datetime.datetime) -> list[list[str]]:
+    rows = [["LAST SEEN", "TYPE", "REASON", "FROM", "MESSAGE"]]
+    for event in why.events:
+        source = event.reporting_component or (event.source.component if event.source else None)
+        count = event.series.count if event.series is not None else event.count
+        message = (event.message or "") + (f" (x{count})" if count and count > 1 else "")
+        rows.append(
+            [
+                short_age(age(_seen(event), now)),
+                event.type or "",
+                event.reason or "",
+                source or "-",
+                message,
+            ]
+        )
+    return rows
+
+
+def render(why: Why, now: datetime.datetime, *, wide: bool = False, colour: bool = False) -> str:
+    verdict = "green" if why.fits else "red"
+    lines = [
+        f"POD        {why.pod}",
+        f"SCHEDULER  {why.scheduler}",
+        f"PHASE      {why.phase}",
+        f"ANSWER     {paint(_headline(why), verdict, colour)}",
+    ]
+    if why.node is not None:
+        lines += ["", paint("HOLDS", "bold", colour)]
+        held = claim_view.rows(why.held, now, wide=wide)
+        lines += [line.rstrip() for line in table(held)] if why.held else ["  (no claims)"]
+        lines += [f"  {m}" for m in why.missing]
+    elif why.answer is not None:
+        if why.answer.nodes:
+            lines += ["", *(line.rstrip() for line in table(node_rows(why.answer, wide=wide), ""))]
+        lines += output.explain_lines(why.answer)
+        lines += output.preemption_lines(why.answer)
+    lines += ["", paint("EVENTS", "bold", colour)]
+    if why.events:
+        lines += [line.rstrip() for line in table(_event_rows(why, now))]
+    else:
+        lines.append("  (no scheduling events)")
+    notes = [*(why.answer.notes if why.answer is not None else []), *why.notes]
+    if notes:
+        lines.append("")
+        lines += [f"NOTE  {n}" for n in notes]
+    return "\n".join(lines) + "\n"
+
+
+def as_json(why: Why) -> dict[str, Any]:
+    """``-o json|yaml``: the pod, simulate's answer (its JSON contract) or the claims held,
+    the scheduling events and the notes."""
+    return {
+        "pod": why.pod,
+        "scheduler": why.scheduler,
+        "phase": why.phase,
+        "node": why.node,
+        "fits": why.fits,
+        "answer": output.as_json(why.answer) if why.answer is not None else None,
+        "error": why.error,
+        "holds": {c.key: [r.dump() for r in c.allocated_results()] for c in why.held},
+        "missing": why.missing,
+        "events": [e.dump() for e in why.events],
+        "notes": why.notes,
+        "forbidden": [str(r) for r in why.refused],
+    }
