@@ -31,7 +31,7 @@ DEMO_ARGS += $(if $(REAL_NODE),--real-node)
 DEMO_ARGS += $(if $(CLUSTER),--in-cluster)
 PY_PATHS := operators tests bench e2e hack/config_reference.py hack/node/oci-image.py hack/image/oci-pack.py
 
-.PHONY: help venv lint fmt test unit integration e2e e2e-node e2e-cluster cluster e2e-kind chaos image docs helm bench bench-scheduler bench-compare bench-tenants bench-fabric simulate-differential \
+.PHONY: help venv lint fmt test unit integration e2e e2e-node e2e-cluster cluster e2e-kind chaos image docs helm promtool bench bench-scheduler bench-compare bench-tenants bench-fabric simulate-differential \
         control-plane control-plane-up control-plane-down run clean cel-oracle allocator-oracle \
         test-previous
 
@@ -50,6 +50,7 @@ help:
 	@echo "make chaos             seeded faults on the local control plane, then invariants (CHAOS_ARGS=--list)"
 	@echo "make image             the image as an OCI archive, without Docker (ctr -n k8s.io images import)"
 	@echo "make helm              build the pinned helm client (hack/helm) into the cache"
+	@echo "make promtool          build the pinned promtool (hack/promtool) into the cache"
 	@echo "make docs              regenerate README's configuration reference"
 	@echo "make lint              ruff, mypy --strict, import-linter"
 	@echo "make control-plane-up  start the local control plane in the background"
@@ -88,15 +89,19 @@ control-plane: $(STAMP)
 helm:
 	@hack/helm/build.sh >/dev/null
 
+# The chart's alerts are checked and unit-tested with it (tests/integration/test_monitoring.py).
+promtool:
+	@hack/promtool/build.sh >/dev/null
+
 unit: $(STAMP)
 	$(VENV)/bin/pytest -q tests/unit
 
-integration: $(STAMP) control-plane helm
+integration: $(STAMP) control-plane helm promtool
 	$(VENV)/bin/pytest -q tests/integration
 
 # The e2e scenarios run in a pytest session of their own: their conftest owns the cluster.
 # The real-node session follows (skipped, naming what is missing, where the machine cannot).
-test: lint control-plane helm
+test: lint control-plane helm promtool
 	$(VENV)/bin/pytest -q tests
 	$(VENV)/bin/pytest -q e2e
 	$(MAKE) --no-print-directory test-previous

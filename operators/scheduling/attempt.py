@@ -99,6 +99,7 @@ class BindingFailed:
     message: str
     node: str | None
     released: tuple[ResourceClaim, ...]  # each claim as it is after the undo
+    timed_out: bool = False  # not met within the binding timeout, rather than failed
 
 
 @dataclasses.dataclass(frozen=True)
@@ -222,7 +223,12 @@ def _binding_conditions(
             released = tuple(
                 undone for c in claims if (undone := undo_reservation(c, uid)) is not None
             )
-            return BindingFailed(verdict.message, allocated_node(claim), released)
+            return BindingFailed(
+                verdict.message,
+                allocated_node(claim),
+                released,
+                timed_out=verdict.state is ConditionsState.TIMED_OUT,
+            )
         if verdict.state is ConditionsState.PENDING:
             return Wait(verdict.message, verdict.remaining, on_binding_conditions=True)
     return None

@@ -11,7 +11,7 @@ import subprocess
 import tempfile
 import threading
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -524,17 +524,23 @@ async def dry_run_all(kube: KubeAPI, objects: list[dict[str, Any]]) -> dict[str,
 
 
 @functools.cache
-def helm() -> Path:
-    """The pinned helm client, built from the Go module proxy on first use (hack/helm)."""
+def pinned_tool(name: str) -> Path:
+    """A pinned Go tool (helm, promtool), built from the Go module proxy on first use by
+    hack/<name>/build.sh."""
     built = subprocess.run(
-        [str(ROOT / "hack" / "helm" / "build.sh")],
+        [str(ROOT / "hack" / name / "build.sh")],
         capture_output=True,
         text=True,
         check=False,
         timeout=1200,
     )
-    assert built.returncode == 0, f"hack/helm/build.sh failed: {built.stderr[-2000:]}"
+    assert built.returncode == 0, f"hack/{name}/build.sh failed: {built.stderr[-2000:]}"
     return Path(built.stdout.strip())
+
+
+def helm() -> Path:
+    """The pinned helm client (hack/helm)."""
+    return pinned_tool("helm")
 
 
 def run_helm(*args: str, values: dict[str, Any] | None = None) -> subprocess.CompletedProcess[str]:
@@ -554,10 +560,16 @@ def run_helm(*args: str, values: dict[str, Any] | None = None) -> subprocess.Com
 
 
 def helm_template(
-    values: dict[str, Any] | None = None, *, namespace: str = "kopf-dra", crds: bool = True
+    values: dict[str, Any] | None = None,
+    *,
+    namespace: str = "kopf-dra",
+    crds: bool = True,
+    api_versions: Sequence[str] = (),
 ) -> subprocess.CompletedProcess[str]:
-    """``helm template`` of the chart as release kopf-dra in ``namespace``."""
+    """``helm template`` of the chart as release kopf-dra in ``namespace``; ``api_versions``:
+    what the cluster serves besides Kubernetes' own (``group/version/Kind``)."""
     args = ["template", "kopf-dra", str(CHART), "--namespace", namespace]
+    args += [f"--api-versions={version}" for version in api_versions]
     return run_helm(*args, *(["--include-crds"] if crds else []), values=values)
 
 

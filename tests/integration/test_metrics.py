@@ -65,6 +65,9 @@ SCHEDULER = RUNTIME | {
     "kopf_dra_scheduler_pod_scheduling_duration_seconds",
     "kopf_dra_scheduler_allocator_duration_seconds",
     "kopf_dra_scheduler_pods_waiting_binding_conditions",
+    "kopf_dra_scheduler_oldest_pending_pod_age_seconds",
+    "kopf_dra_scheduler_filter_timeouts_total",
+    "kopf_dra_scheduler_binding_conditions_timeouts_total",
     "kopf_dra_scheduler_double_allocations_total",
     "kopf_dra_scheduler_queueing_hints_total",
     "scheduler_preemption_attempts_total",
@@ -227,6 +230,17 @@ async def test_each_component_serves_its_own_metrics_under_upstream_names(
         assert sample(text, "scheduler_pending_pods", queue="unschedulable") == 0
         assert sample(text, "workqueue_adds_total", name="scheduler")
         assert sample(text, "leader_election_master_status", name=scheduler_settings.lease_name)
+
+        # A pod whose claim never comes waits: the age of the oldest pending pod shows it.
+        await kube.create(
+            pod_body(
+                "waiting",
+                namespace,
+                {"name": "gpu", "resourceClaimName": "none"},
+                scheduler=profile,
+            )
+        )
+        await counted(scheduler, "kopf_dra_scheduler_oldest_pending_pod_age_seconds", 1)
 
         text = await counted(
             templates,

@@ -24,6 +24,7 @@ from operators.api.keys import ObjectKey
 from operators.api.quantity import parse_quantity
 from operators.api.timestamps import parse_time
 from operators.controllers.scheduler.handlers import Scheduler
+from operators.controllers.scheduler.metrics import REGISTRY as SCHEDULER_REGISTRY
 from operators.controllers.scheduler.queueing import PodState
 from operators.kube.api import ConflictError, KubeAPI, NotFoundError
 from operators.runtime.clock import SystemClock
@@ -655,6 +656,8 @@ async def test_binding_timeout_clears_and_retries(
     kubeconfig: Any, kube: KubeAPI, namespace: str, driver: str
 ) -> None:
     await fabric_cluster(kube, driver)
+    timeouts = "kopf_dra_scheduler_binding_conditions_timeouts_total"
+    timed_out_before = SCHEDULER_REGISTRY.get_sample_value(timeouts) or 0.0
     clock = StoppingClock()
     scheduler, registry = observed(kubeconfig, binding_timeout=4.0, clock=clock)
     async with running_operator(registry, "scheduler-short-timeout"):
@@ -679,6 +682,9 @@ async def test_binding_timeout_clears_and_retries(
         await report_conditions(kube, namespace, "fabric", {ATTACHED: True})
         node = await eventually(lambda: bound_node(kube, namespace, "p"), what="bound")
         assert node == node_of(await kube.get("ResourceClaim", "fabric", namespace))
+        # Counted once, for the alert on binding-condition timeouts (the registry is the
+        # process's: earlier tests' timeouts are in the count it started from).
+        assert SCHEDULER_REGISTRY.get_sample_value(timeouts) == timed_out_before + 1
 
 
 async def test_scheduler_restart_while_waiting_for_binding_conditions(

@@ -279,6 +279,8 @@ class Binder:
         composable flow the device is there now."""
         s = self.scheduler
         log.warning("binding conditions failed; deallocating", pod=pod.key, reason=failed.message)
+        if failed.timed_out:
+            metrics.BINDING_CONDITIONS_TIMEOUTS.inc()
         await s.post(
             PostEvent(
                 obj=pod.dump(),

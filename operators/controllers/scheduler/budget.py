@@ -53,6 +53,9 @@ class AttemptBudget:
         self.others_waiting = others_waiting
         self.started = clock.monotonic()
         self.yielded = False
+        #: The filter timeout stopped the allocation (counted in the scheduler's metrics),
+        #: as opposed to a turn given to other tenants, which the next turn continues.
+        self.timed_out = False
 
     def total(self) -> float:
         return self.before + self.clock.monotonic() - self.started
@@ -60,6 +63,7 @@ class AttemptBudget:
     def spent(self) -> bool:
         elapsed = self.clock.monotonic() - self.started
         if self.filter_timeout and self.before + elapsed >= self.filter_timeout:
+            self.timed_out = True
             return True
         if elapsed >= self.tenant_slice and self.others_waiting():
             self.yielded = True

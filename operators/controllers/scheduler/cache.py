@@ -8,6 +8,7 @@ that kind changed (the event handlers bump a version per kind).
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, Generic, TypeVar
 
@@ -23,6 +24,7 @@ from operators.api.ids import DeviceID
 from operators.api.keys import ObjectKey, controller_pod
 from operators.api.names import EXTENDED_RESOURCE_CLAIM_ANNOTATION, TERMINAL_PHASES
 from operators.api.resource import DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice
+from operators.api.timestamps import age
 from operators.cel import NEWEST_KUBERNETES, CELEnvironment
 from operators.runtime.indices import IndexView
 from operators.runtime.stores import LocalStore, Stores, by_key
@@ -163,6 +165,27 @@ class SchedulerCache:
             for key in self.indices.keys("pending")
             if ((self.indices.one("pending", key) or {}).get("spec") or {}).get("schedulingGates")
         )
+
+    def oldest_pending_age(self, now: datetime.datetime) -> float:
+        """Seconds the oldest pod this scheduler should place has waited since its creation
+        (a scrape's gauge, one pass over the index): gated pods wait for their gates, deleting
+        and finished ones for nothing, so they would only make the alert cry wolf."""
+        if not self.indices.has("pending"):
+            return 0.0
+        oldest = 0.0
+        for key in self.indices.keys("pending"):
+            body = self.indices.one("pending", key) or {}
+            meta, spec = body.get("metadata") or {}, body.get("spec") or {}
+            if (
+                spec.get("schedulingGates")
+                or meta.get("deletionTimestamp")
+                or (body.get("status") or {}).get("phase") in TERMINAL_PHASES
+            ):
+                continue
+            waited = age(meta.get("creationTimestamp"), now)
+            if waited is not None:
+                oldest = max(oldest, waited)
+        return oldest
 
     def claim(self, key: ObjectKey) -> ResourceClaim | None:
         """In flight (our write, not yet seen), else as cached."""

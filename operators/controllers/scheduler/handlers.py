@@ -142,6 +142,9 @@ class Scheduler(Controller[SchedulerSettings]):
         self.repairs = Repair(self)
         self.feeds = Feeds(self.events_to_register())
         metrics.PENDING_PODS.samples = lambda: self.queue.pending_pods(self.cache.gated())
+        metrics.OLDEST_PENDING.samples = lambda: [
+            ((), self.cache.oldest_pending_age(self.clock.now()))
+        ]
 
     # --- one scheduling attempt ----------------------------------------------------------------
 
@@ -313,6 +316,8 @@ class Scheduler(Controller[SchedulerSettings]):
             record.spent = budget.total()
             self.queue.yield_turn(key)
             return None
+        if result.timed_out and budget.timed_out:
+            metrics.FILTER_TIMEOUTS.inc()
         record.spent = None
         return result, fit
 

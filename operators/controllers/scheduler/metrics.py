@@ -58,6 +58,25 @@ ALLOCATOR_DURATION = Histogram(
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1),
     registry=REGISTRY,
 )
+OLDEST_PENDING = GaugeFunction(
+    "kopf_dra_scheduler_oldest_pending_pod_age_seconds",
+    "Seconds since the creation of the oldest pod this scheduler has not bound (gated and "
+    "deleting pods aside); 0 when none",
+    [],
+    REGISTRY,
+)
+FILTER_TIMEOUTS = Counter(
+    "kopf_dra_scheduler_filter_timeouts_total",
+    "Device allocation attempts cut short by the filter timeout (the pod is told "
+    "'timed out trying to allocate devices')",
+    registry=REGISTRY,
+)
+BINDING_CONDITIONS_TIMEOUTS = Counter(
+    "kopf_dra_scheduler_binding_conditions_timeouts_total",
+    "Pods whose devices' binding conditions were not met within the binding timeout (their "
+    "allocations undone, the pods tried again)",
+    registry=REGISTRY,
+)
 WAITING_BINDING_CONDITIONS = Gauge(
     "kopf_dra_scheduler_pods_waiting_binding_conditions",
     "Pods whose devices wait for binding conditions",

@@ -11,11 +11,13 @@ from typing import Any
 
 import pytest
 
+from operators.allocator.errors import OutOfTimeError
 from operators.api.core import Pod
 from operators.api.ids import DeviceID
 from operators.api.keys import ObjectKey
 from operators.api.resource import AllocationResult, ResourceClaim
 from operators.controllers.scheduler import handlers, planning, preemptor, queueing
+from operators.controllers.scheduler.budget import AttemptBudget
 from operators.controllers.scheduler.handlers import Scheduler
 from operators.controllers.scheduler.metrics import REGISTRY
 from operators.controllers.scheduler.queueing import (
@@ -25,11 +27,12 @@ from operators.controllers.scheduler.queueing import (
     pending_pod_update,
 )
 from operators.controllers.scheduler.settings import SchedulerSettings
-from operators.runtime.errors import NotLeaderError, Requeue
-from operators.scheduling.attempt import Attempt, Ready
-from operators.scheduling.cycle import NodeFit, run_cycle
+from operators.runtime.errors import NotLeaderError, Requeue, TemporaryError
+from operators.scheduling.attempt import Attempt, BindingFailed, Ready
+from operators.scheduling.cycle import CycleResult, NodeFit, run_cycle
 from operators.scheduling.preemption import PodPriority
 from operators.scheduling.score import Score
+from tests.unit.runtime.test_leader import FakeClock
 
 DEVICE = DeviceID("gpu.example.com", "node-1", "gpu-0")
 KEY = ObjectKey("ns", "c")
@@ -525,3 +528,110 @@ def test_a_pod_groups_member_is_ranked_by_its_group_not_its_own_priority() -> No
     assert preemptor._not_below(member, 100, None), "groups off: its own priority"
     assert not preemptor._not_below(plain, 1001, None)
     assert not preemptor._not_below(unset, 0, None), "no priority: its class decides"
+
+
+def _created(name: str, created: str, **spec: Any) -> dict[str, Any]:
+    """A pending pod of the default scheduler, created at ``created``."""
+    body = _pod(name, None)
+    body["metadata"]["creationTimestamp"] = created
+    body["spec"].update(schedulerName="kopf-dra", **spec)
+    return body
+
+
+def test_the_oldest_pending_pods_age_leaves_out_pods_that_wait_for_nothing_of_ours() -> None:
+    """The alert on pods pending too long reads this gauge: a gated pod waits for its gates,
+    a deleting one for nothing, a bound one no longer; none of them may raise it."""
+    clock = FakeClock()  # 2026-11-26T00:16:40Z
+    s = Scheduler(SchedulerSettings(), clock=clock)
+    metric = "kopf_dra_scheduler_oldest_pending_pod_age_seconds"
+    assert REGISTRY.get_sample_value(metric) == 0.0, "no pod pending"
+    s.cache.pods.apply("ADDED", _created("new", "2026-11-26T00:15:00Z"))
+    s.cache.pods.apply(
+        "ADDED", _created("gated", "2026-11-25T00:00:00Z", schedulingGates=[{"name": "wait"}])
+    )
+    deleting = _created("deleting", "2026-11-25T00:00:00Z")
+    deleting["metadata"]["deletionTimestamp"] = "2026-11-26T00:10:00Z"
+    s.cache.pods.apply("ADDED", deleting)
+    bound = _created("bound", "2026-11-25T00:00:00Z", nodeName="node-1")
+    s.cache.pods.apply("ADDED", bound)
+    assert REGISTRY.get_sample_value(metric) == 100.0
+    s.cache.pods.apply("ADDED", _created("old", "2026-11-26T00:06:40Z"))
+    clock.advance(60)
+    assert REGISTRY.get_sample_value(metric) == 660.0
+    s.cache.pods.apply("DELETED", _created("old", "2026-11-26T00:06:40Z"))
+    assert REGISTRY.get_sample_value(metric) == 160.0
+
+
+def test_only_the_filter_timeout_stops_an_attempt_as_timed_out_not_a_turn_given_away() -> None:
+    clock = FakeClock()
+    others = [False]
+    budget = AttemptBudget(
+        clock,
+        spent_before=0.0,
+        filter_timeout=10.0,
+        tenant_slice=0.5,
+        others_waiting=lambda: others[0],
+    )
+    assert not budget.spent()
+    clock.advance(1.0)
+    others[0] = True
+    assert budget.spent()
+    assert (budget.yielded, budget.timed_out) == (True, False)
+    # The next turn continues the pod's allocation time, until the filter timeout ends it.
+    turn = AttemptBudget(
+        clock,
+        spent_before=budget.total(),
+        filter_timeout=10.0,
+        tenant_slice=0.5,
+        others_waiting=lambda: False,
+    )
+    clock.advance(8.9)
+    assert not turn.spent()
+    clock.advance(0.1)
+    assert turn.spent()
+    assert (turn.yielded, turn.timed_out) == (False, True)
+
+
+@pytest.mark.parametrize("past_timeout", [True, False])
+async def test_an_allocation_past_the_filter_timeout_is_counted_once(
+    monkeypatch: pytest.MonkeyPatch, past_timeout: bool
+) -> None:
+    clock = FakeClock()
+    s = Scheduler(SchedulerSettings(filter_timeout=5.0), clock=clock)
+    s.active = True
+    s.cache.claims.apply("ADDED", _claim("5", allocated=False))
+    pod = _created(
+        "p", "2026-11-26T00:00:00Z", resourceClaims=[{"name": "gpu", "resourceClaimName": "c"}]
+    )
+    s.cache.pods.apply("ADDED", pod)
+
+    def cycle(*args: Any, **kwargs: Any) -> CycleResult:
+        """The allocator asks for the time, as between its steps, after as long as
+        ``past_timeout`` says."""
+        allocator = args[4]
+        clock.advance(5.0 if past_timeout else 4.9)
+        try:
+            allocator.check_time()
+        except OutOfTimeError as e:
+            return CycleResult((), {"node-1": e.message}, {}, timed_out=True)
+        return CycleResult((), {"node-1": "cannot allocate all claims"}, {})
+
+    _offline(s, monkeypatch, cycle)
+    metric = "kopf_dra_scheduler_filter_timeouts_total"
+    counted = REGISTRY.get_sample_value(metric) or 0.0
+    with pytest.raises(TemporaryError if past_timeout else Requeue):
+        await s.schedule(ObjectKey("ns", "p"))
+    assert REGISTRY.get_sample_value(metric) == counted + (1 if past_timeout else 0)
+
+
+@pytest.mark.parametrize("timed_out", [True, False])
+async def test_binding_conditions_that_time_out_are_counted_apart_from_failed_ones(
+    monkeypatch: pytest.MonkeyPatch, timed_out: bool
+) -> None:
+    s = Scheduler(SchedulerSettings())
+    _offline(s, monkeypatch, run_cycle)
+    metric = "kopf_dra_scheduler_binding_conditions_timeouts_total"
+    counted = REGISTRY.get_sample_value(metric) or 0.0
+    failed = BindingFailed("binding conditions not met", None, (), timed_out=timed_out)
+    await s.binder.binding_failed(Pod.load(_created("p", "2026-11-26T00:00:00Z")), failed)
+    assert REGISTRY.get_sample_value(metric) == counted + (1 if timed_out else 0)

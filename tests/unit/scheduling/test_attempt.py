@@ -169,14 +169,14 @@ def test_pending_binding_conditions_wait_until_their_timeout() -> None:
 
 
 @pytest.mark.parametrize(
-    ("conditions", "allocated_at", "message"),
+    ("conditions", "allocated_at", "message", "timed_out"),
     [
-        ({"attached": False, "failed": True}, "2026-11-28T11:59:00Z", "reports failed"),
-        ({"attached": False}, "2026-11-28T11:40:00Z", "not met within 600s"),
+        ({"attached": False, "failed": True}, "2026-11-28T11:59:00Z", "reports failed", False),
+        ({"attached": False}, "2026-11-28T11:40:00Z", "not met within 600s", True),
     ],
 )
 def test_failed_binding_conditions_undo_every_reservation_of_the_pod(
-    conditions: dict[str, bool], allocated_at: str, message: str
+    conditions: dict[str, bool], allocated_at: str, message: str, timed_out: bool
 ) -> None:
     failing = claim(
         "a", allocated=True, reserved=(UID,), conditions=conditions, allocated_at=allocated_at
@@ -185,6 +185,7 @@ def test_failed_binding_conditions_undo_every_reservation_of_the_pod(
     prepared = run(pod("a", "b"), failing, shared)
     assert isinstance(prepared, BindingFailed)
     assert message in prepared.message
+    assert prepared.timed_out is timed_out  # the scheduler counts timeouts apart
     assert prepared.node == "node-1"
     undone, kept = prepared.released
     assert (undone.is_allocated, undone.status.reserved_for) == (False, [])
