@@ -17,27 +17,33 @@ class ClientConfigError(RuntimeError):
     """No usable cluster configuration was found."""
 
 
-async def make_configuration(kubeconfig: str | Path | None = None) -> client.Configuration:
+async def make_configuration(
+    kubeconfig: str | Path | None = None, *, context: str | None = None
+) -> client.Configuration:
     """Load a client configuration, in the order a user expects from kubectl.
 
     An explicit path wins, then $KUBECONFIG, then the in-cluster service account, then
-    ~/.kube/config.
+    ~/.kube/config. ``context``: that context of the kubeconfig instead of its current one
+    (kubectl's ``--context``; a pod's service account has none).
     """
     configuration = client.Configuration()
     path = str(kubeconfig) if kubeconfig else os.environ.get("KUBECONFIG")
     if path:
         first = path.split(os.pathsep)[0]
-        await _load_kubeconfig(first, configuration)
+        await _load_kubeconfig(first, configuration, context)
         return configuration
-    try:
-        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        return configuration
-    except ConfigException:
-        pass
+    if context is None:
+        try:
+            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+            return configuration
+        except ConfigException:
+            pass
     default = Path.home() / ".kube" / "config"
     if default.exists():
-        await _load_kubeconfig(str(default), configuration)
+        await _load_kubeconfig(str(default), configuration, context)
         return configuration
+    if context is not None:
+        raise ClientConfigError(f"context {context}: no kubeconfig to find it in")
     raise ClientConfigError(
         "no cluster configuration: pass --kubeconfig, set KUBECONFIG, or run in a pod"
     )
@@ -50,11 +56,15 @@ def _check_readable(path: str) -> None:
         raise ClientConfigError(f"kubeconfig {path}: not readable")
 
 
-async def _load_kubeconfig(path: str, configuration: client.Configuration) -> None:
+async def _load_kubeconfig(
+    path: str, configuration: client.Configuration, context: str | None = None
+) -> None:
     """Load ``path`` or say what is wrong with it, naming it: retrying cannot fix a file."""
     _check_readable(path)
     try:
-        await config.load_kube_config(config_file=path, client_configuration=configuration)
+        await config.load_kube_config(
+            config_file=path, context=context, client_configuration=configuration
+        )
     except (ConfigException, yaml.YAMLError, ValueError, TypeError, KeyError, AttributeError) as e:
         reason = " ".join(str(e).split())  # YAML errors span lines
         raise ClientConfigError(f"kubeconfig {path}: {reason}") from None
@@ -68,7 +78,9 @@ def proxy_from_env() -> bool:
     return any(os.environ.get(v) or os.environ.get(v.upper()) for v in PROXY_VARIABLES)
 
 
-async def make_api_client(kubeconfig: str | Path | None = None) -> client.ApiClient:
+async def make_api_client(
+    kubeconfig: str | Path | None = None, *, context: str | None = None
+) -> client.ApiClient:
     """An ApiClient the caller must close (``async with`` or ``await c.close()``).
 
     kubernetes-asyncio's session trusts the environment, which costs two thread-pool round
@@ -76,7 +88,8 @@ async def make_api_client(kubeconfig: str | Path | None = None) -> client.ApiCli
     (bench/README.md). We trust it only when proxy variables are set, as kopf's own session
     (``trust_env``) does too.
     """
-    api_client = client.ApiClient(configuration=await make_configuration(kubeconfig))
+    configuration = await make_configuration(kubeconfig, context=context)
+    api_client = client.ApiClient(configuration=configuration)
     session = api_client.rest_client.pool_manager
     session._trust_env = proxy_from_env()  # no public setter; read back as ``trust_env``
     return api_client

@@ -17,11 +17,10 @@ from typing import Any
 
 import aiohttp
 import yaml
-from kubernetes_asyncio import client, config
 from kubernetes_asyncio.config.config_exception import ConfigException
 
 from operators.kube.api import ApiError, ApiTimeouts, KubeAPI, NotFoundError
-from operators.kube.client import ClientConfigError, make_api_client, proxy_from_env
+from operators.kube.client import ClientConfigError, make_api_client
 from operators.simulate.cluster import is_forbidden
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -84,26 +83,11 @@ def default_namespace(target: Target) -> str:
     return "default"
 
 
-async def _api_client(target: Target) -> client.ApiClient:
-    if target.context is None:
-        return await make_api_client(target.kubeconfig)
-    path = kubeconfig_path(target.kubeconfig)
-    if path is None:
-        raise ClientConfigError(f"--context {target.context}: no kubeconfig to find it in")
-    configuration = client.Configuration()
-    await config.load_kube_config(
-        config_file=str(path), context=target.context, client_configuration=configuration
-    )
-    api_client = client.ApiClient(configuration=configuration)
-    api_client.rest_client.pool_manager._trust_env = proxy_from_env()  # as make_api_client
-    return api_client
-
-
 @contextlib.asynccontextmanager
 async def connected(target: Target, timeouts: ApiTimeouts | None = None) -> AsyncIterator[KubeAPI]:
     """The API of the target; any failure to reach or be heard by it is ``Unreachable``."""
     try:
-        api_client = await _api_client(target)
+        api_client = await make_api_client(target.kubeconfig, context=target.context)
     except (ClientConfigError, ConfigException, OSError, ValueError) as e:
         raise Unreachable(f"no usable cluster configuration: {e}") from None
     async with api_client:

@@ -10,7 +10,12 @@ from aiohttp import web
 from kubernetes_asyncio import client
 
 from operators.kube.api import ApiTimeouts, KubeAPI
-from operators.kube.client import connection_fields, make_api_client, make_configuration
+from operators.kube.client import (
+    ClientConfigError,
+    connection_fields,
+    make_api_client,
+    make_configuration,
+)
 
 KUBECONFIG = """
 apiVersion: v1
@@ -74,3 +79,23 @@ async def test_a_request_waiting_for_a_pooled_connection_is_not_a_connect_timeou
     finally:
         await runner.cleanup()
     assert (first["metadata"]["name"], second["metadata"]["name"]) == ("a", "b")
+
+
+async def test_a_context_other_than_the_current_one(tmp_path: Path) -> None:
+    """kubectl's --context: that context's cluster and user; an unknown one names the file."""
+    other = """
+apiVersion: v1
+kind: Config
+clusters:
+- {name: a, cluster: {server: "https://127.0.0.1:6443", insecure-skip-tls-verify: true}}
+- {name: b, cluster: {server: "https://127.0.0.2:7443", insecure-skip-tls-verify: true}}
+users: [{name: u, user: {token: secret}}]
+contexts: [{name: x, context: {cluster: a, user: u}}, {name: y, context: {cluster: b, user: u}}]
+current-context: x
+"""
+    path = tmp_path / "kubeconfig"
+    path.write_text(other)
+    assert (await make_configuration(path)).host == "https://127.0.0.1:6443"
+    assert (await make_configuration(path, context="y")).host == "https://127.0.0.2:7443"
+    with pytest.raises(ClientConfigError, match=f"kubeconfig {path}: .*nope"):
+        await make_configuration(path, context="nope")
