@@ -20,7 +20,7 @@ from e2e.cluster.test_operations import workload
 from operators.demo.bringup import SCHEDULER_NAME
 from operators.kube.api import ConflictError, KubeAPI, NotFoundError
 from operators.localcluster import cluster
-from tests.integration.helpers import eventually, token_kubeconfig
+from tests.integration.helpers import eventually, grant_namespace_reads, token_kubeconfig
 
 NS = "kopf-dra-kubectl"
 GPU_CLASS = "gpu.example.kopf-dra.io"
@@ -167,29 +167,7 @@ async def test_claims_and_pools_of_the_deployed_cluster(
 async def test_a_user_of_one_namespace(
     installed: cluster.Cluster, scene: None, api: client.ApiClient, kube: KubeAPI, tmp_path: Path
 ) -> None:
-    role = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "Role",
-        "metadata": {"name": "dra-reader", "namespace": NS},
-        "rules": [
-            {"apiGroups": [""], "resources": ["pods", "events"], "verbs": ["get", "list"]},
-            {
-                "apiGroups": ["resource.k8s.io"],
-                "resources": ["resourceclaims", "resourceclaimtemplates"],
-                "verbs": ["get", "list"],
-            },
-        ],
-    }
-    binding = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "RoleBinding",
-        "metadata": {"name": "dra-reader", "namespace": NS},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "dra-reader"},
-        "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": NS}],
-    }
-    for obj in (role, binding):
-        with contextlib.suppress(ConflictError):
-            await kube.create(obj)
+    await grant_namespace_reads(kube, NS)
     config = await token_kubeconfig(api, "default", tmp_path, NS)
 
     async def allowed() -> bool:

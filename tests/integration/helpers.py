@@ -395,6 +395,34 @@ async def mint_token(api: client.ApiClient, account: str, namespace: str = "kopf
     return token
 
 
+async def grant_namespace_reads(kube: KubeAPI, namespace: str) -> None:
+    """Let ``namespace``'s default ServiceAccount read its pods, events, claims and claim
+    templates, and nothing else: the user of one namespace that ``kubectl dra`` must serve."""
+    rules = [
+        {"apiGroups": [""], "resources": ["pods", "events"], "verbs": ["get", "list"]},
+        {
+            "apiGroups": ["resource.k8s.io"],
+            "resources": ["resourceclaims", "resourceclaimtemplates"],
+            "verbs": ["get", "list"],
+        },
+    ]
+    meta = {"name": "dra-reader", "namespace": namespace}
+    role = {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "dra-reader"}
+    await kube.create(
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta,
+         "rules": rules}
+    )  # fmt: skip
+    await kube.create(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": meta,
+            "roleRef": role,
+            "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": namespace}],
+        }
+    )
+
+
 async def token_kubeconfig(
     api: client.ApiClient, account: str, directory: Path, namespace: str = "kopf-dra"
 ) -> Path:

@@ -37,6 +37,7 @@ from tests.integration.helpers import (
     create_node,
     device_class_body,
     eventually,
+    grant_namespace_reads,
     pod_body,
     slice_body,
     token_kubeconfig,
@@ -242,34 +243,7 @@ async def test_credentials_the_server_refuses_are_exit_code_3(
 
 async def _namespace_reader(api: client.ApiClient, kube: KubeAPI, ns: str, tmp: Path) -> Path:
     """A kubeconfig of a ServiceAccount that may read pods, events and claims of ``ns``."""
-    await kube.create(
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "Role",
-            "metadata": {"name": "dra-reader", "namespace": ns},
-            "rules": [
-                {"apiGroups": [""], "resources": ["pods", "events"], "verbs": ["get", "list"]},
-                {
-                    "apiGroups": ["resource.k8s.io"],
-                    "resources": ["resourceclaims", "resourceclaimtemplates"],
-                    "verbs": ["get", "list"],
-                },
-            ],
-        }
-    )
-    await kube.create(
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {"name": "dra-reader", "namespace": ns},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "Role",
-                "name": "dra-reader",
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": ns}],
-        }
-    )
+    await grant_namespace_reads(kube, ns)
     path = await token_kubeconfig(api, "default", tmp, ns)
 
     async def allowed() -> bool:
