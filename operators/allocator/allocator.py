@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from decimal import Decimal
 from typing import Literal
 
+from operators.allocator.compatibility import Members, join
 from operators.allocator.errors import (
     AllocatorError,
     InvalidInputError,
@@ -144,6 +145,7 @@ class Allocator:
         self._matches: dict[tuple[str, int], bool | SelectorError] = {}
         self._out_of_time = out_of_time
         self._available: dict[PoolID, dict[str, dict[str, Decimal]]] = {}
+        self._members: dict[PoolID, dict[str, Members]] = {}
 
     def rebased(self, allocated: AllocatedState) -> Allocator:
         """The same allocator on another allocated state (preemption's what-ifs): views and
@@ -151,6 +153,7 @@ class Allocator:
         other = copy.copy(self)
         other.allocated = allocated
         other._available = {}
+        other._members = {}
         return other
 
     def consumes_counters(self, node: Node, devices: Iterable[DeviceID]) -> bool:
@@ -240,6 +243,34 @@ class Allocator:
                             counters[n] -= c.value.value
         self._available[pool.id] = avail
         return avail
+
+    def members(self, pool: Pool) -> dict[str, Members]:
+        """Per counter set of the pool, the compatibility groups of its allocated devices
+        (upstream's compatibilityGroupsBaselineForPool; cached like the counters)."""
+        have = self._members.get(pool.id)
+        if have is not None:
+            return have
+        members: dict[str, Members] = {}
+        for s in (*pool.slices, *pool.other_slices):
+            for d in s.spec.devices:
+                if not self.allocated.is_allocated(pool.id.device(d.name or "")):
+                    continue
+                for use in d.consumes_counters:
+                    name = use.counter_set or ""
+                    members[name] = join(members.get(name), frozenset(use.compatibility_groups))
+        self._members[pool.id] = members
+        return members
+
+    def derived_value(self, expression: str, driver: str, device: Device) -> object:
+        """A derived attribute's CEL value (1.37); the search keeps it for its call. Stops
+        where the budget runs out, as selectors do."""
+        self.check_time()
+        try:
+            return self.selectors.derived_value(
+                expression, driver, device, interrupt=self._out_of_time
+            )
+        except EvaluationInterrupted:
+            raise OutOfTimeError(TIMED_OUT) from None
 
     def device_matches(self, expression: str, driver: str, device: Device) -> bool:
         """Memoised CEL evaluation (errors are remembered too). A long evaluation stops where

@@ -9,11 +9,16 @@ removed device takes back exactly what it added, and every chosen device's value
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
 from operators.api.ids import DeviceID
 from operators.api.resource import Device, DeviceAttribute
+from operators.cel import SemverValue
+from operators.cel.syntax import Uint
+
+#: Evaluates a derived attribute (name, expression) for a device; raises InvalidInputError.
+Derive = Callable[[str, str, Device, DeviceID], DeviceAttribute]
 
 #: (kind, values): kind tells int/bool/string/version apart, lists and scalars alike.
 AttrSet = tuple[str, frozenset[object]]
@@ -28,6 +33,62 @@ def lookup_attribute(device: Device, device_id: DeviceID, name: str) -> DeviceAt
     if not sep or domain != device_id.driver:
         return None
     return device.attributes.get(ident)
+
+
+def _go_type(value: object) -> str:
+    """The Go type of the value cel-go hands the allocator, for its messages."""
+    if isinstance(value, Uint):
+        return "uint64"
+    return _GO_TYPES.get(type(value), type(value).__name__)
+
+
+_GO_TYPES: dict[type, str] = {
+    bool: "bool",
+    int: "int64",
+    str: "string",
+    float: "float64",
+    bytes: "[]uint8",
+    type(None): "structpb.NullValue",
+    SemverValue: "semver.Version",
+}
+
+
+def derived_attribute(value: object) -> DeviceAttribute:
+    """A derived attribute's CEL value as a device attribute (upstream's valToDeviceAttribute):
+    a scalar, or a list of one scalar type (an empty list is an empty string list); raises
+    ValueError for anything else."""
+    if isinstance(value, bool):
+        return DeviceAttribute(bool=value)
+    if isinstance(value, int) and not isinstance(value, Uint):
+        return DeviceAttribute(int=value)
+    if isinstance(value, str):
+        return DeviceAttribute(string=value)
+    if isinstance(value, SemverValue):
+        return DeviceAttribute(version=value.text)
+    if not isinstance(value, list):
+        raise ValueError(f"unsupported CEL return type: {_go_type(value)}")
+    if not value:
+        return DeviceAttribute(strings=[])
+    first = value[0]
+    for kind, field_name, test in _LIST_KINDS:
+        if test(first):
+            for i, element in enumerate(value):
+                if not test(element):
+                    raise ValueError(
+                        f"expected list element at index {i} to be {kind}, got {_go_type(element)}"
+                    )
+            if field_name == "versions":
+                return DeviceAttribute(versions=[v.text for v in value])
+            return DeviceAttribute(**{field_name: list(value)})
+    raise ValueError(f"unsupported list element type: {_go_type(first)}")
+
+
+_LIST_KINDS: tuple[tuple[str, str, Callable[[object], bool]], ...] = (
+    ("bool", "bools", lambda v: isinstance(v, bool)),
+    ("int", "ints", lambda v: isinstance(v, int) and not isinstance(v, (bool, Uint))),
+    ("string", "strings", lambda v: isinstance(v, str)),
+    ("semver", "versions", lambda v: isinstance(v, SemverValue)),
+)
 
 
 def attribute_set(attr: DeviceAttribute) -> AttrSet | None:
@@ -77,6 +138,8 @@ class Constraint:
     list_types: bool
     #: 1.37: remove undoes exactly the add (no 1.36 quirks).
     exact: bool = False
+    #: 1.37 (DRADerivedAttributes): evaluates the requests' derived attributes.
+    derive: Derive | None = None
 
     def applies(self, request: str, subrequest: str) -> bool:
         if not self.requests:
@@ -85,7 +148,25 @@ class Constraint:
             return True
         return bool(subrequest) and f"{request}/{subrequest}" in self.requests
 
-    def add(self, request: str, subrequest: str, device: Device, device_id: DeviceID) -> bool:
+    def lookup(
+        self, device: Device, device_id: DeviceID, derived: Mapping[str, str] | None
+    ) -> DeviceAttribute | None:
+        """Upstream's lookupAttribute: the request's derived attribute of that name first (it
+        may shadow the driver's), else the device's own."""
+        if derived is not None and self.derive is not None:
+            expression = derived.get(self.attribute)
+            if expression is not None:
+                return self.derive(self.attribute, expression, device, device_id)
+        return lookup_attribute(device, device_id, self.attribute)
+
+    def add(
+        self,
+        request: str,
+        subrequest: str,
+        device: Device,
+        device_id: DeviceID,
+        derived: Mapping[str, str] | None = None,
+    ) -> bool:
         raise NotImplementedError
 
     def remove(self, request: str, subrequest: str) -> None:
@@ -102,10 +183,17 @@ class MatchAttribute(Constraint):
     #: 1.37: the intersection before each device after the first, restored on remove.
     narrowed: list[AttrSet | None] = field(default_factory=list)
 
-    def add(self, request: str, subrequest: str, device: Device, device_id: DeviceID) -> bool:
+    def add(
+        self,
+        request: str,
+        subrequest: str,
+        device: Device,
+        device_id: DeviceID,
+        derived: Mapping[str, str] | None = None,
+    ) -> bool:
         if not self.applies(request, subrequest):
             return True
-        attr = lookup_attribute(device, device_id, self.attribute)
+        attr = self.lookup(device, device_id, derived)
         if attr is None:
             return False
         if self.count == 0:
@@ -148,10 +236,17 @@ class DistinctAttribute(Constraint):
     #: 1.37: every chosen device's value, in order.
     chosen: list[DeviceAttribute] = field(default_factory=list)
 
-    def add(self, request: str, subrequest: str, device: Device, device_id: DeviceID) -> bool:
+    def add(
+        self,
+        request: str,
+        subrequest: str,
+        device: Device,
+        device_id: DeviceID,
+        derived: Mapping[str, str] | None = None,
+    ) -> bool:
         if not self.applies(request, subrequest):
             return True
-        attr = lookup_attribute(device, device_id, self.attribute)
+        attr = self.lookup(device, device_id, derived)
         if attr is None:
             return False
         if self.exact:

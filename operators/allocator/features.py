@@ -4,10 +4,11 @@ The allocator must behave like upstream with the same gates, so a disabled gate 
 same inputs fail (or be skipped) the way kube-scheduler would with that gate off. Where two
 releases' allocators differ with the same gates, ``kubernetes`` says which one to be.
 
-1.37's DRADeviceCompatibilityGroups, DRADerivedAttributes and DRAOptionalNodeOperations have no
-field: kopf-dra implements them off (their default), whatever the cluster sets, so it never
-allocates what it cannot check (slices with compatibility groups are ignored, claims with
-derived attributes refused, devices whose slice skips node operations left alone).
+1.37's alpha DRADeviceCompatibilityGroups, DRADerivedAttributes and DRAOptionalNodeOperations
+are off by default, as upstream has them: off, slices with compatibility groups are ignored,
+claims with derived attributes refused and devices whose slice skips node operations left alone,
+as 1.37's allocator does; on, they behave as its experimental channel does. 1.36 knows none of
+them (its allocator has no such fields), so they count only where ``kubernetes`` is 1.37 or later.
 """
 
 from __future__ import annotations
@@ -44,6 +45,12 @@ class Features:
     #: 1.37 beta, on where the cluster's minimum compatibility version is 1.37: capacity
     #: ranges in milli-units (``fractional``).
     fractional_capacity_range: bool = False
+    #: 1.37 alpha: devices drawing on one counter set must share a compatibility group.
+    device_compatibility_groups: bool = False
+    #: 1.37 alpha: requests compute attributes per device for their constraints.
+    derived_attributes: bool = False
+    #: 1.37 alpha: devices whose slice skips kubelet calls, on nodes that declare they can.
+    optional_node_operations: bool = False
     #: The release whose allocator to behave as (where releases differ beyond gates).
     kubernetes: Release = DEFAULT_RELEASE
 
@@ -61,6 +68,21 @@ class Features:
     def fractional(self) -> bool:
         """DRAFractionalCapacityRange, which only 1.37 and later have."""
         return self.fractional_capacity_range and self.since_1_37
+
+    @property
+    def compatibility_groups(self) -> bool:
+        """DRADeviceCompatibilityGroups, which only 1.37 and later have."""
+        return self.device_compatibility_groups and self.since_1_37
+
+    @property
+    def derived(self) -> bool:
+        """DRADerivedAttributes, which only 1.37 and later have."""
+        return self.derived_attributes and self.since_1_37
+
+    @property
+    def node_operations(self) -> bool:
+        """DRAOptionalNodeOperations, which only 1.37 and later have."""
+        return self.optional_node_operations and self.since_1_37
 
     @classmethod
     def all(cls) -> Features:
@@ -118,4 +140,7 @@ GATES = {
     "DRADeviceTaints": "device_taints",
     "DRAListTypeAttributes": "list_type_attributes",
     "DRAFractionalCapacityRange": "fractional_capacity_range",
+    "DRADeviceCompatibilityGroups": "device_compatibility_groups",
+    "DRADerivedAttributes": "derived_attributes",
+    "DRAOptionalNodeOperations": "optional_node_operations",
 }

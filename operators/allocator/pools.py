@@ -8,9 +8,8 @@ upstream's GatherPools so both see the same pools for the same slices:
   ``perDeviceNodeSelection`` with one device reachable; counter-only slices always are in 1.36;
   in 1.37 they are by their node selection too, and a pool whose devices need them finds them
   among the slices for other nodes;
-* 1.37 (DRADeviceCompatibilityGroups off, the only way kopf-dra runs it) ignores every slice
-  with a device that names ``compatibilityGroups``: its pool counts one slice short, so it is
-  incomplete;
+* 1.37 with DRADeviceCompatibilityGroups off (its default) ignores every slice with a device
+  that names ``compatibilityGroups``: its pool counts one slice short, so it is incomplete;
 * per pool the highest generation among relevant slices wins; the pool is complete when that
   generation has ``resourceSliceCount`` slices (counting slices for other nodes); a newer
   generation elsewhere makes the node's slices obsolete and the pool disappears;
@@ -270,8 +269,10 @@ def uses_compatibility_groups(s: ResourceSlice) -> bool:
 
 def ignored(s: ResourceSlice, features: Features) -> bool:
     """Whether the allocator of ``features``' release leaves the slice out altogether: 1.37
-    cannot check compatibility groups with their gate off, and kopf-dra implements them off."""
-    return features.since_1_37 and uses_compatibility_groups(s)
+    cannot check compatibility groups with their gate off (1.36 does not know the field)."""
+    return (
+        features.since_1_37 and not features.compatibility_groups and uses_compatibility_groups(s)
+    )
 
 
 def counters_everywhere(features: Features) -> bool:

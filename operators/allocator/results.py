@@ -50,6 +50,9 @@ def allocation_result(search: Search, claim_index: int) -> AllocationResult:
             kwargs["share_id"] = choice.share_id
         if choice.consumed:
             kwargs["consumed_capacity"] = dict(choice.consumed)
+        skips = candidate.slice.spec.skip_node_operations
+        if skips and search.features.since_1_37:  # only allocated with DRAOptionalNodeOperations
+            kwargs["skip_node_operations"] = list(skips)
         items.append(DeviceRequestAllocationResult(**kwargs))
     configs = _configs(search, claim_index)
     devices = (

@@ -27,7 +27,13 @@ from decimal import Decimal
 from typing import Protocol
 
 from operators.allocator import capacity as cap
-from operators.allocator.constraints import Constraint, DistinctAttribute, MatchAttribute
+from operators.allocator.compatibility import Members, admits, join
+from operators.allocator.constraints import (
+    Constraint,
+    DistinctAttribute,
+    MatchAttribute,
+    derived_attribute,
+)
 from operators.allocator.errors import (
     ClassNotFoundError,
     FeatureDisabledError,
@@ -42,7 +48,7 @@ from operators.allocator.features import Features
 from operators.allocator.nodes import node_matches
 from operators.allocator.pools import Pool
 from operators.allocator.state import AllocatedState
-from operators.api.core import Node
+from operators.api.core import OPTIONAL_NODE_OPERATIONS, Node
 from operators.api.ids import DeviceID, PoolID
 from operators.api.limits import AllocationResultsMaxSize
 from operators.api.quantity import Quantity
@@ -50,6 +56,7 @@ from operators.api.resource import (
     ALLOCATION_MODE_ALL,
     ALLOCATION_MODE_EXACT_COUNT,
     Device,
+    DeviceAttribute,
     DeviceClass,
     DeviceSelector,
     DeviceSubRequest,
@@ -81,6 +88,10 @@ class Snapshot(Protocol):
     def share_ids(self) -> Callable[[], str]: ...
 
     def available_counters(self, pool: Pool) -> dict[str, dict[str, Decimal]]: ...
+
+    def members(self, pool: Pool) -> dict[str, Members]: ...
+
+    def derived_value(self, expression: str, driver: str, device: Device) -> object: ...
 
     def device_matches(self, expression: str, driver: str, device: Device) -> bool: ...
 
@@ -134,6 +145,8 @@ class RequestSpec:
     selectors: Sequence[DeviceSelector]
     tolerations: Sequence[DeviceToleration]
     capacity: Mapping[str, Quantity] | None
+    #: 1.37 (DRADerivedAttributes): derived attribute name -> its CEL expression.
+    derived: Mapping[str, str] | None = None
     #: Mode All: every selectable device of the node, fixed before the search starts.
     all_devices: list[Candidate] | None = None
     num_devices: int = 0
@@ -209,10 +222,18 @@ class Search:
         #: Counters taken in this call, per pool and counter set (the allocated ones are in
         #: Snapshot.available_counters).
         self.consumed_counters: dict[PoolID, dict[str, dict[str, Decimal]]] = {}
+        #: 1.37 (DRADeviceCompatibilityGroups): per pool and counter set, the groups of the
+        #: devices on it (allocated ones, then those taken in this call).
+        self.members: dict[PoolID, dict[str, Members]] = {}
+        #: Derived attribute values of this call, per (device, expression), as upstream keeps.
+        self.derived_values: dict[tuple[DeviceID, str], DeviceAttribute] = {}
         self.steps = 0
-        #: 1.37 leaves alone devices whose slice skips node operations (DRAOptionalNodeOperations
-        #: off, the only way kopf-dra runs it; upstream's experimental channel checks it).
+        #: 1.37 allocates devices whose slice skips node operations only with
+        #: DRAOptionalNodeOperations on and on a node that declares the feature.
         self.skips_node_operations = self.features.since_1_37
+        self.node_operations_optional = self.features.node_operations and (
+            OPTIONAL_NODE_OPERATIONS in node.status.declared_features
+        )
         #: 1.37: devices already shared, with capacity or without.
         self.shared_devices: frozenset[DeviceID] = (
             frozenset(d for d, _ in allocator.allocated.shared)
@@ -314,15 +335,18 @@ class Search:
         """The claim's constraints, empty at the start: the search adds and removes devices."""
         list_types = self.features.list_type_attributes
         exact = self.features.since_1_37
+        derive = self._derive if self.features.derived else None
         constraints: list[Constraint] = []
         for i, c in enumerate(claim.spec.devices.constraints):
             if c.match_attribute is not None:
                 constraints.append(
-                    MatchAttribute(set(c.requests), c.match_attribute, list_types, exact)
+                    MatchAttribute(set(c.requests), c.match_attribute, list_types, exact, derive)
                 )
             elif c.distinct_attribute is not None:
                 constraints.append(
-                    DistinctAttribute(set(c.requests), c.distinct_attribute, list_types, exact)
+                    DistinctAttribute(
+                        set(c.requests), c.distinct_attribute, list_types, exact, derive
+                    )
                 )
             else:
                 raise InvalidRequestError(
@@ -344,13 +368,14 @@ class Search:
         devices it needs. Mode All takes its devices here, from complete and valid pools only,
         because "all" must not change while the search backtracks."""
         claim_key = self.claims[claim_index].key
-        if spec.derived_attributes and self.features.since_1_37:
-            # 1.37 with DRADerivedAttributes off, the only way kopf-dra runs it; 1.36 does not
-            # know the field.
-            raise FeatureDisabledError(
-                f"claim {claim_key}, request {name}: cannot handle request with derived "
-                "attributes, the feature is disabled"
-            )
+        derived: dict[str, str] | None = None
+        if spec.derived_attributes and self.features.since_1_37:  # 1.36 does not know them
+            if not self.features.derived:
+                raise FeatureDisabledError(
+                    f"claim {claim_key}, request {name}: cannot handle request with derived "
+                    "attributes, the feature is disabled"
+                )
+            derived = {a.name or "": a.expression or "" for a in spec.derived_attributes}
         for i, sel in enumerate(spec.selectors):
             if sel.cel is None or sel.cel.expression is None:
                 raise InvalidSelectorError(
@@ -387,6 +412,7 @@ class Search:
             selectors=spec.selectors,
             tolerations=spec.tolerations,
             capacity=spec.capacity.requests if spec.capacity is not None else None,
+            derived=derived,
         )
         if mode == ALLOCATION_MODE_EXACT_COUNT:
             request.num_devices = request.count
@@ -557,6 +583,69 @@ class Search:
                     return False
         return True
 
+    def _join_groups(self, candidate: Candidate) -> list[tuple[str, Members | None, bool]] | None:
+        """Upstream's checkAndConsumeCompatibilityGroups: the device joins each counter set it
+        draws on if its groups fit the devices there (allocated ones included); None when not.
+        Returns what each counter set was, for ``_leave_groups``."""
+        running = self.members.setdefault(candidate.pool.id, {})
+        allocated: dict[str, Members] | None = None
+        joined: list[tuple[str, Members | None, bool]] = []
+        for use in candidate.device.consumes_counters:
+            name = use.counter_set or ""
+            existed = name in running
+            members: Members | None
+            if existed:
+                members = running[name]
+            else:
+                if allocated is None:
+                    allocated = self.allocator.members(candidate.pool)
+                members = allocated.get(name)
+            groups = frozenset(use.compatibility_groups)
+            if not admits(members, groups):
+                self._leave_groups(candidate, joined)
+                return None
+            joined.append((name, members, existed))
+            running[name] = join(members, groups)
+        return joined
+
+    def _leave_groups(
+        self, candidate: Candidate, joined: list[tuple[str, Members | None, bool]]
+    ) -> None:
+        """Backtracking: the counter sets' groups as they were before ``_join_groups``."""
+        running = self.members[candidate.pool.id]
+        for name, members, existed in reversed(joined):
+            if existed and members is not None:
+                running[name] = members
+            else:
+                running.pop(name, None)
+
+    def _derive(
+        self, name: str, expression: str, device: Device, device_id: DeviceID
+    ) -> DeviceAttribute:
+        """Upstream's lookupAttribute for a derived attribute: its value for the device, kept for
+        this call. An expression that cannot be compiled or evaluated ends the allocation."""
+        key = (device_id, expression)
+        hit = self.derived_values.get(key)
+        if hit is not None:
+            return hit
+        try:
+            value = self.allocator.derived_value(expression, device_id.driver, device)
+            attribute = derived_attribute(value)
+        except SelectorError as e:
+            if e.reason == "InvalidSelector":
+                raise InvalidSelectorError(
+                    f"compile derived attribute {name} failed: {e.message}"
+                ) from None
+            raise InvalidSelectorError(
+                f"evaluate derived attribute {name} on device {device_id} failed: {e.message}"
+            ) from None
+        except ValueError as e:
+            raise InvalidSelectorError(
+                f"evaluate derived attribute {name} on device {device_id} failed: {e}"
+            ) from None
+        self.derived_values[key] = attribute
+        return attribute
+
     def _release_counters(self, candidate: Candidate) -> None:
         """Backtracking: give back what _take_counters took for this device."""
         consumed = self.consumed_counters[candidate.pool.id]
@@ -582,13 +671,25 @@ class Search:
             return None
         if not request.admin_access and self._in_use(device_id):
             return None
-        if candidate.slice.spec.skip_node_operations and self.skips_node_operations:
+        if (
+            candidate.slice.spec.skip_node_operations
+            and self.skips_node_operations
+            and not self.node_operations_optional
+        ):
             return None
         if not features.partitionable_devices and candidate.counters:
             return None
+        counted = bool(candidate.counters) and not (multi and self._capacity_in_use(device_id))
+        joined: list[tuple[str, Members | None, bool]] | None = None
+        if counted and features.compatibility_groups:
+            joined = self._join_groups(candidate)
+            if joined is None:
+                return None
         counters_taken = False
-        if not (multi and self._capacity_in_use(device_id)) and candidate.counters:
+        if counted:
             if not self._take_counters(candidate):
+                if joined is not None:
+                    self._leave_groups(candidate, joined)
                 return None
             counters_taken = True
         if request.parent:
@@ -620,14 +721,22 @@ class Search:
                 self.allocating[device_id].discard(claim_index)
             for c in reversed(constraints[:added]):
                 c.remove(request_name, subrequest_name)
+            if joined is not None:
+                self._leave_groups(candidate, joined)
             if counters_taken:
                 self._release_counters(candidate)
 
         if features.device_taints and self.taint_blocks(candidate, request):
             undo()
             return None
+        derived = request.derived
         for c in constraints:
-            if not c.add(request_name, subrequest_name, candidate.device, device_id):
+            try:
+                ok = c.add(request_name, subrequest_name, candidate.device, device_id, derived)
+            except BaseException:  # a derived attribute that cannot be evaluated
+                undo()
+                raise
+            if not ok:
                 undo()
                 if must:
                     raise InvalidRequestError(

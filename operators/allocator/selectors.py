@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
 from operators.api.resource import Device
 from operators.cel import CELEnvironment, DeviceView, SelectorError, build_device_view
@@ -30,6 +30,16 @@ class SelectorEngine(Protocol):
         device: Device,
         interrupt: Callable[[], bool] | None = None,
     ) -> bool: ...
+
+    def derived_value(
+        self,
+        expression: str,
+        driver: str,
+        device: Device,
+        interrupt: Callable[[], bool] | None = None,
+    ) -> Any:
+        """A derived attribute's CEL value for the device (1.37); raises as ``device_matches``."""
+        ...
 
 
 # Results kept at most (all devices and expressions together): tenants write expressions, so
@@ -54,6 +64,30 @@ class CelSelectorEngine:
         self._results = 0
         self.evaluations = 0  # evaluations started (finished, failed or interrupted)
 
+    def _view(
+        self, driver: str, device: Device
+    ) -> tuple[DeviceView, dict[str, bool | SelectorError]]:
+        key = id(device)
+        hit = self._views.get(key)
+        if hit is None:
+            hit = (build_device_view(driver, device), {})
+            self._views[key] = hit
+            # The id is unique while the device lives; the entry goes when it does.
+            weakref.finalize(device, self._views.pop, key, None)
+        return hit
+
+    def derived_value(
+        self,
+        expression: str,
+        driver: str,
+        device: Device,
+        interrupt: Callable[[], bool] | None = None,
+    ) -> Any:
+        """Not remembered here: the search keeps each value for its own call, as upstream."""
+        self.evaluations += 1
+        view = self._view(driver, device)[0]
+        return self.env.compile_derived(expression).value(view, interrupt=interrupt)
+
     def device_matches(
         self,
         expression: str,
@@ -63,13 +97,7 @@ class CelSelectorEngine:
     ) -> bool:
         """``interrupt``: asked every few milliseconds of a long evaluation whether to stop
         (an interrupted evaluation leaves no result behind)."""
-        key = id(device)
-        hit = self._views.get(key)
-        if hit is None:
-            hit = (build_device_view(driver, device), {})
-            self._views[key] = hit
-            # The id is unique while the device lives; the entry goes when it does.
-            weakref.finalize(device, self._views.pop, key, None)
+        hit = self._view(driver, device)
         result = hit[1].get(expression)
         if result is None:
             self.evaluations += 1

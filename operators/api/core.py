@@ -7,7 +7,7 @@ names that are not plain camelCase (``podCIDR``, ``hostIP``) are left to the ext
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from pydantic import Field
 
@@ -174,6 +174,34 @@ class PodExtendedResourceClaimStatus(KubeModel):
     resource_claim_name: str | None = None
 
 
+class NodeAllocatableMappedResources(KubeModel):
+    """1.37 alpha (DRANodeAllocatableResources): a node resource a claim's mapped devices
+    take, once for the claim."""
+
+    name: str | None = None
+    quantity: Quantity | None = None
+
+
+class NodeAllocatableOverheadResources(KubeModel):
+    """1.37 alpha (DRANodeAllocatableResources): a node resource a claim's devices cost on
+    top, per pod and per referencing container."""
+
+    name: str | None = None
+    per_pod: Quantity | None = None
+    per_container: Quantity | None = None
+
+
+class NodeAllocatableResourceClaimStatus(KubeModel):
+    """1.37 alpha (DRANodeAllocatableResources): what one claim of the pod takes of the node's
+    allocatable resources, as the scheduler computed it at binding (the kubelet sizes cgroups
+    from it, and the scheduler counts it for the pod's node)."""
+
+    resource_claim_name: str | None = None
+    containers: list[str] = Field(default_factory=list)
+    mapping: list[NodeAllocatableMappedResources] = Field(default_factory=list)
+    overhead: list[NodeAllocatableOverheadResources] = Field(default_factory=list)
+
+
 class PodStatus(KubeModel):
     phase: str | None = None
     conditions: list[PodCondition] = Field(default_factory=list)
@@ -182,6 +210,9 @@ class PodStatus(KubeModel):
     nominated_node_name: str | None = None
     resource_claim_statuses: list[PodResourceClaimStatus] = Field(default_factory=list)
     extended_resource_claim_status: PodExtendedResourceClaimStatus | None = None
+    node_allocatable_resource_claim_statuses: list[NodeAllocatableResourceClaimStatus] = Field(
+        default_factory=list
+    )
     start_time: str | None = None
 
 
@@ -319,10 +350,17 @@ class NodeCondition(KubeModel):
     message: str | None = None
 
 
+#: The declared feature a node needs for devices whose slice skips node operations (1.37).
+OPTIONAL_NODE_OPERATIONS: Final = "DRAOptionalNodeOperations"
+
+
 class NodeStatus(KubeModel):
     conditions: list[NodeCondition] = Field(default_factory=list)
     allocatable: dict[str, Quantity] = Field(default_factory=dict)
     capacity: dict[str, Quantity] = Field(default_factory=dict)
+    #: 1.37 (NodeDeclaredFeatures): features the kubelet declares it has, e.g.
+    #: ``DRAOptionalNodeOperations``, which a device whose slice skips node operations needs.
+    declared_features: list[str] = Field(default_factory=list)
 
 
 class Node(KubeModel):

@@ -152,13 +152,21 @@ IMPLEMENTED: Final = frozenset(
         "DRAAdminAccess",
         "DRAConsumableCapacity",
         "DRADeviceBindingConditions",
+        # 1.37 alpha, in the allocator as its experimental channel has them.
+        "DRADeviceCompatibilityGroups",
+        "DRADerivedAttributes",
         "DRADeviceTaintRules",
         "DRADeviceTaints",
         "DRAExtendedResource",
         # 1.37: the allocator's milli-unit ranges, and simulate's validation of them.
         "DRAFractionalCapacityRange",
         "DRAListTypeAttributes",
+        # 1.37's shape (Device.nodeAllocatableResources) only: 1.36's alpha fields change nothing.
+        "DRANodeAllocatableResources",
+        "DRAOptionalNodeOperations",
         "DRAPartitionableDevices",
+        # 1.37: the pool status request's partition summary.
+        "DRAPartitionableDevicesType",
         "DRAPrioritizedList",
         "DRAResourceClaimDeviceStatus",
         # Enforced by the API server; kopf-dra's part is RBAC that holds the verbs it asks for.

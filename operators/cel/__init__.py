@@ -20,7 +20,7 @@ that evaluate and charge cost as cel-go's interpreter does (runtime.py, values.p
 
 from .compiler import DEFAULT_COST_LIMIT, MAX_EXPRESSION_LENGTH, check_selector
 from .device import DeviceLike, DeviceView, build_device_view, split_qualified_name
-from .environment import CacheStats, CELEnvironment, CompiledSelector, SliceKey
+from .environment import CacheStats, CELEnvironment, CompiledDerived, CompiledSelector, SliceKey
 from .errors import InvalidSelectorError, SelectorError, SelectorEvaluationError
 from .library.timestamps import install_zone_loader
 from .release import KUBERNETES_MINORS, NEWEST_KUBERNETES
@@ -35,6 +35,7 @@ __all__ = [
     "CELEnvironment",
     "CIDRValue",
     "CacheStats",
+    "CompiledDerived",
     "CompiledSelector",
     "DeviceLike",
     "DeviceView",

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import types as t
-from .compiler import DEFAULT_COST_LIMIT, check_expression
+from .compiler import DEFAULT_COST_LIMIT, Program, check_expression
 from .errors import InvalidSelectorError
 
 #: The first Kubernetes minor with derived attributes (DRADerivedAttributes).
@@ -72,3 +72,28 @@ def check_derived_attribute(
             high,
         )
     return DerivedVerdict(None, high)
+
+
+def compile_derived(
+    expression: str, *, kubernetes: str, cost_limit: int = DEFAULT_COST_LIMIT
+) -> Program:
+    """Compile a stored derived attribute as 1.37's scheduler does (GetOrCompileDerivedAttribute):
+    the output rule of a stored expression (lists allowed whatever the gate, so that objects
+    written while it was on still run) and no cost estimate, only the runtime limit; raises
+    InvalidSelectorError (message without context)."""
+    checked = check_expression(expression, kubernetes)
+    if not _allowed(checked.result, True):
+        raise InvalidSelectorError(
+            "must evaluate to a primitive scalar (string, integer, boolean, semver) or a list "
+            f"of these scalars, not {t.show(checked.result)}",
+            expression=expression,
+        )
+    plan, planner = checked.plan()
+    return Program(
+        expression=expression,
+        root=plan.fn(),
+        slots=planner.slots,
+        estimated_cost=0,
+        cost_limit=cost_limit,
+        mutates_quantities=planner.mutates_quantities,
+    )

@@ -26,12 +26,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .compiler import DEFAULT_COST_LIMIT, Program, compile_program
+from .derived import compile_derived
 from .device import DeviceLike, DeviceView, build_device_view
 from .errors import InvalidSelectorError, SelectorEvaluationError, with_context
 from .release import NEWEST_KUBERNETES, check_minor
 from .runtime import CelError, CostLimitExceeded, EvaluationInterrupted, NoSuchKey, type_name
 
-__all__ = ["CELEnvironment", "CacheStats", "CompiledSelector", "SliceKey"]
+__all__ = ["CELEnvironment", "CacheStats", "CompiledDerived", "CompiledSelector", "SliceKey"]
 
 _MISSING_KEY_HINT = (
     '; guard optional attributes with has(device.attributes["<domain>"].<name>) or '
@@ -108,25 +109,9 @@ class CompiledSelector:
 
     def _run(self, device: DeviceView, interrupt: Callable[[], bool] | None = None) -> bool | str:
         """The result, or the failure message (without context) for caching."""
-        if device.error is not None:
-            return self._failure(f"device {device.name}: {device.error}")
-        try:
-            value = self._program.run(device.value, interrupt)[0]
-        except EvaluationInterrupted:
-            raise
-        except CostLimitExceeded:
-            return self._failure(
-                f"evaluation exceeded the cost limit of {self._program.cost_limit}"
-                " (actual cost limit exceeded)"
-            )
-        except NoSuchKey as exc:
-            return self._failure(exc.message + _MISSING_KEY_HINT)
-        except CelError as exc:
-            return self._failure(exc.message)
-        except RecursionError:
-            return self._failure("evaluation nested too deeply")
-        except Exception as exc:  # an internal failure must not crash the scheduler
-            return self._failure(f"internal error: {type(exc).__name__}: {exc}")
+        value, failure = _outcome(self._program, device, interrupt)
+        if failure is not None:
+            return self._failure(failure)
         if value is True or value is False:
             return value
         return self._failure(f"a selector must evaluate to bool, got {type_name(value)}")
@@ -136,6 +121,53 @@ class CompiledSelector:
 
     def __repr__(self) -> str:
         return f"CompiledSelector({self._program.expression!r})"
+
+
+def _outcome(
+    program: Program, device: DeviceView, interrupt: Callable[[], bool] | None
+) -> tuple[Any, str | None]:
+    """(value, None), or (None, why it failed): selectors and derived attributes fail alike."""
+    if device.error is not None:
+        return None, f"device {device.name}: {device.error}"
+    try:
+        return program.run(device.value, interrupt)[0], None
+    except EvaluationInterrupted:
+        raise
+    except CostLimitExceeded:
+        return None, (
+            f"evaluation exceeded the cost limit of {program.cost_limit} (actual cost limit "
+            "exceeded)"
+        )
+    except NoSuchKey as exc:
+        return None, exc.message + _MISSING_KEY_HINT
+    except CelError as exc:
+        return None, exc.message
+    except RecursionError:
+        return None, "evaluation nested too deeply"
+    except Exception as exc:  # an internal failure must not crash the scheduler
+        return None, f"internal error: {type(exc).__name__}: {exc}"
+
+
+class CompiledDerived:
+    """A compiled derived attribute (1.37): its value per device, a grouping key for the
+    claim's constraints rather than a filter."""
+
+    __slots__ = ("_program",)
+
+    def __init__(self, program: Program) -> None:
+        self._program = program
+
+    @property
+    def expression(self) -> str:
+        return self._program.expression
+
+    def value(self, device: DeviceView, *, interrupt: Callable[[], bool] | None = None) -> Any:
+        """The CEL value (bool, int, Uint, str, SemverValue, list, ...); raises
+        SelectorEvaluationError, or EvaluationInterrupted when ``interrupt`` says to stop."""
+        value, failure = _outcome(self._program, device, interrupt)
+        if failure is not None:
+            raise SelectorEvaluationError(failure, expression=self._program.expression)
+        return value
 
 
 @dataclass(slots=True)
@@ -186,6 +218,7 @@ class CELEnvironment:
         self._compile_cache_size = compile_cache_size
         self._slice_cache_size = slice_cache_size
         self._compiled: OrderedDict[str, CompiledSelector | InvalidSelectorError] = OrderedDict()
+        self._derived: OrderedDict[str, CompiledDerived | InvalidSelectorError] = OrderedDict()
         self._slices: OrderedDict[str, _SliceEntry] = OrderedDict()
         # Two generations of results, each at most half the bound.
         self._generation_size = max(1, result_cache_size // 2)
@@ -222,6 +255,28 @@ class CELEnvironment:
                 line=cached.line,
                 column=cached.column,
             )
+        return cached
+
+    def compile_derived(self, expression: str) -> CompiledDerived:
+        """Compile (or fetch) a derived attribute's expression (1.37); raises
+        InvalidSelectorError. Cached apart from selectors: the same text is a selector there."""
+        cached = self._derived.get(expression)
+        if cached is None:
+            try:
+                cached = CompiledDerived(
+                    compile_derived(
+                        expression, kubernetes=self.kubernetes, cost_limit=self.cost_limit
+                    )
+                )
+            except InvalidSelectorError as exc:
+                cached = exc
+            self._derived[expression] = cached
+            if len(self._derived) > self._compile_cache_size:
+                self._derived.popitem(last=False)
+        else:
+            self._derived.move_to_end(expression)
+        if isinstance(cached, InvalidSelectorError):
+            raise cached
         return cached
 
     # --- devices ---
@@ -288,6 +343,7 @@ class CELEnvironment:
 
     def clear(self) -> None:
         self._compiled.clear()
+        self._derived.clear()
         self._slices.clear()
         self._results.clear()
         self._older.clear()

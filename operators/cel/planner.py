@@ -399,7 +399,7 @@ def _qualifier(q: Qual) -> Callable[..., Any]:
                     value = obj.get(key, _MISSING)
                     if value is not _MISSING:
                         return value
-                    raise NoSuchKey(f"no such key: {key!r}")
+                    raise NoSuchKey(f"no such key: {key}")
                 return qualify(obj, key)
 
             return select
@@ -526,11 +526,12 @@ def _index(key: Any) -> int:
 
 
 def _show_key(key: Any) -> str:
+    """As cel-go's ``%v`` prints a key: strings bare, bools in lower case."""
     if key is True:
         return "true"
     if key is False:
         return "false"
-    return repr(key) if type(key) is str else str(key)
+    return str(key)
 
 
 # --- the planner ---------------------------------------------------------------------------------

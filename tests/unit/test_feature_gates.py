@@ -273,17 +273,22 @@ ALLOCATOR_FIELDS: dict[str, str | None] = {
 # 1.37 adds these; kopf-dra implements three of them off only (operators.allocator.features).
 ALLOCATOR_FIELDS_1_37: dict[str, str | None] = {
     **ALLOCATOR_FIELDS,
-    "DRADerivedAttributes": None,
-    "DRADeviceCompatibilityGroups": None,
+    "DRADerivedAttributes": "derived_attributes",
+    "DRADeviceCompatibilityGroups": "device_compatibility_groups",
     "DRAFractionalCapacityRange": "fractional_capacity_range",
-    "DRAOptionalNodeOperations": None,
+    "DRAOptionalNodeOperations": "optional_node_operations",
     "DRAPartitionableDevicesType": None,
 }
 GATES_1_37 = dra_gates(V137)
 # Gates the scheduler itself honours, outside the allocator.
-SCHEDULER_GATES = {"DRADeviceTaintRules", "DRAExtendedResource", "DRASchedulerFilterTimeout"}
+SCHEDULER_GATES = {
+    "DRADeviceTaintRules",
+    "DRAExtendedResource",
+    "DRANodeAllocatableResources",
+    "DRASchedulerFilterTimeout",
+}
 # Gates the pool validator honours.
-POOL_VALIDATOR_GATES = {"DRAResourcePoolStatus"}
+POOL_VALIDATOR_GATES = {"DRAResourcePoolStatus", "DRAPartitionableDevicesType"}
 # Gates the API server enforces on kopf-dra's writes, which the manifests' RBAC satisfies
 # (tests/integration/test_rbac.py runs the components under them).
 API_SERVER_GATES = {"DRAResourceClaimGranularStatusAuthorization"}

@@ -46,8 +46,13 @@ def features(**gates: bool) -> Features:
     return Features(**on)
 
 
-def node(name: str, region: str) -> Node:
-    return Node.load({"metadata": {"name": name, "labels": {"region": region, "planet": "earth"}}})
+def node(name: str, region: str, *declared_features: str) -> Node:
+    """Upstream's node; with ``declared_features``, its status.declaredFeatures (e.g. upstream's
+    nodeWithDRAOptionalNodeOperations)."""
+    obj: J = {"metadata": {"name": name, "labels": {"region": region, "planet": "earth"}}}
+    if declared_features:
+        obj["status"] = {"declaredFeatures": list(declared_features)}
+    return Node.load(obj)
 
 
 def cel(expression: str) -> J:
@@ -88,6 +93,7 @@ def request(
     tolerations: Sequence[J] = (),
     capacity: Quantity | str | None = None,
     mode: str = "ExactCount",
+    derived: Sequence[J] = (),
 ) -> J:
     exactly: J = {"deviceClassName": klass, "allocationMode": mode}
     if mode == "ExactCount":
@@ -100,6 +106,8 @@ def request(
         exactly["tolerations"] = list(tolerations)
     if capacity is not None:
         exactly["capacity"] = {"requests": {CAPACITY0: str(capacity)}}
+    if derived:
+        exactly["derivedAttributes"] = list(derived)
     return {"name": name, "exactly": exactly}
 
 
@@ -115,6 +123,7 @@ def sub_request(
     tolerations: Sequence[J] = (),
     mode: str = "ExactCount",
     capacity: Quantity | str | None = None,
+    derived: Sequence[J] = (),
 ) -> J:
     sub: J = {"name": name, "deviceClassName": klass, "allocationMode": mode}
     if mode == "ExactCount":
@@ -125,7 +134,14 @@ def sub_request(
         sub["tolerations"] = list(tolerations)
     if capacity is not None:
         sub["capacity"] = {"requests": {CAPACITY0: str(capacity)}}
+    if derived:
+        sub["derivedAttributes"] = list(derived)
     return sub
+
+
+def derived_attribute(name: str, expression: str) -> J:
+    """A request's derivedAttributes entry (1.37 alpha, DRADerivedAttributes)."""
+    return {"name": name, "expression": expression}
 
 
 def prioritized(name: str, *subs: J) -> J:
@@ -258,11 +274,16 @@ def policy_values(value: str | int, default: str | int, *extra: str | int) -> J:
     }
 
 
-def consumes(counter_set: str, counters: Mapping[str, str | int]) -> J:
-    return {
+def consumes(counter_set: str, counters: Mapping[str, str | int], *groups: str) -> J:
+    """Upstream's deviceCounterConsumption; with ``groups``, deviceCounterConsumptionWithGroups
+    (1.37 alpha, DRADeviceCompatibilityGroups)."""
+    out: J = {
         "counterSet": counter_set,
         "counters": {k: {"value": q(v)} for k, v in counters.items()},
     }
+    if groups:
+        out["compatibilityGroups"] = list(groups)
+    return out
 
 
 def counter_set(name: str, counters: Mapping[str, str | int]) -> J:
@@ -295,6 +316,13 @@ def slice_(
     if counter_sets:
         spec["sharedCounters"] = list(counter_sets)
     return ResourceSlice.load({"metadata": {"name": name}, "spec": spec})
+
+
+def with_skip_node_operations(s: ResourceSlice, *operations: str) -> ResourceSlice:
+    """Upstream's withSkipNodeOperations: the slice with spec.skipNodeOperations set."""
+    obj = s.dump()
+    obj["spec"]["skipNodeOperations"] = list(operations)
+    return ResourceSlice.load(obj)
 
 
 def slice_one(name: str, node_selection: Any, pool_: str | J, driver: str) -> ResourceSlice:
@@ -354,6 +382,7 @@ def result(
     binding: tuple[Sequence[str], Sequence[str]] | None = None,
     share: bool = False,
     consumed: Mapping[str, str | int] | None = None,
+    skip_node_operations: Sequence[str] = (),
 ) -> J:
     r: J = {"request": request_, "driver": driver, "pool": pool_, "device": device_}
     if admin:
@@ -369,6 +398,8 @@ def result(
         r["shareID"] = FIXED_SHARE_ID
     if consumed:
         r["consumedCapacity"] = {k: q(v) for k, v in consumed.items()}
+    if skip_node_operations:
+        r["skipNodeOperations"] = list(skip_node_operations)
     return r
 
 

@@ -2,7 +2,8 @@
 
 The ported parts are Kubernetes 1.36's table (allocator_testing.go of v0.36.3), so they run as
 the 1.36 allocator; where 1.37's table expects otherwise, a row of cases_137 says so (and is
-checked to answer otherwise as 1.36).
+checked to answer otherwise as 1.36). cases_137_alpha holds 1.37's rows for its alpha features,
+which 1.36 lacks (not checked against 1.36).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from operators.api.features import Release
 
 from . import (
     cases_137,
+    cases_137_alpha,
     cases_attributes,
     cases_basic,
     cases_capacity,
@@ -46,4 +48,5 @@ CASES: list[Case] = [
         ],
     ),
     *cases_137.cases(),
+    *cases_137_alpha.cases(),
 ]

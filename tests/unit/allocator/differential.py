@@ -13,9 +13,10 @@ finding too: the scheduler's cycle would not survive it.
 problems per release (a random seed, printed, unless given; ``--kubernetes 1.37`` for one) and
 prints every distinct disagreement (``make allocator-oracle``); ``test_differential.py`` draws
 150 per release with ``make test``. The generator draws each release's gates: 1.37's
-DRAFractionalCapacityRange on and off, and its DRADeviceCompatibilityGroups, DRADerivedAttributes
-and DRAOptionalNodeOperations off (their default, which kopf-dra implements) with slices and
-claims that use those fields anyway; 1.36 knows none of them and ignores the fields.
+DRAFractionalCapacityRange, DRADeviceCompatibilityGroups, DRADerivedAttributes and
+DRAOptionalNodeOperations on and off, with slices and claims that use their fields either way
+and a node that declares DRAOptionalNodeOperations or not; 1.36 knows none of them and ignores
+the fields.
 """
 
 from __future__ import annotations
@@ -51,14 +52,16 @@ DRIVERS = ("a.example.com", "b.example.com")
 #: The releases compared, oldest first: one oracle module directory each.
 KUBERNETES = ("1.36", "1.37")
 #: Gates a release adds: drawn on and off.
-NEW_GATES = {"1.37": ("DRAFractionalCapacityRange",)}
+NEW_GATES = {
+    "1.37": (
+        "DRAFractionalCapacityRange",
+        "DRADeviceCompatibilityGroups",
+        "DRADerivedAttributes",
+        "DRAOptionalNodeOperations",
+    )
+}
 #: Gates drawn for every release (mostly on, as a cluster runs them).
 GATES = tuple(g for g in Features.all().gates() if g not in NEW_GATES["1.37"])
-#: Gates a release adds that the generator keeps off (their default; kopf-dra implements only
-#: that): the fields they guard are drawn anyway.
-OFF_GATES = {
-    "1.37": ("DRADeviceCompatibilityGroups", "DRADerivedAttributes", "DRAOptionalNodeOperations")
-}
 allow_deep_recursion()  # what CEL's first compile does, before hypothesis notes the limit
 
 
@@ -107,8 +110,14 @@ POLICIES: dict[str, J] = {
 
 @st.composite
 def device_json(
-    draw: st.DrawFn, name: str, counters: list[str], shareable: bool, groups: bool
+    draw: st.DrawFn,
+    name: str,
+    counters: list[str],
+    shareable: bool,
+    groups: bool,
+    focus: bool = False,
 ) -> J:
+    """``focus``: a device for 1.37's new features, counted and plain (see ``problem``)."""
     d: J = {"name": name}
     attrs: J = {"numa": {"int": draw(st.integers(0, 2))}}
     if draw(st.booleans()):
@@ -118,17 +127,19 @@ def device_json(
             "strings": draw(st.lists(st.sampled_from("pqr"), min_size=1, max_size=2, unique=True))
         }
     d["attributes"] = attrs
-    use_counters: bool = draw(st.booleans())
+    use_counters: bool = focus or draw(st.booleans())
     if counters and use_counters:
         use: J = {
             "counterSet": draw(st.sampled_from(counters)),
-            "counters": {"c": {"value": str(draw(st.integers(1, 3)))}},
+            "counters": {"c": {"value": str(draw(st.integers(1, 2 if focus else 3)))}},
         }
-        if groups:
+        if groups and draw(st.integers(0, 4)):  # now and then a device of none
             use["compatibilityGroups"] = draw(
-                st.lists(st.sampled_from(["g1", "g2"]), min_size=1, max_size=2, unique=True)
+                st.lists(st.sampled_from(["g1", "g2", "g3"]), min_size=1, max_size=2, unique=True)
             )
         d["consumesCounters"] = [use]
+    if focus:
+        return d
     if shareable and draw(st.booleans()):
         d["allowMultipleAllocations"] = True
         if draw(st.integers(0, 5)) == 0:  # shared, but no capacity to count
@@ -161,8 +172,12 @@ def problem(draw: st.DrawFn, kubernetes: str = KUBERNETES[-1]) -> J:
     for g in NEW_GATES.get(kubernetes, ()):
         features[g] = draw(st.booleans())
     assert set(features) == set(often_on)
-    for g in OFF_GATES.get(kubernetes, ()):
-        features[g] = False
+    # A third of 1.37's problems focus on its new features: the older gates on, complete pools
+    # on the node with shared counters to spare, plain devices and claims, so that most could
+    # be allocated and the groups, derived attributes and node operations decide.
+    focus = kubernetes != "1.36" and draw(st.integers(0, 2)) == 0
+    if focus:
+        features.update(dict.fromkeys(GATES, True))
     slices: list[J] = []
     # 1.36's allocator keys counter sets by pool name alone (kubernetes#140434): one pool name
     # for two drivers only where that is fixed.
@@ -170,17 +185,18 @@ def problem(draw: st.DrawFn, kubernetes: str = KUBERNETES[-1]) -> J:
     for p in range(draw(st.integers(1, 3))):
         driver = DRIVERS[p % 2]
         pool_name = f"pool-{p // 2 if shared_names else p}"
-        where = draw(st.sampled_from(["n1", "n1", "all", "n2", "selector"]))
-        counters = ["cs"] if draw(st.booleans()) else []
+        places = ["n1", "n1", "all"] if focus else ["n1", "n1", "all", "n2", "selector"]
+        where = draw(st.sampled_from(places))
+        counters = ["cs"] if focus or draw(st.booleans()) else []
         n_slices = draw(st.integers(1, 2))
         total = n_slices + (1 if counters else 0)
         # Sometimes a slice is missing: an incomplete pool.
-        declared = total + (1 if draw(st.integers(0, 8)) == 0 else 0)
+        declared = total + (1 if not focus and draw(st.integers(0, 8)) == 0 else 0)
         for s in range(n_slices):
-            groups = bool(counters) and draw(st.integers(0, 5)) == 0
+            groups = bool(counters) and draw(st.integers(0, 1 if focus else 2)) == 0
             devices = [
-                draw(device_json(f"d{s}{k}", counters, shareable=True, groups=groups))
-                for k in range(draw(st.integers(0, 3)))
+                draw(device_json(f"d{s}{k}", counters, True, groups, focus))
+                for k in range(draw(st.integers(1 if focus else 0, 3)))
             ]
             spec: J = {
                 "driver": driver,
@@ -188,7 +204,7 @@ def problem(draw: st.DrawFn, kubernetes: str = KUBERNETES[-1]) -> J:
                 "devices": devices,
             }
             _place(spec, where)
-            if draw(st.integers(0, 9)) == 0:
+            if draw(st.integers(0, 9)) == 9:  # hypothesis draws 0 far more often than 1 in 10
                 spec["skipNodeOperations"] = ["NodePrepareResources"]
             slices.append({"metadata": {"name": f"{driver[0]}{pool_name}-s{s}"}, "spec": spec})
         if counters:
@@ -196,11 +212,16 @@ def problem(draw: st.DrawFn, kubernetes: str = KUBERNETES[-1]) -> J:
                 "driver": driver,
                 "pool": {"name": pool_name, "generation": 1, "resourceSliceCount": declared},
                 "sharedCounters": [
-                    {"name": "cs", "counters": {"c": {"value": str(draw(st.integers(1, 5)))}}}
+                    {
+                        "name": "cs",
+                        "counters": {"c": {"value": str(draw(st.integers(3 if focus else 1, 5)))}},
+                    }
                 ],
             }
             # The counters' slice sometimes targets another node than the devices'.
-            _place(spec, draw(st.sampled_from([where, where, "n1", "n2", "all"])))
+            _place(
+                spec, where if focus else draw(st.sampled_from([where, where, "n1", "n2", "all"]))
+            )
             name = f"{driver[0]}{pool_name}-counters"
             slices.append({"metadata": {"name": name}, "spec": spec})
     classes = [
@@ -210,13 +231,18 @@ def problem(draw: st.DrawFn, kubernetes: str = KUBERNETES[-1]) -> J:
         }
         for i, d in enumerate(DRIVERS)
     ]
-    claims = [draw(claim_json(f"c{i}")) for i in range(draw(st.integers(1, 2)))]
-    history = [draw(claim_json(f"h{i}")) for i in range(draw(st.integers(0, 2)))]
+    claims = [draw(claim_json(f"c{i}", focus)) for i in range(draw(st.integers(1, 2)))]
+    node: J = {"metadata": {"name": "n1", "labels": {"zone": "z1"}}}
+    if draw(st.booleans()):
+        node["status"] = {"declaredFeatures": ["DRAOptionalNodeOperations"]}
+    history = [draw(claim_json(f"h{i}", focus)) for i in range(draw(st.integers(0, 2)))]
     return {
         "kubernetes": kubernetes,
+        "focus": focus,
         "features": features,
         "slices": slices,
         "classes": classes,
+        "node": node,
         "claims": claims,
         "history": history,
     }
@@ -235,9 +261,48 @@ def _place(spec: J, where: str) -> None:
         }
 
 
+#: Derived attribute names, each with the expressions drawn for it: scalars, lists, values
+#: that fail at runtime (a missing attribute, a double) and one that shadows a driver attribute.
+DERIVED: dict[str, list[str]] = {
+    "derived.example.com/numa": [
+        f'device.attributes["{DRIVERS[0]}"].numa',
+        f'device.attributes["{DRIVERS[0]}"].numa / 2',
+        f'device.attributes["{DRIVERS[0]}"].numa > 0',
+    ],
+    "derived.example.com/model": [
+        f'device.attributes["{DRIVERS[0]}"].model',
+        f'"model" in device.attributes["{DRIVERS[0]}"] ? device.attributes["{DRIVERS[0]}"].model '
+        ': "none"',
+        "device.driver",
+    ],
+    "derived.example.com/links": [
+        f'"links" in device.attributes["{DRIVERS[0]}"] ? device.attributes["{DRIVERS[0]}"].links '
+        ": []",
+        f'[device.attributes["{DRIVERS[0]}"].numa, 7]',
+        "dyn(1.5)",
+    ],
+    f"{DRIVERS[0]}/numa": [f'device.attributes["{DRIVERS[0]}"].numa % 2'],
+}
+
+
 @st.composite
-def exact_json(draw: st.DrawFn, name: str, sub: bool) -> J:
+def exact_json(draw: st.DrawFn, name: str, sub: bool, focus: bool = False) -> J:
     r: J = {"deviceClassName": f"cls-{draw(st.integers(0, 1))}"}
+    if focus:  # plain: one or two devices, derived attributes half of the time
+        if draw(st.integers(0, 3)):  # the derived attributes read the first driver's
+            r["deviceClassName"] = "cls-0"
+        r["allocationMode"] = "ExactCount"
+        r["count"] = draw(st.integers(1, 2))
+        if draw(st.booleans()):
+            r["derivedAttributes"] = [
+                {"name": n, "expression": draw(st.sampled_from(DERIVED[n]))}
+                for n in draw(
+                    st.lists(st.sampled_from(sorted(DERIVED)), min_size=1, max_size=2, unique=True)
+                )
+            ]
+        if sub:
+            r["name"] = name
+        return r
     if draw(st.integers(0, 4)) == 0:
         r["allocationMode"] = "All"
     else:
@@ -260,9 +325,12 @@ def exact_json(draw: st.DrawFn, name: str, sub: bool) -> J:
     if draw(st.integers(0, 5)) == 0:
         amount = draw(st.sampled_from(["1", "2", "3", "250m", "0.5", "300m", "1500m", "1.1"]))
         r["capacity"] = {"requests": {"bw": amount}}
-    if draw(st.integers(0, 39)) == 0:
+    if draw(st.integers(0, 4)) == 4:  # hypothesis draws 0 far more often than 1 in 5
+        names = draw(
+            st.lists(st.sampled_from(sorted(DERIVED)), min_size=1, max_size=2, unique=True)
+        )
         r["derivedAttributes"] = [
-            {"name": "derived/numa", "expression": f'device.attributes["{DRIVERS[0]}"].numa'}
+            {"name": n, "expression": draw(st.sampled_from(DERIVED[n]))} for n in names
         ]
     if not sub and draw(st.integers(0, 6)) == 0:
         r["adminAccess"] = True
@@ -272,25 +340,53 @@ def exact_json(draw: st.DrawFn, name: str, sub: bool) -> J:
 
 
 @st.composite
-def claim_json(draw: st.DrawFn, name: str) -> J:
+def claim_json(draw: st.DrawFn, name: str, focus: bool = False) -> J:
     requests: list[J] = []
     for i in range(draw(st.integers(1, 2))):
         if draw(st.integers(0, 3)) == 0:
-            subs = [draw(exact_json(f"s{j}", True)) for j in range(draw(st.integers(1, 3)))]
+            subs = [draw(exact_json(f"s{j}", True, focus)) for j in range(draw(st.integers(1, 3)))]
             requests.append({"name": f"r{i}", "firstAvailable": subs})
         else:
-            requests.append({"name": f"r{i}", "exactly": draw(exact_json(f"r{i}", False))})
+            requests.append({"name": f"r{i}", "exactly": draw(exact_json(f"r{i}", False, focus))})
     devices: J = {"requests": requests}
-    kind = draw(st.sampled_from(["none", "none", "match", "distinct", "match-links"]))
+    kind = draw(
+        st.sampled_from(
+            [
+                "none",
+                "none",
+                "match",
+                "distinct",
+                "match-links",
+                "match-derived",
+                "distinct-derived",
+            ]
+        )
+    )
     attr = {"match": "numa", "distinct": "numa", "match-links": "links"}.get(kind)
     if attr is not None:
         key = "distinctAttribute" if kind == "distinct" else "matchAttribute"
         devices["constraints"] = [{key: f"{DRIVERS[0]}/{attr}"}]
+    elif kind != "none":
+        key = "distinctAttribute" if kind == "distinct-derived" else "matchAttribute"
+        devices["constraints"] = [{key: draw(st.sampled_from(sorted(DERIVED)))}]
+    derived = sorted(
+        {a["name"] for r in requests for e in _exacts(r) for a in e.get("derivedAttributes", [])}
+    )
+    if focus:
+        # Mostly a constraint on a derived attribute the requests compute, else none.
+        devices.pop("constraints", None)
+        if derived and draw(st.integers(0, 3)) > 0:
+            key = draw(st.sampled_from(["matchAttribute", "distinctAttribute"]))
+            devices["constraints"] = [{key: draw(st.sampled_from(derived))}]
     if draw(st.integers(0, 3)) == 0:
         devices["config"] = [
             {"requests": ["r0"], "opaque": {"driver": DRIVERS[0], "parameters": {"x": 1}}}
         ]
     return {"metadata": {"name": name, "namespace": "ns"}, "spec": {"devices": devices}}
+
+
+def _exacts(request: J) -> list[J]:
+    return [request["exactly"]] if "exactly" in request else request["firstAvailable"]
 
 
 # --- running both ------------------------------------------------------------------------
@@ -314,7 +410,8 @@ def ours(p: J, allocated: list[J]) -> J:
         share_ids=lambda: f"00000000-0000-0000-0000-{next(ids):012d}",
     )
     try:
-        out = a.allocate(Node.load(NODE), [ResourceClaim.load(c) for c in p["claims"]])
+        node = Node.load(p.get("node", NODE))
+        out = a.allocate(node, [ResourceClaim.load(c) for c in p["claims"]])
     except InvalidInputError as e:  # what allocate may raise; anything else is a finding
         return {"outcome": "error", "error": str(e), "allocations": []}
     if out.status is Status.ERROR:
@@ -325,7 +422,7 @@ def ours(p: J, allocated: list[J]) -> J:
 def theirs(p: J, allocated: list[J], claims: list[J] | None = None) -> J:
     payload = {
         "features": p["features"],
-        "node": NODE,
+        "node": p.get("node", NODE),
         "classes": p["classes"],
         "slices": p["slices"],
         "claims": p["claims"] if claims is None else claims,
