@@ -23,7 +23,7 @@ from operators.allocator import (
 )
 from operators.allocator.errors import InvalidNodeSelectorError
 from operators.allocator.nodes import selector_matches
-from operators.api.core import Node, Pod
+from operators.api.core import OPTIONAL_NODE_OPERATIONS, Node, Pod
 from operators.api.groups import is_for_pod
 from operators.api.limits import ResourceClaimReservedForMaxSize
 from operators.api.resource import AllocationResult, ResourceClaim
@@ -33,6 +33,14 @@ from operators.scheduling.extended import (
     delegated,
     makes_claim,
     new_claim,
+)
+from operators.scheduling.node_allocatable import (
+    NodeAllocatableError,
+    NodeAllocatableInput,
+    Statuses,
+    check,
+    has_mapped_device,
+    sharing_refusal,
 )
 from operators.scheduling.nodes import NodeUsage, node_failure, pod_requests
 from operators.scheduling.score import NodeOrder, Score, ScoreKey, ScorePolicy
@@ -93,6 +101,9 @@ class NodeFit:
     # The pod's special claim for extended resources backed by DRA (KEP-5004), if this node
     # needs one: its allocation is in ``results`` under its in-memory key.
     extended: ExtendedClaim | None = None
+    # DRANodeAllocatableResources: what the pod's claims take of this node's resources
+    # (``pod.status.nodeAllocatableResourceClaimStatuses`` once bound here).
+    node_allocatable: Statuses = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,6 +143,7 @@ def run_cycle(
     explain_all: bool = False,
     node_order: NodeOrder | None = None,
     extended: ExtendedResources | None = None,
+    node_allocatable: NodeAllocatableInput | None = None,
 ) -> CycleResult:
     """Filter every node, allocate the pod's unallocated claims on each, score the fits.
 
@@ -156,6 +168,10 @@ def run_cycle(
     advertise one, NodeResourcesFit leaves it to DRA and a special claim for it is allocated
     with the pod's claims (one of the pod's own from an earlier attempt is used as it is).
     Such a pod's claims differ by node: nothing is skipped as known unsatisfiable.
+
+    ``node_allocatable``: given when DRANodeAllocatableResources is on (1.37): claims whose
+    devices take node resources add them to the pod's demand on each node
+    (``node_allocatable``), and such claims are not shared.
     """
     cycle = _Cycle(
         pod,
@@ -166,6 +182,7 @@ def run_cycle(
         None if makes_claim(extended) else known_unsatisfiable,
         explain_all,
         extended,
+        node_allocatable,
     )
     error = cycle.too_many_consumers()
     if error is not None:
@@ -180,7 +197,7 @@ def run_cycle(
             cycle.skipped_fit_elsewhere()
         else:
             cycle.explain_skipped()
-    except InvalidInputError as e:
+    except (InvalidInputError, NodeAllocatableError) as e:
         return CycleResult((), {}, {}, str(e))
     return cycle.result()
 
@@ -225,6 +242,7 @@ class _Cycle:
         known_unsatisfiable: MutableMapping[str, KnownOutcome] | None,
         explain_all: bool,
         extended: ExtendedResources | None,
+        node_allocatable: NodeAllocatableInput | None = None,
     ) -> None:
         self.pod = pod
         self.requests = pod_requests(pod)
@@ -246,6 +264,19 @@ class _Cycle:
         self.skipped: list[Node] = []
         self.unavailable: dict[str, None] = {}  # ordered set
         self.timed_out = False
+        self.claims = claims
+        self.node_allocatable = node_allocatable
+        # PreFilter's claimHasNodeAllocatableMappedDevice: the allocated claims that may not
+        # be shared.
+        self.mapped = (
+            frozenset(
+                c.key
+                for c in self.allocated
+                if has_mapped_device(c.status.allocation, node_allocatable.slices)
+            )
+            if node_allocatable is not None
+            else frozenset()
+        )
 
     def too_many_consumers(self) -> str | None:
         """An allocated claim of the pod's that no further consumer may reserve."""
@@ -267,11 +298,49 @@ class _Cycle:
         )
         if reason is not None:
             return reason
+        if self.mapped:
+            reason = self.shared_mapped_claim(node)
+            if reason is not None:
+                return reason
         claim = unavailable_claim(self.allocated, node)
         if claim is None:
             return None
         self.unavailable[claim.key] = None
-        return f"node(s) didn't match allocated claim {claim.key}'s node selector"
+        if not _selector_matches(claim, node):
+            return f"node(s) didn't match allocated claim {claim.key}'s node selector"
+        return (
+            f"resource claim {claim.key} allocation requires {OPTIONAL_NODE_OPERATIONS} feature "
+            "on the node"
+        )
+
+    def shared_mapped_claim(self, node: Node) -> str | None:
+        """Filter's sharing rule (DRANodeAllocatableResources): an allocated claim usable on
+        the node, with a mapped device, reserved for another consumer."""
+        assert self.node_allocatable is not None
+        for claim in self.allocated:
+            if claim.key not in self.mapped or unavailable_claim([claim], node) is not None:
+                continue
+            refused = sharing_refusal(self.pod, claim, self.node_allocatable.group_claims)
+            if refused is not None:
+                return refused
+        return None
+
+    def footprint(
+        self, node: Node, results: Mapping[str, AllocationResult], usage: NodeUsage
+    ) -> tuple[str | None, Statuses]:
+        """Filter's node-allocatable check, after allocating: why the node cannot take what
+        the pod's claims add to its requests, else the claims' shares there."""
+        if self.node_allocatable is None:
+            return None, ()
+        allocations = []
+        for claim in self.claims:
+            allocation = results.get(claim.key) or claim.status.allocation
+            if allocation is not None and allocation.devices.results:
+                allocations.append((claim, allocation))
+        found = check(self.pod, allocations, node, usage, self.node_allocatable.slices)
+        if found.refusal is not None:
+            return found.refusal.message, ()
+        return None, found.statuses
 
     def visit(
         self,
@@ -335,8 +404,12 @@ class _Cycle:
                 return False
             results = dict(zip((c.key for c in here), outcome.results, strict=True))
         node_usage = self.usage.get(name, NodeUsage())
+        refused, statuses = self.footprint(node, results, node_usage)
+        if refused is not None:
+            self.failures[name] = refused
+            return False
         score = Score.of(node, node_usage, self.requests, here, results, self.policy)
-        self.fits.append(NodeFit(name, results, score, node_claim))
+        self.fits.append(NodeFit(name, results, score, node_claim, statuses))
         return True
 
     def skipped_fit_elsewhere(self) -> None:
@@ -405,19 +478,31 @@ class _Cycle:
 
 
 def unavailable_claim(claims: Sequence[ResourceClaim], node: Node) -> ResourceClaim | None:
-    """The first allocated claim whose allocation cannot be used on ``node``."""
+    """The first allocated claim whose allocation cannot be used on ``node``: its node selector
+    does not match, or (1.37) a device skips node operations and the node does not declare
+    that it can do without them, checked whatever the gate says, as DynamicResources' Filter."""
     for claim in claims:
+        if not _selector_matches(claim, node):
+            return claim
         allocation = claim.status.allocation
-        selector = allocation.node_selector if allocation is not None else None
-        if selector is None:
-            continue
-        try:
-            matches = selector_matches(selector, node)
-        except InvalidNodeSelectorError:
-            matches = False
-        if not matches:
+        if (
+            allocation is not None
+            and any(r.skip_node_operations for r in allocation.devices.results)
+            and OPTIONAL_NODE_OPERATIONS not in node.status.declared_features
+        ):
             return claim
     return None
+
+
+def _selector_matches(claim: ResourceClaim, node: Node) -> bool:
+    allocation = claim.status.allocation
+    selector = allocation.node_selector if allocation is not None else None
+    if selector is None:
+        return True
+    try:
+        return selector_matches(selector, node)
+    except InvalidNodeSelectorError:
+        return False
 
 
 def prefer_nominated(result: CycleResult, nominated: str | None) -> NodeFit | None:

@@ -7,12 +7,19 @@ so that identical reasons group into "N node(s) ..." in the unschedulable messag
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Hashable, Iterable, Mapping
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from decimal import Decimal
 
 from operators.allocator.errors import InvalidNodeSelectorError
 from operators.allocator.nodes import selector_matches
-from operators.api.core import Container, Node, Pod, Taint, Toleration
+from operators.api.core import (
+    Container,
+    Node,
+    NodeAllocatableResourceClaimStatus,
+    Pod,
+    Taint,
+    Toleration,
+)
 from operators.api.quantity import Quantity
 
 FIT_RESOURCES = ("cpu", "memory", "ephemeral-storage")
@@ -74,27 +81,28 @@ def _requests(container: Container) -> Mapping[str, Quantity]:
     return container.resources.requests if container.resources is not None else {}
 
 
-def _pod_level_resource(name: str) -> bool:
+def pod_level_resource(name: str) -> bool:
     """component-helpers' IsSupportedPodLevelResource (PodLevelResources, KEP-2837)."""
     return name in ("cpu", "memory") or name.startswith("hugepages-")
 
 
-def pod_requests(pod: Pod) -> dict[str, Decimal]:
-    """Effective requests as kube-scheduler computes them (incl. sidecars and overhead).
+def aggregate_containers(
+    pod: Pod, of: Callable[[Container], Mapping[str, Quantity]] = _requests
+) -> dict[str, Decimal]:
+    """component-helpers' aggregateContainerResourcesByFn over ``of`` (requests or limits).
 
     Regular containers add up; init containers run one at a time, so each only needs to fit
     beside the restartable (sidecar) init containers started before it; sidecars keep running
-    next to the regular containers. Pod-level requests (``spec.resources``) replace the
-    containers' sum for cpu, memory and hugepages. Pod overhead comes on top.
+    next to the regular containers.
     """
     total: dict[str, Decimal] = {}
     for c in pod.spec.containers:
-        for name, q in _requests(c).items():
+        for name, q in of(c).items():
             total[name] = total.get(name, Decimal(0)) + q.value
     sidecars: dict[str, Decimal] = {}
     init_peak: dict[str, Decimal] = {}
     for c in pod.spec.init_containers:
-        requests = _requests(c)
+        requests = of(c)
         if c.restart_policy == "Always":
             for name, q in requests.items():
                 sidecars[name] = sidecars.get(name, Decimal(0)) + q.value
@@ -106,13 +114,62 @@ def pod_requests(pod: Pod) -> dict[str, Decimal]:
         total[name] = total.get(name, Decimal(0)) + amount
     for name, peak in init_peak.items():
         total[name] = max(total.get(name, Decimal(0)), peak)
+    return total
+
+
+def claim_status_resources(
+    statuses: Iterable[NodeAllocatableResourceClaimStatus],
+) -> dict[str, Decimal]:
+    """component-helpers' addDRANodeAllocatableClaimResources (DRANodeAllocatableResources):
+    what the pod's claims take of the node, each mapping once, each overhead once per pod plus
+    once per referencing container (init containers included, whether or not they run at the
+    same time: upstream's TODO)."""
+    out: dict[str, Decimal] = {}
+    for status in statuses:
+        for mapped in status.mapping:
+            if mapped.quantity is not None:
+                name = mapped.name or ""
+                out[name] = out.get(name, Decimal(0)) + mapped.quantity.value
+        for overhead in status.overhead:
+            amount = Decimal(0)
+            if overhead.per_pod is not None:
+                amount += overhead.per_pod.value
+            if overhead.per_container is not None and status.containers:
+                amount += overhead.per_container.value * len(status.containers)
+            name = overhead.name or ""
+            out[name] = out.get(name, Decimal(0)) + amount
+    return out
+
+
+def pod_requests(
+    pod: Pod, claim_statuses: Sequence[NodeAllocatableResourceClaimStatus] = ()
+) -> dict[str, Decimal]:
+    """Effective requests as kube-scheduler computes them (incl. sidecars and overhead).
+
+    The containers' aggregate (``aggregate_containers``), plus what ``claim_statuses`` say the
+    pod's claims take of the node (DRANodeAllocatableResources; empty with the gate off).
+    Pod-level requests (``spec.resources``) replace that sum for cpu, memory and hugepages.
+    Pod overhead comes on top.
+    """
+    total = aggregate_containers(pod)
+    for name, amount in claim_status_resources(claim_statuses).items():
+        total[name] = total.get(name, Decimal(0)) + amount
     if pod.spec.resources is not None:
         for name, q in pod.spec.resources.requests.items():
-            if _pod_level_resource(name):
+            if pod_level_resource(name):
                 total[name] = q.value
     for name, q in pod.spec.overhead.items():
         total[name] = total.get(name, Decimal(0)) + q.value
     return total
+
+
+def bound_requests(pod: Pod, node_allocatable: bool) -> dict[str, Decimal]:
+    """What a bound (or assumed) pod takes of its node: ``pod_requests`` with its
+    ``nodeAllocatableResourceClaimStatuses`` when DRANodeAllocatableResources is on, as
+    kube-scheduler's NodeInfo counts it (PodInfo.CalculateResource)."""
+    if not node_allocatable:
+        return pod_requests(pod)
+    return pod_requests(pod, pod.status.node_allocatable_resource_claim_statuses)
 
 
 @dataclasses.dataclass(frozen=True)

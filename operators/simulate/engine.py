@@ -80,7 +80,8 @@ from operators.scheduling.extended import (
     find_special_claim,
     new_claim,
 )
-from operators.scheduling.nodes import NodeUsage, UsageTracker, pod_requests
+from operators.scheduling.node_allocatable import NodeAllocatableInput
+from operators.scheduling.nodes import NodeUsage, UsageTracker, bound_requests
 from operators.scheduling.preemption import AlternativesPolicy, RunningPod, members
 from operators.scheduling.score import Score, ScorePolicy
 from operators.simulate.snapshot import InputError, Snapshot
@@ -105,6 +106,11 @@ class Options:
     def gates(self) -> dict[str, bool]:
         """Every gate's value, as the scheduler's settings resolve them."""
         return resolve(self.feature_gates, self.version)
+
+    def node_allocatable(self) -> bool:
+        """DRANodeAllocatableResources in 1.37's shape, as the scheduler reads it."""
+        features = Features.of(self.gates(), self.version)
+        return features.kubernetes >= V1_37 and self.gates()["DRANodeAllocatableResources"]
 
     preemption: bool = True
     preemption_alternatives: AlternativesPolicy = "no-preemption-first"
@@ -192,13 +198,14 @@ def _out_of_time(options: Options, monotonic: Callable[[], float]) -> Callable[[
     return deadline(monotonic, options.filter_timeout)
 
 
-def _usage(snapshot: Snapshot, leave_out: ObjectKey) -> UsageTracker:
-    """What bound pods request per node, as the scheduler's cache counts it."""
+def _usage(snapshot: Snapshot, leave_out: ObjectKey, node_allocatable: bool) -> UsageTracker:
+    """What bound pods request per node, as the scheduler's cache counts it
+    (``node_allocatable``: their claims' node resources too, DRANodeAllocatableResources)."""
     usage = UsageTracker()
     for key, pod in snapshot.pods.items():
         if key == leave_out or not pod.spec.node_name or pod.status.phase in TERMINAL_PHASES:
             continue
-        usage.observe(key, (pod.spec.node_name, pod_requests(pod)))
+        usage.observe(key, (pod.spec.node_name, bound_requests(pod, node_allocatable)))
     return usage
 
 
@@ -308,7 +315,7 @@ def pod_attempt(
     if prepared.extended is not None:
         notes.append(_extended_note(pod, prepared.extended))
     nodes = sorted(snapshot.nodes.values(), key=lambda n: n.metadata.name or "")
-    usage = _usage(snapshot, key).usage
+    usage = _usage(snapshot, key, options.node_allocatable()).usage
     filtered = _filter(
         snapshot, prepared, nodes, usage, options, released, notes, monotonic, post_filter
     )
@@ -345,7 +352,7 @@ def filter_ready(
     every node, every fit, best first; what a pod group's search asks for each way to try a
     pod."""
     nodes = sorted(snapshot.nodes.values(), key=lambda n: n.metadata.name or "")
-    usage = _usage(snapshot, ready.key).usage
+    usage = _usage(snapshot, ready.key, options.node_allocatable()).usage
     notes: list[str] = []
     _, result, _, _ = _filter(
         snapshot, ready, nodes, usage, options, set(released), notes, monotonic, False
@@ -442,6 +449,11 @@ def _filter(
             nominated=nominated,
             explain_all=True,
             extended=ready.extended,
+            node_allocatable=(
+                NodeAllocatableInput(list(snapshot.slices.values()), ready.group is not None)
+                if options.node_allocatable()
+                else None
+            ),
         )
         fit = prefer_nominated(result, nominated)
         decision = decide(ready.pod, ready.claims, result, fit, preemption=alternatives)

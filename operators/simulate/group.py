@@ -62,6 +62,7 @@ from operators.scheduling.groups import (
     stranded_group_claims,
     waits,
 )
+from operators.scheduling.node_allocatable import NODE_ALLOCATABLE_FIELD, dump_statuses
 from operators.scheduling.reserve import reserved_claims
 from operators.simulate.engine import (
     Attempted,
@@ -483,6 +484,13 @@ def _assume(working: Snapshot, ready: Ready, fit: NodeFit, now: datetime.datetim
         working.claims[key] = claim
     body = ready.pod.dump()
     body["spec"]["nodeName"] = fit.node
+    # As the scheduler's assume: the claims' node resources (DRANodeAllocatableResources)
+    # count for the pod from here on.
+    shares = dump_statuses(fit.node_allocatable)
+    if shares:
+        body.setdefault("status", {})[NODE_ALLOCATABLE_FIELD] = shares
+    elif NODE_ALLOCATABLE_FIELD in (body.get("status") or {}):
+        del body["status"][NODE_ALLOCATABLE_FIELD]
     pod_key = key_of(ready.pod)
     before = working.pods.get(pod_key)
     working.pods[pod_key] = Pod.load(body)

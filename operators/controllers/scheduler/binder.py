@@ -93,7 +93,8 @@ class Binder:
         status: Patch | None = None,
     ) -> None:
         """Runs right after Reserve: the binding cycle, as a task the scheduler owns.
-        ``status``: the pod's extendedResourceClaimStatus, written after the claims."""
+        ``status``: the pod's extendedResourceClaimStatus and nodeAllocatableResourceClaimStatuses,
+        written after the claims."""
         key = planning.pod_key(pod)
         self.tasks[key] = self.scheduler.tasks.spawn(
             self._binding_cycle(pod, plan, node, status), name=f"bind-{key.namespace}-{key.name}"
@@ -195,7 +196,13 @@ class Binder:
                 error_type=type(e).__name__,
             )
             try:
-                await self.unreserve(pod, plan, node, f"binding to node {node} failed: {e}")
+                await self.unreserve(
+                    pod,
+                    plan,
+                    node,
+                    f"binding to node {node} failed: {e}",
+                    clear=planning.writes_node_allocatable(status),
+                )
             except NotLeaderError:
                 log.info("recovery stopped: not the leader", **{fields.POD: str(key)})
                 self._abandon(pod, plan)
@@ -306,12 +313,20 @@ class Binder:
     # --- Unreserve -------------------------------------------------------------------------
 
     async def unreserve(
-        self, pod: Pod, plan: Sequence[planning.Reservation], node: str, error: str
+        self,
+        pod: Pod,
+        plan: Sequence[planning.Reservation],
+        node: str,
+        error: str,
+        *,
+        clear: bool = False,
     ) -> None:
         """Unreserve, after any failure of PreBind or Bind: read the pod, then release only
         what this attempt wrote. A pod still unbound is told why (PodScheduled=False, reason
         SchedulerError, and a FailedScheduling Event, as kube-scheduler) and tried again after
-        its backoff."""
+        its backoff. ``clear``: the attempt computed nodeAllocatableResourceClaimStatuses,
+        which a pod still unbound loses again (upstream clears them whether or not PreBind
+        got to write them)."""
         s = self.scheduler
         key = planning.pod_key(pod)
         uid = pod.metadata.uid or ""
@@ -332,12 +347,27 @@ class Binder:
             return
         for reservation in plan:
             await self._release(reservation, uid)
+        if clear and state is planning.PodState.UNBOUND:
+            await self._clear_node_allocatable(pod)
         s.queue.make_room(
             "ResourceClaim/Update", f"a failed binding attempt of {key} released its devices"
         )
         if state is planning.PodState.UNBOUND:
             await self._report(pod, error)
             s.queue.add_after(key, s.queue.backoff_of(key))
+
+    async def _clear_node_allocatable(self, pod: Pod) -> None:
+        """Upstream's clearNodeAllocatableResourceClaimStatus: a failure is logged, not
+        retried (the next successful attempt writes the field anew)."""
+        key = planning.pod_key(pod)
+        try:
+            await self.scheduler.apply(planning.clear_node_allocatable(pod))
+        except EXPECTED_FAILURES as e:
+            log.warning(
+                "failed to clear nodeAllocatableResourceClaimStatuses on Unreserve",
+                **{fields.POD: str(key)},
+                error=str(e),
+            )
 
     async def _report(self, pod: Pod, error: str) -> None:
         s = self.scheduler

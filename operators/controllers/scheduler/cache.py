@@ -30,7 +30,7 @@ from operators.runtime.indices import IndexView
 from operators.runtime.stores import LocalStore, Stores, by_key
 from operators.scheduling.extended import class_mapping, is_special_claim
 from operators.scheduling.ledger import InFlightLedger
-from operators.scheduling.nodes import UsageTracker, pod_requests
+from operators.scheduling.nodes import UsageTracker, bound_requests
 from operators.scheduling.score import NodeOrder
 
 M = TypeVar("M", bound=KubeModel)
@@ -87,11 +87,19 @@ class SchedulerCache:
     """
 
     def __init__(
-        self, scheduler_name: str, features: Features, kubernetes: str = NEWEST_KUBERNETES
+        self,
+        scheduler_name: str,
+        features: Features,
+        kubernetes: str = NEWEST_KUBERNETES,
+        *,
+        node_allocatable: bool = False,
     ) -> None:
-        """``kubernetes``: the minor whose CEL the cluster's selectors are evaluated in."""
+        """``kubernetes``: the minor whose CEL the cluster's selectors are evaluated in.
+        ``node_allocatable`` (DRANodeAllocatableResources, 1.37): a bound pod's
+        ``nodeAllocatableResourceClaimStatuses`` count on its node."""
         self.scheduler_name = scheduler_name
         self.features = features
+        self.node_allocatable = node_allocatable
         self.indices = IndexView()
         self.pods = LocalStore(
             "Pod",
@@ -244,6 +252,9 @@ class SchedulerCache:
     def all_nodes(self) -> list[Node]:
         return self.all_of(self.nodes, "nodes")
 
+    def all_slices(self) -> list[ResourceSlice]:
+        return self.all_of(self.slices, "slices")
+
     def classes_by_name(self) -> dict[str, PriorityClass]:
         return {
             c.metadata.name or "": c for c in self.all_of(self.priority_classes, "priority_classes")
@@ -386,7 +397,9 @@ class SchedulerCache:
             self.pod_models.forget(key)
             return
         node = (body.get("spec") or {}).get("nodeName")
-        self.usage.observe(key, (node, pod_requests(Pod.load(body))) if node else None)
+        self.usage.observe(
+            key, (node, bound_requests(Pod.load(body), self.node_allocatable)) if node else None
+        )
 
 
 def _on_node(body: Mapping[str, Any]) -> dict[Any, Any]:

@@ -87,6 +87,7 @@ from operators.scheduling.decision import (
     decide,
 )
 from operators.scheduling.extended import final_name
+from operators.scheduling.node_allocatable import NodeAllocatableInput
 from operators.scheduling.nodes import pod_requests
 
 log = structlog.get_logger(__name__)
@@ -111,8 +112,15 @@ class Scheduler(Controller[SchedulerSettings]):
         self.extended_enabled = settings.gate("DRAExtendedResource")
         # The selectors mean what the cluster's release makes of them (the local control
         # plane's, for now).
+        #: KEP-5517 (1.37's shape): devices that take the node's cpu, memory, ... count there.
+        self.node_allocatable = self.features.kubernetes >= V1_37 and settings.gate(
+            "DRANodeAllocatableResources"
+        )
         self.cache = SchedulerCache(
-            settings.scheduler_name, self.features, kubernetes=str(self.features.kubernetes)
+            settings.scheduler_name,
+            self.features,
+            kubernetes=str(self.features.kubernetes),
+            node_allocatable=self.node_allocatable,
         )
         self.indices = self.cache.indices
         # kube-scheduler watches DeviceTaintRules only with DRADeviceTaintRules on: off, there
@@ -297,6 +305,11 @@ class Scheduler(Controller[SchedulerSettings]):
             nominated=nominated,
             node_order=self.cache.order,
             extended=attempt.extended,
+            node_allocatable=(
+                NodeAllocatableInput(self.cache.all_slices(), self.group_claims)
+                if self.node_allocatable
+                else None
+            ),
         )
         if isinstance(allocator, TimedAllocator):
             metrics.ALLOCATOR_DURATION.observe(allocator.seconds)
@@ -386,11 +399,14 @@ class Scheduler(Controller[SchedulerSettings]):
         )
         for reservation in plan:
             self.cache.ledger.reserve(planning.claim_key(reservation.target), reservation.target)
-        self.cache.usage.assume(key, (fit.node, pod_requests(pod)))
+        # As upstream's assume: the claims' node resources count for the pod from here on.
+        self.cache.usage.assume(key, (fit.node, pod_requests(pod, fit.node_allocatable)))
         status = None
         special = created or (attempt.extended.existing if attempt.extended else None)
         if node_claim is not None and special is not None:
             status = planning.extended_status(pod, node_claim.status_patch(special))
+        if fit.node_allocatable:
+            status = planning.node_allocatable_status(pod, fit.node_allocatable, status)
         return pod, plan, fit.node, status
 
     def unassume(self, pod: Pod, plan: Sequence[planning.Reservation]) -> None:

@@ -44,6 +44,11 @@ from operators.runtime.actions import (
     PostEvent,
     ReplaceStatus,
 )
+from operators.scheduling.node_allocatable import (
+    NODE_ALLOCATABLE_FIELD,
+    Statuses,
+    dump_statuses,
+)
 from operators.scheduling.preemption import DISRUPTION_TARGET, PREEMPTION_BY_SCHEDULER
 from operators.scheduling.reserve import reserved_claims
 
@@ -121,6 +126,42 @@ def extended_status(pod: Pod, status: Mapping[str, Any]) -> Patch | None:
         },
         # Only the scheduler writes this field: a version would refuse it for each status
         # update of the kubelet's, and the uid already pins the pod.
+        resource_version=NO_PRECONDITION,
+        subresource="status",
+    )
+
+
+def node_allocatable_status(pod: Pod, statuses: Statuses, extended: Patch | None) -> Patch:
+    """PreBind, after the claims (upstream's patchNodeAllocatableResourceClaimStatus):
+    ``pod.status.nodeAllocatableResourceClaimStatuses``, which the kubelet sizes cgroups from
+    and the scheduler counts on the node; in one write with the pod's extended-resource
+    status (``extended``) when there is one. Written even when the pod shows it already, as
+    upstream (its assumed pod always differs from the base it patches against)."""
+    body = dict(extended.patch["status"]) if extended is not None else {}
+    body[NODE_ALLOCATABLE_FIELD] = dump_statuses(statuses)
+    return Patch(
+        kind="Pod",
+        key=pod_key(pod),
+        patch={"metadata": {"uid": pod.metadata.uid}, "status": body},
+        resource_version=NO_PRECONDITION,
+        subresource="status",
+    )
+
+
+def writes_node_allocatable(status: Patch | None) -> bool:
+    """The binding cycle's pod status write carries node-allocatable statuses (Unreserve
+    clears them)."""
+    return status is not None and NODE_ALLOCATABLE_FIELD in (status.patch.get("status") or {})
+
+
+def clear_node_allocatable(pod: Pod) -> Patch:
+    """Unreserve (upstream's clearNodeAllocatableResourceClaimStatus): an explicit empty
+    list, so that a client that does not know the field is not mistaken for a clear; the uid
+    pins the pod."""
+    return Patch(
+        kind="Pod",
+        key=pod_key(pod),
+        patch={"metadata": {"uid": pod.metadata.uid}, "status": {NODE_ALLOCATABLE_FIELD: []}},
         resource_version=NO_PRECONDITION,
         subresource="status",
     )

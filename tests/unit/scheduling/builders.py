@@ -30,6 +30,7 @@ def node(
     unschedulable: bool | None = None,
     taints: Sequence[J] = (),
     allocatable: Mapping[str, str] | None = None,
+    declared_features: Sequence[str] = (),
 ) -> Node:
     spec: J = {}
     if unschedulable is not None:
@@ -42,6 +43,8 @@ def node(
             {"type": "MemoryPressure", "status": "False"},
             {"type": "Ready", "status": ready},
         ]
+    if declared_features:
+        status["declaredFeatures"] = list(declared_features)
     meta: J = {"name": name, "labels": dict(labels or {})}
     return Node.load({"metadata": meta, "spec": spec, "status": status})
 

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from operators.allocator import Allocator, Outcome, Status
-from operators.api.core import Node
+from operators.api.core import OPTIONAL_NODE_OPERATIONS, Node
 from operators.api.limits import ResourceClaimReservedForMaxSize
 from operators.api.resource import ResourceClaim
 from operators.scheduling.cycle import (
@@ -22,6 +22,7 @@ from operators.scheduling.cycle import (
     prefer_nominated,
     resolve_claims,
     run_cycle,
+    unavailable_claim,
     unschedulable_message,
 )
 from operators.scheduling.nodes import NodeUsage
@@ -312,6 +313,53 @@ def test_allocated_claim_node_selector_restricts_nodes(selector: J | None, fits:
     assert all(f.results == {} for f in got.fits)
     for name in {NODE1, NODE2, NODE3} - set(fits):
         assert got.failures[name] == f"node(s) didn't match allocated claim {KEY0}'s node selector"
+
+
+def _skipping(on: str | None = NODE1, *skip: str) -> J:
+    """An allocation whose device skips node operations (1.37, DRAOptionalNodeOperations)."""
+    return allocation(
+        local_node_selector(on) if on else None,
+        result(REQ0, DRIVER_A, POOL1, DEVICE1, skip_node_operations=skip or ["*"]),
+    )
+
+
+@pytest.mark.parametrize("skip", [["*"], ["NodePrepareResources"]])
+def test_a_claim_skipping_node_operations_needs_a_node_declaring_it_can(skip: list[str]) -> None:
+    """DynamicResources' Filter: an allocated claim whose result has skipNodeOperations is
+    unavailable on a node without DRAOptionalNodeOperations in status.declaredFeatures."""
+    c = gpu_claim(allocation=_skipping(NODE1, *skip))
+    assert unavailable_claim([c], node(NODE1)) is c
+    declaring = node(NODE1, declared_features=[OPTIONAL_NODE_OPERATIONS])
+    assert unavailable_claim([c], declaring) is None
+    other = node(NODE1, declared_features=["SomeOtherFeature"])
+    assert unavailable_claim([c], other) is c
+
+
+def test_a_claim_not_skipping_node_operations_needs_no_declared_feature() -> None:
+    c = gpu_claim(allocation=allocated(on=NODE1))
+    assert unavailable_claim([c], node(NODE1)) is None
+    assert unavailable_claim([gpu_claim(CLAIM1)], node(NODE1)) is None  # not allocated
+
+
+def test_the_first_unavailable_claim_is_named() -> None:
+    plain = gpu_claim(allocation=allocated(on=None))
+    skipping = gpu_claim(CLAIM1, allocation=_skipping(None))
+    assert unavailable_claim([plain, skipping], node(NODE2)) is skipping
+    declaring = node(NODE2, declared_features=[OPTIONAL_NODE_OPERATIONS])
+    assert unavailable_claim([plain, skipping], declaring) is None
+    # The node selector is checked too: declaring the feature does not help on another node.
+    pinned = gpu_claim(CLAIM1, allocation=_skipping(NODE1))
+    assert unavailable_claim([plain, pinned], declaring) is pinned
+
+
+def test_run_cycle_refuses_a_node_lacking_optional_node_operations() -> None:
+    c = gpu_claim(allocation=_skipping(None))
+    nodes = [node(NODE1), node(NODE2, declared_features=[OPTIONAL_NODE_OPERATIONS])]
+    got = run_cycle(pod(), [c], nodes, {}, None)  # nothing to allocate: no allocator needed
+    assert [f.node for f in got.fits] == [NODE2]
+    assert got.failures[NODE1] == (
+        f"resource claim {KEY0} allocation requires {OPTIONAL_NODE_OPERATIONS} feature on the node"
+    )
 
 
 def test_node_filters_are_reported_before_the_allocated_claim() -> None:
