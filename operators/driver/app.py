@@ -5,6 +5,9 @@ its node's pool, serves the kubelet plugin sockets, and every ``--resync-seconds
 Node (hot-plugged devices) and repairs its slices. Everything it needs at start is local or one
 GET away, so a restart resumes where it stopped. Before anything else it checks that its
 identity cannot write other nodes' claims (``identity.py``), and refuses to start if it can.
+With a gate of a 1.37 slice field in ``--feature-gates`` it also learns the cluster's release
+(``--kubernetes-version``, else the API server's /version), so that a 1.36 cluster never gets
+fields it does not know (``slice_fields``).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pathlib import Path
 import structlog
 
 from operators.aio import wait_at_most
+from operators.api.features import FeatureGateError, KubernetesVersion
 from operators.driver import metrics
 from operators.driver.cdi import CDIWriter
 from operators.driver.checkpoint import Checkpoint
@@ -26,17 +30,38 @@ from operators.driver.plugin import PluginServer
 from operators.driver.profiles import ProfileError, load_config
 from operators.driver.service import DriverService
 from operators.driver.settings import DriverSettings
-from operators.driver.slices import InvalidPoolError
+from operators.driver.slices import NO_SLICE_FIELDS, InvalidPoolError, SliceFields
 from operators.driver.sources import DeviceSource, NvmlSource, ProfileSource
 from operators.kube.api import ApiError, ApiTimeouts, KubeAPI
 from operators.kube.client import ClientConfigError, make_api_client
 from operators.observability import fields
 from operators.observability.logging import configure
 from operators.runtime.serving import Endpoints, Server
-from operators.settings import SettingsError
+from operators.settings import SettingsError, env_name, flag_name
 
 COMPONENT = "driver"
 log = structlog.get_logger(__name__)
+#: The gates of the 1.37 ResourceSlice fields the driver can publish (``slices.SliceFields``).
+SLICE_FIELD_GATES = ("DRAPartitionableDevicesType", "DRAOptionalNodeOperations")
+
+
+def wants_slice_fields(settings: DriverSettings) -> bool:
+    """Whether ``--feature-gates`` may turn on a gate of a 1.37 slice field (by name or
+    AllAlpha): only then does the driver need the cluster's release and its gates."""
+    gates = settings.feature_gates
+    return any(gates.get(name, False) for name in (*SLICE_FIELD_GATES, "AllAlpha"))
+
+
+def slice_fields(settings: DriverSettings) -> SliceFields:
+    """The 1.37 slice fields to publish at the release ``settings`` follow, with the gates the
+    driver is given (the cluster's); SettingsError for gates that release refuses."""
+    if not wants_slice_fields(settings):
+        return NO_SLICE_FIELDS
+    try:
+        return SliceFields.at(settings.version().release, settings.gates())
+    except FeatureGateError as e:
+        where = f"{flag_name('feature_gates')} / {env_name('feature_gates')}"
+        raise SettingsError(f"DriverSettings: {where}: {e}") from None
 
 
 def make_source(settings: DriverSettings) -> DeviceSource:
@@ -82,6 +107,7 @@ class Driver:
         )
         self.refresh_failures = 0
         self.identity_checked = False
+        self.version_known = False
 
     async def _check_identity(self) -> bool:
         """True once checked; raises IdentityError when the identity may write any node's
@@ -104,6 +130,38 @@ class Driver:
         if (warning := rights.warning()) is not None:
             log.warning(warning, **context)
         self.identity_checked = True
+        return True
+
+    async def _follow_cluster(self) -> bool:
+        """Settle which 1.37 slice fields to publish; False to retry (the API server away).
+        The release comes from the flags, else (only when a gate of those fields is on) from
+        the API server's /version, read once: the driver publishes nothing before this."""
+        settings = self.settings
+        if settings.kubernetes_version is None and wants_slice_fields(settings):
+            try:
+                info = await self.service.api.version_info()
+            except (ApiError, OSError, TimeoutError) as e:
+                log.error(
+                    "could not read the API server's /version; retrying",
+                    **{fields.NODE: settings.node_name, fields.REASON: type(e).__name__},
+                    error=str(e),
+                )
+                return False
+            try:
+                version = KubernetesVersion.from_version_info(info)
+            except ValueError as e:  # a release kopf-dra does not follow
+                raise SettingsError(f"DriverSettings: the cluster's /version: {e}") from None
+            settings = settings.with_version(version)
+        self.service.slice_fields = slice_fields(settings)
+        if wants_slice_fields(settings):
+            log.info(
+                "following Kubernetes",
+                **{fields.NODE: settings.node_name},
+                version=str(settings.version()),
+                partition_type_attribute=self.service.slice_fields.partition_type,
+                skip_node_operations=self.service.slice_fields.skip_node_operations,
+            )
+        self.version_known = True
         return True
 
     async def _refresh(self) -> bool:
@@ -137,6 +195,9 @@ class Driver:
     async def _run(self, stop: asyncio.Event) -> None:
         while not self.identity_checked and not stop.is_set():
             if not await self._check_identity():
+                await wait_at_most(stop.wait(), self.settings.resync_seconds)
+        while not self.version_known and not stop.is_set():
+            if not await self._follow_cluster():
                 await wait_at_most(stop.wait(), self.settings.resync_seconds)
         # The plugin must not answer before it knows its Node: wait for the first read.
         while self.service.node is None and not stop.is_set():

@@ -7,7 +7,9 @@ selector written for that driver selects the same devices here:
 
 * device names ``gpu-<minor>`` and ``gpu-<minor>-mig-<profile id>-<start>-<size>``;
 * attributes in the ``gpu.nvidia.com`` domain with NVIDIA's names (``ATTRIBUTES``), versions as
-  semver (``semver``), plus the standard ``resource.kubernetes.io/pcieRoot``;
+  semver (``semver``), plus the standard ``resource.kubernetes.io/pcieRoot`` and, where the
+  kernel knows it, ``resource.kubernetes.io/numaNode``; ``profile`` is the partition type a
+  1.37 slice names (``partitionTypeAttribute``);
 * MIG mode off: the whole GPU only (``migEnabled: false``); MIG mode on: the MIG devices that
   exist; dynamic MIG: every profile at every placement NVML allows. Partitions consume one
   shared counter set per GPU built from the placement rules (one counter per memory slice, the
@@ -40,6 +42,7 @@ from operators.driver.profiles import (
     counter_set_name,
     engine_capacity,
     engine_consumption,
+    numa_values,
 )
 
 DOMAIN = "gpu.nvidia.com"
@@ -152,6 +155,8 @@ class Gpu:
     profiles: tuple[MigProfile, ...] = ()
     mig_devices: tuple[MigInstance, ...] = ()
     pcie_root: str | None = None
+    #: The PCI function's NUMA node from sysfs (``nvml.numa_node``); None: no affinity known.
+    numa_node: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +200,18 @@ def bus_id(nvml_bus_id: str) -> str:
     if len(value.split(":")[0]) == 8 and value.startswith("0000"):
         value = value[4:]
     return value
+
+
+#: Extended BDF notation as Kubernetes' deviceattribute accepts it (and sysfs names devices).
+_BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-9a-f]$")
+
+
+def pci_bdf(nvml_bus_id: str) -> str | None:
+    """The bus ID as ``<domain>:<bus>:<device>.<function>`` with a four-digit domain, the form
+    deviceattribute's helpers insist on and ``/sys/bus/pci/devices`` uses; None when NVML's
+    answer does not reduce to it (a domain above ffff)."""
+    value = bus_id(nvml_bus_id)
+    return value if _BDF.match(value) else None
 
 
 def pcie_root_from_bus_id(pci_bus_id: str) -> str | None:
@@ -242,6 +259,8 @@ def _common(snapshot: NvmlSnapshot, gpu: Gpu) -> dict[str, DeviceAttribute]:
     root = gpu.pcie_root or pcie_root_from_bus_id(gpu.pci_bus_id)
     if root:
         values[PCIE_ROOT_ATTRIBUTE] = DeviceAttribute.of(root)
+    for name, value in numa_values(gpu.numa_node).items():
+        values[name] = DeviceAttribute.of(value)
     return values
 
 
@@ -364,6 +383,7 @@ def gpu_inventory(
         info={i.name: i for i in infos},
         device_node_host_path="",
         edits=edits,
+        partition_type_attribute=_attr("profile"),
     )
 
 

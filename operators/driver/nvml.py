@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import importlib
 import os
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,24 @@ def pcie_root(pci_bus_id: str, sysfs: str = "/sys") -> str | None:
         if part.startswith("pci") and ":" in part:
             return part
     return nvidia.pcie_root_from_bus_id(pci_bus_id)
+
+
+def numa_node(pci_bus_id: str, sysfs: str | Path = "/sys") -> int | None:
+    """The NUMA node of a PCI function, as deviceattribute's GetNUMANodeAttributeByPCIBusID
+    reads it: the integer in ``<sysfs>/bus/pci/devices/<BDF>/numa_node``. None where the
+    attribute must be left out: -1 (the kernel knows no affinity), no such file, no integer,
+    or a bus ID that is not a BDF."""
+    bdf = nvidia.pci_bdf(pci_bus_id)
+    if bdf is None:
+        return None
+    try:
+        text = (Path(sysfs) / "bus" / "pci" / "devices" / bdf / "numa_node").read_text().strip()
+    except OSError:
+        return None
+    if not re.fullmatch(r"-?[0-9]+", text):
+        return None
+    node = int(text)
+    return node if node >= 0 else None
 
 
 def _access_minor(path: Path) -> int | None:
@@ -172,6 +191,7 @@ class PynvmlBackend:
             profiles=self._profiles(h) if mig_enabled else (),
             mig_devices=self._mig_devices(h) if mig_enabled else (),
             pcie_root=pcie_root(pci),
+            numa_node=numa_node(pci),
         )
 
     def snapshot(self) -> nvidia.NvmlSnapshot:

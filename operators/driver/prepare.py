@@ -5,6 +5,8 @@ trust that it fits: the claim has to be the same object (UID), allocated, reserv
 allocated for this node, and its devices of our driver must be devices of this node's pool, or
 fabric devices whose binding conditions say they were attached to it (KEP-5007).
 Anything else is a per-claim error the kubelet reports on the pod, not a driver failure.
+A device whose allocation skips NodePrepareResources (1.37, DRAOptionalNodeOperations) is left
+alone: see ``skips_prepare``.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from operators.api.resource import (
     NetworkDeviceData,
     ResourceClaim,
 )
+from operators.api.validation import SKIP_NODE_ALL, SKIP_NODE_PREPARE
 from operators.driver import cdi
 from operators.driver.checkpoint import PreparedClaim, PreparedDevice
 from operators.driver.opaque import (
@@ -38,6 +41,19 @@ from operators.scheduling.binding_conditions import device_conditions
 
 READY_CONDITION = "Ready"
 DEVICE_NODE_DIR = "/dev/kopf-dra"
+
+
+def skips_prepare(result: DeviceRequestAllocationResult) -> bool:
+    """The allocation says this device needs no NodePrepareResources (copied from its slice's
+    ``skipNodeOperations``): preparing it is a no-op, never an error.
+
+    The kubelet (1.37.2, ``computeDriverStates``) skips the call per claim and driver, only
+    when every device of the driver in the claim skips it; a claim that also holds one of our
+    devices that does need preparing is sent to us whole, with this device in it. Preparing the
+    others and giving this one nothing (no CDI device, no status entry) gives the container the
+    same as a claim whose call was skipped; refusing would fail claims the API allows.
+    """
+    return bool({SKIP_NODE_PREPARE, SKIP_NODE_ALL} & set(result.skip_node_operations))
 
 
 class PrepareError(Exception):
@@ -229,6 +245,8 @@ def plan_prepare(
         if result.driver != driver:
             continue
         device_id = result.device_id
+        if skips_prepare(result):
+            continue  # the service logs it
         if result.pool != pool:
             info: DeviceInfo | None = (
                 attached_device(claim, result, node)

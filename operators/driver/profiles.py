@@ -13,8 +13,14 @@ Three kinds of simulated hardware, each showing one DRA feature:
 Names follow the served API's rules: device and counter names are DNS labels (``1g.5gb`` becomes
 ``1g-5gb``, ``memorySlice0`` becomes ``memory-slice-0``), capacity names C identifiers
 (``copyEngines``). Attributes sit in the driver's domain, except the standard
-``resource.kubernetes.io/pcieRoot``. Everything here is pure: the same config and node name give
-the same devices, UUIDs included, so restarts publish identical slices.
+``resource.kubernetes.io/pcieRoot`` and ``resource.kubernetes.io/numaNode`` (a group's
+``numaNode``, as Kubernetes' deviceattribute helpers publish it: an int, left out where the
+device has no NUMA affinity). Every device that consumes shared counters carries ``profile``
+(the whole partitionable GPU ``full``), the string its slice names as ``partitionTypeAttribute``
+(1.37, DRAPartitionableDevicesType). A group with ``skipNodeOperations`` marks devices that need
+no kubelet call (1.37, DRAOptionalNodeOperations): ``slices`` publishes them in slices of their
+own. Everything here is pure: the same config and node name give the same devices, UUIDs
+included, so restarts publish identical slices.
 """
 
 from __future__ import annotations
@@ -45,6 +51,14 @@ from operators.api.validation import dns1123_label_errors
 from operators.driver.cdi import DeviceEdits
 
 PCIE_ROOT_ATTRIBUTE = "resource.kubernetes.io/pcieRoot"
+#: Kubernetes' standard NUMA attribute (deviceattribute's StandardDeviceAttributeNUMANode).
+NUMA_NODE_ATTRIBUTE = "resource.kubernetes.io/numaNode"
+#: Linux's MAX_NUMNODES bound that deviceattribute's GetNUMANodeAttribute checks.
+MAX_NUMA_NODES = 1024
+#: The string attribute naming a counter-consuming device's partition type (bare: the driver's
+#: domain); the whole partitionable GPU's value is ``WHOLE_GPU_PROFILE``.
+PARTITION_TYPE_ATTRIBUTE = "profile"
+WHOLE_GPU_PROFILE = "full"
 DRIVER_VERSION = "1.0.0"
 DeviceKind = Literal["gpu", "mig", "nic", "interconnect"]
 
@@ -141,12 +155,16 @@ class ConfigModel(BaseModel):
 
 
 class GpuGroup(ConfigModel):
-    """``count`` identical GPUs; ``partitions`` names a partition table to make them MIG-like."""
+    """``count`` identical GPUs; ``partitions`` names a partition table to make them MIG-like.
+    ``numaNode``: the NUMA node they sit on; ``skipNodeOperations``: the kubelet need not call
+    the driver for them (see ``NicGroup``)."""
 
     count: int = Field(default=1, ge=0, le=64)
     model: str | None = None
     memory: Quantity | None = None
     partitions: str | None = None
+    numa_node: int | None = Field(default=None, ge=0, lt=MAX_NUMA_NODES)
+    skip_node_operations: bool = False
 
     @field_validator("partitions")
     @classmethod
@@ -165,12 +183,22 @@ def _default_nic_policy() -> CapacityRequestPolicy:
 
 
 class NicGroup(ConfigModel):
-    """``count`` shareable NICs with a bandwidth that claims consume (KEP-5075)."""
+    """``count`` shareable NICs with a bandwidth that claims consume (KEP-5075).
+
+    ``numaNode`` (optional) is published as ``resource.kubernetes.io/numaNode``, so a
+    ``matchAttribute`` constraint can pair a NIC with a GPU on the same NUMA node.
+    ``skipNodeOperations: true`` makes them devices nothing has to be set up for on the node
+    (KEP-5945): with DRAOptionalNodeOperations on a 1.37 cluster they go into a slice of their
+    own that skips NodePrepareResources and NodeUnprepareResources; otherwise they are
+    published and prepared like any other device.
+    """
 
     count: int = Field(default=1, ge=0, le=64)
     model: str = "ConnectX-7"
     bandwidth: Quantity = Field(default_factory=lambda: Quantity("100G"))
     request_policy: CapacityRequestPolicy = Field(default_factory=_default_nic_policy)
+    numa_node: int | None = Field(default=None, ge=0, lt=MAX_NUMA_NODES)
+    skip_node_operations: bool = False
 
 
 class HotplugDevice(ConfigModel):
@@ -275,6 +303,9 @@ class DeviceInfo:
     parent: str | None = None
     interface_name: str | None = None
     mac_address: str | None = None
+    #: Published in a slice that skips the kubelet's prepare and unprepare calls (when the
+    #: cluster serves that): ``slices.plan_slices`` reads it.
+    skip_node_operations: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,6 +319,9 @@ class Inventory:
     problems: tuple[str, ...] = ()
     #: Real devices' CDI edits (device nodes, libraries, env), by device name.
     edits: Mapping[str, DeviceEdits] = field(default_factory=dict)
+    #: The string attribute every counter-consuming device carries as its partition type
+    #: (bare: in the driver's domain), for the slices' ``partitionTypeAttribute``.
+    partition_type_attribute: str | None = PARTITION_TYPE_ATTRIBUTE
 
 
 def stable_uuid(node: str, device: str) -> str:
@@ -304,6 +338,15 @@ def _mac(node: str, device: str) -> str:
     # Locally administered, unicast.
     first = (raw[0] | 0x02) & 0xFE
     return ":".join(f"{b:02x}" for b in (first, *raw[1:]))
+
+
+def numa_values(numa_node: int | None) -> dict[str, str | int | bool]:
+    """``resource.kubernetes.io/numaNode`` as deviceattribute's scalar form: an int, and
+    nothing for a device without NUMA affinity (unknown or -1), which must not publish it: -1
+    would match every other device without one under ``matchAttribute``."""
+    if numa_node is None or not 0 <= numa_node < MAX_NUMA_NODES:
+        return {}
+    return {NUMA_NODE_ATTRIBUTE: numa_node}
 
 
 def _attrs(
@@ -394,9 +437,17 @@ def engine_capacity(memory: str, engines: Engines) -> dict[str, str | int]:
 
 
 def partitioned_gpu(
-    node: str, index: int, table: PartitionTable, model: str | None = None
+    node: str,
+    index: int,
+    table: PartitionTable,
+    model: str | None = None,
+    *,
+    numa_node: int | None = None,
+    skip_node_operations: bool = False,
 ) -> tuple[CounterSet, list[Device], list[DeviceInfo]]:
-    """One partitionable GPU: its counter set, then partitions smallest first, whole GPU last."""
+    """One partitionable GPU: its counter set, then partitions smallest first, whole GPU last.
+    Each device carries ``profile`` (the whole GPU ``full``): the partition type that a 1.37
+    slice names, for which every counter-consuming device must have it as a string."""
     gpu = f"gpu-{index}"
     gpu_uuid = f"GPU-{stable_uuid(node, gpu)}"
     model = model or table.model
@@ -422,6 +473,7 @@ def partitioned_gpu(
                             "memorySlices": profile.memory_slices,
                             "driverVersion": DRIVER_VERSION,
                             PCIE_ROOT_ATTRIBUTE: _pcie_root(index),
+                            **numa_values(numa_node),
                         },
                         versions=["driverVersion"],
                     ),
@@ -440,7 +492,17 @@ def partitioned_gpu(
                     ],
                 )
             )
-            infos.append(DeviceInfo(name, "mig", mig_uuid, model, profile.name, parent=gpu))
+            infos.append(
+                DeviceInfo(
+                    name,
+                    "mig",
+                    mig_uuid,
+                    model,
+                    profile.name,
+                    parent=gpu,
+                    skip_node_operations=skip_node_operations,
+                )
+            )
     devices.append(
         Device(
             name=gpu,
@@ -451,8 +513,10 @@ def partitioned_gpu(
                     "uuid": gpu_uuid,
                     "index": index,
                     "partitionable": True,
+                    PARTITION_TYPE_ATTRIBUTE: WHOLE_GPU_PROFILE,
                     "driverVersion": DRIVER_VERSION,
                     PCIE_ROOT_ATTRIBUTE: _pcie_root(index),
+                    **numa_values(numa_node),
                 },
                 versions=["driverVersion"],
             ),
@@ -467,7 +531,7 @@ def partitioned_gpu(
             ],
         )
     )
-    infos.append(DeviceInfo(gpu, "gpu", gpu_uuid, model))
+    infos.append(DeviceInfo(gpu, "gpu", gpu_uuid, model, skip_node_operations=skip_node_operations))
     return counter_set, devices, infos
 
 
@@ -480,6 +544,8 @@ def plain_gpu(
     *,
     gpu_uuid: str | None = None,
     hotplugged: bool = False,
+    numa_node: int | None = None,
+    skip_node_operations: bool = False,
 ) -> tuple[Device, DeviceInfo]:
     """A whole GPU without partitions (also how hot-plugged fabric GPUs appear)."""
     gpu_uuid = gpu_uuid or f"GPU-{stable_uuid(node, name)}"
@@ -495,12 +561,15 @@ def plain_gpu(
         values[PCIE_ROOT_ATTRIBUTE] = _pcie_root(index)
     if hotplugged:
         values["hotplugged"] = True
+    values.update(numa_values(numa_node))
     device = Device(
         name=name,
         attributes=_attrs(values, versions=["driverVersion"]),
         capacity={"memory": DeviceCapacity(value=memory)},
     )
-    return device, DeviceInfo(name, "gpu", gpu_uuid, model)
+    return device, DeviceInfo(
+        name, "gpu", gpu_uuid, model, skip_node_operations=skip_node_operations
+    )
 
 
 def shared_nic(
@@ -526,6 +595,7 @@ def shared_nic(
                 "macAddress": mac,
                 "driverVersion": DRIVER_VERSION,
                 PCIE_ROOT_ATTRIBUTE: _pcie_root(pcie_index),
+                **numa_values(group.numa_node),
             },
             versions=["driverVersion"],
         ),
@@ -533,7 +603,13 @@ def shared_nic(
         allow_multiple_allocations=True,
     )
     return device, DeviceInfo(
-        name, "nic", nic_uuid, group.model, interface_name=interface, mac_address=mac
+        name,
+        "nic",
+        nic_uuid,
+        group.model,
+        interface_name=interface,
+        mac_address=mac,
+        skip_node_operations=group.skip_node_operations,
     )
 
 
@@ -555,7 +631,12 @@ def build_inventory(
             if group.partitions is not None:
                 table = PARTITION_TABLES[group.partitions]
                 counter_set, gpu_devices, gpu_infos = partitioned_gpu(
-                    node, index, table, group.model
+                    node,
+                    index,
+                    table,
+                    group.model,
+                    numa_node=group.numa_node,
+                    skip_node_operations=group.skip_node_operations,
                 )
                 counter_sets.append(counter_set)
                 devices.extend(gpu_devices)
@@ -567,6 +648,8 @@ def build_inventory(
                     index,
                     group.model or "generic-gpu",
                     group.memory or Quantity("16Gi"),
+                    numa_node=group.numa_node,
+                    skip_node_operations=group.skip_node_operations,
                 )
                 devices.append(device)
                 infos.append(info)

@@ -25,7 +25,7 @@ from operators.driver.cdi import CDIWriter
 from operators.driver.checkpoint import Checkpoint, PreparedClaim, PreparedDevice
 from operators.driver.health import DeviceHealth, health_report, unhealthy_devices, with_taints
 from operators.driver.plugin import ClaimRef, PrepareResult
-from operators.driver.prepare import PrepareError, plan_prepare
+from operators.driver.prepare import PrepareError, plan_prepare, skips_prepare
 from operators.driver.profiles import (
     DeviceInfo,
     DriverConfig,
@@ -33,7 +33,7 @@ from operators.driver.profiles import (
     default_config,
     parse_hotplug,
 )
-from operators.driver.slices import NodeRef, SlicePublisher
+from operators.driver.slices import NO_SLICE_FIELDS, NodeRef, SliceFields, SlicePublisher
 from operators.driver.sources import DeviceSource, ProfileSource, SourceError
 from operators.kube.api import ApiError, ConflictError, KubeAPI, NotFoundError
 from operators.observability import fields
@@ -63,6 +63,7 @@ class DriverService:
         pool: str | None = None,
         clock: Clock = SYSTEM_CLOCK,
         unhealthy: Collection[str] = (),
+        slice_fields: SliceFields = NO_SLICE_FIELDS,
     ) -> None:
         self.api = api
         self.driver = driver
@@ -75,6 +76,8 @@ class DriverService:
         self.node: Node | None = None
         self.inventory = Inventory()
         self.publisher: SlicePublisher | None = None
+        #: The 1.37 slice fields this cluster takes (the app sets them once it knows it).
+        self.slice_fields = slice_fields
         self._lock = asyncio.Lock()
         self.field_manager = f"{driver}/{node_name}"[:_FIELD_MANAGER_MAX]
         self.marked_unhealthy = frozenset(unhealthy)
@@ -110,6 +113,7 @@ class DriverService:
         ref = NodeRef(self.node_name, node.metadata.uid or "")
         if self.publisher is None or self.publisher.node != ref:
             self.publisher = SlicePublisher(self.api, self.driver, ref, self.pool)
+        self.publisher.fields = self.slice_fields
         generation = await self.publisher.sync(inventory)
         metrics.PUBLISHED_DEVICES.set(len(inventory.devices))
         if generation is not None:
@@ -216,7 +220,17 @@ class DriverService:
         except NotFoundError:
             raise PrepareError("ClaimNotFound", f"claim {ref.key}: not found") from None
         claim = ResourceClaim.load(raw)
-        ours = self._our_devices(claim.allocated_results())
+        # A device whose allocation skips preparing gets nothing set up (no MIG instance, no
+        # CDI device): the kubelet sent it only beside others of ours (prepare.skips_prepare).
+        results = [r for r in claim.allocated_results() if r.driver == self.driver]
+        skipped = [str(r.device_id) for r in results if skips_prepare(r)]
+        if skipped:
+            log.info(
+                "left alone devices whose slice skips node operations",
+                **{fields.CLAIM: ref.key},
+                devices=skipped,
+            )
+        ours = self._our_devices([r for r in results if not skips_prepare(r)])
         try:
             edits = await self.source.prepare(ours)
         except SourceError as e:
