@@ -151,6 +151,34 @@ CASES: dict[str, Case] = {
         problems=(("ConsumptionExceedsCounter", "devices", "p0"),),
     ),
     "device consumes all the counter has": case(COUNTERS, partitions("p0", memory="40Gi")),
+    # 1.37 (DRADeviceCompatibilityGroups): at most two groups, each a DNS label.
+    "three compatibility groups": case(
+        slice_("counters", counters=[counter_set("c", n="4")], count=2),
+        slice_(
+            "devices",
+            device("p0", {**uses("c", n="1"), "compatibilityGroups": ["a", "b", "c"]}),
+            count=2,
+        ),
+        problems=(("InvalidSlice", "devices", "p0"),),
+    ),
+    "a compatibility group that is not a DNS label": case(
+        slice_("counters", counters=[counter_set("c", n="4")], count=2),
+        slice_(
+            "devices",
+            device("p0", {**uses("c", n="1"), "compatibilityGroups": ["Mixed_Profiles"]}),
+            device("p1", {**uses("c", n="1"), "compatibilityGroups": ["full"]}),
+            count=2,
+        ),
+        problems=(("InvalidSlice", "devices", "p0"),),
+    ),
+    "two compatibility groups": case(
+        slice_("counters", counters=[counter_set("c", n="4")], count=2),
+        slice_(
+            "devices",
+            device("p0", {**uses("c", n="1"), "compatibilityGroups": ["full", "mixed"]}),
+            count=2,
+        ),
+    ),
     # --- across slices ------------------------------------------------------------------
     "one pool name on two nodes": case(
         slice_("a", device("d0"), count=2),
