@@ -13,9 +13,11 @@ from collections import Counter
 from decimal import Decimal
 
 from operators.allocator import capacity as cap
+from operators.allocator.compatibility import admits
 from operators.allocator.errors import InvalidInputError
 from operators.allocator.outcome import Reason
 from operators.allocator.search import Candidate, RequestSpec, Search
+from operators.api.core import OPTIONAL_NODE_OPERATIONS
 from operators.api.quantity import Quantity
 
 
@@ -33,6 +35,25 @@ def _counter_block(search: Search, candidate: Candidate) -> str | None:
                     f"counter set {set_name} {n} needs {Quantity.from_decimal(need)}, "
                     f"{Quantity.from_decimal(max(left, Decimal(0)))} left"
                 )
+    return None
+
+
+def _group_clash(search: Search, candidate: Candidate) -> str | None:
+    """Why the device's compatibility groups do not go with the allocated devices on one of
+    its counter sets, if so (1.37, DRADeviceCompatibilityGroups)."""
+    allocated = search.allocator.members(candidate.pool)
+    for use in candidate.device.consumes_counters:
+        name = use.counter_set or ""
+        members = allocated.get(name)
+        groups = frozenset(use.compatibility_groups)
+        if not admits(members, groups):
+            assert members is not None  # a counter set with no device admits any
+            theirs = ", ".join(sorted(members.common)) or "none"
+            mine = ", ".join(sorted(groups)) or "none"
+            return (
+                f"counter set {name}: its groups ({mine}) share none with the allocated "
+                f"devices' ({theirs})"
+            )
     return None
 
 
@@ -59,10 +80,22 @@ def _classify(search: Search, request: RequestSpec, candidate: Candidate) -> tup
         return "allocated", None
     if features.device_taints and search.taint_blocks(candidate, request):
         return "tainted", None
+    if (
+        candidate.slice.spec.skip_node_operations
+        and search.skips_node_operations
+        and not search.node_operations_optional
+    ):
+        if not features.node_operations:
+            return "skip node operations (feature off)", None
+        return f"skip node operations (node does not declare {OPTIONAL_NODE_OPERATIONS})", None
     if not features.partitionable_devices and candidate.counters:
         return "consume counters (feature off)", None
     multi = features.consumable_capacity and bool(device.allow_multiple_allocations)
     if not (multi and candidate.id in allocated.capacity):
+        if features.compatibility_groups:
+            clash = _group_clash(search, candidate)
+            if clash is not None:
+                return "incompatible groups", clash
         block = _counter_block(search, candidate)
         if block is not None:
             return "blocked", block
@@ -85,12 +118,12 @@ def explain(search: Search) -> list[Reason]:
         for alternatives in search.requests[claim_index]:
             for request in alternatives.options:
                 tally: Counter[str] = Counter()
-                details: list[str] = []
+                details: dict[str, str] = {}  # the first device's detail, per kind
                 for candidate in search.view.devices:
                     kind, detail = _classify(search, request, candidate)
                     tally[kind] += 1
-                    if detail and len(details) < 1:
-                        details.append(detail)
+                    if detail and kind not in details:
+                        details[kind] = detail
                 usable = tally.pop("usable", 0)
                 need = request.num_devices if request.mode != "All" else max(request.num_devices, 1)
                 if usable >= need:
@@ -98,8 +131,8 @@ def explain(search: Search) -> list[Reason]:
                 parts = [f"{total} devices on {node}"]
                 for kind, n in sorted(tally.items(), key=lambda kv: (-kv[1], kv[0])):
                     text = f"{n} {kind}"
-                    if kind == "blocked" and details:
-                        text += f": {details[0]}"
+                    if kind in details:
+                        text += f": {details[kind]}"
                     parts.append(text)
                 parts.append(f"{usable} usable, {need} needed")
                 counts = dict(tally)

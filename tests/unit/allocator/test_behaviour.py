@@ -43,6 +43,7 @@ from .builders import (
     pool,
     request,
     slice_,
+    with_skip_node_operations,
 )
 from .engine import engine
 
@@ -142,6 +143,74 @@ def test_explanation_blocked_by_allocated_counters() -> None:
     text = str(out.reasons[0])
     assert "1 allocated" in text
     assert "counter set gpu slices needs 7, 6 left" in text
+
+
+ALPHA_137 = dataclasses.replace(
+    ALL,
+    kubernetes=Release(1, 37),
+    device_compatibility_groups=True,
+    optional_node_operations=True,
+)
+
+
+def test_explanation_names_compatibility_groups_that_do_not_fit() -> None:
+    """1.37 (DRADeviceCompatibilityGroups): a free partition whose groups share none with the
+    allocated one's on its counter set is explained, not just "blocked"."""
+    p2 = pool(POOL1, 2)
+    slices = [
+        slice_(
+            SLICE1,
+            NODE1,
+            p2,
+            DRIVER_A,
+            device("whole", consumes=[consumes("gpu", {"slices": "4"}, "whole")]),
+            device("half", consumes=[consumes("gpu", {"slices": "2"}, "halves")]),
+        ),
+        slice_(SLICE2, NODE1, p2, DRIVER_A, counter_sets=[counter_set("gpu", {"slices": "8"})]),
+    ]
+    taken = claim(CLAIM0, request(REQ0, CLASS_A, 1)).dump()
+    taken["metadata"]["name"] = "old"
+    taken["status"] = {
+        "allocation": {
+            "devices": {
+                "results": [{"request": REQ0, "driver": DRIVER_A, "pool": POOL1, "device": "whole"}]
+            }
+        }
+    }
+    state = AllocatedState.from_claims([ResourceClaim.load(taken)], ALPHA_137)
+    a = Allocator(
+        ALPHA_137, state, [device_class(CLASS_A, DRIVER_A)], slices, engine(), share_ids=lambda: "s"
+    )
+    out = a.allocate(N1, [claim(CLAIM0, request(REQ0, CLASS_A, 1))])
+    assert out.status is Status.UNSATISFIABLE
+    text = str(out.reasons[0])
+    assert "incompatible groups" in text
+    assert (
+        "counter set gpu: its groups (halves) share none with the allocated devices' (whole)"
+        in text
+    )
+
+
+def test_explanation_names_the_feature_a_node_does_not_declare() -> None:
+    """1.37 (DRAOptionalNodeOperations): devices that skip node operations go only to nodes
+    that declare the feature; elsewhere the explanation says so."""
+    skipping = with_skip_node_operations(
+        slice_(SLICE1, NODE1, pool(POOL1, 1), DRIVER_A, device("nic")), "*"
+    )
+    a = Allocator(
+        ALPHA_137,
+        AllocatedState(),
+        [device_class(CLASS_A, DRIVER_A)],
+        [skipping],
+        engine(),
+        share_ids=lambda: "s",
+    )
+    out = a.allocate(N1, [claim(CLAIM0, request(REQ0, CLASS_A, 1))])
+    assert out.status is Status.UNSATISFIABLE
+    assert "node does not declare DRAOptionalNodeOperations" in str(out.reasons[0])
+    declaring = node(NODE1, REGION1, "DRAOptionalNodeOperations")
+    (allocation,) = a.allocate(declaring, [claim(CLAIM0, request(REQ0, CLASS_A, 1))]).results
+    assert allocation.devices.results[0].skip_node_operations == ["*"]
 
 
 def test_view_cache_is_reused_across_allocators() -> None:
