@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
+from typing import cast
 
 from operators.api.ids import DeviceID
 from operators.api.resource import Device, DeviceAttribute
-from operators.cel import SemverValue
+from operators.cel import CIDRValue, IPValue, QuantityValue, SemverValue, URLValue
+from operators.cel.runtime import DomainMap, Duration, Optional, Timestamp, TypeValue
 from operators.cel.syntax import Uint
 
 #: Evaluates a derived attribute (name, expression) for a device; raises InvalidInputError.
@@ -35,28 +37,61 @@ def lookup_attribute(device: Device, device_id: DeviceID, name: str) -> DeviceAt
     return device.attributes.get(ident)
 
 
+class _Nil:
+    """What an empty optional's ``Value()`` gives in cel-go: Go's nil."""
+
+
+_NIL = _Nil()
+
+
+def _go_value(value: object) -> object:
+    """The value as cel-go's ``Value()`` hands it to the allocator: an optional's content
+    (nil when empty), a type's name."""
+    while isinstance(value, Optional):
+        if value is Optional.NONE:
+            return _NIL
+        value = value.value
+    if isinstance(value, TypeValue):
+        return value.name
+    return value
+
+
 def _go_type(value: object) -> str:
     """The Go type of the value cel-go hands the allocator, for its messages."""
     if isinstance(value, Uint):
         return "uint64"
-    return _GO_TYPES.get(type(value), type(value).__name__)
+    for kind, name in _GO_TYPES:
+        if isinstance(value, kind):
+            return name
+    return type(value).__name__
 
 
-_GO_TYPES: dict[type, str] = {
-    bool: "bool",
-    int: "int64",
-    str: "string",
-    float: "float64",
-    bytes: "[]uint8",
-    type(None): "structpb.NullValue",
-    SemverValue: "semver.Version",
-}
+_GO_TYPES: tuple[tuple[type, str], ...] = (
+    (bool, "bool"),
+    (int, "int64"),
+    (str, "string"),
+    (float, "float64"),
+    (bytes, "[]uint8"),
+    (type(None), "structpb.NullValue"),
+    (_Nil, "<nil>"),
+    (SemverValue, "semver.Version"),
+    (QuantityValue, "*resource.Quantity"),
+    (IPValue, "netip.Addr"),
+    (CIDRValue, "netip.Prefix"),
+    (URLValue, "*url.URL"),
+    (Timestamp, "time.Time"),
+    (Duration, "time.Duration"),
+    (DomainMap, "map[string]interface {}"),
+    (dict, "map[ref.Val]ref.Val"),
+    (list, "[]ref.Val"),
+)
 
 
 def derived_attribute(value: object) -> DeviceAttribute:
     """A derived attribute's CEL value as a device attribute (upstream's valToDeviceAttribute):
     a scalar, or a list of one scalar type (an empty list is an empty string list); raises
     ValueError for anything else."""
+    value = _go_value(value)
     if isinstance(value, bool):
         return DeviceAttribute(bool=value)
     if isinstance(value, int) and not isinstance(value, Uint):
@@ -69,17 +104,18 @@ def derived_attribute(value: object) -> DeviceAttribute:
         raise ValueError(f"unsupported CEL return type: {_go_type(value)}")
     if not value:
         return DeviceAttribute(strings=[])
-    first = value[0]
+    elements = [_go_value(v) for v in value]
+    first = elements[0]
     for kind, field_name, test in _LIST_KINDS:
         if test(first):
-            for i, element in enumerate(value):
+            for i, element in enumerate(elements):
                 if not test(element):
                     raise ValueError(
                         f"expected list element at index {i} to be {kind}, got {_go_type(element)}"
                     )
             if field_name == "versions":
-                return DeviceAttribute(versions=[v.text for v in value])
-            return DeviceAttribute(**{field_name: list(value)})
+                return DeviceAttribute(versions=[cast(SemverValue, v).text for v in elements])
+            return DeviceAttribute(**{field_name: elements})
     raise ValueError(f"unsupported list element type: {_go_type(first)}")
 
 
