@@ -41,6 +41,15 @@ FABRIC_EXAMPLES: Final = frozenset({"fabric-gpu"})
 #: Examples of pod groups (scheduling.k8s.io/v1beta1): Kubernetes 1.37 with GenericWorkload and
 #: DRAWorkloadResourceClaims on.
 GROUP_EXAMPLES: Final = frozenset({"gang-training"})
+#: Examples of 1.37's alpha features, with the gate each needs on: the API server drops their
+#: fields with it off, so they run only where it is on (e2e/test_alpha_features.py).
+ALPHA_EXAMPLES: Final = {
+    "compatibility-groups": "DRADeviceCompatibilityGroups",
+    "derived-attributes": "DRADerivedAttributes",
+    "node-allocatable": "DRANodeAllocatableResources",
+}
+#: Examples that hold whole GPUs the others partition: never among "all", run when named.
+ALONE_EXAMPLES: Final = frozenset({"numa-alignment"})
 
 
 # --- virtual nodes -------------------------------------------------------------------------
@@ -61,6 +70,9 @@ class VirtualNode:
 
     With ``kubelet_dir`` and ``cdi_dir`` the node is real (``operators/localcluster/realnode.py``):
     its kubelet registers the Node and calls the driver there, its containerd reads the CDI specs.
+    ``declared_features``: what a virtual node reports in ``status.declaredFeatures``, as a kubelet
+    with those gates on would (NodeDeclaredFeatures: e.g. a slice whose devices take node
+    resources needs its node to declare DRANodeAllocatableResources).
     """
 
     name: str
@@ -68,6 +80,7 @@ class VirtualNode:
     profiles: Mapping[str, Any] | None = None
     kubelet_dir: str | None = None
     cdi_dir: str | None = None
+    declared_features: tuple[str, ...] = ()
 
     @property
     def real(self) -> bool:
@@ -141,6 +154,8 @@ async def ensure_node(api: KubeAPI, node: VirtualNode) -> None:
     except ConflictError:
         body = await api.get("Node", node.name)
     body["status"] = NODE_STATUS
+    if node.declared_features:
+        body["status"] = {**NODE_STATUS, "declaredFeatures": sorted(node.declared_features)}
     await api.replace_status(body)
 
 
@@ -283,14 +298,19 @@ def start_fabric(supervisor: Supervisor, workdir: Path) -> None:
 # --- the example workloads -----------------------------------------------------------------
 
 
-def example_names(fabric: bool = True, groups: bool = True) -> list[str]:
+def example_names(
+    fabric: bool = True, groups: bool = True, gates: Mapping[str, bool] | None = None
+) -> list[str]:
     """The examples a cluster can run: the fabric ones need the fabric controller, the pod
-    group ones Kubernetes 1.37 with GenericWorkload and DRAWorkloadResourceClaims on."""
+    group ones Kubernetes 1.37 with GenericWorkload and DRAWorkloadResourceClaims on, the
+    alpha ones their gate in ``gates``."""
     names = sorted(p.name for p in EXAMPLES.iterdir() if (p / "kustomization.yaml").is_file())
     return [
         n
         for n in names
-        if (fabric or n not in FABRIC_EXAMPLES) and (groups or n not in GROUP_EXAMPLES)
+        if (fabric or n not in FABRIC_EXAMPLES)
+        and (groups or n not in GROUP_EXAMPLES)
+        and (n not in ALPHA_EXAMPLES or bool((gates or {}).get(ALPHA_EXAMPLES[n])))
     ]
 
 

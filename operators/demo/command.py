@@ -13,12 +13,13 @@ import contextlib
 import json
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from operators.api.features import feature_gates_argument
 from operators.demo.bringup import (
+    ALONE_EXAMPLES,
     DEMO_NODES,
     VirtualNode,
     apply_example,
@@ -102,10 +103,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def selected_examples(spec: str, fabric: bool, groups: bool = True) -> list[str]:
-    available = example_names(fabric, groups)
+def selected_examples(
+    spec: str, fabric: bool, groups: bool = True, gates: Mapping[str, bool] | None = None
+) -> list[str]:
+    """``all``: every example the cluster runs but those that want the devices to themselves."""
+    available = example_names(fabric, groups, gates)
     if spec == "all":
-        return available
+        return [n for n in available if n not in ALONE_EXAMPLES]
     if spec == "none":
         return []
     chosen = [s.strip() for s in spec.split(",") if s.strip()]
@@ -150,7 +154,10 @@ async def _demo(args: argparse.Namespace, stop: asyncio.Event, out: Any) -> int:
                     pids = json.dumps(system.supervisor.pids())
                     await asyncio.to_thread(Path(args.pid_file).write_text, pids)
                 applied = []
-                for name in selected_examples(args.examples, system.fabric, serves_groups(gates)):
+                chosen = selected_examples(
+                    args.examples, system.fabric, serves_groups(gates), gates
+                )
+                for name in chosen:
                     applied.append(name)
                     await apply_example(api, name)
                 check = system.supervisor.check

@@ -54,8 +54,9 @@ async def run(args: argparse.Namespace, stop: asyncio.Event, out: Any) -> int:
         async with await make_api_client(running.kubeconfig) as api_client:
             api = KubeAPI(api_client)
             applied = []
-            groups = serves_groups(controlplane.feature_gates())
-            for name in command.selected_examples(args.examples, fabric=True, groups=groups):
+            gates = controlplane.feature_gates()
+            groups = serves_groups(gates)
+            for name in command.selected_examples(args.examples, True, groups, gates):
                 applied.append(name)
                 await apply_example(api, name)
             where = f"local cluster, kopf-dra installed with Helm (KUBECONFIG={running.kubeconfig})"

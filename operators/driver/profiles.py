@@ -224,10 +224,10 @@ def default_config() -> DriverConfig:
     """Used without a config file: one partitionable A100, one plain GPU and one NIC."""
     return DriverConfig(
         gpus=[
-            GpuGroup(count=1, partitions=A100_40GB.name),
-            GpuGroup(count=1, model="T4", memory=Quantity("16Gi")),
+            GpuGroup(count=1, partitions=A100_40GB.name, numa_node=0),
+            GpuGroup(count=1, model="T4", memory=Quantity("16Gi"), numa_node=1),
         ],
-        nics=[NicGroup(count=1)],
+        nics=[NicGroup(count=1, numa_node=0)],
     )
 
 

@@ -158,6 +158,16 @@ def test_examples_are_selected_by_name_and_fabric_ones_need_the_fabric() -> None
         selected_examples("fabric-gpu", fabric=False)
 
 
+def test_alpha_examples_need_their_gate_and_numa_alignment_is_run_alone() -> None:
+    assert "derived-attributes" not in selected_examples("all", fabric=True)
+    on = {"DRADerivedAttributes": True}
+    assert "derived-attributes" in selected_examples("all", fabric=True, gates=on)
+    with pytest.raises(DemoError, match="node-allocatable"):
+        selected_examples("node-allocatable", fabric=True, gates=on)
+    assert "numa-alignment" not in selected_examples("all", fabric=True)
+    assert selected_examples("numa-alignment", fabric=True) == ["numa-alignment"]
+
+
 def test_pools_are_reported_once_every_pool_with_slices_has_a_status() -> None:
     assert pools_reported(SNAPSHOT)
     assert not pools_reported(dataclasses.replace(SNAPSHOT, pool_statuses=[]))

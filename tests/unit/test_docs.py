@@ -57,15 +57,19 @@ def test_the_kind_config_disables_the_upstream_claim_controller_and_labels_worke
 SCENARIOS = sorted(p.name for p in EXAMPLES.iterdir() if p.is_dir())
 
 
-def test_the_ten_scenarios_exist() -> None:
+def test_the_fourteen_scenarios_exist() -> None:
     assert SCENARIOS == [
         "admin-access",
+        "compatibility-groups",
+        "derived-attributes",
         "extended-resources",
         "fabric-gpu",
         "fractional-capacity",
         "gang-training",
         "mig-partitions",
         "multi-host-shared-claim",
+        "node-allocatable",
+        "numa-alignment",
         "prioritized-alternatives",
         "priority-preemption",
         "shared-nic-bandwidth",
