@@ -25,6 +25,16 @@ from operators.localcluster import controlplane, realnode
 from tests.integration.helpers import eventually
 from tests.requires import unavailable
 
+#: Modules whose real nodes (with gates of their own) live in a module fixture.
+OWN_NODES_MODULES = ("test_optional_node_operations.py",)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Modules with real nodes of their own run first: their nodes and the session's
+    (``real_nodes``, held to the session's end) each hold the host lock while they run, so a
+    module after the session's nodes started would wait for the lock forever."""
+    items.sort(key=lambda item: item.path.name not in OWN_NODES_MODULES)
+
 
 @pytest.fixture(scope="session")
 def real_nodes(

@@ -246,6 +246,11 @@ class RealNode:
     images: tuple[Path, ...] = ()
     #: The kubelet's release (``bin_dir``'s), whose gates it gets.
     version: str = dataclasses.field(default_factory=controlplane.kubernetes_version)
+    #: Gates set on top of the release's (a scenario of an alpha feature the default gates
+    #: leave off, e.g. DRAOptionalNodeOperations, which the kubelet declares on its Node).
+    extra_gates: Mapping[str, bool] = dataclasses.field(default_factory=dict)
+    #: The kubelet's ``--v`` (4 logs each DRA gRPC call it makes to a driver).
+    verbosity: int = 2
 
     @property
     def kubelet_dir(self) -> Path:
@@ -392,7 +397,7 @@ class RealNode:
         shutil.copy(kubeconfig, self.home / "kubeconfig")
 
     def write_kubelet_config(self) -> None:
-        gates = controlplane.feature_gates(self.version)
+        gates = {**controlplane.feature_gates(self.version), **self.extra_gates}
         (self.home / "kubelet.json").write_text(json.dumps(self.kubelet_config(gates), indent=2))
 
     def make_cgroups(self) -> None:
@@ -460,7 +465,7 @@ class RealNode:
             f"--cert-dir={self.home / 'kubelet-pki'}",
             f"--hostname-override={self.name}",
             f"--node-ip={self.node_ip}",
-            "--v=2",
+            f"--v={self.verbosity}",
         ]
         if labels:
             argv.append(f"--node-labels={labels}")
@@ -596,14 +601,19 @@ def start(
     cluster_dns: str | None = None,
     images: Sequence[Path] = (),
     versions: Sequence[str] | None = None,
+    extra_gates: Sequence[Mapping[str, bool]] | None = None,
+    kubelet_verbosity: int = 2,
 ) -> RealNodes:
     """Build (if needed) and start one containerd and one kubelet per name, importing the
     images (``images``: archives beyond the pause and busybox ones); returns once every kubelet
     answers (the caller waits for the Nodes to be Ready). In a cluster (``cluster_dns``), each
     node's directory is named after it, so that a kept kustomize overlay can name its paths.
-    ``versions``: each kubelet's release (default: ``node_versions``)."""
+    ``versions``: each kubelet's release (default: ``node_versions``); ``extra_gates``: each
+    kubelet's gates on top of its release's (default: none); ``kubelet_verbosity``: their
+    ``--v``."""
     started = time.monotonic()
     releases = list(versions) if versions is not None else node_versions(len(names))
+    gates = list(extra_gates) if extra_gates is not None else [{}] * len(names)
     bin_dirs = {v: ensure_binaries(v) for v in sorted(set(releases))}
     built = time.monotonic()
     ip = host_ip()
@@ -620,8 +630,12 @@ def start(
             cluster_dns=cluster_dns,
             images=tuple(images),
             version=version,
+            extra_gates=dict(node_gates),
+            verbosity=kubelet_verbosity,
         )
-        for i, ((name, labels), version) in enumerate(zip(names, releases, strict=True))
+        for i, ((name, labels), version, node_gates) in enumerate(
+            zip(names, releases, gates, strict=True)
+        )
     ]
     result = RealNodes(nodes, base, host)
     try:
