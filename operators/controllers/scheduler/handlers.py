@@ -110,12 +110,12 @@ class Scheduler(Controller[SchedulerSettings]):
         self.features = Features.of(settings.gates(), settings.version())
         #: KEP-5004: container requests of extended resources that DeviceClasses back.
         self.extended_enabled = settings.gate("DRAExtendedResource")
-        # The selectors mean what the cluster's release makes of them (the local control
-        # plane's, for now).
         #: KEP-5517 (1.37's shape): devices that take the node's cpu, memory, ... count there.
         self.node_allocatable = self.features.kubernetes >= V1_37 and settings.gate(
             "DRANodeAllocatableResources"
         )
+        # The selectors mean what the cluster's release makes of them (the local control
+        # plane's, for now).
         self.cache = SchedulerCache(
             settings.scheduler_name,
             self.features,
