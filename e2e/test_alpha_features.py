@@ -50,16 +50,10 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def gated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[controlplane.ControlPlane]:
-    cp = controlplane.ControlPlane(
-        state_dir=tmp_path_factory.mktemp("gated-control-plane"),
-        bin_dir=controlplane.ensure_binaries(),
-        extra_gates=GATES,
-    )
-    cp.start()
-    try:
+    with controlplane.running(
+        tmp_path_factory.mktemp("gated-control-plane"), extra_gates=GATES
+    ) as cp:
         yield cp
-    finally:
-        cp.stop()
 
 
 @pytest.fixture(scope="module")

@@ -147,13 +147,9 @@ def gated_nodes(
         waited = time.monotonic()
         stack.enter_context(realnode.host_lock())
         waited = time.monotonic() - waited
-        cp = controlplane.ControlPlane(
-            state_dir=tmp_path_factory.mktemp("gated-control-plane"),
-            bin_dir=controlplane.ensure_binaries(),
-            extra_gates=GATES,
+        cp = stack.enter_context(
+            controlplane.running(tmp_path_factory.mktemp("gated-control-plane"), extra_gates=GATES)
         )
-        cp.start()
-        stack.callback(cp.stop)
         host = realnode.HostState.record()
         base = Path(tempfile.mkdtemp(prefix="kdo-"))  # short: unix socket paths live below
         nodes = realnode.start(

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from .compiler import DEFAULT_COST_LIMIT, Program, compile_program
 from .derived import compile_derived
@@ -33,6 +33,8 @@ from .release import NEWEST_KUBERNETES, check_minor
 from .runtime import CelError, CostLimitExceeded, EvaluationInterrupted, NoSuchKey, type_name
 
 __all__ = ["CELEnvironment", "CacheStats", "CompiledDerived", "CompiledSelector", "SliceKey"]
+
+C = TypeVar("C", "CompiledSelector", "CompiledDerived")
 
 _MISSING_KEY_HINT = (
     '; guard optional attributes with has(device.attributes["<domain>"].<name>) or '
@@ -231,23 +233,13 @@ class CELEnvironment:
 
     def compile(self, expression: str, *, context: str = "") -> CompiledSelector:
         """Compile (or fetch) a selector; raises InvalidSelectorError prefixed with ``context``."""
-        cached = self._compiled.get(expression)
-        if cached is None:
-            self.stats.compiles += 1
-            try:
-                cached = CompiledSelector(
-                    compile_program(
-                        expression, cost_limit=self.cost_limit, kubernetes=self.kubernetes
-                    )
-                )
-            except InvalidSelectorError as exc:
-                cached = exc
-            self._compiled[expression] = cached
-            if len(self._compiled) > self._compile_cache_size:
-                self._compiled.popitem(last=False)
-        else:
-            self.stats.compile_hits += 1
-            self._compiled.move_to_end(expression)
+        cached = self._cached(
+            self._compiled,
+            expression,
+            lambda: CompiledSelector(
+                compile_program(expression, cost_limit=self.cost_limit, kubernetes=self.kubernetes)
+            ),
+        )
         if isinstance(cached, InvalidSelectorError):
             raise InvalidSelectorError(
                 with_context(context, f"selector {expression!r}: {cached.message}"),
@@ -260,23 +252,37 @@ class CELEnvironment:
     def compile_derived(self, expression: str) -> CompiledDerived:
         """Compile (or fetch) a derived attribute's expression (1.37); raises
         InvalidSelectorError. Cached apart from selectors: the same text is a selector there."""
-        cached = self._derived.get(expression)
-        if cached is None:
-            try:
-                cached = CompiledDerived(
-                    compile_derived(
-                        expression, kubernetes=self.kubernetes, cost_limit=self.cost_limit
-                    )
-                )
-            except InvalidSelectorError as exc:
-                cached = exc
-            self._derived[expression] = cached
-            if len(self._derived) > self._compile_cache_size:
-                self._derived.popitem(last=False)
-        else:
-            self._derived.move_to_end(expression)
+        cached = self._cached(
+            self._derived,
+            expression,
+            lambda: CompiledDerived(
+                compile_derived(expression, kubernetes=self.kubernetes, cost_limit=self.cost_limit)
+            ),
+        )
         if isinstance(cached, InvalidSelectorError):
             raise cached
+        return cached
+
+    def _cached(
+        self,
+        table: OrderedDict[str, C | InvalidSelectorError],
+        expression: str,
+        build: Callable[[], C],
+    ) -> C | InvalidSelectorError:
+        """A bounded LRU of compilations, failures included (they are as costly to find)."""
+        cached = table.get(expression)
+        if cached is not None:
+            self.stats.compile_hits += 1
+            table.move_to_end(expression)
+            return cached
+        self.stats.compiles += 1
+        try:
+            cached = build()
+        except InvalidSelectorError as exc:
+            cached = exc
+        table[expression] = cached
+        if len(table) > self._compile_cache_size:
+            table.popitem(last=False)
         return cached
 
     # --- devices ---

@@ -532,9 +532,21 @@ def terminate(proc: subprocess.Popen[bytes], grace: float = 10.0) -> None:
 
 
 @contextlib.contextmanager
-def running(state_dir: Path) -> Iterator[ControlPlane]:
-    """Build (if needed), start, yield, and always stop a control plane."""
-    cp = ControlPlane(state_dir=state_dir, bin_dir=ensure_binaries())
+def running(
+    state_dir: Path,
+    *,
+    extra_gates: Mapping[str, bool] | None = None,
+    runtime_config: str | None = None,
+) -> Iterator[ControlPlane]:
+    """Build (if needed), start, yield, and always stop a control plane; ``extra_gates`` and
+    ``runtime_config`` as ``ControlPlane`` takes them (alpha gates for tests of their
+    features)."""
+    cp = ControlPlane(
+        state_dir=state_dir,
+        bin_dir=ensure_binaries(),
+        extra_gates=dict(extra_gates or {}),
+        runtime_config=runtime_config,
+    )
     cp.start()
     try:
         yield cp

@@ -305,23 +305,7 @@ def sharing_refusal(pod: Pod, claim: ResourceClaim, group_claims: bool) -> str |
 def container_claim_resources(pod: Pod, container: str) -> dict[str, Decimal]:
     """component-helpers' GetContainerDRAAllocations: what the claims a container references
     add to its limits (each mapping, each per-pod overhead and one per-container overhead)."""
-    out: dict[str, Decimal] = {}
-    for status in pod.status.node_allocatable_resource_claim_statuses:
-        if container not in status.containers:
-            continue
-        for mapped in status.mapping:
-            if mapped.quantity is not None:
-                name = mapped.name or ""
-                out[name] = out.get(name, Decimal(0)) + mapped.quantity.value
-        for overhead in status.overhead:
-            amount = Decimal(0)
-            if overhead.per_pod is not None:
-                amount += overhead.per_pod.value
-            if overhead.per_container is not None:
-                amount += overhead.per_container.value
-            name = overhead.name or ""
-            out[name] = out.get(name, Decimal(0)) + amount
-    return out
+    return claim_status_resources(pod.status.node_allocatable_resource_claim_statuses, container)
 
 
 def _hugepages(name: str) -> bool:

@@ -118,24 +118,28 @@ def aggregate_containers(
 
 
 def claim_status_resources(
-    statuses: Iterable[NodeAllocatableResourceClaimStatus],
+    statuses: Iterable[NodeAllocatableResourceClaimStatus], container: str | None = None
 ) -> dict[str, Decimal]:
     """component-helpers' addDRANodeAllocatableClaimResources (DRANodeAllocatableResources):
     what the pod's claims take of the node, each mapping once, each overhead once per pod plus
     once per referencing container (init containers included, whether or not they run at the
-    same time: upstream's TODO)."""
+    same time: upstream's TODO). With ``container``, its GetContainerDRAAllocations: the claims
+    that container references, with one per-container overhead."""
     out: dict[str, Decimal] = {}
     for status in statuses:
+        if container is not None and container not in status.containers:
+            continue
         for mapped in status.mapping:
             if mapped.quantity is not None:
                 name = mapped.name or ""
                 out[name] = out.get(name, Decimal(0)) + mapped.quantity.value
+        containers = 1 if container is not None else len(status.containers)
         for overhead in status.overhead:
             amount = Decimal(0)
             if overhead.per_pod is not None:
                 amount += overhead.per_pod.value
-            if overhead.per_container is not None and status.containers:
-                amount += overhead.per_container.value * len(status.containers)
+            if overhead.per_container is not None and containers:
+                amount += overhead.per_container.value * containers
             name = overhead.name or ""
             out[name] = out.get(name, Decimal(0)) + amount
     return out

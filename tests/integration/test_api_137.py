@@ -79,19 +79,14 @@ def gated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[controlplane.Con
     DeviceTaintRule in v1 only, as a stock 1.37 does (v1beta2 is off by default)."""
     if RELEASE < R137 or os.environ.get("KOPF_DRA_USE_EXISTING_CLUSTER") == "1":
         pytest.skip(f"Kubernetes 1.37's fields: the local control plane is {VERSION}")
-    cp = controlplane.ControlPlane(
-        state_dir=tmp_path_factory.mktemp("gated-control-plane"),
-        bin_dir=controlplane.ensure_binaries(),
+    with controlplane.running(
+        tmp_path_factory.mktemp("gated-control-plane"),
         extra_gates=GATES_137,
         # PodGroups too: the 1.37 gates have GenericWorkload on, and a scheduler with it on
         # watches them (as kube-scheduler, it does not start where they are not served).
         runtime_config="resource.k8s.io/v1alpha3=true,scheduling.k8s.io/v1beta1=true",
-    )
-    cp.start()
-    try:
+    ) as cp:
         yield cp
-    finally:
-        cp.stop()
 
 
 @pytest.fixture(scope="module")

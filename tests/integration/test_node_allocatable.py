@@ -50,17 +50,12 @@ def gated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[controlplane.Con
     them)."""
     if RELEASE < R137 or os.environ.get("KOPF_DRA_USE_EXISTING_CLUSTER") == "1":
         pytest.skip(f"DRANodeAllocatableResources is 1.37's: the local control plane is {VERSION}")
-    cp = controlplane.ControlPlane(
-        state_dir=tmp_path_factory.mktemp("node-allocatable-control-plane"),
-        bin_dir=controlplane.ensure_binaries(),
+    with controlplane.running(
+        tmp_path_factory.mktemp("node-allocatable-control-plane"),
         extra_gates=GATES_137,
         runtime_config="resource.k8s.io/v1alpha3=true,scheduling.k8s.io/v1beta1=true",
-    )
-    cp.start()
-    try:
+    ) as cp:
         yield cp
-    finally:
-        cp.stop()
 
 
 @pytest.fixture(scope="module")
