@@ -6,12 +6,13 @@ from the node's candidates (``NodeView``). It reads the cycle's shared data (cla
 state, memoised selector matches and counters) through ``Snapshot``, so that this module does not
 import ``allocator.py``; ``explain.py`` and ``results.py`` read a finished search.
 
-Where 1.37's allocator parts from 1.36's (``features.since_1_37``): derived attributes are
-refused, the claim limit is checked request by request, an "All" request counts devices by
-their capacity alone (what others hold makes it fail, not shrink), a shared device already
-shared without capacity does not take its counters again, a capacity amount the arithmetic
-cannot take ends the allocation, devices whose slice skips node operations are left alone,
-and the constraints forget exactly what a removed device added.
+Where 1.37's allocator parts from 1.36's (``features.since_1_37``): the claim limit is checked
+request by request, an "All" request counts devices by their capacity alone (what others hold
+makes it fail, not shrink), a shared device already shared without capacity does not take its
+counters again, a capacity amount the arithmetic cannot take ends the allocation, and the
+constraints forget exactly what a removed device added. Its alpha gates add derived attributes
+(refused with the gate off), compatibility groups per counter set, and devices whose slice
+skips node operations (left alone with the gate off or on a node not declaring it).
 
 ``_allocate_one`` takes upstream's ``deviceIndices`` as four int arguments (claim, request of the
 claim, ``firstAvailable`` subrequest or 0, n-th device of the request) and its flags by position
