@@ -45,7 +45,6 @@ from tests.integration.helpers import (
     eventually,
     missing_fields,
     pod_body,
-    pod_condition,
     running_operator,
     slice_body,
     start_scheduler,
@@ -194,10 +193,14 @@ async def test_the_api_server_refuses_the_derived_expressions_simulate_refuses(
 # --- kept by every write -----------------------------------------------------------------------
 
 
-async def _gpus(kube: KubeAPI, driver: str, **spec: Any) -> str:
-    """A node with two devices of ``driver`` (numa 0 and 1) and a class for them."""
+async def _gpus(kube: KubeAPI, driver: str, declared: tuple[str, ...] = (), **spec: Any) -> str:
+    """A node with two devices of ``driver`` (numa 0 and 1) and a class for them; the node
+    declares ``declared`` (status.declaredFeatures)."""
     node = unique("node")
-    await create_node(kube, node)
+    body = await create_node(kube, node)
+    if declared:
+        body["status"]["declaredFeatures"] = list(declared)
+        await kube.replace_status(body)
     devices = [
         {"name": f"gpu-{i}", "attributes": {"numa": {"int": i}, "model": {"string": "a100"}}}
         for i in range(2)
@@ -220,10 +223,9 @@ async def _bound(kube: KubeAPI, namespace: str, name: str) -> str:
 async def test_derived_attributes_survive_the_template_controller_and_the_scheduler(
     gated_kube: KubeAPI,
 ) -> None:
-    """The claim-template controller creates the claim with them; the scheduler refuses it as
-    kube-scheduler 1.37.2 does without DRADerivedAttributes (which kopf-dra does not implement
-    yet) and leaves the claim whole; its informer reads the v1 taint rule, so a claim without
-    them gets the untainted device."""
+    """The claim-template controller creates the claim with them, the scheduler (gates on)
+    allocates by them and leaves the claim's spec whole; its informer reads the v1 taint rule,
+    so the claim gets the untainted device."""
     kube, namespace, driver = (
         gated_kube,
         await _namespace(gated_kube),
@@ -262,32 +264,12 @@ async def test_derived_attributes_survive_the_template_controller_and_the_schedu
     entry = {"name": "gpu", "resourceClaimTemplateName": "gpu-template"}
     await kube.create(pod_body("trainer", namespace, entry))
 
-    async def refused() -> str | None:
-        condition = await pod_condition(kube, namespace, "trainer") or {}
-        message: str = condition.get("message") or ""
-        return message if "derived attributes, the feature is disabled" in message else None
-
-    assert "request gpu: cannot handle request with derived attributes" in await eventually(
-        refused, within=60, what="trainer refused for its derived attributes"
-    )
+    assert await _bound(kube, namespace, "trainer") == node
     (claim,) = (await kube.list("ResourceClaim", namespace))["items"]
     assert claim["spec"]["devices"]["requests"][0]["exactly"]["derivedAttributes"] == derived
-    assert "allocation" not in (claim.get("status") or {})
-
-    del exactly["derivedAttributes"]
-    template["metadata"]["name"] = "plain-template"
-    await kube.create(template)
-    entry = {"name": "gpu", "resourceClaimTemplateName": "plain-template"}
-    await kube.create(pod_body("plain", namespace, entry))
-    assert await _bound(kube, namespace, "plain") == node
-    (claim,) = [
-        c
-        for c in (await kube.list("ResourceClaim", namespace))["items"]
-        if (c.get("status") or {}).get("allocation")
-    ]
     results = claim["status"]["allocation"]["devices"]["results"]
     assert [r["device"] for r in results] == ["gpu-1"]  # gpu-0 is tainted by the v1 rule
-    assert claim["status"]["reservedFor"][0]["name"] == "plain"
+    assert claim["status"]["reservedFor"][0]["name"] == "trainer"
 
 
 @needs_137
@@ -296,13 +278,14 @@ async def test_skip_node_operations_survive_the_scheduler_and_the_reservation_cl
     gated_kube: KubeAPI,
 ) -> None:
     """A claim allocated elsewhere with skipNodeOperations (copied from its slice, as 1.37's
-    scheduler does): the scheduler's reservedFor writes and the cleanup's keep them."""
+    scheduler does): the scheduler's reservedFor writes and the cleanup's keep them. The node
+    declares DRAOptionalNodeOperations, without which no pod of the claim may go there."""
     kube, namespace, driver = (
         gated_kube,
         await _namespace(gated_kube),
         f"{unique('gpu')}.example.com",
     )
-    node = await _gpus(kube, driver, skipNodeOperations=["*"])
+    node = await _gpus(kube, driver, ("DRAOptionalNodeOperations",), skipNodeOperations=["*"])
     claim = await kube.create(
         {
             "apiVersion": "resource.k8s.io/v1",
