@@ -130,6 +130,8 @@ class Scheduler(Controller[SchedulerSettings]):
         self.filter_timeout = (
             settings.filter_timeout if settings.gate("DRASchedulerFilterTimeout") else 0.0
         )
+        #: The budget of the attempt whose cycle runs (one at a time), None between cycles.
+        self.running_budget: AttemptBudget | None = None
         #: Every task this replica starts while it leads (binding cycles, the requeue flush).
         self.tasks = TaskOwner("scheduler")
         # One lane per namespace: every tenant's pods get their turn (see ``AttemptBudget``).
@@ -280,37 +282,42 @@ class Scheduler(Controller[SchedulerSettings]):
         (a pod group's search tries others)."""
         key = attempt.key
         record = self.queue.record(key)
-        budget = self.budget(key, record)
+        budget = self.running_budget = self.budget(key, record)
         allocator = (
-            self.allocator(attempt.state, budget.spent, timed=True) if attempt.allocating else None
+            self.allocator(attempt.state, self.out_of_time, timed=True)
+            if attempt.allocating
+            else None
         )
         nominated = self.queue.nominated_node(attempt.pod)
         started, evaluations = time.perf_counter(), self.cache.selectors.evaluations
         # The cycle gets snapshots (usage copied, the allocator's state frozen); one cycle at
         # a time, so the view and selector caches it fills are its own.
-        result = await asyncio.to_thread(
-            run_cycle,
-            attempt.pod,
-            attempt.claims,
-            attempt.nodes,
-            attempt.usage,
-            allocator,
-            policy=self.settings.score_policy,
-            known_unsatisfiable=(
-                None
-                if attempt.what_if
-                else self.queue.unsatisfiable.known(attempt.claims, attempt.left_alone)
-            ),
-            best_only=not every_fit,
-            nominated=nominated,
-            node_order=self.cache.order,
-            extended=attempt.extended,
-            node_allocatable=(
-                NodeAllocatableInput(self.cache.all_slices(), self.group_claims)
-                if self.node_allocatable
-                else None
-            ),
-        )
+        try:
+            result = await asyncio.to_thread(
+                run_cycle,
+                attempt.pod,
+                attempt.claims,
+                attempt.nodes,
+                attempt.usage,
+                allocator,
+                policy=self.settings.score_policy,
+                known_unsatisfiable=(
+                    None
+                    if attempt.what_if
+                    else self.queue.unsatisfiable.known(attempt.claims, attempt.left_alone)
+                ),
+                best_only=not every_fit,
+                nominated=nominated,
+                node_order=self.cache.order,
+                extended=attempt.extended,
+                node_allocatable=(
+                    NodeAllocatableInput(self.cache.all_slices(), self.group_claims)
+                    if self.node_allocatable
+                    else None
+                ),
+            )
+        finally:
+            self.running_budget = None
         if isinstance(allocator, TimedAllocator):
             metrics.ALLOCATOR_DURATION.observe(allocator.seconds)
             log.debug(
@@ -333,6 +340,14 @@ class Scheduler(Controller[SchedulerSettings]):
             metrics.FILTER_TIMEOUTS.inc()
         record.spent = None
         return result, fit
+
+    def out_of_time(self) -> bool:
+        """The running attempt's budget, not the one an allocator was made for: a node known
+        unsatisfiable from an earlier attempt is explained lazily, by that attempt's search,
+        during the attempt that reports it (a spent budget there would leave the node
+        unexplained for no reason)."""
+        budget = self.running_budget
+        return budget is not None and budget.spent()
 
     def budget(self, key: ObjectKey, record: PodRecord) -> AttemptBudget:
         """The attempt's time: the filter timeout over all its turns, and its turn while

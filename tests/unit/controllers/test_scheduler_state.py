@@ -592,6 +592,48 @@ def test_only_the_filter_timeout_stops_an_attempt_as_timed_out_not_a_turn_given_
     assert (turn.yielded, turn.timed_out) == (False, True)
 
 
+async def test_an_explanation_kept_from_a_turn_given_away_answers_to_the_next_attempt(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A node found unsatisfiable in an attempt that gave its turn away is kept, and explained
+    lazily, by that attempt's search, in a later attempt: the time it may take is the later
+    attempt's. With the earlier attempt's budget it ran out at once (its slice long spent,
+    other tenants waiting) and the node was reported as "cannot allocate all claims"."""
+    clock = FakeClock()
+    s = Scheduler(SchedulerSettings(filter_timeout=0.0), clock=clock)
+    s.active = True
+    s.cache.claims.apply("ADDED", _claim("5", allocated=False))
+    pod = _created(
+        "p", "2026-11-26T00:00:00Z", resourceClaims=[{"name": "gpu", "resourceClaimName": "c"}]
+    )
+    s.cache.pods.apply("ADDED", pod)
+    monkeypatch.setattr(s.queue, "others_waiting", lambda key: True)
+    kept: list[Any] = []
+    failures: list[str] = []
+
+    def cycle(*args: Any, **kwargs: Any) -> CycleResult:
+        allocator = args[4]
+        if not kept:  # the first attempt: its slice runs out while others wait
+            kept.append(allocator)
+            clock.advance(1.0)
+            with pytest.raises(OutOfTimeError):
+                allocator.check_time()
+            return CycleResult((), {"node-1": "cannot allocate all claims"}, {}, timed_out=True)
+        try:  # the next attempt, at its start, explains what the first one kept
+            kept[0].check_time()
+        except OutOfTimeError as e:
+            failures.append(e.message)
+        return CycleResult((), {"node-1": "explained"}, {})
+
+    _offline(s, monkeypatch, cycle)
+    await s.schedule(ObjectKey("ns", "p"))  # the turn given away
+    assert len(kept) == 1
+    assert s.running_budget is None
+    with pytest.raises(Requeue):
+        await s.schedule(ObjectKey("ns", "p"))
+    assert failures == []
+
+
 @pytest.mark.parametrize("past_timeout", [True, False])
 async def test_an_allocation_past_the_filter_timeout_is_counted_once(
     monkeypatch: pytest.MonkeyPatch, past_timeout: bool
