@@ -21,7 +21,7 @@ from typing import Any, Protocol
 import pytest
 from kubernetes_asyncio import client
 
-from operators.api.features import parse_feature_gates
+from operators.api.features import Release, parse_feature_gates
 from operators.demo.bringup import (
     E2E_NODES,
     SCHEDULER_NAME,
@@ -57,13 +57,18 @@ def cluster_gates() -> dict[str, bool]:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The pod group examples are not collected where the cluster cannot serve PodGroups with
-    claims (Kubernetes 1.36, or 1.37 with its gates off): the API server has no such kind."""
-    if serves_groups(cluster_gates()):
-        return
-    deselected = [i for i in items if i.get_closest_marker("pod_groups")]
+    claims (Kubernetes 1.36, or 1.37 with its gates off): the API server has no such kind.
+    Nor are the modules that start a 1.37 control plane of their own with alpha gates on,
+    where the release is 1.36 (it has none of their fields) or the cluster an existing one."""
+    unavailable = set()
+    if not serves_groups(cluster_gates()):
+        unavailable.add("pod_groups")
+    if EXISTING or Release.parse(controlplane.kubernetes_version()) < Release(1, 37):
+        unavailable.add("alpha_137")
+    deselected = [i for i in items if any(i.get_closest_marker(m) for m in unavailable)]
     if deselected:
         config.hook.pytest_deselected(items=deselected)
-        items[:] = [i for i in items if not i.get_closest_marker("pod_groups")]
+        items[:] = [i for i in items if i not in deselected]
 
 
 @pytest.fixture(scope="session")

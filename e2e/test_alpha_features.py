@@ -20,9 +20,8 @@ from typing import Any
 
 import pytest
 
-from e2e.conftest import EXISTING, Scenario, VariantApply
+from e2e.conftest import Scenario, VariantApply
 from e2e.test_scenarios import all_but_one_placed, bound, by_name
-from operators.api.features import Release
 from operators.api.quantity import Quantity
 from operators.demo.bringup import E2E_NODES, EXAMPLES, System, start_system
 from operators.demo.view import scheduled_condition
@@ -41,11 +40,7 @@ GATES = {
 #: The node the examples' hand-published slices name.
 WORKER = "kopf-dra-worker"
 
-pytestmark = pytest.mark.skipif(
-    EXISTING or Release.parse(controlplane.kubernetes_version()) < Release(1, 37),
-    reason="1.37's alpha gates on a control plane of this module's own (not with "
-    "KOPF_DRA_USE_EXISTING_CLUSTER; not on 1.36)",
-)
+pytestmark = pytest.mark.alpha_137  # not collected on 1.36 nor on an existing cluster
 
 
 @pytest.fixture(scope="module")

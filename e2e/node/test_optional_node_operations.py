@@ -26,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import os
 import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -58,13 +57,8 @@ from tests.requires import unavailable
 
 VERSION = controlplane.kubernetes_version()
 RELEASE = Release.parse(VERSION)
-R137 = Release(1, 37)
 
-pytestmark = pytest.mark.skipif(
-    RELEASE < R137 or os.environ.get("KOPF_DRA_USE_EXISTING_CLUSTER") == "1",
-    reason=f"DRAOptionalNodeOperations is a 1.37 gate: the local control plane is {VERSION} "
-    "(and this module starts its own, not with KOPF_DRA_USE_EXISTING_CLUSTER)",
-)
+pytestmark = pytest.mark.alpha_137  # not collected on 1.36 nor on an existing cluster
 
 GATES = {OPTIONAL_NODE_OPERATIONS: True}
 #: The kubelet with the gate (declares the feature) and the one without.
