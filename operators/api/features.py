@@ -58,7 +58,7 @@ class Release:
 
 
 #: The releases kopf-dra supports, oldest first: the current minor and the one before.
-SUPPORTED_RELEASES: Final = tuple(sorted(Release.parse(r) for r in gate_tables.SPECS))
+SUPPORTED_RELEASES: Final = tuple(sorted(Release.parse(r) for r in gate_tables.SOURCES))
 #: The release assumed where no cluster says (tests, simulate on files): the current minor, the
 #: local control plane's default (hack/controlplane/VERSION; a test keeps the two equal).
 DEFAULT_RELEASE: Final = Release(1, 37)
@@ -173,6 +173,11 @@ IMPLEMENTED: Final = frozenset(
         "DRAResourceClaimGranularStatusAuthorization",
         "DRAResourcePoolStatus",
         "DRASchedulerFilterTimeout",
+        # 1.37's pod groups: the scheduler's group cycle, the claim controllers' PodGroup
+        # claims, and a PodGroup's own preemption policy.
+        "DRAWorkloadResourceClaims",
+        "GenericWorkload",
+        "PodGroupPreemptionPolicy",
     }
 )
 
@@ -191,13 +196,26 @@ def _spec(specs: tuple[gate_tables.Spec, ...], version: KubernetesVersion) -> ga
 
 
 @functools.cache
+def _tables(
+    release: str,
+) -> tuple[dict[str, tuple[gate_tables.Spec, ...]], Mapping[str, tuple[str, ...]]]:
+    """One pinned release's gates (their specs) and dependencies: the newest release's
+    tables with what that release has otherwise."""
+    specs = {**gate_tables.SPECS, **gate_tables.OLDER_SPECS.get(release, {})}
+    dependencies = {**gate_tables.DEPENDENCIES, **gate_tables.OLDER_DEPENDENCIES.get(release, {})}
+    return (
+        {n: s for n, s in specs.items() if s is not None},
+        {n: d for n, d in dependencies.items() if d is not None},
+    )
+
+
+@functools.cache
 def gates_of(version: KubernetesVersion = DEFAULT_VERSION) -> Mapping[str, Gate]:
     """Every gate of ``version``'s release, as it applies at that version."""
-    key = str(version.release)
-    dependencies = gate_tables.DEPENDENCIES[key]
+    specs, dependencies = _tables(str(version.release))
     out: dict[str, Gate] = {}
-    for name, specs in gate_tables.SPECS[key].items():
-        spec = _spec(specs, version)
+    for name, given in specs.items():
+        spec = _spec(given, version)
         stage: Stage = _STAGES.get(spec[2], "PreAlpha")
         out[name] = Gate(spec[1], stage, spec[3], dependencies.get(name, ()))
     return out
@@ -210,7 +228,7 @@ def dra_gates(version: KubernetesVersion = DEFAULT_VERSION) -> Mapping[str, Gate
 
 def known_anywhere(name: str) -> bool:
     """A gate of some supported release (checked for that release once it is known)."""
-    return name in ALL_STAGES or any(name in specs for specs in gate_tables.SPECS.values())
+    return name in ALL_STAGES or any(name in _tables(r)[0] for r in gate_tables.SOURCES)
 
 
 class FeatureGateError(ValueError):
