@@ -28,6 +28,7 @@ import datetime
 from collections.abc import Callable, Mapping, Sequence
 
 from operators.allocator import AllocatedState
+from operators.allocator.state import Holding
 from operators.api.claim_status import edited_status
 from operators.api.core import Node, Pod
 from operators.api.groups import PodGroup, is_group_claim, is_reserved_for_pod
@@ -246,7 +247,8 @@ def undo_reservation(claim: ResourceClaim, pod_uid: str) -> ResourceClaim | None
 @dataclasses.dataclass(frozen=True)
 class Attempt:
     """What one cycle saw, for its PostFilter: the prepared attempt, the pod's priority, the
-    nodes, their usage and the allocated state (with the nominations it had to leave alone).
+    nodes, their usage and the allocated state (None: the caller's own; with the nominations it
+    had to leave alone, ``promised``, whose devices and node usage count as taken).
     ``releases`` and ``moves``: the caller's counts of freed devices and room-making changes
     when the cycle took its snapshot (a change since means the answer may be stale)."""
 
@@ -258,6 +260,7 @@ class Attempt:
     releases: int = 0
     moves: int = 0
     left_alone: tuple[ObjectKey, ...] = ()  # preemptors whose nominated devices it left
+    promised: tuple[Holding, ...] = ()  # what they hold there
     #: A trial on a state that is not the cluster's (a pod group's preemption took victims
     #: out): what it finds unsatisfiable says nothing about the real state.
     what_if: bool = False

@@ -1,19 +1,25 @@
-"""Preemption for a pod group (PodGroupPostFilter's DefaultPreemption, 1.37), pure parts.
+"""Preemption for a pod group (PodGroupPostFilter's DefaultPreemption, 1.37), pure: the
+scheduler applies what ``preempt`` says (evictions, nominations, releases), ``simulate
+--pod-group`` answers it.
 
 kube-scheduler 1.37.2's PodGroupEvaluator, with kopf-dra's release of the victims' devices:
 
 1. Eligibility: the group's preemption policy (``resolvePreemptionPolicy``): with
    PodGroupPreemptionPolicy on, the PodGroup's ``spec.preemptionPolicy`` (PreemptLowerPriority
-   when unset); off, Never when any of its pods says Never.
+   when unset); off, Never when any of its pods says Never. Then, as for a single pod, the
+   claims of victims already gone are released first, and no new victims are sought while
+   earlier ones are still going (``ongoing``).
 2. The domain is the whole cluster. Every unit (``preemption.Unit``: a pod, or all bound pods of
    a PodGroup whose ``disruptionMode`` is ``all``) of lower priority than the group's
    (``preemption.group_priority``; a member of another group counts with its group's) is
-   removed, with its node usage and the devices of the claims only it holds (``Removed``), and
-   the group's cycle runs on that state. No placement for ``minCount`` pods: nobody is evicted.
-3. Reprieve: units go back one at a time, most important first, those whose eviction would
-   violate a PodDisruptionBudget before the others; a unit stays when every placed pod still
-   fits on its proposed node, in the cycle's order. A unit with no pod on a proposed node
-   changes nothing there and stays without a trial.
+   removed, with its node usage and the devices of the claims only it holds, and the group's
+   cycle (``group_cycle.place``) runs on that state: a ``Trial``. No placement for
+   ``minCount`` pods: nobody is evicted.
+3. Reprieve (``select_victims``, upstream's selectVictimsOnDomain): units go back one at a
+   time, most important first, those whose eviction would violate a PodDisruptionBudget before
+   the others; a unit stays when every placed pod still fits on its proposed node, in the
+   cycle's order. A unit with no pod on a proposed node changes nothing there and stays
+   without a trial.
 4. What is left is evicted, whole units only; each pod is nominated to its proposed node.
 
 Upstream's DynamicResources frees no device when a victim is removed (it has no
@@ -26,13 +32,20 @@ conditions).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+import datetime
+from collections.abc import Collection, Mapping, Sequence
 from decimal import Decimal
 
 from operators.allocator import AllocatedState, Features
 from operators.allocator.state import Holding
 from operators.api.core import PREEMPT_NEVER, Pod, PriorityClass
 from operators.api.groups import PodGroup
+from operators.api.keys import ObjectKey
+from operators.scheduling import preemption
+from operators.scheduling.attempt import Attempt
+from operators.scheduling.cycle import NodeFit
+from operators.scheduling.group_cycle import A, Host, place
+from operators.scheduling.groups import UNSCHEDULABLE, key_of, outcome
 from operators.scheduling.nodes import NodeUsage, pod_requests
 from operators.scheduling.preemption import RunningPod, Unit, priority_of, release_blocker
 
@@ -61,6 +74,24 @@ def touches(unit: Unit, nodes: frozenset[str]) -> bool:
     """Whether putting ``unit`` back can change what a pod proposed on ``nodes`` needs: a pod
     of it runs there (its node usage, its node-local devices)."""
     return any(p.pod.spec.node_name in nodes for p in unit.pods)
+
+
+def ongoing(
+    order: Sequence[Pod],
+    lower: Mapping[str, Sequence[RunningPod]],
+    evicting: Collection[ObjectKey],
+    nominated: Collection[str],
+) -> bool:
+    """isOngoingPreemption: the group's victims are not gone yet: a pod of the group waits for
+    evictions (``evicting``: the preemptors whose victims the caller waits for), or a pod of
+    lower priority on one of its pods' ``nominated`` nodes is terminating by preemption."""
+    if any(key_of(m) in evicting for m in order):
+        return True
+    return any(
+        preemption.terminating_by_preemption(r.pod)
+        for node in nominated
+        for r in lower.get(node, ())
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,3 +132,143 @@ class Removed:
 
     def state(self, state: AllocatedState, features: Features) -> AllocatedState:
         return state.without(self.released(features))
+
+
+@dataclasses.dataclass
+class Trial:
+    """A trial of the group's cycle (``group_cycle.Trial``) with ``removed`` taken out: the
+    allocated state without their devices, taken before the trial assumed anything (``without``
+    goes by device, and a device freed may be assumed again), and the devices the trial assumed
+    since. Each pod's snapshot keeps the nominations it must leave alone."""
+
+    removed: Removed
+    base: AllocatedState
+    features: Features
+    assumed: list[Holding] = dataclasses.field(default_factory=list)
+
+    @classmethod
+    def of(cls, units: Sequence[Unit], state: AllocatedState, features: Features) -> Trial:
+        gone = Removed.of(units)
+        return cls(gone, gone.state(state, features), features)
+
+    def attempt(self, attempt: Attempt) -> Attempt:
+        state = self.base.plus(self.assumed).plus(attempt.promised)
+        usage = self.removed.usage(attempt.usage)
+        return dataclasses.replace(attempt, state=state, usage=usage, what_if=True)
+
+    def took(self, fit: NodeFit) -> None:
+        self.assumed.append(preemption.holding(fit.results, self.features))
+
+
+async def _try(
+    host: Host[A],
+    group: PodGroup,
+    order: Sequence[Pod],
+    placed_before: int,
+    removed: Sequence[Unit],
+    on: Mapping[ObjectKey, str] | None,
+) -> dict[ObjectKey, NodeFit] | str:
+    """The group's cycle with the ``removed`` units' pods gone (``on``: each pod on its
+    proposed node); the pods' fits, or why it fails. Nothing of it stays assumed."""
+    trial = Trial.of(removed, host.state(), host.features)
+    placement = await place(host, group, order, placed_before, trial=trial, on=on)
+    fits, placed, failed = placement.fits, placement.placed, placement.failed
+    placement.undo()
+    if on is not None:
+        return fits if len(placed) == len(on) else "a proposed node no longer fits"
+    if placement.waiting is not None:
+        return "a pod of the group is not ready to be scheduled"
+    verdict = outcome(group, placed_before, placed, failed, placement.remaining)
+    return fits if verdict.succeeded else verdict.message or UNSCHEDULABLE
+
+
+async def select_victims(
+    host: Host[A],
+    group: PodGroup,
+    order: Sequence[Pod],
+    placed_before: int,
+    units: Sequence[Unit],
+    budgets: Sequence[preemption.Budget],
+    now: datetime.datetime,
+) -> tuple[list[Unit], dict[ObjectKey, NodeFit]] | str:
+    """selectVictimsOnDomain: the group's cycle with every lower-priority unit gone, then each
+    unit put back when the placement survives it; the units left and each pod's fit (or why
+    no placement was found)."""
+    fits = await _try(host, group, order, placed_before, units, None)
+    if isinstance(fits, str):
+        return fits
+    proposed = {k: f.node for k, f in fits.items()}
+    nodes = frozenset(proposed.values())
+    important = preemption.more_important_units(units, now)
+    violating, other = preemption.split_by_budget(important, budgets)
+    removed = list(units)
+    victims: list[Unit] = []
+    for unit in [u for u, _ in violating] + other:
+        rest = [u for u in removed if u is not unit]
+        if touches(unit, nodes):
+            kept = await _try(host, group, order, placed_before, rest, proposed)
+            if isinstance(kept, str):
+                victims.append(unit)
+                continue
+            fits = kept
+        removed = rest
+    return victims, fits
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupPreemption:
+    """What the group's preemption says: ``message``, after "pod group preemption: " in the
+    pods' message; ``victims`` to evict and each placed pod's ``fits`` (its nomination) when it
+    found a placement; ``release``: the claims of victims already gone are released first;
+    ``clear``: the pods' nominations go (preemption no longer helps)."""
+
+    message: str
+    victims: tuple[Unit, ...] = ()
+    fits: Mapping[ObjectKey, NodeFit] = dataclasses.field(default_factory=dict)
+    release: bool = False
+    clear: bool = False
+
+    @property
+    def evicted(self) -> list[RunningPod]:
+        return [p for unit in self.victims for p in unit.pods]
+
+
+async def preempt(
+    host: Host[A],
+    group: PodGroup,
+    order: Sequence[Pod],
+    placed_before: int,
+    *,
+    classes: Mapping[str, PriorityClass],
+    policy_gate: bool,
+    victims_gone: bool,
+    lower: Mapping[str, Sequence[RunningPod]],
+    evicting: Collection[ObjectKey] = (),
+    nominated: Collection[str] = (),
+    budgets: Sequence[preemption.Budget] = (),
+    now: datetime.datetime,
+) -> GroupPreemption:
+    """The group's preemption after a cycle that placed nothing (the host read first what it
+    needs): ``victims_gone``, claims on the pods' nominated nodes whose consumers are gone;
+    ``lower``, the bound pods of lower priority than the group's, by node
+    (``preemption.lower_priority_pods``); ``evicting`` and ``nominated`` as ``ongoing`` takes
+    them."""
+    if not preempts(group, order, classes, policy_gate):
+        return GroupPreemption(preemption.NEVER)
+    if victims_gone:
+        # Victims gone: their devices are about to be free, no more evictions.
+        return GroupPreemption(RELEASING, release=True)
+    if ongoing(order, lower, evicting, nominated):
+        return GroupPreemption(ONGOING)
+    units = preemption.units_of(
+        [r for pods in lower.values() for r in pods], preemption.members(lower)
+    )
+    chosen = (
+        await select_victims(host, group, order, placed_before, units, budgets, now)
+        if units
+        else None
+    )
+    if not isinstance(chosen, tuple):
+        return GroupPreemption(chosen or NO_VICTIMS, clear=True)
+    victims, fits = chosen
+    return GroupPreemption(found(sum(len(u.pods) for u in victims)), tuple(victims), fits)

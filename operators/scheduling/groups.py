@@ -203,20 +203,9 @@ def pod_message(result: GroupOutcome, key: ObjectKey, evaluated: bool) -> str:
     return result.message or UNSCHEDULABLE
 
 
-def needs_newer_release(pod: Pod, release: str) -> str:
-    """A pod naming a PodGroup, on a cluster where kopf-dra does not place groups."""
+def not_placed(pod: Pod, why: str) -> str:
+    """What a pod naming a PodGroup is told where the scheduler places no groups
+    (``Profile.groups_off`` says why)."""
     group = pod.spec.scheduling_group
     name = group.pod_group_name if group is not None else None
-    return (
-        f"pod {pod.metadata.key} names PodGroup {name!r}: gang scheduling (GenericWorkload) "
-        f"needs Kubernetes 1.37, and this cluster runs {release}"
-    )
-
-
-def gates_off(pod: Pod) -> str:
-    group = pod.spec.scheduling_group
-    name = group.pod_group_name if group is not None else None
-    return (
-        f"pod {pod.metadata.key} names PodGroup {name!r}: kopf-dra runs with the GenericWorkload "
-        "feature gate off, so it places no pod groups (--feature-gates GenericWorkload=true)"
-    )
+    return f"pod {pod.metadata.key} names PodGroup {name!r}: {why}"

@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 from collections import Counter
-from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Literal, TypeVar
 
@@ -197,6 +197,26 @@ def running_pod(
         return RunningPod(pod, priority_of(pod, classes).value, claims, grouped=True)
     unit = f"podgroup:{found.metadata.namespace}/{found.metadata.name}" if whole(found) else None
     return RunningPod(pod, group_priority(found), claims, grouped=True, unit=unit)
+
+
+def lower_priority_pods(
+    bound: Iterable[Pod],
+    priority: int,
+    classes: Mapping[str, PriorityClass],
+    group: Callable[[Pod], PodGroup | None] | None,
+    held: Callable[[Pod], tuple[ResourceClaim, ...]],
+) -> dict[str, list[RunningPod]]:
+    """The pods of ``bound`` (bound, not finished) with a priority below ``priority``, by node,
+    as victims (``running_pod``: a PodGroup's member takes its group's priority, so a group's
+    members are all here or none), each with the claims it holds (``held``, asked of those
+    only). The candidates of a single pod's preemption and of a group's."""
+    out: dict[str, list[RunningPod]] = {}
+    for pod in bound:
+        victim = running_pod(pod, (), classes, group)
+        if victim.priority < priority:
+            victim = dataclasses.replace(victim, claims=held(pod))
+            out.setdefault(pod.spec.node_name or "", []).append(victim)
+    return out
 
 
 def more_important_first(pods: Sequence[RunningPod], now: datetime.datetime) -> list[RunningPod]:

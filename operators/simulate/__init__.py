@@ -16,7 +16,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Literal, TextIO, get_args, get_origin
 
 import yaml
 
@@ -31,7 +31,8 @@ from operators.api.features import (
 from operators.api.keys import ObjectKey
 from operators.kube.api import KubeAPI
 from operators.kube.client import make_api_client
-from operators.scheduling.attempt import DEFAULT_FILTER_TIMEOUT
+from operators.scheduling.profile import Policies
+from operators.settings import flag_name
 from operators.simulate import engine, output
 from operators.simulate.cluster import read_cluster
 from operators.simulate.group import GroupAnswer, group_answer
@@ -136,26 +137,26 @@ def _input_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def scheduler_arguments(p: argparse.ArgumentParser) -> None:
-    """The scheduler's flags that change its answer (``kopf-dra run scheduler``'s); ``kubectl
-    dra why`` takes them too."""
-    p.add_argument(
-        "--score-policy",
-        choices=["least-allocated", "most-allocated"],
-        default="least-allocated",
-        help="as the scheduler's flag: spread (least) or pack (most) pods over nodes",
-    )
-    p.add_argument(
-        "--allocation-policy",
-        choices=["first-fit", "best-fit"],
-        default="first-fit",
-        help="as the scheduler's flag: first-fit gives upstream's devices",
-    )
-    p.add_argument(
-        "--binding-timeout",
-        type=float,
-        default=600.0,
-        help="as the scheduler's flag: seconds until unmet binding conditions give up",
-    )
+    """The scheduler's flags that change its answer, generated from its policies
+    (``scheduling.profile.Policies``, which ``kopf-dra run scheduler``'s settings inherit: the
+    same names, choices and defaults); ``kubectl dra why`` takes them too."""
+    for name, info in Policies.model_fields.items():
+        help_text = f"as the scheduler's flag: {info.description or ''}"
+        default = info.get_default(call_default_factory=True)
+        choices = get_args(info.annotation) if get_origin(info.annotation) is Literal else None
+        if info.annotation is bool:
+            p.add_argument(
+                flag_name(name),
+                dest=name,
+                action=argparse.BooleanOptionalAction,
+                default=default,
+                help=help_text,
+            )
+        elif choices:
+            p.add_argument(flag_name(name), choices=choices, default=default, help=help_text)
+        else:
+            kind = type(default)
+            p.add_argument(flag_name(name), type=kind, default=default, help=help_text)
     p.add_argument(
         "--feature-gates",
         type=feature_gates_argument,
@@ -170,35 +171,6 @@ def scheduler_arguments(p: argparse.ArgumentParser) -> None:
         help="as the scheduler's flag: the cluster's release, whose gate defaults apply "
         f"(default: the cluster's /version with --from-cluster or --kubeconfig, else "
         f"{DEFAULT_RELEASE})",
-    )
-    p.add_argument(
-        "--no-preemption",
-        dest="preemption",
-        action="store_false",
-        help="as the scheduler's --no-preemption: do not say which pods would be evicted",
-    )
-    p.add_argument(
-        "--preemption-alternatives",
-        choices=["no-preemption-first", "rank-first"],
-        default="no-preemption-first",
-        help="as the scheduler's flag: whether an alternative that fits without preemption "
-        "beats a higher-ranked one that needs it",
-    )
-    p.add_argument(
-        "--no-gang-search",
-        dest="gang_search",
-        action="store_false",
-        help="as the scheduler's --no-gang-search: a pod group's failed cycle is not followed by "
-        "a search of its pods' alternatives and other nodes (kube-scheduler 1.37.2's behaviour)",
-    )
-    p.add_argument(
-        "--filter-timeout",
-        type=float,
-        default=DEFAULT_FILTER_TIMEOUT,
-        metavar="SECONDS",
-        help="as the scheduler's flag: seconds the pod's device allocation may take (with "
-        "DRASchedulerFilterTimeout on); past it the answer says so, as the scheduler's "
-        "message does; 0: none",
     )
 
 
@@ -224,17 +196,12 @@ def version_of(args: argparse.Namespace, cluster: KubernetesVersion | None) -> K
 
 def options_of(args: argparse.Namespace, version: KubernetesVersion) -> engine.Options:
     """The answer's options from ``scheduler_arguments``' flags (and ``--explain``)."""
+    policies = Policies(**{name: getattr(args, name) for name in Policies.model_fields})
     return engine.Options(
-        score_policy=args.score_policy,
-        allocation_policy=args.allocation_policy,
-        binding_timeout=args.binding_timeout,
-        explain=args.explain,
+        policies=policies,
+        explain=getattr(args, "explain", False),
         feature_gates=args.feature_gates,
         version=version,
-        preemption=args.preemption,
-        preemption_alternatives=args.preemption_alternatives,
-        filter_timeout=args.filter_timeout,
-        gang_search=args.gang_search,
     )
 
 

@@ -14,7 +14,9 @@ they were lifted. ``node_answer`` answers the narrower question "do these claims
 node together".
 
 A pod of a PodGroup is placed in its group's cycle: ``simulate.group`` (``--pod-group``) runs
-that cycle with ``pod_attempt`` for each of its pods (the PodGroup given, no PostFilter).
+the scheduler's cycle (``scheduling.group_cycle``) with this module's steps for each of its pods
+(``prepare_pod``, ``attempt_of``, ``filter_attempt``: the PodGroup given, no PostFilter of their
+own) and the group's preemption on the same snapshot (``lower_priority_pods``).
 
 Extended resources backed by DRA (KEP-5004, gate DRAExtendedResource): a container's
 ``example.com/gpu: 1`` that a DeviceClass backs is allocated as the scheduler's special claim
@@ -28,22 +30,20 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Literal
 
 from operators.allocator import (
     AllocatedState,
     Allocator,
-    Features,
     InvalidInputError,
     Outcome,
     OutOfTimeError,
     Status,
 )
-from operators.allocator.allocator import Policy
 from operators.allocator.explain import ClaimBreakdown
-from operators.allocator.features import V1_37
 from operators.allocator.selectors import CelSelectorEngine
 from operators.api.claim_status import edited_status
 from operators.api.core import ContainerExtendedResourceRequest, Node, Pod
@@ -56,7 +56,7 @@ from operators.api.templates import claim_from_template
 from operators.cel import CELEnvironment
 from operators.scheduling import preemption
 from operators.scheduling.attempt import (
-    DEFAULT_FILTER_TIMEOUT,
+    Attempt,
     BindingFailed,
     DropStaleClaim,
     Ready,
@@ -81,9 +81,10 @@ from operators.scheduling.extended import (
     new_claim,
 )
 from operators.scheduling.node_allocatable import NodeAllocatableInput
-from operators.scheduling.nodes import NodeUsage, UsageTracker, bound_requests
-from operators.scheduling.preemption import AlternativesPolicy, RunningPod, members
-from operators.scheduling.score import Score, ScorePolicy
+from operators.scheduling.nodes import UsageTracker, bound_requests
+from operators.scheduling.preemption import RunningPod, members
+from operators.scheduling.profile import Policies, Profile
+from operators.scheduling.score import Score
 from operators.simulate.snapshot import InputError, Snapshot
 
 Verdict = Literal["success", "unsatisfiable", "waiting", "error"]
@@ -92,32 +93,20 @@ SIMULATED_SHARE_ID = "00000000-0000-0000-0000-000000000000"
 
 @dataclasses.dataclass(frozen=True)
 class Options:
-    """The scheduler's flags that change its answer (``kopf-dra run scheduler``'s names)."""
+    """What the answer is for: the scheduler's policies (its flags, ``kopf-dra run
+    scheduler``'s), the cluster's release and gates, and ``--explain``."""
 
-    score_policy: ScorePolicy = "least-allocated"
-    allocation_policy: Policy = "first-fit"
-    binding_timeout: float = 600.0
+    policies: Policies = dataclasses.field(default_factory=Policies)
     explain: bool = False
     #: --feature-gates as given (checked for ``version``); the rest are that version's defaults.
     feature_gates: Mapping[str, bool] = dataclasses.field(default_factory=dict)
     #: The cluster's Kubernetes version: whose gate defaults (and behaviour) to answer with.
     version: KubernetesVersion = DEFAULT_VERSION
 
-    def gates(self) -> dict[str, bool]:
-        """Every gate's value, as the scheduler's settings resolve them."""
-        return resolve(self.feature_gates, self.version)
-
-    def node_allocatable(self) -> bool:
-        """DRANodeAllocatableResources in 1.37's shape, as the scheduler reads it."""
-        features = Features.of(self.gates(), self.version)
-        return features.kubernetes >= V1_37 and self.gates()["DRANodeAllocatableResources"]
-
-    preemption: bool = True
-    preemption_alternatives: AlternativesPolicy = "no-preemption-first"
-    #: --gang-search: a pod group's failed cycle is followed by a search of its pods' choices.
-    gang_search: bool = True
-    #: Seconds the pod's allocation may take (DRASchedulerFilterTimeout on; 0: none).
-    filter_timeout: float = DEFAULT_FILTER_TIMEOUT
+    @functools.cached_property
+    def profile(self) -> Profile:
+        """The scheduler's profile on that cluster, as the scheduler derives it."""
+        return Profile.of(self.policies, self.version, resolve(self.feature_gates, self.version))
 
 
 @dataclasses.dataclass
@@ -167,35 +156,34 @@ class PreemptionAnswer:
     victims: list[tuple[str, int, tuple[str, ...]]] = dataclasses.field(default_factory=list)
 
 
+def allocated_state(
+    snapshot: Snapshot, profile: Profile, leave_out: Collection[str] = ()
+) -> AllocatedState:
+    """Every device the snapshot's claims hold, but those of ``leave_out`` (claim keys: what
+    the scheduler would have freed first)."""
+    allocated = [c for c in snapshot.claims.values() if c.is_allocated and c.key not in leave_out]
+    return AllocatedState.from_claims(allocated, profile.features)
+
+
 def _allocator(
     snapshot: Snapshot,
-    options: Options,
-    leave_out: set[str],
+    profile: Profile,
+    state: AllocatedState,
     out_of_time: Callable[[], bool] | None = None,
 ) -> Allocator:
-    gates = options.gates()
-    features = Features.of(gates, options.version)
-    allocated = [c for c in snapshot.claims.values() if c.is_allocated and c.key not in leave_out]
     return Allocator(
-        features,
-        AllocatedState.from_claims(allocated, features),
+        profile.features,
+        state,
         list(snapshot.classes.values()),
         list(snapshot.slices.values()),
         # The CEL of the cluster's release, as the scheduler's.
-        CelSelectorEngine(CELEnvironment(kubernetes=str(options.version.release))),
+        CelSelectorEngine(CELEnvironment(kubernetes=str(profile.version.release))),
         share_ids=lambda: SIMULATED_SHARE_ID,
         # As the scheduler: without DRADeviceTaintRules it watches none.
-        taint_rules=list(snapshot.taint_rules.values()) if gates["DRADeviceTaintRules"] else [],
-        policy=options.allocation_policy,
+        taint_rules=list(snapshot.taint_rules.values()) if profile.taint_rules else [],
+        policy=profile.allocation_policy,
         out_of_time=out_of_time,
     )
-
-
-def _out_of_time(options: Options, monotonic: Callable[[], float]) -> Callable[[], bool] | None:
-    """The scheduler's filter timeout, from now (None: the gate is off, or no limit)."""
-    if not options.gates()["DRASchedulerFilterTimeout"]:
-        return None
-    return deadline(monotonic, options.filter_timeout)
 
 
 def _usage(snapshot: Snapshot, leave_out: ObjectKey, node_allocatable: bool) -> UsageTracker:
@@ -249,56 +237,30 @@ def _shown_name(pod: Pod) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
-class Attempted:
-    """One pod's attempt as ``pod_answer`` ran it: the answer, and what a group's cycle needs
-    to assume the placement (``ready``: the attempt after PostFilter, None while the pod waits;
-    ``result`` and ``fit``: Filter's, ``fit`` None where no node fits; ``nodes``: how many
-    were filtered; ``released``: the claims whose devices preparing it freed, in memory)."""
+class PreparedPod:
+    """A pod's attempt prepared on the snapshot (``prepare_pod``): the pod as the scheduler
+    would see it (claims generated from templates named in its status), what its preparation
+    said (writes it would ask for applied in memory), the claims whose devices those writes
+    free, and the notes on the way."""
 
-    answer: Answer
-    ready: Ready | None = None
-    result: CycleResult | None = None
-    fit: NodeFit | None = None
-    nodes: int = 0
-    released: frozenset[str] = frozenset()
+    pod: Pod
+    prepared: Wait | SharedDevice | Ready
+    released: frozenset[str]
+    notes: tuple[str, ...]
 
 
-def pod_answer(
+def prepare_pod(
     snapshot: Snapshot,
     key: ObjectKey,
     options: Options,
     now: datetime.datetime,
-    monotonic: Callable[[], float] = time.monotonic,
-    *,
     group: PodGroup | None = None,
-    post_filter: bool = True,
-) -> Answer:
-    """The scheduler's answer for the pod ``key`` of the snapshot; ``monotonic`` measures
-    the filter timeout, as the scheduler's clock does. ``group``: the pod's PodGroup, given
-    as the scheduler gives it (DRAWorkloadResourceClaims on): claims made for it are the pod's
-    too. ``post_filter`` False: a pod of a group's cycle, which has no PostFilter of its own
-    (no stranded claim deallocated, no preemption: kopf-dra has no group preemption yet)."""
-    answer = pod_attempt(snapshot, key, options, now, monotonic, group, post_filter).answer
-    name = group_name(snapshot.pods[key])
-    if name is not None and group is None and post_filter:
-        answer.notes.append(
-            f"the pod names PodGroup {name!r}: the scheduler tries it in its group's cycle, "
-            f"with the group's other pods (--pod-group {key.namespace}/{name}); this answer is "
-            "for the pod alone"
-        )
-    return answer
-
-
-def pod_attempt(
-    snapshot: Snapshot,
-    key: ObjectKey,
-    options: Options,
-    now: datetime.datetime,
-    monotonic: Callable[[], float] = time.monotonic,
-    group: PodGroup | None = None,
-    post_filter: bool = True,
-) -> Attempted:
-    """``pod_answer`` with what it decided on (see ``Attempted``)."""
+) -> PreparedPod:
+    """The scheduler's PreEnqueue and PreFilter for the pod ``key`` (``attempt.prepare``):
+    a claim not generated from its template yet is generated in memory, as the claim-template
+    controller would; what the scheduler would write before trying again (a stale special
+    claim deleted, failed binding conditions undone) is applied in memory and the pod
+    prepared again. ``group``: the pod's PodGroup, whose claims are the pod's too."""
     pod = snapshot.pods.get(key)
     if pod is None:
         raise InputError(f"pod {key} is not in the input")
@@ -310,22 +272,111 @@ def pod_attempt(
         notes.append(f"scheduling gates ({gates}) ignored: the answer is for when they are lifted")
     pod, namespace_claims = _generated(snapshot, pod, notes)
     prepared, released = _prepare(snapshot, pod, namespace_claims, options, now, notes, group)
-    if not isinstance(prepared, Ready):
-        return Attempted(Answer("waiting", error=prepared.reason, notes=notes))
-    if prepared.extended is not None:
+    if isinstance(prepared, Ready) and prepared.extended is not None:
         notes.append(_extended_note(pod, prepared.extended))
-    nodes = sorted(snapshot.nodes.values(), key=lambda n: n.metadata.name or "")
-    usage = _usage(snapshot, key, options.node_allocatable()).usage
-    filtered = _filter(
-        snapshot, prepared, nodes, usage, options, released, notes, monotonic, post_filter
+    return PreparedPod(pod, prepared, frozenset(released), tuple(notes))
+
+
+def attempt_of(
+    snapshot: Snapshot, ready: Ready, options: Options, released: Collection[str] = ()
+) -> Attempt:
+    """What the pod's Filter runs on, as the scheduler's snapshot has it: every node (by
+    name), their usage by the bound pods, and the devices the snapshot's claims hold but those
+    ``released`` (no nominations: simulate knows of none)."""
+    profile = options.profile
+    return Attempt(
+        ready,
+        preemption.priority_of(ready.pod, snapshot.priority_classes),
+        sorted(snapshot.nodes.values(), key=lambda n: n.metadata.name or ""),
+        _usage(snapshot, ready.key, profile.node_allocatable).usage,
+        allocated_state(snapshot, profile, released),
     )
-    ready, result, fit, decision = filtered
-    answer = _answer(result, fit.node if fit is not None else None, ready.claims, nodes, notes)
+
+
+def filter_attempt(
+    snapshot: Snapshot,
+    attempt: Attempt,
+    options: Options,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> tuple[CycleResult, NodeFit | None]:
+    """Filter as the scheduler runs it, with the same policies and filter timeout: every node,
+    every fit (best first), each node's own reason; the pod's nominated node preferred."""
+    profile = options.profile
+    ready = attempt.ready
+    nominated = ready.pod.status.nominated_node_name
+    assert attempt.state is not None
+    allocator = (
+        _allocator(snapshot, profile, attempt.state, deadline(monotonic, profile.filter_timeout))
+        if attempt.allocating
+        else None
+    )
+    result = run_cycle(
+        ready.pod,
+        ready.claims,
+        attempt.nodes,
+        attempt.usage,
+        allocator,
+        policy=profile.score_policy,
+        nominated=nominated,
+        explain_all=True,
+        extended=ready.extended,
+        node_allocatable=(
+            NodeAllocatableInput(list(snapshot.slices.values()), ready.group is not None)
+            if profile.node_allocatable
+            else None
+        ),
+    )
+    return result, prefer_nominated(result, nominated)
+
+
+def pod_answer(
+    snapshot: Snapshot,
+    key: ObjectKey,
+    options: Options,
+    now: datetime.datetime,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> Answer:
+    """The scheduler's answer for the pod ``key`` of the snapshot; ``monotonic`` measures
+    the filter timeout, as the scheduler's clock does. A pod of a PodGroup is answered alone,
+    with a note (its group's cycle: ``simulate.group``)."""
+    prepared = prepare_pod(snapshot, key, options, now)
+    notes = list(prepared.notes)
+    if not isinstance(prepared.prepared, Ready):
+        answer = Answer("waiting", error=prepared.prepared.reason, notes=notes)
+    else:
+        answer = _answer_ready(snapshot, prepared, options, now, monotonic)
+    name = group_name(snapshot.pods[key])
+    if name is not None:
+        answer.notes.append(
+            f"the pod names PodGroup {name!r}: the scheduler tries it in its group's cycle, "
+            f"with the group's other pods (--pod-group {key.namespace}/{name}); this answer is "
+            "for the pod alone"
+        )
+    return answer
+
+
+def _answer_ready(
+    snapshot: Snapshot,
+    prepared: PreparedPod,
+    options: Options,
+    now: datetime.datetime,
+    monotonic: Callable[[], float],
+) -> Answer:
+    """Filter, then what ``decide`` says, as the scheduler's attempts would go."""
+    assert isinstance(prepared.prepared, Ready)
+    pod, released, notes = prepared.pod, set(prepared.released), list(prepared.notes)
+    attempt, result, fit, decision = _filter(
+        snapshot, prepared.prepared, options, released, notes, monotonic
+    )
+    ready = attempt.ready
+    answer = _answer(
+        result, fit.node if fit is not None else None, ready.claims, attempt.nodes, notes
+    )
     if ready.extended is not None:
         _show_extended(answer, pod, ready.extended, snapshot.nodes)
-    if isinstance(decision, Preempt) and post_filter:
+    if isinstance(decision, Preempt):
         answer.preemption = _preemption(
-            snapshot, ready, nodes, usage, options, released, now, decision.better_than, monotonic
+            snapshot, attempt, options, now, decision.better_than, monotonic
         )
         if answer.outcome == "unsatisfiable":
             answer.reasons = [
@@ -333,31 +384,13 @@ def pod_attempt(
             ]
     if result.timed_out:
         notes.append(
-            f"the allocation did not finish within the filter timeout ({options.filter_timeout:g}s,"
-            " --filter-timeout): the scheduler retries the pod with backoff"
+            "the allocation did not finish within the filter timeout "
+            f"({options.policies.filter_timeout:g}s, --filter-timeout): the scheduler retries "
+            "the pod with backoff"
         )
     if options.explain and ready.allocating:
         _explain(snapshot, answer, ready, options, released)
-    return Attempted(answer, ready, result, fit, len(nodes), frozenset(released))
-
-
-def filter_ready(
-    snapshot: Snapshot,
-    ready: Ready,
-    options: Options,
-    released: frozenset[str],
-    monotonic: Callable[[], float] = time.monotonic,
-) -> CycleResult:
-    """Filter alone for an attempt already prepared (``pod_attempt``'s, its claims changed):
-    every node, every fit, best first; what a pod group's search asks for each way to try a
-    pod."""
-    nodes = sorted(snapshot.nodes.values(), key=lambda n: n.metadata.name or "")
-    usage = _usage(snapshot, ready.key, options.node_allocatable()).usage
-    notes: list[str] = []
-    _, result, _, _ = _filter(
-        snapshot, ready, nodes, usage, options, set(released), notes, monotonic, False
-    )
-    return result
+    return answer
 
 
 def _prepare(
@@ -369,19 +402,18 @@ def _prepare(
     notes: list[str],
     group: PodGroup | None = None,
 ) -> tuple[Wait | SharedDevice | Ready, set[str]]:
-    """The scheduler's preparation of the attempt; what it would write before trying again
-    (a stale special claim deleted, failed binding conditions undone) is applied to
-    ``claims`` in memory, and the pod prepared again. Also the keys of the claims whose
-    devices that frees. ``group``: the pod's PodGroup, whose claims are the pod's too."""
+    """``attempt.prepare`` until it says what the attempt does; what the scheduler would
+    write first is applied to ``claims`` in memory. Also the keys of the claims whose devices
+    that frees."""
     released: set[str] = set()
-    gates = options.gates()
-    classes = class_mapping(snapshot.classes.values()) if gates["DRAExtendedResource"] else None
+    profile = options.profile
+    classes = class_mapping(snapshot.classes.values()) if profile.extended else None
     for _ in range(len(claims) + 2):
         prepared = prepare(
             pod,
             claims,
             now=now,
-            binding_timeout=options.binding_timeout,
+            binding_timeout=profile.binding_timeout,
             extended_classes=classes,
             special_claim=lambda p: find_special_claim(p, claims.values()),
             group=group,
@@ -418,46 +450,22 @@ def _extended_note(pod: Pod, extended: ExtendedResources) -> str:
 def _filter(
     snapshot: Snapshot,
     ready: Ready,
-    nodes: Sequence[Node],
-    usage: Mapping[str, NodeUsage],
     options: Options,
     released: set[str],
     notes: list[str],
     monotonic: Callable[[], float],
-    post_filter: bool = True,
-) -> tuple[Ready, CycleResult, NodeFit | None, Decision]:
+) -> tuple[Attempt, CycleResult, NodeFit | None, Decision]:
     """Filter and the decision after it, as the scheduler's attempts would go: a claim
-    stranded where no node can use it is deallocated (in memory) and the pod tried again
-    (not with ``post_filter`` off: a group's pod goes through Filter alone)."""
-    nominated = ready.pod.status.nominated_node_name
+    stranded where no node can use it is deallocated (in memory) and the pod tried again."""
     # The scheduler's decision after each cycle (``scheduling.decision``), from the snapshot:
     # nothing is being written, and no victim of an earlier preemption is awaited.
-    alternatives = options.preemption_alternatives if options.preemption and post_filter else None
     for _ in range(len(ready.claims) + 1):
-        allocator = (
-            _allocator(snapshot, options, released, _out_of_time(options, monotonic))
-            if ready.allocating
-            else None
+        attempt = attempt_of(snapshot, ready, options, released)
+        result, fit = filter_attempt(snapshot, attempt, options, monotonic)
+        decision = decide(
+            ready.pod, ready.claims, result, fit, preemption=options.profile.preemption
         )
-        result = run_cycle(
-            ready.pod,
-            ready.claims,
-            nodes,
-            usage,
-            allocator,
-            policy=options.score_policy,
-            nominated=nominated,
-            explain_all=True,
-            extended=ready.extended,
-            node_allocatable=(
-                NodeAllocatableInput(list(snapshot.slices.values()), ready.group is not None)
-                if options.node_allocatable()
-                else None
-            ),
-        )
-        fit = prefer_nominated(result, nominated)
-        decision = decide(ready.pod, ready.claims, result, fit, preemption=alternatives)
-        if not post_filter or not isinstance(decision, Deallocate):
+        if not isinstance(decision, Deallocate):
             break
         stranded = decision.claim
         claims = tuple(deallocated(c) if c is stranded else c for c in ready.claims)
@@ -467,7 +475,7 @@ def _filter(
             f"claim {stranded.key} is allocated where no node can use it: the scheduler "
             "deallocates it (PostFilter) and tries again"
         )
-    return ready, result, fit, decision
+    return attempt, result, fit, decision
 
 
 def _explain(
@@ -475,7 +483,8 @@ def _explain(
 ) -> None:
     """--explain: per node that fits nowhere (and the chosen one), which classes, selectors
     and checks eliminated which devices."""
-    allocator = _allocator(snapshot, options, released)
+    state = allocated_state(snapshot, options.profile, released)
+    allocator = _allocator(snapshot, options.profile, state)
     unallocated = [c for c in ready.claims if not c.is_allocated]
     for name, node_answer in answer.nodes.items():
         if node_answer.outcome == "unsatisfiable" or node_answer.chosen:
@@ -516,80 +525,81 @@ def _show_extended(
     )
 
 
-def _preemption(
-    snapshot: Snapshot,
-    ready: Ready,
-    nodes: Sequence[Node],
-    usage: Mapping[str, NodeUsage],
-    options: Options,
-    released: set[str],
-    now: datetime.datetime,
-    better_than: int | None,
-    monotonic: Callable[[], float],
-) -> PreemptionAnswer:
-    """The scheduler's preemption on the snapshot: eligibility, then the victims' search
-    (with a filter timeout of its own, as the scheduler's)."""
-    pod = ready.pod
-    priority = preemption.priority_of(pod, snapshot.priority_classes)
-    gates = options.gates()
-    features = Features.of(gates, options.version)
-    groups = features.kubernetes >= V1_37 and gates["GenericWorkload"]
+def lower_priority_pods(
+    snapshot: Snapshot, options: Options, priority: int, preemptor: ObjectKey | None = None
+) -> dict[str, list[RunningPod]]:
+    """The snapshot's bound pods of lower priority than ``priority``, by node, each with the
+    claims allocated and reserved for it (``preemption.lower_priority_pods``, as the
+    scheduler's preemptor collects them from its cache)."""
 
     def pod_group(other: Pod) -> PodGroup | None:
         return snapshot.pod_groups.get(
             ObjectKey(other.metadata.namespace or "", group_name(other) or "")
         )
 
-    lower: dict[str, list[RunningPod]] = {}
-    for key, other in sorted(snapshot.pods.items()):
-        on = other.spec.node_name
-        if (
-            not on
-            or other.status.phase in TERMINAL_PHASES
-            or key == ObjectKey(pod.metadata.namespace or "", pod.metadata.name or "")
-        ):
-            continue
+    def held(other: Pod) -> tuple[ResourceClaim, ...]:
         namespace = other.metadata.namespace or ""
-        held = tuple(
+        return tuple(
             c
             for name in sorted(other.claim_names())
             if (c := snapshot.claims.get(ObjectKey(namespace, name))) is not None
             and c.is_allocated
             and c.is_reserved_for(other.metadata.uid or "")
         )
-        victim = preemption.running_pod(
-            other, held, snapshot.priority_classes, pod_group if groups else None
-        )
-        if victim.priority < priority.value:
-            lower.setdefault(on, []).append(victim)
+
+    bound = (
+        other
+        for key, other in sorted(snapshot.pods.items())
+        if other.spec.node_name and other.status.phase not in TERMINAL_PHASES and key != preemptor
+    )
+    groups = pod_group if options.profile.groups else None
+    return preemption.lower_priority_pods(bound, priority, snapshot.priority_classes, groups, held)
+
+
+def _preemption(
+    snapshot: Snapshot,
+    attempt: Attempt,
+    options: Options,
+    now: datetime.datetime,
+    better_than: int | None,
+    monotonic: Callable[[], float],
+) -> PreemptionAnswer:
+    """The scheduler's preemption on the snapshot: eligibility, then the victims' search
+    (with a filter timeout of its own, as the scheduler's) on the state the cycle saw."""
+    ready, priority, profile = attempt.ready, attempt.priority, options.profile
+    pod = ready.pod
+    lower = lower_priority_pods(snapshot, options, priority.value, ready.key)
     nominated = pod.status.nominated_node_name
     reason = preemption.eligibility(
         priority, nominated, lower.get(nominated, ()) if nominated else ()
     )
     if reason is not None:
         return PreemptionAnswer("not-eligible", reason, priority.value)
-    allocator = _allocator(snapshot, options, released, _out_of_time(options, monotonic))
+    assert attempt.state is not None
+    allocator = _allocator(
+        snapshot, profile, attempt.state, deadline(monotonic, profile.filter_timeout)
+    )
     try:
         result = preemption.preempt(
             pod,
             priority=priority,
             claims=ready.claims,
-            nodes=nodes,
-            usage=usage,
+            nodes=attempt.nodes,
+            usage=attempt.usage,
             on_node=lower,
             allocator=allocator if ready.allocating else None,
             budgets=[preemption.Budget.of(b) for b in snapshot.budgets.values()],
             now=now,
-            features=features,
-            alternatives=options.preemption_alternatives,
+            features=profile.features,
+            alternatives=profile.policies.preemption_alternatives,
             better_than=better_than,
             extended=ready.extended,
-            members=members(lower) if groups else None,
+            members=members(lower) if profile.groups else None,
         )
     except OutOfTimeError as e:
         return PreemptionAnswer("none", f"{e.message} while looking for victims", priority.value)
     candidate = result.candidate
-    message = result.message(len(nodes))
+    message = result.message(len(attempt.nodes))
     if candidate is None:
         return PreemptionAnswer("none", message, priority.value)
     victims = [(v.key, v.priority, candidate.freed.get(v.key, ())) for v in candidate.victims]
@@ -637,9 +647,14 @@ def _answer(
 
 
 def node_answer(
-    snapshot: Snapshot, node_name: str, claim_keys: Sequence[ObjectKey], options: Options
+    snapshot: Snapshot,
+    node_name: str,
+    claim_keys: Sequence[ObjectKey],
+    options: Options,
+    monotonic: Callable[[], float] = time.monotonic,
 ) -> Answer:
-    """Do these claims fit on this node together (no pod, no node filters)?"""
+    """Do these claims fit on this node together (no pod, no node filters)? Within the
+    scheduler's filter timeout, as a pod's allocation."""
     node = snapshot.nodes.get(node_name)
     if node is None:
         raise InputError(f"node {node_name} is not in the input")
@@ -650,24 +665,31 @@ def node_answer(
             raise InputError(f"claim {key} is not in the input")
         claims.append(claim)
     pending = [c for c in claims if not c.is_allocated]
-    allocator = _allocator(snapshot, options, {c.key for c in claims})
+    profile = options.profile
+    state = allocated_state(snapshot, profile, {c.key for c in claims})
+    out_of_time = deadline(monotonic, profile.filter_timeout)
+    allocator = _allocator(snapshot, profile, state, out_of_time)
     try:
         outcome: Outcome = allocator.allocate(node, pending)
     except InvalidInputError as e:  # the claims themselves are wrong
         return Answer("error", error=str(e))
-    except OutOfTimeError as e:  # simulate gives no budget; if one ran out, no verdict
-        return Answer("error", error=str(e), nodes={node_name: NodeAnswer("error")})
+    except OutOfTimeError as e:  # no verdict within the filter timeout
+        note = (
+            "the allocation did not finish within the filter timeout "
+            f"({options.policies.filter_timeout:g}s, --filter-timeout)"
+        )
+        return Answer("error", error=str(e), nodes={node_name: NodeAnswer("error")}, notes=[note])
     answer = NodeAnswer("success")
     if outcome.status is Status.ERROR:
         return Answer("error", error=str(outcome.error), nodes={node_name: NodeAnswer("error")})
     if outcome.status is Status.UNSATISFIABLE:
         reasons = [str(r) for r in outcome.reasons]
         answer = NodeAnswer("unsatisfiable", reason="; ".join(reasons))
-        if options.explain:
-            answer.explanation = allocator.breakdown(node, pending)
+        if options.explain:  # what --explain adds is not bound by the filter timeout
+            answer.explanation = _allocator(snapshot, profile, state).breakdown(node, pending)
         return Answer("unsatisfiable", reasons=reasons, nodes={node_name: answer})
     allocations = dict(zip((c.key for c in pending), outcome.results, strict=True))
     answer.chosen = True
     if options.explain:
-        answer.explanation = allocator.breakdown(node, pending)
+        answer.explanation = _allocator(snapshot, profile, state).breakdown(node, pending)
     return Answer("success", node=node_name, allocations=allocations, nodes={node_name: answer})

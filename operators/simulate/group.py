@@ -1,8 +1,10 @@
 """The scheduler's answer for a PodGroup (1.37's GenericWorkload), from a snapshot: what one
 cycle of the group would do, with nothing written.
 
-``group_answer`` takes ``GroupScheduler.schedule`` and ``_cycle``'s steps with the rules they
-use (``scheduling.groups``) and each pod's attempt as ``pod_answer`` makes it:
+``group_answer`` runs the scheduler's own cycle (``scheduling.group_cycle``) and its
+preemption (``scheduling.group_preemption``) on a working copy of the snapshot (``_Host``: each
+pod prepared and filtered as ``engine`` does it for a single pod, each placement assumed as
+the scheduler's Reserve writes it), and answers from them:
 
 - groups need Kubernetes 1.37 and GenericWorkload: otherwise every pod is told why not;
 - the group's pods are its pods that are not finished; too few for a gang wait, as upstream's
@@ -10,19 +12,11 @@ use (``scheduling.groups``) and each pod's attempt as ``pod_answer`` makes it:
 - with DRAWorkloadResourceClaims on, a PodGroup template entry that has no claim yet gets one,
   generated in memory once for the group (as kube-controller-manager would), and each pod's
   entry equal to it (``is_group_claim``) resolves to that claim, not to one of its own;
-- the pods not bound are tried in the cycle's order, each with ``pod_attempt`` on a working
-  copy of the snapshot in which every placement before it is assumed (the pod on its node, its
-  claims allocated and reserved as the scheduler's Reserve writes them: a group claim for the
-  PodGroup, once), until ``minCount`` is out of reach;
-- the verdict is ``outcome``'s; when it fails although some pods fit, the search of the pods'
-  prioritized alternatives and other nodes (``scheduling.group_search``, the scheduler's
-  ``--gang-search``) may still place the group; when nothing is placed, a group claim
-  allocated where none of its pods can go is deallocated (in memory, PodGroupPostFilter) and
-  the cycle runs again.
-
-A pod of a group has no PostFilter of its own in kopf-dra: no stranded claim of its own is
-deallocated and no victims are looked for (upstream 1.37 preempts for a whole group; kopf-dra
-does not yet), so the answer names no victims for a group.
+- the pods not bound are tried in the cycle's order; when the cycle places nothing and a group
+  claim is allocated where none of its pods can go, the claim is deallocated (in memory,
+  PodGroupPostFilter) and the cycle runs again, as the scheduler's next one would; when none
+  is, the group's preemption says which pods would be evicted from which nodes, and where its
+  pods would be nominated (nobody is evicted).
 """
 
 from __future__ import annotations
@@ -30,11 +24,10 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import time
-from collections.abc import AsyncGenerator, Callable, Coroutine, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Literal, TypeVar, cast
 
-from operators.allocator import Features
-from operators.allocator.features import V1_37
+from operators.allocator import AllocatedState, Features
 from operators.api.core import Pod
 from operators.api.groups import (
     PodGroup,
@@ -46,32 +39,15 @@ from operators.api.keys import ObjectKey
 from operators.api.names import TERMINAL_PHASES
 from operators.api.resource import AllocationResult, ResourceClaim
 from operators.api.templates import claim_from_template
-from operators.scheduling.attempt import DEFAULT_FILTER_TIMEOUT, Ready
-from operators.scheduling.cycle import NodeFit, unschedulable_message
-from operators.scheduling.group_search import NODE_OPTIONS, restricted, search, variants
-from operators.scheduling.groups import (
-    GroupOutcome,
-    cannot_be_satisfied,
-    gates_off,
-    key_of,
-    needs_newer_release,
-    ordered,
-    outcome,
-    pod_message,
-    refused,
-    stranded_group_claims,
-    waits,
-)
+from operators.scheduling import group_cycle, group_preemption, preemption
+from operators.scheduling.attempt import Attempt, Prepared, Ready, SharedDevice, Wait
+from operators.scheduling.cycle import NodeFit
+from operators.scheduling.group_cycle import Cycle, Filtered
+from operators.scheduling.groups import key_of, not_placed, ordered, refused, waits
 from operators.scheduling.node_allocatable import NODE_ALLOCATABLE_FIELD, dump_statuses
 from operators.scheduling.reserve import reserved_claims
-from operators.simulate.engine import (
-    Attempted,
-    Options,
-    Verdict,
-    deallocated,
-    filter_ready,
-    pod_attempt,
-)
+from operators.simulate import engine
+from operators.simulate.engine import Options, PreparedPod, Verdict, deallocated
 from operators.simulate.snapshot import InputError, Snapshot
 
 #: What became of one pod of the group: ``bound`` before the cycle; ``placed`` by it (the group
@@ -81,12 +57,6 @@ from operators.simulate.snapshot import InputError, Snapshot
 MemberOutcome = Literal[
     "placed", "bound", "fits", "unschedulable", "not-tried", "left-out", "waiting", "error"
 ]
-
-GROUP_PREEMPTION_NOTE = (
-    "group preemption is not simulated: the scheduler would look for lower-priority pods to "
-    "evict so that the whole group fits (PodGroupPostFilter); simulate says only whether the "
-    "group fits as the cluster is now"
-)
 
 
 @dataclasses.dataclass
@@ -101,10 +71,23 @@ class MemberAnswer:
 
 
 @dataclasses.dataclass
+class GroupPreemptionAnswer:
+    """What the group's preemption would do, nobody evicted: ``victims`` (pod, node,
+    priority) and, when it finds a placement, the node each placed pod is nominated to."""
+
+    outcome: Literal["victims", "none", "not-eligible"]
+    message: str
+    priority: int
+    victims: list[tuple[str, str, int]] = dataclasses.field(default_factory=list)
+    nominations: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
 class GroupAnswer:
-    """The group's cycle: its verdict and message (None on success, else the PodGroup's
-    reason, or why it waits or is refused), its pods by key in the order the cycle tried them
-    (bound ones last), the allocations of its shared claims (each once), and notes."""
+    """The group's cycle: its verdict and message (None on success, else what its pods are
+    told of the group, or why it waits or is refused), its pods by key in the order the cycle
+    tried them (bound ones last), the allocations of its shared claims (each once), its
+    preemption when it fits nowhere, and notes."""
 
     group: ObjectKey
     outcome: Verdict
@@ -114,41 +97,81 @@ class GroupAnswer:
     placed_before: int = 0
     members: dict[ObjectKey, MemberAnswer] = dataclasses.field(default_factory=dict)
     shared: dict[str, AllocationResult] = dataclasses.field(default_factory=dict)
+    preemption: GroupPreemptionAnswer | None = None
     notes: list[str] = dataclasses.field(default_factory=list)
 
 
-@dataclasses.dataclass(frozen=True)
-class _Run:
-    """What each pod's attempt in the group's cycles is given: the PodGroup (passed on to the
-    pods only with DRAWorkloadResourceClaims on, ``with_claims``, as the scheduler does)."""
-
-    group: PodGroup
-    options: Options
-    now: datetime.datetime
-    monotonic: Callable[[], float]
-    with_claims: bool
-
-
-#: Where a pod goes and how: its prepared attempt, and the node that fits it.
-Placement = tuple[Ready, NodeFit]
 #: What assuming a placement replaced in the working copy (None: nothing was there).
 Replaced = tuple[tuple[ObjectKey, Pod | None], dict[ObjectKey, ResourceClaim | None]]
 
 
-@dataclasses.dataclass
-class _Cycle:
-    """One cycle as it went: ``base`` the snapshot it started from, ``working`` with what it
-    assumed; the pods it tried (with their attempts), those placed, and the claims a pod found
-    no node could use. ``waiting``: the pod whose claims are not ready, and why (the whole
-    group waits, nothing is kept)."""
+@dataclasses.dataclass(eq=False)
+class _Assumed:
+    """A placement assumed in the working copy (``group_cycle.Assumed``)."""
 
-    base: Snapshot
+    ready: Ready
+    fit: NodeFit
     working: Snapshot
-    tried: dict[ObjectKey, Attempted] = dataclasses.field(default_factory=dict)
-    placed: dict[ObjectKey, Placement] = dataclasses.field(default_factory=dict)
-    verdict: GroupOutcome | None = None
-    waiting: tuple[ObjectKey, str] | None = None
-    unavailable: set[str] = dataclasses.field(default_factory=set)
+    replaced: Replaced
+
+    @property
+    def key(self) -> ObjectKey:
+        return self.ready.key
+
+    def undo(self) -> None:
+        _unassume(self.working, self.replaced)
+
+
+class _Host:
+    """The group's cycle on ``working`` (``group_cycle.Host``): each pod prepared, its
+    snapshot taken and filtered as ``engine`` does for a single pod (the PodGroup given where
+    its claims are the pods', as the scheduler gives it), each placement assumed in memory."""
+
+    def __init__(
+        self,
+        working: Snapshot,
+        options: Options,
+        now: datetime.datetime,
+        monotonic: Callable[[], float],
+        group: PodGroup | None,
+    ) -> None:
+        self.working = working
+        self.options = options
+        self.now = now
+        self.clock = monotonic
+        self.group = group
+        #: Each pod's last preparation (its notes, the claims it freed in memory).
+        self.prepared: dict[ObjectKey, PreparedPod] = {}
+
+    @property
+    def features(self) -> Features:
+        return self.options.profile.features
+
+    def prepare(self, pod: Pod) -> Prepared:
+        key = key_of(pod)
+        got = engine.prepare_pod(self.working, key, self.options, self.now, self.group)
+        self.prepared[key] = got
+        return got.prepared
+
+    def snapshot(self, ready: Ready) -> Attempt:
+        released = self.prepared[ready.key].released
+        return engine.attempt_of(self.working, ready, self.options, released)
+
+    def state(self) -> AllocatedState:
+        return engine.allocated_state(self.working, self.options.profile)
+
+    async def filter(self, attempt: Attempt, *, every_fit: bool = False) -> Filtered | None:
+        return engine.filter_attempt(self.working, attempt, self.options, self.clock)
+
+    def assume(self, attempt: Attempt, fit: NodeFit) -> _Assumed:
+        replaced = _assume(self.working, attempt.ready, fit, self.now)
+        return _Assumed(attempt.ready, fit, self.working, replaced)
+
+    def began(self, key: ObjectKey) -> None:
+        pass
+
+    def monotonic(self) -> float:
+        return self.clock()
 
 
 def group_answer(
@@ -184,10 +207,12 @@ def group_answer(
     elif not queued:
         answer.notes.append("every pod of the group is bound already: nothing to place")
     else:
-        run = _Run(group, options, now, monotonic, options.gates()["DRAWorkloadResourceClaims"])
-        base, group_claims = _group_claims(snapshot, group, queued, run.with_claims, answer.notes)
-        cycle = _cycles(run, base, queued, answer, group_claims)
-        _verdict(answer, queued, cycle, group_claims)
+        profile = options.profile
+        working, group_claims = _group_claims(
+            snapshot, group, queued, profile.group_claims, answer.notes
+        )
+        host = _Host(working, options, now, monotonic, group if profile.group_claims else None)
+        _answer(answer, host, group, queued, group_claims)
     for pod in bound:
         answer.members[key_of(pod)] = MemberAnswer("bound", node=pod.spec.node_name)
     return answer
@@ -217,26 +242,15 @@ def _groups_off(
 ) -> GroupAnswer | None:
     """Groups off (before 1.37, or GenericWorkload off): every pod of the group is
     Unschedulable with the scheduler's reason; None when groups are on."""
-    gates = options.gates()
-    release = Features.of(gates, options.version).kubernetes
-    if release >= V1_37 and gates["GenericWorkload"]:
+    why = options.profile.groups_off()
+    if why is None:
         return None
     if group is None and not members:
         raise InputError(f"PodGroup {key} is not in the input, and no pod names it")
     answer = _empty(key, "unsatisfiable", group)
-    if release < V1_37:
-        answer.message = (
-            f"PodGroup {key}: gang scheduling (GenericWorkload) needs Kubernetes 1.37, and this "
-            f"cluster runs {release}"
-        )
-    else:
-        answer.message = (
-            f"PodGroup {key}: kopf-dra runs with the GenericWorkload feature gate off, so it "
-            "places no pod groups (--feature-gates GenericWorkload=true)"
-        )
+    answer.message = f"PodGroup {key}: {why}"
     for pod in ordered(members, {}):
-        told = needs_newer_release(pod, str(release)) if release < V1_37 else gates_off(pod)
-        member = MemberAnswer("unschedulable", message=told)
+        member = MemberAnswer("unschedulable", message=not_placed(pod, why))
         answer.members[key_of(pod)] = (
             MemberAnswer("bound", node=pod.spec.node_name) if pod.spec.node_name else member
         )
@@ -314,161 +328,164 @@ def _copy(snapshot: Snapshot) -> Snapshot:
     return dataclasses.replace(snapshot, pods=dict(snapshot.pods), claims=dict(snapshot.claims))
 
 
-def _cycles(
-    run: _Run,
-    base: Snapshot,
-    queued: Sequence[Pod],
+def _answer(
     answer: GroupAnswer,
+    host: _Host,
+    group: PodGroup,
+    queued: Sequence[Pod],
     group_claims: Sequence[ObjectKey],
-) -> _Cycle:
-    """The group's cycle; when it fails although some pods fit, the search of the pods'
-    choices (--gang-search); while nothing is placed and a group claim is allocated where none
-    of its pods can go, that claim is deallocated (in memory) and the cycle runs again, as the
-    scheduler's next one would."""
+) -> None:
+    """The group's cycle and what follows it, as the scheduler's: while nothing is placed and
+    a group claim is allocated where none of its pods can go, that claim is deallocated (in
+    memory) and the cycle runs again, as the scheduler's next one would; then, when it still
+    places nothing, the group's preemption."""
+    profile = host.options.profile
+    placed_before = answer.placed_before
+    working = host.working
+    for claim_key in group_claims:  # allocated before the cycle
+        claim = working.claims.get(claim_key)
+        if claim is not None and claim.status.allocation is not None:
+            answer.shared[claim.key] = claim.status.allocation
     for _ in range(len(group_claims) + 1):
-        cycle = _cycle(run, base, queued, answer.placed_before)
-        if cycle.verdict is None or cycle.verdict.succeeded:
-            return cycle
-        if cycle.placed and run.options.gang_search:
-            found = _search(run, base, queued, answer.placed_before)
-            if found is not None:
-                found.tried = cycle.tried
-                answer.notes.append(
-                    "placed by searching the pods' prioritized alternatives and other nodes "
-                    f"(--gang-search; without it: {cycle.verdict.message})"
-                )
-                return found
-        shared = [c for k in group_claims if (c := base.claims.get(k)) is not None]
-        stranded = stranded_group_claims(run.group, shared, cycle.unavailable, answer.placed_before)
-        if not stranded:
-            return cycle
-        base = _copy(base)
-        for claim in stranded:
-            base.claims[ObjectKey.parse(claim.key)] = deallocated(claim)
+        cycle: Cycle[_Assumed] = _to_the_end(
+            group_cycle.run(
+                host,
+                group,
+                queued,
+                placed_before,
+                gang_search=profile.gang_search,
+                search_timeout=profile.search_timeout,
+            )
+        )
+        if not cycle.stranded:
+            break
+        for claim in cycle.stranded:
+            working.claims[ObjectKey.parse(claim.key)] = deallocated(claim)
+            answer.shared.pop(claim.key, None)
             answer.notes.append(
                 f"claim {claim.key} of PodGroup {answer.group} is allocated where none of its "
                 "pods can go: the scheduler deallocates it (PodGroupPostFilter) and tries the "
                 "group again"
             )
-    return cycle
-
-
-def _cycle(run: _Run, base: Snapshot, queued: Sequence[Pod], placed_before: int) -> _Cycle:
-    """``GroupScheduler._cycle`` on a working copy of ``base``: each pod tried in turn, a pod
-    that fits assumed at once, until ``minCount`` cannot be reached."""
-    group = run.group
-    cycle = _Cycle(base, _copy(base))
-    remaining = len(queued)
-    failed: dict[ObjectKey, str] = {}
+    placement = cycle.placement
+    tried = [*placement.evaluated, *([key_of(placement.waiting[0])] if placement.waiting else [])]
+    for mkey in tried:
+        answer.notes += [f"pod {mkey}: {n}" for n in host.prepared[mkey].notes]
+    if placement.waiting is not None:
+        pod, prepared = placement.waiting
+        waiting = key_of(pod)
+        # simulate's preparation applies every write in memory: what is left waits.
+        reason = prepared.reason if isinstance(prepared, Wait | SharedDevice) else ""
+        answer.outcome, answer.message = "waiting", f"pod {waiting} waits: {reason}"
+        for member in queued:
+            own = reason if key_of(member) == waiting else None
+            answer.members[key_of(member)] = MemberAnswer("waiting", message=own)
+        return
+    if cycle.succeeded:
+        _placed(answer, cycle, queued)
+        return
+    said = None
+    if not cycle.stranded and profile.preemption is not None:
+        said = group_preemption.PREFIX + _preempt(answer, host, group, queued)
+    message, told = cycle.told([key_of(m) for m in queued], said)
+    answer.outcome, answer.message = "unsatisfiable", message
+    evaluated = set(placement.evaluated)
     for member in queued:
-        if cannot_be_satisfied(group.min_count, placed_before + len(cycle.placed), remaining):
-            break
         mkey = key_of(member)
-        attempted = _attempt(run, cycle.working, mkey)
-        cycle.tried[mkey] = attempted
-        if attempted.ready is None:  # its claims are not ready: the whole group waits
-            cycle.waiting = (mkey, attempted.answer.error or "")
-            return cycle
-        remaining -= 1
-        result = attempted.result
-        if result is not None:
-            cycle.unavailable.update(result.unavailable)
-        if attempted.fit is None:
-            failed[mkey] = (
-                unschedulable_message(attempted.nodes, result)
-                if result is not None
-                else attempted.answer.error or ""
+        outcome: MemberOutcome = (
+            "not-tried"
+            if mkey not in evaluated
+            else "unschedulable"
+            if mkey in placement.failed
+            else "fits"
+        )
+        answer.members[mkey] = MemberAnswer(outcome, message=told[mkey])
+
+
+def _placed(answer: GroupAnswer, cycle: Cycle[_Assumed], queued: Sequence[Pod]) -> None:
+    """The group placed: each placed pod's node and its own claims' allocations (the group's
+    are the answer's); the pods left out of it, told their own reason or nothing."""
+    if cycle.greedy is not None:
+        answer.notes.append(
+            "placed by searching the pods' prioritized alternatives and other nodes "
+            f"(--gang-search; without it: {cycle.greedy.message})"
+        )
+    placed = {a.key: a for a in cycle.placement.assumed}
+    for assumed in placed.values():
+        for claim_key, allocation in assumed.fit.results.items():
+            if claim_key in assumed.ready.shared:
+                answer.shared.setdefault(claim_key, allocation)
+    failed = cycle.placement.failed
+    for member in queued:
+        mkey = key_of(member)
+        found = placed.get(mkey)
+        if found is not None:
+            allocations = _own(found.ready, found.fit)
+            answer.members[mkey] = MemberAnswer(
+                "placed", node=found.fit.node, allocations=allocations
             )
-            continue
-        _assume(cycle.working, attempted.ready, attempted.fit, run.now)
-        cycle.placed[mkey] = (attempted.ready, attempted.fit)
-    cycle.verdict = outcome(group, placed_before, list(cycle.placed), failed, remaining)
-    return cycle
+        elif mkey in failed:
+            answer.members[mkey] = MemberAnswer("unschedulable", message=failed[mkey])
+        else:
+            answer.members[mkey] = MemberAnswer("left-out")
 
 
-def _attempt(run: _Run, working: Snapshot, key: ObjectKey) -> Attempted:
-    """One pod's attempt in the group's cycle: Filter alone, the PodGroup passed on as the
-    scheduler passes it."""
-    group = run.group if run.with_claims else None
-    return pod_attempt(working, key, run.options, run.now, run.monotonic, group, post_filter=False)
-
-
-def _search(run: _Run, base: Snapshot, queued: Sequence[Pod], placed_before: int) -> _Cycle | None:
-    """``GroupScheduler._search``: the pods placed by searching their prioritized alternatives
-    and the other nodes that fit them (``scheduling.group_search``), within the filter timeout;
-    None when no combination reaches ``minCount``."""
-    working = _copy(base)
-    deadline = run.monotonic() + (run.options.filter_timeout or DEFAULT_FILTER_TIMEOUT)
-
-    async def choices(member: Pod) -> AsyncGenerator[tuple[ObjectKey, Ready, NodeFit], None]:
-        for choice in _choices(run, working, member):
-            yield choice
-
-    def take(choice: tuple[ObjectKey, Ready, NodeFit]) -> tuple[ObjectKey, Placement, Replaced]:
-        key, ready, fit = choice
-        return key, (ready, fit), _assume(working, ready, fit, run.now)
-
-    def undo(taken: tuple[ObjectKey, Placement, Replaced]) -> None:
-        _unassume(working, taken[2])
-
-    found = _to_the_end(
-        search(
+def _preempt(answer: GroupAnswer, host: _Host, group: PodGroup, queued: Sequence[Pod]) -> str:
+    """The group's preemption on the snapshot (``group_preemption.preempt``), as the
+    scheduler's: nothing in flight (no evictions awaited, no victims' claims to release);
+    what it would do goes into the answer."""
+    working, options = host.working, host.options
+    priority = preemption.group_priority(group)
+    decided = _to_the_end(
+        group_preemption.preempt(
+            host,
+            group,
             queued,
-            run.group.min_count,
-            placed_before,
-            choices,
-            take,
-            undo,
-            lambda: run.monotonic() > deadline,
+            answer.placed_before,
+            classes=working.priority_classes,
+            policy_gate=options.profile.group_preemption_policy,
+            victims_gone=False,
+            lower=engine.lower_priority_pods(working, options, priority),
+            nominated={n for p in queued if (n := p.status.nominated_node_name)},
+            budgets=[preemption.Budget.of(b) for b in working.budgets.values()],
+            now=host.now,
         )
     )
-    if found is None:
-        return None
-    cycle = _Cycle(base, working, placed={k: p for k, p, _ in found})
-    cycle.verdict = outcome(run.group, placed_before, list(cycle.placed), {}, 0)
-    return cycle
-
-
-def _choices(
-    run: _Run, working: Snapshot, member: Pod
-) -> Iterator[tuple[ObjectKey, Ready, NodeFit]]:
-    """Each way to place one pod, most preferred first: per way to try its prioritized lists
-    (``variants``), the nodes that fit it, best first (``NODE_OPTIONS`` at most); computed when
-    asked, against what the search has placed before it."""
-    key = key_of(member)
-    attempted = _attempt(run, working, key)
-    ready, result = attempted.ready, attempted.result
-    if ready is None or result is None:
-        return
-    for variant in variants(ready.claims):
-        fits = result.fits
-        if any(skip for _, _, skip in variant):
-            tried = dataclasses.replace(ready, claims=tuple(restricted(ready.claims, variant)))
-            options, released = run.options, attempted.released
-            fits = filter_ready(working, tried, options, released, run.monotonic).fits
-        for fit in fits[:NODE_OPTIONS]:
-            yield key, ready, fit  # assumed with the claims as they are
+    if decided.victims:
+        outcome: Literal["victims", "none", "not-eligible"] = "victims"
+    elif decided.message in (preemption.NEVER, group_preemption.ONGOING):
+        outcome = "not-eligible"
+    else:
+        outcome = "none"
+    answer.preemption = GroupPreemptionAnswer(
+        outcome,
+        decided.message,
+        priority,
+        victims=[(v.key, v.pod.spec.node_name or "", v.priority) for v in decided.evicted],
+        nominations={str(k): f.node for k, f in decided.fits.items()},
+    )
+    return decided.message
 
 
 T = TypeVar("T")
 
 
 def _to_the_end(coroutine: Coroutine[Any, Any, T]) -> T:
-    """The search's coroutine, run here to its end: its choices are computed, never awaited,
+    """A cycle's coroutine, run here to its end: the host's filter is computed, never awaited,
     so it never suspends (no event loop is needed)."""
     try:
         coroutine.send(None)
     except StopIteration as done:
         return cast(T, done.value)
     coroutine.close()
-    raise AssertionError("the pod group search suspended")  # pragma: no cover
+    raise AssertionError("the pod group cycle suspended")  # pragma: no cover
 
 
 def _assume(working: Snapshot, ready: Ready, fit: NodeFit, now: datetime.datetime) -> Replaced:
-    """``Scheduler.assume`` in the working copy: the pod bound to its node (its requests count
-    there), its claims allocated and reserved as Reserve writes them, so that the pods after
-    it see its node usage and devices, and a group claim is allocated once. Returns what it
-    replaced (``_unassume`` puts it back)."""
+    """Reserve in the working copy, as the scheduler's ``reserve.assume``: the pod bound to
+    its node (its requests count there), its claims allocated and reserved as Reserve writes
+    them, so that the pods after it see its node usage and devices, and a group claim is
+    allocated once. Returns what it replaced (``_unassume`` puts it back)."""
     claims, results = list(ready.claims), dict(fit.results)
     if fit.extended is not None:  # the special claim (KEP-5004), under a name of its own
         special = fit.extended.named(f"{fit.extended.claim.metadata.generate_name}simulated")
@@ -509,58 +526,6 @@ def _unassume(working: Snapshot, replaced: Replaced) -> None:
             working.claims.pop(key, None)
         else:
             working.claims[key] = claim
-
-
-def _verdict(
-    answer: GroupAnswer, queued: Sequence[Pod], cycle: _Cycle, group_claims: Sequence[ObjectKey]
-) -> None:
-    """The answer from the cycle: the group's verdict and each pod's, the notes of each pod's
-    attempt, and the group claims' allocations (those it made only when the group is placed:
-    otherwise nothing the cycle assumed is kept)."""
-    for mkey, attempted in cycle.tried.items():
-        answer.notes += [f"pod {mkey}: {n}" for n in attempted.answer.notes]
-    for key in group_claims:  # allocated before the cycle
-        claim = cycle.base.claims.get(key)
-        if claim is not None and claim.status.allocation is not None:
-            answer.shared[claim.key] = claim.status.allocation
-    if cycle.verdict is not None and cycle.verdict.succeeded:  # allocated by a pod it placed
-        for ready, fit in cycle.placed.values():
-            for claim_key, allocation in fit.results.items():
-                if claim_key in ready.shared:
-                    answer.shared.setdefault(claim_key, allocation)
-    if cycle.waiting is not None:
-        waiting, reason = cycle.waiting
-        answer.outcome, answer.message = "waiting", f"pod {waiting} waits: {reason}"
-        for pod in queued:
-            told = reason if key_of(pod) == waiting else None
-            answer.members[key_of(pod)] = MemberAnswer("waiting", message=told)
-        return
-    verdict = cycle.verdict
-    assert verdict is not None
-    answer.message = verdict.message
-    if not verdict.succeeded:
-        answer.outcome = "unsatisfiable"
-        answer.notes.append(GROUP_PREEMPTION_NOTE)
-    for pod in queued:
-        answer.members[key_of(pod)] = _member(verdict, key_of(pod), cycle)
-
-
-def _member(verdict: GroupOutcome, key: ObjectKey, cycle: _Cycle) -> MemberAnswer:
-    """One pod's part: where it goes, with its own claims (the group's are the answer's), when
-    the group is placed; what it is told otherwise (``pod_message``)."""
-    if verdict.succeeded:
-        placement = cycle.placed.get(key)
-        if placement is not None:
-            ready, fit = placement
-            return MemberAnswer("placed", node=fit.node, allocations=_own(ready, fit))
-        if key in verdict.failed:
-            return MemberAnswer("unschedulable", message=verdict.failed[key])
-        return MemberAnswer("left-out")
-    if key not in cycle.tried:
-        return MemberAnswer("not-tried", message=pod_message(verdict, key, False))
-    if key in verdict.failed:
-        return MemberAnswer("unschedulable", message=pod_message(verdict, key, True))
-    return MemberAnswer("fits", message=pod_message(verdict, key, True))
 
 
 def _own(ready: Ready, fit: NodeFit) -> dict[str, AllocationResult]:

@@ -12,9 +12,12 @@ and the ``victims`` with their priority and the devices their eviction frees, an
 For ``--pod-group`` (a ``GroupAnswer``): ``podGroup``, ``outcome``, ``message`` (the group's
 reason, None on success), ``policy`` and ``minCount``, ``placedBefore`` (its pods bound
 already), ``pods`` (by key, in the order the cycle tried them, bound ones last: ``outcome``
-placed, bound, fits, unschedulable, not-tried, waiting or error; ``node``, ``allocations`` of
-the pod's own claims, ``message`` what the pod is told), ``sharedClaims`` (the group's claims'
-allocations, each once) and ``notes``. Bad input keeps the pod answer's shape (``error``).
+placed, bound, fits, unschedulable, not-tried, left-out, waiting or error; ``node``,
+``allocations`` of the pod's own claims, ``message`` what the pod is told), ``sharedClaims``
+(the group's claims' allocations, each once), ``preemption`` (when the group fits nowhere:
+``outcome`` victims, none or not-eligible, the group's ``priority``, the ``victims`` with their
+node and priority, the node each pod would be ``nominated`` to, and the ``message``; nothing is
+evicted) and ``notes``. Bad input keeps the pod answer's shape (``error``).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import yaml
 from operators.allocator.explain import ClaimBreakdown
 from operators.api.resource import AllocationResult
 from operators.simulate.engine import Answer, ExtendedAnswer, NodeAnswer, PreemptionAnswer
-from operators.simulate.group import GroupAnswer, MemberAnswer
+from operators.simulate.group import GroupAnswer, GroupPreemptionAnswer, MemberAnswer
 
 SHOWN = 4  # device names listed per explanation line
 
@@ -116,7 +119,20 @@ def group_json(answer: GroupAnswer) -> dict[str, Any]:
         "placedBefore": answer.placed_before,
         "pods": {str(k): _member_json(m) for k, m in answer.members.items()},
         "sharedClaims": {k: v.dump() for k, v in sorted(answer.shared.items())},
+        "preemption": _group_preemption_json(answer.preemption),
         "notes": answer.notes,
+    }
+
+
+def _group_preemption_json(p: GroupPreemptionAnswer | None) -> dict[str, Any] | None:
+    if p is None:
+        return None
+    return {
+        "outcome": p.outcome,
+        "priority": p.priority,
+        "victims": [{"pod": pod, "node": node, "priority": prio} for pod, node, prio in p.victims],
+        "nominated": dict(sorted(p.nominations.items())),
+        "message": p.message,
     }
 
 
@@ -221,6 +237,19 @@ def preemption_lines(answer: Answer) -> list[str]:
     return lines
 
 
+def group_preemption_lines(p: GroupPreemptionAnswer | None) -> list[str]:
+    """Which pods the group's preemption would evict, and where its pods would go."""
+    if p is None:
+        return []
+    lines = ["", f"PREEMPT  {p.outcome} (priority {p.priority}): {p.message}"]
+    for pod, node, priority in p.victims:
+        lines.append(f"  VICTIM {pod} on {node} (priority {priority})")
+    for pod, node in sorted(p.nominations.items()):
+        lines.append(f"  NOMINATE {pod} to {node}")
+    lines.append("NOTE     preemption is simulated: nobody is evicted")
+    return lines
+
+
 def group_table(answer: GroupAnswer) -> str:
     """The group's verdict, its shared claims' devices, then one row per pod: where it goes
     and its own devices, or what it is told."""
@@ -245,6 +274,7 @@ def group_table(answer: GroupAnswer) -> str:
             devices = _listed(d for a in member.allocations.values() for d in _devices(a))
             what = member.message or devices or "-"
             lines.append(f"  {pod!s:28} {member.outcome:14} {member.node or '-':20} {what}")
+    lines += group_preemption_lines(answer.preemption)
     for note in answer.notes:
         lines.append(f"NOTE     {note}")
     return "\n".join(lines) + "\n"

@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
+from operators.api.features import KubernetesVersion
 from operators.api.keys import ObjectKey
+from operators.scheduling.profile import Policies
 from operators.simulate import engine, main
 from operators.simulate.snapshot import documents_from
 from operators.simulate.validate import build
@@ -656,6 +658,61 @@ def test_every_option_has_help() -> None:
     assert "examples:" in parser.format_help()
 
 
+def test_the_schedulers_policies_are_simulates_and_why_flags_with_the_same_defaults() -> None:
+    """Generated from the fields the scheduler's settings inherit: the same names, choices and
+    defaults, so simulate answers as the scheduler runs unless told otherwise."""
+    from operators.controllers.scheduler.settings import SchedulerSettings
+    from operators.kubectl.cli import build_parser as kubectl_parser
+    from operators.simulate import build_parser, options_of
+
+    settings = SchedulerSettings()
+    scheduler = {n: getattr(settings, n) for n in Policies.model_fields}
+    assert set(scheduler) <= set(SchedulerSettings.model_fields)
+    simulate = vars(build_parser().parse_args([]))
+    assert {n: simulate[n] for n in Policies.model_fields} == scheduler
+    why = vars(kubectl_parser().parse_args(["why", "p"]))
+    assert {n: why[n] for n in Policies.model_fields} == scheduler
+    args = build_parser().parse_args(
+        [
+            "--no-preemption",
+            "--no-gang-search",
+            "--score-policy",
+            "most-allocated",
+            "--filter-timeout",
+            "2.5",
+            "--binding-timeout",
+            "60",
+        ]
+    )
+    options = options_of(args, KubernetesVersion.of("1.37"))
+    assert options.policies == Policies(
+        preemption=False,
+        gang_search=False,
+        score_policy="most-allocated",
+        filter_timeout=2.5,
+        binding_timeout=60.0,
+    )
+    assert options.profile.preemption is None
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--allocation-policy", "worst-fit"])
+
+
+def test_claims_on_a_node_are_allocated_within_the_filter_timeout(tmp_path: Path) -> None:
+    """``--node`` with ``--claim``: the same filter timeout as a pod's allocation (it ran on
+    past ``--filter-timeout`` before); the clock steps one second per reading."""
+    snapshot, _ = build(list(documents_from([str(unfinishable(tmp_path))])), strict=True)
+    clock = SteppingClock()
+    pod = snapshot.pods[ObjectKey("default", "trainer")]
+    claims = [ObjectKey("default", n) for n in sorted(pod.claim_names())]
+    options = engine.Options(Policies(filter_timeout=5.0))
+    answer = engine.node_answer(snapshot, "node-1", claims, options, monotonic=clock)
+    assert (answer.outcome, answer.error) == ("error", "timed out trying to allocate devices")
+    assert clock.readings == 6, "one reading to start, then one per check until 5 s are over"
+    assert answer.notes == [
+        "the allocation did not finish within the filter timeout (5s, --filter-timeout)"
+    ]
+
+
 # --- extended resources backed by DRA (KEP-5004) ------------------------------------------
 
 EXTENDED = Path(__file__).parents[1] / "fixtures" / "simulate-extended-resources.yaml"
@@ -900,6 +957,18 @@ def test_explain_covers_the_special_claim_under_its_shown_name() -> None:
     assert claim["requests"][0]["usable"] == ["gpu.example.com/node-2/gpu-0"]
 
 
+class SteppingClock:
+    """simulate's monotonic clock, one second further at each reading (its answer is the same
+    however fast the machine is), counting them."""
+
+    def __init__(self) -> None:
+        self.readings = 0
+
+    def __call__(self) -> float:
+        self.readings += 1
+        return float(self.readings)
+
+
 def unfinishable(tmp_path: Path, requests: int = 9, groups: int = 3) -> Path:
     """A claim the allocator cannot finish: ``requests`` requests that must share a group
     attribute, over groups of one device too few each, so the search tries every ordering of
@@ -962,28 +1031,22 @@ def test_simulate_gives_up_at_the_filter_timeout_as_the_scheduler_does(tmp_path:
     clock says so, with the scheduler's message. The clock is simulate's own, stepped one
     second per reading, so the answer is the same however fast the machine is."""
     snapshot, _ = build(list(documents_from([str(unfinishable(tmp_path))])), strict=True)
-    readings = 0
-
-    def clock() -> float:
-        nonlocal readings
-        readings += 1
-        return float(readings)
-
-    options = engine.Options(filter_timeout=30.0)
+    clock = SteppingClock()
+    options = engine.Options(Policies(filter_timeout=30.0))
     key = ObjectKey("default", "trainer")
     answer = engine.pod_answer(snapshot, key, options, NOW, monotonic=clock)
     assert answer.outcome == "unsatisfiable"
     assert answer.reasons == ["0/1 nodes are available: 1 timed out trying to allocate devices."]
-    assert readings == 31, "one reading to start, then one per check until 30 s are over"
+    assert clock.readings == 31, "one reading to start, then one per check until 30 s are over"
     assert any("filter timeout (30s" in note for note in answer.notes)
     gate_off = engine.Options(
-        filter_timeout=30.0, feature_gates={"DRASchedulerFilterTimeout": False}
+        Policies(filter_timeout=30.0), feature_gates={"DRASchedulerFilterTimeout": False}
     )
     small = unfinishable(tmp_path, requests=4, groups=2)  # finishes: no timeout applies
     snapshot, _ = build(list(documents_from([str(small)])), strict=True)
-    readings = 0
+    clock.readings = 0
     answer = engine.pod_answer(snapshot, key, gate_off, NOW, monotonic=clock)
-    assert readings == 0, "without DRASchedulerFilterTimeout there is no timeout to measure"
+    assert clock.readings == 0, "without DRASchedulerFilterTimeout there is no timeout to measure"
     assert "not together" in answer.reasons[0]
 
 

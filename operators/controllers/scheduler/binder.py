@@ -21,13 +21,15 @@ from operators.api.names import DELETE_PROTECTION_FINALIZER
 from operators.api.resource import ResourceClaim
 from operators.api.timestamps import age
 from operators.controllers.scheduler import metrics, planning
+from operators.controllers.scheduler.permit import Permit
 from operators.controllers.scheduler.protocol import SchedulerIO
 from operators.controllers.scheduler.queueing import SchedulingQueue
+from operators.controllers.scheduler.reserve import Reserved
 from operators.controllers.scheduler.settings import SchedulerSettings
 from operators.kube.api import ApiError, ConflictError, NotFoundError
 from operators.observability import fields
 from operators.runtime import claim_writes
-from operators.runtime.actions import Patch, PostEvent
+from operators.runtime.actions import PostEvent
 from operators.runtime.errors import NotLeaderError, UnknownOutcomeError
 from operators.runtime.tasks import TaskOwner
 from operators.scheduling import extended
@@ -46,15 +48,7 @@ class Scheduler(SchedulerIO, Protocol):
     queue: SchedulingQueue
     tasks: TaskOwner
 
-    async def permit(self, group: ObjectKey, min_count: int) -> bool: ...
-
-    def permit_timeout_message(self) -> str: ...
-
     def fence(self) -> float | None: ...
-
-    def attempt_ended(self, key: ObjectKey, result: str) -> None: ...
-
-    def unassume(self, pod: Pod, plan: Sequence[planning.Reservation]) -> None: ...
 
     async def unschedulable(
         self, pod: Pod, message: str, reason: str = "Unschedulable"
@@ -78,34 +72,22 @@ EXPECTED_FAILURES = (
 class Binder:
     """Binding tasks of one scheduler replica, by pod."""
 
-    def __init__(self, scheduler: Scheduler) -> None:
+    def __init__(self, scheduler: Scheduler, permit: Permit) -> None:
         self.scheduler = scheduler
+        self.permit = permit
         self.tasks: dict[ObjectKey, asyncio.Task[Any]] = {}
 
     def __contains__(self, key: object) -> bool:
         return key in self.tasks
 
-    def start(
-        self,
-        pod: Pod,
-        plan: Sequence[planning.Reservation],
-        node: str,
-        status: Patch | None = None,
-    ) -> None:
-        """Runs right after Reserve: the binding cycle, as a task the scheduler owns.
-        ``status``: the pod's extendedResourceClaimStatus and nodeAllocatableResourceClaimStatuses,
-        written after the claims."""
-        key = planning.pod_key(pod)
+    def start(self, reserved: Reserved) -> None:
+        """Runs right after Reserve: the binding cycle, as a task the scheduler owns."""
+        key = reserved.key
         self.tasks[key] = self.scheduler.tasks.spawn(
-            self._binding_cycle(pod, plan, node, status), name=f"bind-{key.namespace}-{key.name}"
+            self._binding_cycle(reserved), name=f"bind-{key.namespace}-{key.name}"
         )
 
-    def start_group(
-        self,
-        group: ObjectKey,
-        min_count: int,
-        members: Sequence[tuple[Pod, list[planning.Reservation], str, Patch | None]],
-    ) -> None:
+    def start_group(self, group: ObjectKey, min_count: int, members: Sequence[Reserved]) -> None:
         """Runs after a pod group's Reserve: Permit (until ``min_count`` of the group are
         placed), then each pod's binding cycle in turn, so that the claims the group shares
         are written, by the first, before any pod is bound with them. A pod whose binding
@@ -115,39 +97,34 @@ class Binder:
             self._group_binding(group, min_count, members),
             name=f"bind-group-{group.namespace}-{group.name}",
         )
-        for pod, *_ in members:
-            self.tasks[planning.pod_key(pod)] = task
+        for reserved in members:
+            self.tasks[reserved.key] = task
 
     async def _group_binding(
-        self,
-        group: ObjectKey,
-        min_count: int,
-        members: Sequence[tuple[Pod, list[planning.Reservation], str, Patch | None]],
+        self, group: ObjectKey, min_count: int, members: Sequence[Reserved]
     ) -> None:
         s = self.scheduler
         try:
-            if not await s.permit(group, min_count):
-                message = s.permit_timeout_message()
+            if not await self.permit.wait(group, min_count):
+                message = self.permit.timeout_message()
                 log.info("pod group timed out at Permit", group=str(group), reason=message)
-                for pod, plan, _node, _status in members:
-                    s.unassume(pod, plan)
-                    s.attempt_ended(planning.pod_key(pod), "unschedulable")
-                    self.tasks.pop(planning.pod_key(pod), None)
-                    await s.unschedulable(pod, message)
-                    s.queue.add_after(
-                        planning.pod_key(pod), s.queue.backoff_of(planning.pod_key(pod))
-                    )
+                for reserved in members:
+                    reserved.undo()
+                    s.queue.attempt_ended(reserved.key, "unschedulable")
+                    self.tasks.pop(reserved.key, None)
+                    await s.unschedulable(reserved.pod, message)
+                    s.queue.add_after(reserved.key, s.queue.backoff_of(reserved.key))
                 return
-            for at, (pod, plan, node, status) in enumerate(members):
-                if not await self._binding_cycle(pod, plan, node, status):
-                    for rest, rest_plan, _node, _status in members[at + 1 :]:
-                        self.tasks.pop(planning.pod_key(rest), None)
-                        self._abandon(rest, rest_plan)
+            for at, reserved in enumerate(members):
+                if not await self._binding_cycle(reserved):
+                    for rest in members[at + 1 :]:
+                        self.tasks.pop(rest.key, None)
+                        self._abandon(rest.pod, rest.plan)
                     return
         finally:
-            for pod, *_ in members:
-                if self.tasks.get(planning.pod_key(pod)) is asyncio.current_task():
-                    self.tasks.pop(planning.pod_key(pod), None)
+            for reserved in members:
+                if self.tasks.get(reserved.key) is asyncio.current_task():
+                    self.tasks.pop(reserved.key, None)
 
     def forget(self) -> None:
         """Leadership lost: the scheduler has cancelled every task (one cancelled before it
@@ -156,12 +133,13 @@ class Binder:
 
     # --- the binding cycle -----------------------------------------------------------------
 
-    async def _binding_cycle(
-        self, pod: Pod, plan: Sequence[planning.Reservation], node: str, status: Patch | None
-    ) -> bool:
-        """PreBind and Bind of one pod; False when it failed (what it wrote is released)."""
+    async def _binding_cycle(self, reserved: Reserved) -> bool:
+        """PreBind and Bind of one pod, then (its status patch: the special claim's mappings,
+        its claims' node resources) after the claims; False when it failed (what it wrote is
+        released)."""
         s = self.scheduler
-        key = planning.pod_key(pod)
+        pod, plan, node, status = reserved.pod, reserved.plan, reserved.node, reserved.status
+        key = reserved.key
         try:
             for reservation in plan:
                 if reservation.allocation is not None:
@@ -185,7 +163,7 @@ class Binder:
             self._abandon(pod, plan)
             return False
         except Exception as e:  # whatever failed, the truth decides
-            s.attempt_ended(key, "error")
+            s.queue.attempt_ended(key, "error")
             expected = isinstance(e, EXPECTED_FAILURES)
             # A failure of the API is expected; anything else is a bug, logged with its
             # traceback, but the pod's devices are released all the same.
@@ -262,7 +240,7 @@ class Binder:
         s = self.scheduler
         key = planning.pod_key(pod)
         s.queue.bound_unseen.add(key)
-        s.attempt_ended(key, "scheduled")
+        s.queue.attempt_ended(key, "scheduled")
         s.queue.forget(key)
         waited = age(pod.metadata.creation_timestamp, s.clock.now())
         if waited is not None:
@@ -413,6 +391,19 @@ class Binder:
         # Still changing under us: the reservation cleanup takes stale entries out.
         s.cache.ledger.remove(key)
         log.warning("release gave up after repeated conflicts", **{fields.CLAIM: str(key)})
+
+    async def drop_stale_claim(self, pod: Pod, claim: ResourceClaim) -> None:
+        """A special claim of an earlier attempt that cannot be used as it is (not allocated
+        for the pod): deleted before the attempt (``attempt.DropStaleClaim`` says why not at
+        PostFilter, as upstream); its event brings the pod back."""
+        try:
+            await self.delete_special_claim(claim)
+        except (ConflictError, NotFoundError):
+            return
+        log.info(
+            "deleted a stale claim for extended resources",
+            **{fields.POD: pod.key, fields.CLAIM: claim.key},
+        )
 
     async def delete_special_claim(self, claim: ResourceClaim) -> None:
         """A special claim deleted as upstream deletes it: its finalizer off first (it is

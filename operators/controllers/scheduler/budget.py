@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from operators.allocator.allocator import Allocator
 from operators.allocator.outcome import Outcome
 from operators.api.core import Node
+from operators.api.keys import ObjectKey
 from operators.api.resource import ResourceClaim
 from operators.runtime.clock import Clock
 
@@ -69,3 +70,40 @@ class AttemptBudget:
             self.yielded = True
             return True
         return False
+
+
+class RunningBudget:
+    """The budget of the attempt whose Filter runs (one at a time; None between), which every
+    allocator asks (``out_of_time``), not the one it was made for: a node known unsatisfiable
+    from an earlier attempt is explained lazily, by that attempt's search, during the attempt
+    that reports it (a spent budget there would leave the node unexplained for no reason)."""
+
+    def __init__(
+        self,
+        clock: Clock,
+        *,
+        filter_timeout: float,
+        tenant_slice: float,
+        others_waiting: Callable[[ObjectKey], bool],
+    ) -> None:
+        self.clock = clock
+        self.filter_timeout = filter_timeout
+        self.tenant_slice = tenant_slice
+        self.others_waiting = others_waiting
+        self.running: AttemptBudget | None = None
+
+    def start(self, key: ObjectKey, spent_before: float) -> AttemptBudget:
+        """The attempt's time: the filter timeout over all its turns, and its turn while
+        other tenants wait."""
+        self.running = AttemptBudget(
+            self.clock,
+            spent_before=spent_before,
+            filter_timeout=self.filter_timeout,
+            tenant_slice=self.tenant_slice,
+            others_waiting=lambda: self.others_waiting(key),
+        )
+        return self.running
+
+    def out_of_time(self) -> bool:
+        budget = self.running
+        return budget is not None and budget.spent()

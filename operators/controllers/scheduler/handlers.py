@@ -8,54 +8,54 @@ Where each step lives, in the order a pod meets them:
   pod waits (its claims not there yet, binding conditions pending), or what must happen
   first (a shared device repaired, a stale special claim deleted, failed binding conditions
   undone), or that it is ready for Filter; the same preparation ``simulate`` answers from;
-- Filter (``filter``): the pure cycle (``scheduling.cycle``) off the event loop;
+- Filter (``filter``): the pure cycle (``scheduling.cycle``) off the event loop, within the
+  attempt's time (``budget``);
 - then ``scheduling.decision`` says what the pod gets, for the scheduler and for ``simulate``:
   Reserve (``reserve``) and the binding cycle (``binder``: PreBind, Bind, Unreserve), or
   PostFilter (``post_filter``): the pod's stranded claim, its victims' claims, preemption
   (``preemptor``; with ``rank-first``, before reserving a worse alternative), or
   unschedulable;
+- a pod of a PodGroup goes through its group's cycle instead (``groups``: the same steps for
+  each of its pods, ``scheduling.group_cycle``), its binding through Permit (``permit``);
 - beside the attempts: the double-allocation repair (``repair``).
 
-The ledger and the claims' statuses are the whole state: after a restart or a change of
-leader, claims allocated and reserved for an unbound pod simply continue (every pending pod is
-queued when this replica starts leading). Writes are fenced by the Lease (``runtime.leader``).
+What the release, the gates and the flags switch on is ``profile`` (``scheduling.profile``),
+derived once. The ledger and the claims' statuses are the whole state: after a restart or a
+change of leader, claims allocated and reserved for an unbound pod simply continue (every
+pending pod is queued when this replica starts leading). Writes are fenced by the Lease
+(``runtime.leader``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import random
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import structlog
 
-from operators.allocator import AllocatedState, Features
+from operators.allocator import AllocatedState
 from operators.allocator.allocator import Allocator
-from operators.allocator.features import V1_37
 from operators.api.core import Pod
 from operators.api.groups import PodGroup
 from operators.api.keys import ObjectKey
 from operators.api.resource import ResourceClaim
 from operators.controllers.scheduler import metrics, planning, queueing
 from operators.controllers.scheduler.binder import Binder
-from operators.controllers.scheduler.budget import AttemptBudget, TimedAllocator
+from operators.controllers.scheduler.budget import RunningBudget, TimedAllocator
 from operators.controllers.scheduler.cache import SchedulerCache
 from operators.controllers.scheduler.groups import GroupScheduler
+from operators.controllers.scheduler.permit import Permit
 from operators.controllers.scheduler.preemptor import Preemptor
-from operators.controllers.scheduler.queueing import (
-    INITIAL_BACKOFF,
-    PodRecord,
-    PodState,
-    SchedulingQueue,
-)
+from operators.controllers.scheduler.queueing import INITIAL_BACKOFF, PodState, SchedulingQueue
 from operators.controllers.scheduler.repair import Repair
+from operators.controllers.scheduler.reserve import assume
 from operators.controllers.scheduler.settings import SchedulerSettings
 from operators.kube.api import ConflictError, NotFoundError
 from operators.observability import fields
-from operators.runtime.actions import Patch, ReplaceStatus, Write
+from operators.runtime.actions import ReplaceStatus, Write
 from operators.runtime.controller import Controller
 from operators.runtime.errors import Requeue, TemporaryError
 from operators.runtime.informer import EventFeed, Feeds
@@ -86,9 +86,8 @@ from operators.scheduling.decision import (
     Unschedulable,
     decide,
 )
-from operators.scheduling.extended import final_name
+from operators.scheduling.group_cycle import Filtered
 from operators.scheduling.node_allocatable import NodeAllocatableInput
-from operators.scheduling.nodes import pod_requests
 
 log = structlog.get_logger(__name__)
 
@@ -107,31 +106,18 @@ class Scheduler(Controller[SchedulerSettings]):
 
     def __init__(self, settings: SchedulerSettings, **kwargs: Any) -> None:
         super().__init__(settings, **kwargs)
-        self.features = Features.of(settings.gates(), settings.version())
-        #: KEP-5004: container requests of extended resources that DeviceClasses back.
-        self.extended_enabled = settings.gate("DRAExtendedResource")
-        #: KEP-5517 (1.37's shape): devices that take the node's cpu, memory, ... count there.
-        self.node_allocatable = self.features.kubernetes >= V1_37 and settings.gate(
-            "DRANodeAllocatableResources"
-        )
+        #: What this scheduler does on this cluster, derived once from its settings, the
+        #: cluster's release and the gates; every part follows it.
+        self.profile = settings.profile()
         # The selectors mean what the cluster's release makes of them (the local control
         # plane's, for now).
         self.cache = SchedulerCache(
             settings.scheduler_name,
-            self.features,
-            kubernetes=str(self.features.kubernetes),
-            node_allocatable=self.node_allocatable,
+            self.profile.features,
+            kubernetes=str(self.profile.features.kubernetes),
+            node_allocatable=self.profile.node_allocatable,
         )
         self.indices = self.cache.indices
-        # kube-scheduler watches DeviceTaintRules only with DRADeviceTaintRules on: off, there
-        # are none (the API server may not even serve them).
-        self.taint_rules = settings.gate("DRADeviceTaintRules")
-        #: kube-scheduler's filter timeout, as DRASchedulerFilterTimeout has it (off: none).
-        self.filter_timeout = (
-            settings.filter_timeout if settings.gate("DRASchedulerFilterTimeout") else 0.0
-        )
-        #: The budget of the attempt whose cycle runs (one at a time), None between cycles.
-        self.running_budget: AttemptBudget | None = None
         #: Every task this replica starts while it leads (binding cycles, the requeue flush).
         self.tasks = TaskOwner("scheduler")
         # One lane per namespace: every tenant's pods get their turn (see ``AttemptBudget``).
@@ -141,12 +127,16 @@ class Scheduler(Controller[SchedulerSettings]):
             tasks=self.tasks,
             lane_of=_namespace,
             leading=lambda: self.active,
+            profile_name=settings.scheduler_name,
         )
-        #: 1.37's pod groups (GenericWorkload), and their shared claims
-        #: (DRAWorkloadResourceClaims): on a 1.36 cluster a pod naming a group is told why not.
-        self.groups_enabled = self.features.kubernetes >= V1_37 and settings.gate("GenericWorkload")
-        self.group_claims = self.groups_enabled and settings.gate("DRAWorkloadResourceClaims")
-        self.binder = Binder(self)
+        self.budget = RunningBudget(
+            self.clock,
+            filter_timeout=self.profile.filter_timeout,
+            tenant_slice=settings.tenant_slice,
+            others_waiting=lambda key: self.queue.others_waiting(key),
+        )
+        self.permit = Permit(self)
+        self.binder = Binder(self, self.permit)
         self.groups = GroupScheduler(self)
         self.preemptor = Preemptor(self)
         self.repairs = Repair(self)
@@ -179,7 +169,7 @@ class Scheduler(Controller[SchedulerSettings]):
             ready.claims,
             result,
             fit,
-            preemption=self.settings.preemption_alternatives if self.settings.preemption else None,
+            preemption=self.profile.preemption,
             freed=self._freed_since(attempt),
             in_flight={c.key for c in ready.claims if planning.claim_key(c) in self.cache.ledger},
             victim_claims=[claim for claim, _ in victims],
@@ -218,9 +208,9 @@ class Scheduler(Controller[SchedulerSettings]):
             pod,
             self.cache.claims_of(pod),
             now=self.clock.now(),
-            binding_timeout=self.settings.binding_timeout,
+            binding_timeout=self.profile.binding_timeout,
             extended_classes=(
-                self.cache.extended_resource_classes() if self.extended_enabled else None
+                self.cache.extended_resource_classes() if self.profile.extended else None
             ),
             special_claim=self.cache.extended_claim,
             shares_device=lambda claim: bool(self.cache.conflicts(planning.claim_key(claim))),
@@ -247,7 +237,7 @@ class Scheduler(Controller[SchedulerSettings]):
                 self.repairs.add(planning.claim_key(claim))
             raise Requeue(1.0, prepared.reason)
         if isinstance(prepared, DropStaleClaim):
-            await self._delete_special_claim(pod, prepared.claim)
+            await self.binder.drop_stale_claim(pod, prepared.claim)
             raise Requeue(INITIAL_BACKOFF, "a stale claim for extended resources was deleted")
         await self.binder.binding_failed(pod, prepared)
         raise Requeue(1.0, prepared.message)
@@ -270,11 +260,10 @@ class Scheduler(Controller[SchedulerSettings]):
             releases=self.cache.allocated.releases,
             moves=self.queue.moves,
             left_alone=tuple(promised),
+            promised=tuple(n.holding for n in nominations),
         )
 
-    async def filter(
-        self, attempt: Attempt, *, every_fit: bool = False
-    ) -> tuple[CycleResult, NodeFit | None] | None:
+    async def filter(self, attempt: Attempt, *, every_fit: bool = False) -> Filtered | None:
         """Filter: every node filtered, the pod's claims allocated on each, the fits scored,
         off the event loop (watches, lease renewals and other pods' binds go on meanwhile).
         None: the attempt gave way to other tenants (its turn comes again after theirs; what
@@ -282,9 +271,9 @@ class Scheduler(Controller[SchedulerSettings]):
         (a pod group's search tries others)."""
         key = attempt.key
         record = self.queue.record(key)
-        budget = self.running_budget = self.budget(key, record)
+        budget = self.budget.start(key, record.spent or 0.0)
         allocator = (
-            self.allocator(attempt.state, self.out_of_time, timed=True)
+            self.allocator(attempt.state, self.budget.out_of_time, timed=True)
             if attempt.allocating
             else None
         )
@@ -300,7 +289,7 @@ class Scheduler(Controller[SchedulerSettings]):
                 attempt.nodes,
                 attempt.usage,
                 allocator,
-                policy=self.settings.score_policy,
+                policy=self.profile.score_policy,
                 known_unsatisfiable=(
                     None
                     if attempt.what_if
@@ -311,13 +300,13 @@ class Scheduler(Controller[SchedulerSettings]):
                 node_order=self.cache.order,
                 extended=attempt.extended,
                 node_allocatable=(
-                    NodeAllocatableInput(self.cache.all_slices(), self.group_claims)
-                    if self.node_allocatable
+                    NodeAllocatableInput(self.cache.all_slices(), self.profile.group_claims)
+                    if self.profile.node_allocatable
                     else None
                 ),
             )
         finally:
-            self.running_budget = None
+            self.budget.running = None
         if isinstance(allocator, TimedAllocator):
             metrics.ALLOCATOR_DURATION.observe(allocator.seconds)
             log.debug(
@@ -341,25 +330,6 @@ class Scheduler(Controller[SchedulerSettings]):
         record.spent = None
         return result, fit
 
-    def out_of_time(self) -> bool:
-        """The running attempt's budget, not the one an allocator was made for: a node known
-        unsatisfiable from an earlier attempt is explained lazily, by that attempt's search,
-        during the attempt that reports it (a spent budget there would leave the node
-        unexplained for no reason)."""
-        budget = self.running_budget
-        return budget is not None and budget.spent()
-
-    def budget(self, key: ObjectKey, record: PodRecord) -> AttemptBudget:
-        """The attempt's time: the filter timeout over all its turns, and its turn while
-        other tenants wait."""
-        return AttemptBudget(
-            self.clock,
-            spent_before=record.spent or 0.0,
-            filter_timeout=self.filter_timeout,
-            tenant_slice=self.settings.tenant_slice,
-            others_waiting=lambda: self.queue.others_waiting(key),
-        )
-
     def allocator(
         self,
         state: AllocatedState | None,
@@ -370,7 +340,7 @@ class Scheduler(Controller[SchedulerSettings]):
         """An allocator over the cache (``state``: the allocated state to allocate against,
         default every allocated and in-flight claim)."""
         return self.cache.allocator(
-            self.settings.allocation_policy,
+            self.profile.allocation_policy,
             lambda: str(uuid.uuid4()),
             out_of_time,
             kind=TimedAllocator if timed else Allocator,
@@ -378,57 +348,9 @@ class Scheduler(Controller[SchedulerSettings]):
         )
 
     def reserve(self, attempt: Attempt, fit: NodeFit) -> None:
-        """Reserve, when a node fits: the attempt's devices are taken for every later cycle
-        (the in-flight ledger), its node usage assumed, and the binding cycle starts."""
-        self.binder.start(*self.assume(attempt, fit))
-
-    def assume(
-        self, attempt: Attempt, fit: NodeFit
-    ) -> tuple[Pod, list[planning.Reservation], str, Patch | None]:
-        """Reserve's bookkeeping: the attempt's claims as they will be written, in the ledger,
-        and its node usage assumed; returns what the binding cycle needs (``unassume`` undoes
-        it, for a pod group that is not placed after all)."""
-        pod, key = attempt.pod, attempt.key
-        self.queue.set_state(key, PodState.QUEUED)
-        self.preemptor.nominations.pop(key, None)  # its devices are in the ledger from here on
-        claims, results, created = list(attempt.claims), fit.results, None
-        node_claim = fit.extended
-        if node_claim is None and attempt.extended is not None:
-            # The special claim of an earlier attempt, reused: its mappings on this node.
-            node = next(n for n in attempt.nodes if n.metadata.name == fit.node)
-            node_claim = attempt.extended.for_node(node)
-        if fit.extended is not None:
-            generate = fit.extended.claim.metadata.generate_name or ""
-            created = fit.extended.named(final_name(generate, random.randrange))
-            in_memory = fit.extended.claim.key
-            results = {(created.key if k == in_memory else k): r for k, r in results.items()}
-            claims = [*claims, created]
-        plan = planning.reservations(
-            pod,
-            claims,
-            results,
-            self.clock.now(),
-            creating=created.key if created else None,
-            group=attempt.ready.group,
-            shared=attempt.ready.shared,
-        )
-        for reservation in plan:
-            self.cache.ledger.reserve(planning.claim_key(reservation.target), reservation.target)
-        # As upstream's assume: the claims' node resources count for the pod from here on.
-        self.cache.usage.assume(key, (fit.node, pod_requests(pod, fit.node_allocatable)))
-        status = None
-        special = created or (attempt.extended.existing if attempt.extended else None)
-        if node_claim is not None and special is not None:
-            status = planning.extended_status(pod, node_claim.status_patch(special))
-        if fit.node_allocatable:
-            status = planning.node_allocatable_status(pod, fit.node_allocatable, status)
-        return pod, plan, fit.node, status
-
-    def unassume(self, pod: Pod, plan: Sequence[planning.Reservation]) -> None:
-        """``assume`` undone: nothing of it was written."""
-        for reservation in reversed(plan):
-            self.cache.ledger.discard_unwritten(planning.claim_key(reservation.target))
-        self.cache.usage.assume(planning.pod_key(pod), None)
+        """Reserve, when a node fits (``reserve.assume``: the attempt's devices taken for every
+        later cycle, its node usage assumed), and the binding cycle starts."""
+        self.binder.start(assume(self, attempt, fit))
 
     async def post_filter(
         self,
@@ -446,12 +368,15 @@ class Scheduler(Controller[SchedulerSettings]):
             if await self.preemptor.preempt(attempt, better_than=decision.better_than) is None:
                 self.reserve(attempt, decision.fallback)
                 return
-            self.attempt_ended(key, "unschedulable")
+            self.queue.attempt_ended(key, "unschedulable")
             raise Requeue(self.settings.unschedulable_retry, "waiting for preemption victims")
-        self.attempt_ended(key, "unschedulable")
+        self.queue.attempt_ended(key, "unschedulable")
         message = unschedulable_message(len(attempt.nodes), result)
-        if isinstance(decision, Deallocate):
-            await self._deallocate_stranded(pod, decision.claim)
+        if isinstance(decision, Deallocate) and await self.deallocate(decision.claim):
+            log.info(
+                "deallocated a claim no node can use (PostFilter)",
+                **{fields.POD: pod.key, fields.CLAIM: decision.claim.key},
+            )
         elif isinstance(decision, ReleaseVictimClaims):
             await self.preemptor.release_victim_claims(pod, victims)
             message += f" {decision.note}"
@@ -494,19 +419,6 @@ class Scheduler(Controller[SchedulerSettings]):
             await self.post(planning.failed_scheduling(pod, message))
         return True
 
-    async def _delete_special_claim(self, pod: Pod, claim: ResourceClaim) -> None:
-        """A special claim of an earlier attempt that cannot be used as it is (not allocated
-        for the pod): deleted before the attempt (``attempt.DropStaleClaim`` says why not at
-        PostFilter, as upstream); its event brings the pod back."""
-        try:
-            await self.binder.delete_special_claim(claim)
-        except (ConflictError, NotFoundError):
-            return
-        log.info(
-            "deleted a stale claim for extended resources",
-            **{fields.POD: pod.key, fields.CLAIM: claim.key},
-        )
-
     async def write_claim(self, action: Write) -> ResourceClaim:
         """A claim write of ours, kept in the in-flight ledger until the cache shows it (the
         next cycle may run before the watch event does)."""
@@ -519,38 +431,16 @@ class Scheduler(Controller[SchedulerSettings]):
     def _freed_since(self, attempt: Attempt) -> bool:
         return self.cache.allocated.releases != attempt.releases
 
-    async def _deallocate_stranded(self, pod: Pod, claim: ResourceClaim) -> None:
-        """A claim whose allocation no node can use, held by nobody else, is deallocated so the
-        pod can be placed again (upstream's PostFilter). Its event brings the pod back."""
+    async def deallocate(self, claim: ResourceClaim) -> bool:
+        """A claim whose allocation no node can use, held by nobody else, deallocated so that
+        its pods can be placed again (upstream's PostFilter, and PodGroupPostFilter for a
+        group's); its event brings them back. False: it changed meanwhile (so does that)."""
         try:
             await self.write_claim(planning.deallocation(claim))
         except (ConflictError, NotFoundError):
-            return  # changed meanwhile: its event brings the pod back
+            return False
         self.queue.unsatisfiable.clear()
-        log.info(
-            "deallocated a claim no node can use (PostFilter)",
-            **{fields.POD: pod.key, fields.CLAIM: claim.key},
-        )
-
-    # --- metrics -------------------------------------------------------------------------------
-
-    def attempt_ended(self, key: ObjectKey, result: str) -> None:
-        """kube-scheduler's attempt metrics: ``result`` is scheduled, unschedulable or error;
-        the duration runs from the attempt's start to its result (the bind, for scheduled),
-        and for a scheduled pod, from its first attempt (the SLI)."""
-        profile = self.settings.scheduler_name
-        metrics.SCHEDULE_ATTEMPTS.labels(result, profile).inc()
-        record = self.queue.records.get(key)
-        if record is None:
-            return
-        now = time.perf_counter()
-        if record.attempt_started is not None:
-            metrics.ATTEMPT_DURATION.labels(result, profile).observe(now - record.attempt_started)
-        if result == "scheduled":
-            attempts = max(record.attempts, 1)
-            metrics.POD_ATTEMPTS.observe(attempts)
-            if record.first_attempt is not None:
-                metrics.SCHEDULING_SLI.labels(str(attempts)).observe(now - record.first_attempt)
+        return True
 
     # --- leadership ----------------------------------------------------------------------------
 
@@ -590,25 +480,12 @@ class Scheduler(Controller[SchedulerSettings]):
         return queueing.feeds(
             self.cache,
             self.queue,
-            self,
-            taint_rules=self.taint_rules,
-            pod_groups=self.groups_enabled,
+            queueing.Watched(
+                victim_gone=self.preemptor.victim_gone,
+                pod_left=self.preemptor.drop_nomination,
+                repair=self.repairs.add,
+                group_changed=self.permit.changed,
+            ),
+            taint_rules=self.profile.taint_rules,
+            pod_groups=self.profile.groups,
         )
-
-    def victim_gone(self, uid: str) -> ObjectKey | None:
-        return self.preemptor.victim_gone(uid)
-
-    def pod_left(self, key: ObjectKey) -> None:
-        self.preemptor.drop_nomination(key)
-
-    def repair(self, claim: ObjectKey) -> None:
-        self.repairs.add(claim)
-
-    def group_changed(self, group: ObjectKey) -> None:
-        self.groups.changed(group)
-
-    async def permit(self, group: ObjectKey, min_count: int) -> bool:
-        return await self.groups.permit(group, min_count)
-
-    def permit_timeout_message(self) -> str:
-        return self.groups.timeout_message()

@@ -9,13 +9,12 @@ The search itself is pure and runs off the event loop; every write here is safe 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import structlog
 
-from operators.allocator import AllocatedState, Allocator, Features, OutOfTimeError
+from operators.allocator import AllocatedState, Allocator, OutOfTimeError
 from operators.api.consumers import PodInfo, pods_to_look_up
 from operators.api.core import Node, Pod
 from operators.api.groups import PodGroup, group_name
@@ -36,6 +35,7 @@ from operators.scheduling.binding_conditions import allocated_node
 from operators.scheduling.cycle import NodeFit
 from operators.scheduling.nodes import pod_requests
 from operators.scheduling.preemption import Nomination, PodPriority, RunningPod
+from operators.scheduling.profile import Profile
 
 log = structlog.get_logger(__name__)
 
@@ -44,10 +44,8 @@ class Scheduler(SchedulerIO, Protocol):
     """What preemption uses of its scheduler (the handlers' ``Scheduler``)."""
 
     settings: SchedulerSettings
+    profile: Profile
     queue: SchedulingQueue
-    features: Features
-    filter_timeout: float
-    groups_enabled: bool
 
     def allocator(
         self, state: AllocatedState | None, out_of_time: Callable[[], bool] | None
@@ -105,7 +103,7 @@ class Preemptor:
                 lower,
                 budgets=budgets,
                 better_than=better_than,
-                members=preemption.members(lower) if s.groups_enabled else None,
+                members=preemption.members(lower) if s.profile.groups else None,
             )
         except OutOfTimeError as e:
             return f"{e.message} while looking for victims"
@@ -130,7 +128,9 @@ class Preemptor:
         """The pure search, off the event loop, with a filter timeout of its own (none without
         DRASchedulerFilterTimeout) on the state the cycle allocated against."""
         s = self.scheduler
-        allocator = s.allocator(attempt.state, deadline(s.clock.monotonic, s.filter_timeout))
+        allocator = s.allocator(
+            attempt.state, deadline(s.clock.monotonic, s.profile.filter_timeout)
+        )
         return await asyncio.to_thread(
             lambda: preemption.preempt(
                 attempt.pod,
@@ -142,8 +142,8 @@ class Preemptor:
                 allocator=allocator if attempt.allocating else None,
                 budgets=budgets,
                 now=s.clock.now(),
-                features=s.features,
-                alternatives=s.settings.preemption_alternatives,
+                features=s.profile.features,
+                alternatives=s.profile.policies.preemption_alternatives,
                 better_than=better_than,
                 extended=attempt.extended,
                 members=members,
@@ -151,21 +151,19 @@ class Preemptor:
         )
 
     def lower_priority_pods(self, priority: int) -> dict[str, list[RunningPod]]:
-        """Pods bound to each node with a priority below ``priority`` (a PodGroup's member:
-        its group's, ``preemption.running_pod``), with their claims. A whole group's members
-        share its priority: all of them are here, or none."""
+        """Pods bound to each node with a priority below ``priority``, with their claims
+        (``preemption.lower_priority_pods``); those surely not below it are never parsed."""
         s = self.scheduler
         cache = s.cache
-        classes = cache.classes_by_name()
-        find = self.pod_group if s.groups_enabled else None
-        out: dict[str, list[RunningPod]] = {}
-        for node in cache.nodes_with_pods():
-            for pod in cache.running_on(node, lambda body: _not_below(body, priority, find)):
-                victim = preemption.running_pod(pod, (), classes, find)
-                if victim.priority < priority:
-                    held = dataclasses.replace(victim, claims=cache.held_by(pod))
-                    out.setdefault(node, []).append(held)
-        return out
+        find = self.pod_group if s.profile.groups else None
+        bound = (
+            pod
+            for node in cache.nodes_with_pods()
+            for pod in cache.running_on(node, lambda body: _not_below(body, priority, find))
+        )
+        return preemption.lower_priority_pods(
+            bound, priority, cache.classes_by_name(), find, cache.held_by
+        )
 
     def pod_group(self, pod: Pod) -> PodGroup | None:
         key = ObjectKey(pod.metadata.namespace or "", group_name(pod) or "")
@@ -180,7 +178,7 @@ class Preemptor:
         s = self.scheduler
         key = planning.pod_key(pod)
         node = candidate.node
-        self.nominations[key] = Nomination.of(pod, priority.value, candidate, s.features)
+        self.nominations[key] = Nomination.of(pod, priority.value, candidate, s.profile.features)
         s.queue.nominate(key, node)
         description = candidate.describe()
         log.info("preempting", **{fields.POD: str(key), fields.NODE: node}, victims=description)
@@ -200,7 +198,7 @@ class Preemptor:
         group: PodGroup,
         pods: Sequence[Pod],
         fits: Mapping[ObjectKey, NodeFit],
-        victims: Sequence[Sequence[RunningPod]],
+        victims: Sequence[RunningPod],
     ) -> None:
         """A pod group's preemption (``scheduling.group_preemption``): each placed pod
         nominated to its node with the devices it would get there, then the victims evicted
@@ -216,7 +214,7 @@ class Preemptor:
             self.nominations[key] = Nomination(
                 fit.node,
                 preemption.priority_of(pod, classes).value,
-                preemption.holding(fit.results, s.features),
+                preemption.holding(fit.results, s.profile.features),
                 pod_requests(pod),
             )
             s.queue.nominate(key, fit.node)
@@ -226,15 +224,14 @@ class Preemptor:
                 self.nominations.pop(key, None)
         if not nominated:
             return
-        evicted = [p for unit in victims for p in unit]
         description = "preempting " + ", ".join(
-            f"{v.key} on node {v.pod.spec.node_name}" for v in evicted
+            f"{v.key} on node {v.pod.spec.node_name}" for v in victims
         )
         group_key = f"{group.metadata.namespace}/{group.metadata.name}"
         log.info("preempting for a pod group", group=group_key, victims=description)
         body = group.dump()
         await self._evict_pods(
-            evicted,
+            victims,
             nominated[0],
             lambda victim: planning.preempted_event(
                 victim, f"podgroup {group.metadata.uid}", "cluster"
@@ -286,7 +283,7 @@ class Preemptor:
         except OutOfTimeError:
             return
         if result.candidate is not None:
-            features = self.scheduler.features
+            features = self.scheduler.profile.features
             self.nominations[attempt.key] = Nomination.of(
                 attempt.pod, attempt.priority.value, result.candidate, features
             )

@@ -17,8 +17,9 @@ import dataclasses
 import enum
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import structlog
 
@@ -127,7 +128,9 @@ class SchedulingQueue:
         tasks: TaskOwner,
         lane_of: Callable[[ObjectKey], Hashable],
         leading: Callable[[], bool],
+        profile_name: str = "kopf-dra",
     ) -> None:
+        self.profile_name = profile_name  # the scheduler's name, as the metrics label it
         self.work: WorkQueue[ObjectKey] = WorkQueue(
             attempt, name="scheduler", workers=1, clock=clock, lane_of=lane_of
         )
@@ -140,6 +143,24 @@ class SchedulingQueue:
         self.unsatisfiable = Unsatisfiable()
         self.moves = 0  # room-making changes so far: an attempt that saw one came in flight
         self._flush: asyncio.Task[None] | None = None
+
+    def attempt_ended(self, key: ObjectKey, result: str) -> None:
+        """kube-scheduler's attempt metrics: ``result`` is scheduled, unschedulable or error;
+        the duration runs from the attempt's start to its result (the bind, for scheduled),
+        and for a scheduled pod, from its first attempt (the SLI)."""
+        profile = self.profile_name
+        metrics.SCHEDULE_ATTEMPTS.labels(result, profile).inc()
+        record = self.records.get(key)
+        if record is None:
+            return
+        now = time.perf_counter()
+        if record.attempt_started is not None:
+            metrics.ATTEMPT_DURATION.labels(result, profile).observe(now - record.attempt_started)
+        if result == "scheduled":
+            attempts = max(record.attempts, 1)
+            metrics.POD_ATTEMPTS.observe(attempts)
+            if record.first_attempt is not None:
+                metrics.SCHEDULING_SLI.labels(str(attempts)).observe(now - record.first_attempt)
 
     # --- the work queue --------------------------------------------------------------------
 
@@ -374,20 +395,18 @@ def any_change(kind: str) -> Callable[[Mapping[str, Any] | None, Mapping[str, An
 RoomCheck = Callable[[Mapping[str, Any] | None, Mapping[str, Any]], Hint]
 
 
-class Watched(Protocol):
-    """What the hints use of the scheduler beside its cache and queue."""
+@dataclasses.dataclass(frozen=True)
+class Watched:
+    """What the hints tell the scheduler's parts beside its cache and queue."""
 
-    def victim_gone(self, uid: str) -> ObjectKey | None:
-        """A pod is gone: the preemptor it was a victim of, if any."""
-
-    def pod_left(self, key: ObjectKey) -> None:
-        """A pending pod is bound elsewhere, done or deleted: its nomination goes."""
-
-    def repair(self, claim: ObjectKey) -> None:
-        """An allocated claim shares a device with another: the repair looks at it."""
-
-    def group_changed(self, group: ObjectKey) -> None:
-        """A PodGroup or one of its pods changed: pods of it waiting at Permit look again."""
+    #: A pod is gone: the preemptor it was a victim of, if any (``Preemptor.victim_gone``).
+    victim_gone: Callable[[str], ObjectKey | None]
+    #: A pending pod is bound elsewhere, done or deleted: its nomination goes.
+    pod_left: Callable[[ObjectKey], None]
+    #: An allocated claim shares a device with another: the repair looks at it.
+    repair: Callable[[ObjectKey], None]
+    #: A PodGroup or one of its pods changed: pods of it waiting at Permit look again.
+    group_changed: Callable[[ObjectKey], None]
 
 
 def feeds(

@@ -7,11 +7,11 @@ from typing import Any, cast
 
 import pytest
 
-from operators.allocator.features import V1_37
 from operators.api.core import Pod
-from operators.api.features import Release
+from operators.api.features import KubernetesVersion, resolve
 from operators.controllers.scheduler.groups import GroupScheduler, Scheduler
 from operators.runtime.errors import Requeue
+from operators.scheduling.profile import Policies, Profile
 
 POD = Pod.load(
     {
@@ -26,15 +26,10 @@ class Settings:
     unschedulable_retry: float = 30.0
 
 
-@dataclasses.dataclass
-class Features:
-    kubernetes: Release
-
-
 class Stub:
-    def __init__(self, release: Release) -> None:
-        self.groups_enabled = False
-        self.features = Features(release)
+    def __init__(self, release: str) -> None:
+        version = KubernetesVersion.of(release)
+        self.profile = Profile.of(Policies(), version, resolve({}, version))
         self.settings = Settings()
         self.told: list[tuple[str, str]] = []
 
@@ -43,7 +38,7 @@ class Stub:
         return True
 
 
-async def refusal(release: Release) -> tuple[list[tuple[str, str]], float]:
+async def refusal(release: str) -> tuple[list[tuple[str, str]], float]:
     stub: Any = Stub(release)
     with pytest.raises(Requeue) as retried:
         await GroupScheduler(cast(Scheduler, stub)).schedule(POD)
@@ -51,7 +46,7 @@ async def refusal(release: Release) -> tuple[list[tuple[str, str]], float]:
 
 
 async def test_on_136_the_pod_is_told_gang_scheduling_needs_137() -> None:
-    told, delay = await refusal(Release(1, 36))
+    told, delay = await refusal("1.36")
     [(reason, message)] = told
     assert reason == "Unschedulable"
     assert message == (
@@ -62,7 +57,7 @@ async def test_on_136_the_pod_is_told_gang_scheduling_needs_137() -> None:
 
 
 async def test_on_137_with_the_gate_off_the_pod_is_told_which_gate() -> None:
-    told, _ = await refusal(V1_37)
+    told, _ = await refusal("1.37")
     [(_, message)] = told
     assert "GenericWorkload feature gate off" in message
     assert "--feature-gates GenericWorkload=true" in message

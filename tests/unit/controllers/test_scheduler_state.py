@@ -26,6 +26,7 @@ from operators.controllers.scheduler.queueing import (
     PodRecord,
     pending_pod_update,
 )
+from operators.controllers.scheduler.reserve import Reserved
 from operators.controllers.scheduler.settings import SchedulerSettings
 from operators.runtime.errors import NotLeaderError, Requeue, TemporaryError
 from operators.scheduling.attempt import Attempt, BindingFailed, Ready
@@ -398,7 +399,8 @@ async def test_nothing_the_scheduler_started_outlives_deactivate(
     pod = Pod.load(_pod("p", None))
     claim = ResourceClaim.load(_claim("5", allocated=False))
     plan = planning.reservations(pod, [claim], {}, s.clock.now())
-    s.binder.start(pod, plan, "node-1")
+    fit = NodeFit("node-1", {}, Score(0, 0, Decimal(0), "node-1"))
+    s.binder.start(Reserved(pod, plan, fit, None, s))
     s.queue.make_room("Node/Add", "a node joined")
     await asyncio.wait_for(blocked.wait(), timeout=10)
     started = s.tasks.running()
@@ -628,7 +630,7 @@ async def test_an_explanation_kept_from_a_turn_given_away_answers_to_the_next_at
     _offline(s, monkeypatch, cycle)
     await s.schedule(ObjectKey("ns", "p"))  # the turn given away
     assert len(kept) == 1
-    assert s.running_budget is None
+    assert s.budget.running is None
     with pytest.raises(Requeue):
         await s.schedule(ObjectKey("ns", "p"))
     assert failures == []

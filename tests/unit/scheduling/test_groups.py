@@ -14,7 +14,7 @@ from operators.api.groups import (
 )
 from operators.api.keys import ObjectKey
 from operators.api.resource import ResourceClaim
-from operators.controllers.scheduler.groups import go_duration
+from operators.controllers.scheduler.permit import go_duration
 from operators.controllers.scheduler.planning import group_condition, reservations
 from operators.scheduling.groups import (
     FailedCycle,

@@ -20,9 +20,10 @@ from operators.allocator.nodes import selector_matches
 from operators.api.features import KubernetesVersion, parse_feature_gates
 from operators.api.keys import ObjectKey
 from operators.kube.api import NotFoundError
+from operators.scheduling.profile import Policies
 from operators.simulate import main
 from operators.simulate.engine import Options
-from operators.simulate.group import GROUP_PREEMPTION_NOTE, group_answer
+from operators.simulate.group import group_answer
 from operators.simulate.snapshot import Document, InputError, Snapshot, Source
 from operators.simulate.validate import build
 from tests.unit.test_simulate import run
@@ -35,7 +36,8 @@ GROUP = ObjectKey(NS, "training")
 GATES = {"GenericWorkload": True, "DRAWorkloadResourceClaims": True}
 V137, V136 = KubernetesVersion.of("1.37"), KubernetesVersion.of("1.36")
 UNSATISFIED_5 = (
-    "pod group is unschedulable, minCount (5) cannot be satisfied: 4 scheduled, 0 remaining"
+    "pod group is unschedulable, minCount (5) cannot be satisfied: 4 scheduled, 0 remaining, "
+    "pod group preemption: No preemption victims found for incoming preemptor"
 )
 
 
@@ -201,7 +203,7 @@ def test_a_gang_of_four_is_placed_with_its_shared_claim_allocated_once() -> None
     assert selector is not None
     assert all(selector_matches(selector, snapshot.nodes[n]) for n in chosen)
     assert any("generated in memory for PodGroup team-a/training" in n for n in answer.notes)
-    assert GROUP_PREEMPTION_NOTE not in answer.notes
+    assert answer.preemption is None, "placed: no preemption"
 
 
 def test_a_gang_one_gpu_short_places_nothing_and_every_pod_is_told_why() -> None:
@@ -227,7 +229,9 @@ def test_a_gang_one_gpu_short_places_nothing_and_every_pod_is_told_why() -> None
     assert answer.shared == {}
     assert {k: p.dump() for k, p in snapshot.pods.items()} == before
     assert {k: c.dump() for k, c in snapshot.claims.items()} == claims_before
-    assert GROUP_PREEMPTION_NOTE in answer.notes
+    # As the scheduler: PodGroupPostFilter's preemption, which finds no pod to evict.
+    assert answer.preemption is not None
+    assert (answer.preemption.outcome, answer.preemption.victims) == ("none", [])
 
 
 def test_a_basic_group_places_the_pods_that_fit() -> None:
@@ -312,7 +316,9 @@ def test_the_search_places_a_gang_the_greedy_cycle_does_not(tmp_path: Path) -> N
         bodies.append(link)
     snapshot = snapshot_of(bodies)
 
-    greedy = group_answer(snapshot, GROUP, dataclasses.replace(options(), gang_search=False), NOW)
+    greedy = group_answer(
+        snapshot, GROUP, dataclasses.replace(options(), policies=Policies(gang_search=False)), NOW
+    )
     assert greedy.outcome == "unsatisfiable"
     assert [m.outcome for m in greedy.members.values()] == ["fits", "unschedulable"]
 
@@ -416,8 +422,10 @@ def test_cli_gang_placed_exit_0_and_json_shape(tmp_path: Path) -> None:
         "placedBefore",
         "pods",
         "sharedClaims",
+        "preemption",
         "notes",
     ]
+    assert result["preemption"] is None
     assert (result["podGroup"], result["outcome"], result["minCount"]) == (
         "team-a/training",
         "success",
@@ -568,3 +576,89 @@ def test_cli_from_a_136_cluster_that_serves_no_pod_groups(monkeypatch: pytest.Mo
     assert (code, result["outcome"], result["policy"]) == (1, "unsatisfiable", None)
     assert "needs Kubernetes 1.37, and this cluster runs 1.36" in result["message"]
     assert len(result["pods"]) == 4
+
+
+def held(name: str, node_name: str, device: str) -> list[J]:
+    """A running pod of low priority on ``node_name``, holding ``device`` through its claim."""
+    on_node = {"key": "metadata.name", "operator": "In", "values": [node_name]}
+    result = {"request": "gpu", "driver": "gpu.example.com", "pool": node_name, "device": device}
+    claim = template("gpu") | {"kind": "ResourceClaim"}
+    claim["metadata"] = {"name": f"{name}-gpu", "namespace": NS}
+    claim["spec"] = claim["spec"]["spec"]
+    claim["status"] = {
+        "allocation": {
+            "devices": {"results": [result]},
+            "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [on_node]}]},
+        },
+        "reservedFor": [{"resource": "pods", "name": name, "uid": f"{name}-uid"}],
+    }
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS, "uid": f"{name}-uid"},
+        "spec": {
+            "nodeName": node_name,
+            "priority": 1,
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": f"{name}-gpu"}],
+            "containers": [{"name": "c", "image": "busybox"}],
+        },
+        "status": {"phase": "Running"},
+    }
+    return [claim, pod]
+
+
+def test_a_gang_that_fits_only_with_victims_names_them_and_where_its_pods_would_go() -> None:
+    """Three of the four GPUs held by pods of priority 1; a gang of four of priority 100
+    fits once all three are gone (each put back breaks it): the scheduler's group preemption,
+    answered with nobody evicted."""
+    bodies = cluster(pods=4, min_count=4)
+    bodies[9]["spec"]["priority"] = 100
+    for worker in bodies[10:]:
+        worker["spec"]["priority"] = 100
+    for name, where, device in (
+        ("low-0", "node-1", "gpu-0"),
+        ("low-1", "node-1", "gpu-1"),
+        ("low-2", "node-2", "gpu-0"),
+    ):
+        bodies += held(name, where, device)
+    snapshot = snapshot_of(bodies)
+    answer = group_answer(snapshot, GROUP, options(), NOW)
+    found = "pod group preemption: found a placement for podgroup, preempting 3 victims"
+    assert answer.outcome == "unsatisfiable"
+    assert (answer.message or "").endswith(found), answer.message
+    assert answer.preemption is not None
+    assert answer.preemption.outcome == "victims"
+    assert sorted(answer.preemption.victims) == [
+        (f"{NS}/low-0", "node-1", 1),
+        (f"{NS}/low-1", "node-1", 1),
+        (f"{NS}/low-2", "node-2", 1),
+    ]
+    nominated = answer.preemption.nominations
+    assert sorted(nominated) == [f"{NS}/worker-{i}" for i in range(4)]
+    assert sorted(nominated.values()) == ["node-1", "node-1", "node-2", "node-2"]
+    # The pods that fit are told the group's message, the one that fits nowhere its own.
+    told = {m.outcome: m.message for m in answer.members.values()}
+    assert (told["fits"] or "").endswith(found)
+    assert snapshot.pods[ObjectKey(NS, "low-0")].spec.node_name == "node-1", "nobody evicted"
+
+
+def test_cli_group_preemption_table_and_json(tmp_path: Path) -> None:
+    bodies = cluster(pods=2, min_count=2)
+    bodies[9]["spec"]["priority"] = 100
+    for worker in bodies[10:]:
+        worker["spec"]["priority"] = 100
+    bodies += held("low-0", "node-1", "gpu-0") + held("low-1", "node-1", "gpu-1")
+    bodies += held("low-2", "node-2", "gpu-0") + held("low-3", "node-2", "gpu-1")
+    path = write(tmp_path, bodies)
+    args = ("-f", str(path), "--pod-group", "team-a/training", "--feature-gates", GATES_FLAG)
+    code, result = run(*args)
+    assert code == 1
+    preemption = result["preemption"]
+    assert preemption["outcome"] == "victims"
+    assert len(preemption["victims"]) == 2, "one GPU a pod: two of the four go"
+    assert set(preemption["nominated"]) == {f"{NS}/worker-0", f"{NS}/worker-1"}
+    out = io.StringIO()
+    assert main([*args, "-o", "table"], out=out) == 1
+    table = out.getvalue()
+    assert "PREEMPT  victims (priority 100): found a placement for podgroup" in table
+    assert "NOTE     preemption is simulated: nobody is evicted" in table
