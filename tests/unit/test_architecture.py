@@ -263,3 +263,47 @@ def test_the_recipe_for_a_step_of_an_attempt_names_where_it_goes() -> None:
     assert {"prepare", "Prepared", "pre_filter", "_prepare", "OWN_STEPS", "decide"} <= names
     missing = [n for n in names if not re.search(rf"\b(def|class) {n}\b|^{n}\b", sources, re.M)]
     assert missing == []
+
+
+def _named_in_the_map(path: Path) -> bool:
+    """A module of the scheduler's package as ``name.py``; one of ``scheduling`` as
+    ``scheduling.name`` or ``scheduling/name.py``."""
+    text = ARCHITECTURE.read_text()
+    if path.parent.name == "scheduling":
+        return re.search(rf"scheduling[./]{path.stem}\b", text) is not None
+    return f"`{path.name}`" in text or f"scheduler/{path.name}" in text
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted(
+        p
+        for p in [
+            *(ROOT / "controllers" / "scheduler").glob("*.py"),
+            *(ROOT / "scheduling").glob("*.py"),
+        ]
+        if p.name != "__init__.py"
+    ),
+    ids=lambda p: str(p.relative_to(ROOT)),
+)
+def test_the_map_names_every_module_of_the_scheduler(path: Path) -> None:
+    """docs/architecture.md is where a newcomer finds a module's place: a new module of the
+    scheduler or of the scheduling core goes into it."""
+    assert _named_in_the_map(path), f"docs/architecture.md does not name {path.relative_to(ROOT)}"
+
+
+def test_the_map_check_sees_a_module_left_out(tmp_path: Path) -> None:
+    assert not _named_in_the_map(tmp_path / "scheduling" / "nowhere.py")
+    assert not _named_in_the_map(tmp_path / "scheduler" / "nowhere.py")
+    assert _named_in_the_map(ROOT / "scheduling" / "group_cycle.py")
+
+
+def test_the_recipe_for_a_step_of_a_group_cycle_names_where_it_goes() -> None:
+    recipe = _recipe("A step of a pod group's cycle")
+    modules = re.findall(r"`((?:operators|tests)/[\w/]+\.py)`", recipe)
+    assert modules[0] == "operators/scheduling/group_cycle.py"
+    sources = "\n".join((ROOT.parent / m).read_text() for m in modules)
+    names = set(re.findall(r"`([A-Za-z_][A-Za-z_0-9]*)`", recipe))
+    assert {"place", "run", "Host", "Cycle", "GROUP_STEPS"} <= names
+    missing = [n for n in names if not re.search(rf"\b(def|class) {n}\b|^{n}\b", sources, re.M)]
+    assert missing == []
