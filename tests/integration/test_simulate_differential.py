@@ -13,6 +13,12 @@ its ``PodScheduled=False`` message) is compared with ``simulate``'s answer from 
 
 ``KOPF_DRA_SIMULATE_STATES`` sets the number of states (the full run is 200:
 ``make simulate-differential``); ``make test`` runs a fixed subset.
+
+Pod groups (``GROUP_CASES``): a gang's pods are created first and wait for their PodGroup while
+the snapshot is taken; the PodGroup comes next, and the scheduler's group cycle (placements and
+devices, each pod's message and the PodGroup's condition, the victims it evicts and where it
+nominates its pods) is compared with ``simulate --pod-group``'s answer from the snapshot and the
+PodGroup as created.
 """
 
 from __future__ import annotations
@@ -28,19 +34,26 @@ import pytest
 
 from operators.api.keys import ObjectKey
 from operators.controllers.scheduler.handlers import Scheduler
-from operators.kube.api import KubeAPI, NotFoundError
+from operators.kube.api import KubeAPI, NotFoundError, resource_of
+from operators.scheduling import group_cycle
 from operators.simulate import cluster_documents, engine
+from operators.simulate.group import GroupAnswer, group_answer
 from operators.simulate.validate import build
 from tests.integration.helpers import (
+    bound_node,
+    claim_body,
     create_node,
     device_class_body,
     eventually,
+    gpus,
     pod_body,
     running_operator,
     slice_body,
     start_scheduler,
     unique,
 )
+from tests.integration.test_gang_scheduling import _halves
+from tests.integration.test_preemption import act_as_kubelet
 
 pytestmark = pytest.mark.integration
 
@@ -401,3 +414,298 @@ async def _compare(
 
 async def _true(value: bool) -> bool:
     return value
+
+
+# --- pod groups: the scheduler's group cycle against ``simulate --pod-group`` ----------------
+
+#: A gang that fits (four pods, a GPU each and a link they share), one GPU short (five), one
+#: placed only by the search of its pods' alternatives (kubernetes#138765), and one placed only
+#: by evicting pods of lower priority.
+GROUP_CASES = ("fits", "one-gpu-short", "search", "preemption")
+GROUP = "job"
+
+
+async def _gpu_nodes(
+    kube: KubeAPI, driver: str, per_node: int, count: int, cluster_scoped: list[tuple[str, str]]
+) -> list[str]:
+    """``count`` nodes with ``per_node`` GPUs of the class ``driver`` each, labelled for the
+    case's link."""
+    names = []
+    for _ in range(count):
+        name = unique("grp-node")
+        await create_node(kube, name, {"group-case.kopf-dra.io/driver": driver})
+        created = await kube.create(slice_body(unique("grp-slice"), driver, name, gpus(per_node)))
+        cluster_scoped += [("Node", name), ("ResourceSlice", created["metadata"]["name"])]
+        names.append(name)
+    await kube.create(device_class_body(driver, driver))
+    cluster_scoped.append(("DeviceClass", driver))
+    return names
+
+
+async def _link(kube: KubeAPI, driver: str, cluster_scoped: list[tuple[str, str]]) -> str:
+    """One link device every node of the case reaches; the class of links."""
+    link = f"link-{driver}"
+    match = {"key": "group-case.kopf-dra.io/driver", "operator": "In", "values": [driver]}
+    created = await kube.create(
+        slice_body(
+            unique("grp-link"),
+            link,
+            "",
+            [{"name": "link-0"}],
+            pool="fabric",
+            nodeSelector={"nodeSelectorTerms": [{"matchExpressions": [match]}]},
+        )
+    )
+    await kube.create(device_class_body(link, link))
+    cluster_scoped += [("ResourceSlice", created["metadata"]["name"]), ("DeviceClass", link)]
+    return link
+
+
+def _member(name: str, namespace: str, *claims: dict[str, Any]) -> dict[str, Any]:
+    body = pod_body(name, namespace, *claims)
+    body["spec"]["schedulingGroup"] = {"podGroupName": GROUP}
+    return body
+
+
+def _pod_group(namespace: str, min_count: int, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": GROUP, "namespace": namespace},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}, **spec},
+    }
+
+
+async def group_state(
+    kube: KubeAPI,
+    namespace: str,
+    scheduler: Scheduler,
+    case: str,
+    cluster_scoped: list[tuple[str, str]],
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The case's devices; for ``preemption``, pods of low priority holding every GPU (bound
+    by the scheduler); then the gang's claims and pods, to create before its PodGroup (they
+    wait for it), and the PodGroup."""
+    driver = f"{unique('grp')}.example.com"
+    if case in ("fits", "one-gpu-short"):
+        await _gpu_nodes(kube, driver, 2, 2, cluster_scoped)
+        link = await _link(kube, driver, cluster_scoped)
+        count = 4 if case == "fits" else 5
+        shared = {"name": "link", "resourceClaimName": "link"}
+        bodies = [claim_body("link", namespace, device_class=link)]
+        for i in range(count):
+            bodies.append(claim_body(f"worker-{i}-gpu", namespace, device_class=driver))
+            own = {"name": "gpu", "resourceClaimName": f"worker-{i}-gpu"}
+            bodies.append(_member(f"worker-{i}", namespace, shared, own))
+        return bodies, _pod_group(namespace, count, resourceClaims=[shared])
+    if case == "search":
+        node = unique("grp-node")
+        await create_node(kube, node)
+        cluster_scoped.append(("Node", node))
+        for body in _halves(driver, node):
+            created = await kube.create(body)
+            cluster_scoped.append(("ResourceSlice", created["metadata"]["name"]))
+        for size in ("whole", "half"):
+            expression = f'device.attributes["{driver}"].size == "{size}"'
+            await kube.create(device_class_body(f"{size}-{driver}", driver, expression))
+            cluster_scoped.append(("DeviceClass", f"{size}-{driver}"))
+        bodies = []
+        for i in range(2):
+            claim = claim_body(f"worker-{i}-gpu", namespace)
+            claim["spec"]["devices"]["requests"] = [
+                {
+                    "name": "gpu",
+                    "firstAvailable": [
+                        {"name": size, "deviceClassName": f"{size}-{driver}"}
+                        for size in ("whole", "half")
+                    ],
+                }
+            ]
+            own = {"name": "gpu", "resourceClaimName": f"worker-{i}-gpu"}
+            bodies += [claim, _member(f"worker-{i}", namespace, own)]
+        return bodies, _pod_group(namespace, 2)
+    classes = {}
+    for role, value in (("low", 10), ("high", 1000)):
+        classes[role] = unique(role)
+        await kube.create(
+            {
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": classes[role]},
+                "value": value,
+            }
+        )
+        cluster_scoped.append(("PriorityClass", classes[role]))
+    nodes = await _gpu_nodes(kube, driver, 1, 2, cluster_scoped)
+    for i, node in enumerate(nodes):
+        await kube.create(claim_body(f"low-{i}-gpu", namespace, device_class=driver))
+        low = pod_body(f"low-{i}", namespace, {"name": "gpu", "resourceClaimName": f"low-{i}-gpu"})
+        low["spec"]["priorityClassName"] = classes["low"]
+        low["spec"]["terminationGracePeriodSeconds"] = 30
+        low["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+        await kube.create(low)
+        await eventually(
+            _bound_in_cache(scheduler, f"low-{i}", node), what="the low pod bound, as cached"
+        )
+    bodies = []
+    for i in range(2):
+        bodies.append(claim_body(f"worker-{i}-gpu", namespace, device_class=driver))
+        own = {"name": "gpu", "resourceClaimName": f"worker-{i}-gpu"}
+        worker = _member(f"worker-{i}", namespace, own)
+        worker["spec"]["priorityClassName"] = classes["high"]
+        bodies.append(worker)
+    return bodies, _pod_group(namespace, 2, priorityClassName=classes["high"])
+
+
+def _bound_in_cache(scheduler: Scheduler, name: str, node: str) -> Callable[[], Awaitable[bool]]:
+    """The scheduler's cache shows the pod ``name`` bound to ``node`` (its preemption counts
+    it there)."""
+
+    async def seen() -> bool:
+        bound = scheduler.cache.indices.values("pods_on_node", node)
+        return any(b["metadata"]["name"] == name for b in bound)
+
+    return seen
+
+
+@pytest.mark.parametrize("case", GROUP_CASES)
+async def test_simulate_predicts_the_group_cycle(
+    kube: KubeAPI, kubeconfig: Any, namespace: str, scheduler: Scheduler, case: str
+) -> None:
+    """The gang's pods wait for their PodGroup while the snapshot is taken; then the PodGroup
+    comes, the scheduler runs the group's cycle, and its placements, devices, messages and
+    preemption are simulate's."""
+    cluster_scoped: list[tuple[str, str]] = []
+    try:
+        await _compare_group(kube, kubeconfig, namespace, scheduler, case, cluster_scoped)
+    finally:
+        options = {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0}
+        for pod in (await kube.list("Pod", namespace))["items"]:  # no later test places them
+            with contextlib.suppress(NotFoundError):
+                path = resource_of("Pod").path(namespace, pod["metadata"]["name"])
+                await kube.call("DELETE", path, body=options)
+        for kind, name in cluster_scoped:
+            with contextlib.suppress(NotFoundError):
+                await kube.delete(kind, name)
+
+
+async def _compare_group(
+    kube: KubeAPI,
+    kubeconfig: Any,
+    namespace: str,
+    scheduler: Scheduler,
+    case: str,
+    cluster_scoped: list[tuple[str, str]],
+) -> None:
+    bodies, group_body = await group_state(kube, namespace, scheduler, case, cluster_scoped)
+    for body in bodies:
+        await kube.create(body)
+    members = [b["metadata"]["name"] for b in bodies if b["kind"] == "Pod"]
+    key = ObjectKey(namespace, GROUP)
+    await eventually(
+        lambda: _true(len(scheduler.cache.group_pods(key)) == len(members)),
+        what="the scheduler's cache shows every pod of the group",
+    )
+    documents, version = await cluster_documents(str(kubeconfig))
+    await eventually(lambda: _true(caught_up(scheduler, documents)), what="cache caught up")
+    snapshot, problems = build(documents, strict=False)
+    assert problems == []
+    snapshot.add("PodGroup", await kube.create(group_body))
+    options = engine.Options(feature_gates=scheduler.settings.feature_gates, version=version)
+    predicted = group_answer(snapshot, key, options, datetime.datetime.now(datetime.UTC))
+    print(f"{case}: simulate --pod-group says {predicted.outcome}: {predicted.message}")
+    if predicted.outcome == "success":
+        await _placed_as_predicted(kube, namespace, members, predicted)
+        return
+    assert predicted.outcome == "unsatisfiable", (case, predicted.outcome, predicted.message)
+    await _told_as_predicted(kube, namespace, members, predicted, later=case == "preemption")
+    if case == "preemption":
+        await _preempted_as_predicted(kube, namespace, members, predicted)
+
+
+async def _placed_as_predicted(
+    kube: KubeAPI, namespace: str, members: list[str], predicted: GroupAnswer
+) -> None:
+    async def all_bound() -> dict[str, str] | None:
+        nodes = {n: await bound_node(kube, namespace, n) for n in members}
+        return {n: node for n, node in nodes.items() if node} if all(nodes.values()) else None
+
+    bound = await eventually(all_bound, what="the gang bound")
+    assert bound == {k.name: m.node for k, m in predicted.members.items()}
+    for name in members:
+        (key,) = list(predicted.members[ObjectKey(namespace, name)].allocations)
+        claim = await kube.get("ResourceClaim", ObjectKey.parse(key).name, namespace)
+        allocation = predicted.members[ObjectKey(namespace, name)].allocations[key]
+        assert _devices(claim) == sorted(
+            (r.request or "", r.pool or "", r.device or "") for r in allocation.devices.results
+        ), name
+    for key, allocation in predicted.shared.items():
+        claim = await kube.get("ResourceClaim", ObjectKey.parse(key).name, namespace)
+        assert _devices(claim) == sorted(
+            (r.request or "", r.pool or "", r.device or "") for r in allocation.devices.results
+        ), key
+    print(f"placed as predicted: {bound}")
+
+
+async def _told_as_predicted(
+    kube: KubeAPI, namespace: str, members: list[str], predicted: GroupAnswer, *, later: bool
+) -> None:
+    """Each pod was told what simulate predicts (a FailedScheduling Event of its own; the
+    condition may say more since, when ``later`` cycles run: a group that preempts is told of
+    the ongoing preemption next), and so was the PodGroup, unless ``later``."""
+    wanted = {k.name: m.message for k, m in predicted.members.items()}
+
+    async def all_told() -> dict[str, list[str]] | None:
+        told: dict[str, list[str]] = {name: [] for name in members}
+        for event in (await kube.list("Event", namespace))["items"]:
+            name = event["involvedObject"]["name"]
+            if event["reason"] == "FailedScheduling" and name in told:
+                told[name].append(event["message"])
+        return told if all(wanted[n] in said for n, said in told.items()) else None
+
+    told = await eventually(all_told, what="every pod of the group told what simulate says")
+    if not later:
+        group = await kube.get("PodGroup", GROUP, namespace)
+        (condition,) = [
+            c
+            for c in (group.get("status") or {}).get("conditions") or []
+            if c["type"] == "PodGroupInitiallyScheduled"
+        ]
+        assert condition["message"] == group_cycle.condition(predicted.message or "")
+    print(f"told as predicted: {told}")
+
+
+async def _preempted_as_predicted(
+    kube: KubeAPI, namespace: str, members: list[str], predicted: GroupAnswer
+) -> None:
+    assert predicted.preemption is not None
+    assert predicted.preemption.outcome == "victims"
+    victims = sorted(ObjectKey.parse(pod).name for pod, _, _ in predicted.preemption.victims)
+
+    async def going() -> list[str] | None:
+        pods = (await kube.list("Pod", namespace))["items"]
+        names = sorted(
+            p["metadata"]["name"] for p in pods if p["metadata"].get("deletionTimestamp")
+        )
+        return names or None
+
+    assert await eventually(going, what="the victims being evicted") == victims
+    nominated = {}
+    for name in members:
+        pod = await kube.get("Pod", name, namespace)
+        nominated[f"{namespace}/{name}"] = pod.get("status", {}).get("nominatedNodeName")
+    assert nominated == predicted.preemption.nominations
+    for name in victims:
+        await act_as_kubelet(kube, namespace, name)
+
+    async def all_bound() -> dict[str, str] | None:
+        nodes = {f"{namespace}/{n}": await bound_node(kube, namespace, n) for n in members}
+        return {n: node for n, node in nodes.items() if node} if all(nodes.values()) else None
+
+    assert await eventually(all_bound, what="the gang bound") == predicted.preemption.nominations
+    print(f"preempted as predicted: {victims}, nominated {nominated}")
+
+
+def _devices(claim: dict[str, Any]) -> list[tuple[str, str, str]]:
+    results = ((claim.get("status") or {}).get("allocation") or {}).get("devices", {})
+    return sorted((r["request"], r["pool"], r["device"]) for r in results.get("results", []))
