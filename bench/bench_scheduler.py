@@ -35,6 +35,7 @@ from typing import Any
 
 import aiohttp
 
+from operators.api.features import format_feature_gates
 from operators.kube.api import KubeAPI
 from operators.kube.client import make_api_client
 from operators.localcluster import controlplane
@@ -407,7 +408,14 @@ def main() -> int:
     components = SEPARATE if args.separate else COMPONENTS
     with tempfile.TemporaryDirectory() as tmp, controlplane.running(Path(tmp) / "cp") as cp:
         logs = Path(tmp)
-        env = {**os.environ, "KUBECONFIG": str(cp.kubeconfig), **KOPF_DRA_ENV}
+        # The control plane's gates, as a cluster's components get them (1.37: GenericWorkload
+        # among them, without which the gangs workload is never placed).
+        env = {
+            **os.environ,
+            "KUBECONFIG": str(cp.kubeconfig),
+            **KOPF_DRA_ENV,
+            "KOPF_DRA_FEATURE_GATES": format_feature_gates(controlplane.feature_gates()),
+        }
         procs = [
             subprocess.Popen(
                 [
