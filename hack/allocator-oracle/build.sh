@@ -12,6 +12,7 @@
 # (go mod tidy on the copy, its go.mod and go.sum written back).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
+source "$here/../controlplane/toolchain.sh"
 tidy=""
 if [[ "${1:-}" == "--tidy" ]]; then
   tidy=1; shift
@@ -32,6 +33,8 @@ fi
 src="$(mktemp -d)"
 trap 'rm -rf "$src"' EXIT
 cp "$here/main.go" "$module/go.mod" "$module/go.sum" "$src/"
+toolchain=$(go_toolchain_for "$src/go.mod")
+[ -z "$toolchain" ] || export GOTOOLCHAIN="$toolchain"
 if [[ -n "$tidy" ]]; then
   (cd "$src" && go mod tidy >&2)
   cp "$src/go.mod" "$src/go.sum" "$module/"

@@ -3,8 +3,8 @@
 # library version and source into the user cache, like the local control plane; prints the
 # binary's path. Usage: build.sh [VERSION], VERSION one of the module directories beside this
 # file (v0.36.3, v0.37.2, ...; default the newest). main.go is one program for every version:
-# the version's directory holds only its go.mod and go.sum, and the build runs on a copy of the
-# three. Each version and source gets its own directory, so worktrees on different versions
+# the version's directory holds its go.mod and go.sum and device.go (how that release hands a
+# device to CEL), and the build runs on a copy of them. Each version and source gets its own directory, so worktrees on different versions
 # never rebuild each other's binary.
 #
 # A new version: a directory named for it with a go.mod requiring that version of k8s.io/api,
@@ -12,6 +12,7 @@
 # mod tidy on the copy, its go.mod and go.sum written back).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
+source "$here/../controlplane/toolchain.sh"
 tidy=""
 if [[ "${1:-}" == "--tidy" ]]; then
   tidy=1; shift
@@ -23,7 +24,7 @@ if [[ ! -f "$module/go.mod" ]]; then
   exit 2
 fi
 touch -a "$module/go.sum"
-sum="$(cat "$here/main.go" "$module/go.mod" "$module/go.sum" | sha256sum | cut -d' ' -f1)"
+sum="$(cat "$here/main.go" "$module"/*.go "$module/go.mod" "$module/go.sum" | sha256sum | cut -d' ' -f1)"
 cache="${KOPF_DRA_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kopf-dra}/cel-oracle/$version/${sum:0:16}"
 bin="$cache/cel-oracle"
 if [[ -x "$bin" && -z "$tidy" ]]; then
@@ -31,7 +32,9 @@ if [[ -x "$bin" && -z "$tidy" ]]; then
 fi
 src="$(mktemp -d)"
 trap 'rm -rf "$src"' EXIT
-cp "$here/main.go" "$module/go.mod" "$module/go.sum" "$src/"
+cp "$here/main.go" "$module"/*.go "$module/go.mod" "$module/go.sum" "$src/"
+toolchain=$(go_toolchain_for "$src/go.mod")
+[ -z "$toolchain" ] || export GOTOOLCHAIN="$toolchain"
 if [[ -n "$tidy" ]]; then
   (cd "$src" && go mod tidy >&2)
   cp "$src/go.mod" "$src/go.sum" "$module/"

@@ -2,7 +2,8 @@
 // whether API validation accepts a new selector, and what the scheduler's DeviceMatches returns
 // for it on each given device. kopf-dra's differential CEL tests compare their own answers with
 // these. The release is the one of the go.mod it is built with (build.sh VERSION: v0.36.3 for
-// Kubernetes 1.36, v0.37.2 for 1.37); this source compiles against each.
+// Kubernetes 1.36, v0.37.2 for 1.37, v0.38.0-beta.0 for 1.38); this source compiles against each,
+// with the version's device.go (beside its go.mod) saying how that release hands a device to CEL.
 //
 // Protocol: one JSON request per stdin line, one JSON answer per stdout line, in order.
 // Request: {"expression": string, "driver": string, "devices": [resource.k8s.io/v1 Device],
@@ -96,12 +97,7 @@ func evaluate(req request) answer {
 	}
 	results := make([]result, 0, len(req.Devices))
 	for _, d := range req.Devices {
-		matches, details, err := program.DeviceMatches(context.Background(), cel.Device{
-			Driver:                   req.Driver,
-			AllowMultipleAllocations: d.AllowMultipleAllocations,
-			Attributes:               d.Attributes,
-			Capacity:                 d.Capacity,
-		})
+		matches, details, err := program.DeviceMatches(context.Background(), celDevice(req.Driver, d))
 		actual := details.ActualCost()
 		if err != nil {
 			results = append(results, result{Error: err.Error(), Cost: strings.Contains(err.Error(), "cost limit exceeded"), Actual: actual})
@@ -190,12 +186,7 @@ func evaluateDerived(req request) answer {
 	evaluate := reflect.ValueOf(program).MethodByName("EvaluateDerivedAttribute")
 	results := make([]result, 0, len(req.Devices))
 	for _, d := range req.Devices {
-		out := evaluate.Call([]reflect.Value{reflect.ValueOf(context.Background()), reflect.ValueOf(cel.Device{
-			Driver:                   req.Driver,
-			AllowMultipleAllocations: d.AllowMultipleAllocations,
-			Attributes:               d.Attributes,
-			Capacity:                 d.Capacity,
-		})})
+		out := evaluate.Call([]reflect.Value{reflect.ValueOf(context.Background()), reflect.ValueOf(celDevice(req.Driver, d))})
 		var actual *uint64
 		if details, ok := out[1].Interface().(interface{ ActualCost() *uint64 }); ok && !out[1].IsNil() {
 			actual = details.ActualCost()

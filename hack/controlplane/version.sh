@@ -13,6 +13,9 @@ fi
 MODULE_DIR="$controlplane_dir/$K8S_VERSION"
 [ -f "$MODULE_DIR/go.mod" ] || { echo "no $MODULE_DIR/go.mod: run gen-go-mod.sh ${K8S_VERSION}" >&2; exit 1; }
 CACHE_ROOT="${KOPF_DRA_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kopf-dra}"
+source "$controlplane_dir/toolchain.sh"
+toolchain=$(go_toolchain_for "$MODULE_DIR/go.mod")
+[ -z "$toolchain" ] || export GOTOOLCHAIN="$toolchain"
 
 k8s_ldflags() {
   local pkg=k8s.io/component-base/version

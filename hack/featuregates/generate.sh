@@ -7,13 +7,16 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
+source "$root/hack/controlplane/toolchain.sh"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 tables=()
 while read -r version; do
   [ -n "$version" ] || continue
   echo "reading the feature gates of kube-scheduler ${version}..." >&2
-  (cd "$here" && go run -modfile="../controlplane/${version}/go.mod" . "$version") > "$work/$version.json"
+  toolchain=$(go_toolchain_for "$root/hack/controlplane/${version}/go.mod")
+  (cd "$here" && GOTOOLCHAIN="${toolchain:-${GOTOOLCHAIN:-}}" \
+    go run -modfile="../controlplane/${version}/go.mod" . "$version") > "$work/$version.json"
   tables+=("$work/$version.json")
 done < "$root/hack/controlplane/VERSIONS"
 python3 "$here/render.py" "$root/operators/api/gate_tables.py" "${tables[@]}"

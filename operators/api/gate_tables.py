@@ -3,7 +3,8 @@
 (Kubernetes', the generic API server's, client-go's and logging's): per gate its versioned specs
 (from version, default, stage, locked, minimum compatibility version) and its dependencies.
 
-Read from the releases' own sources (v1.36.3, v1.37.2) by hack/featuregates/main.go. The newest
+Read by hack/featuregates/main.go from the releases' own sources:
+v1.36.3, v1.37.2, v1.38.0-beta.0. The newest
 release's tables are whole (``SPECS``, ``DEPENDENCIES``); an older release's hold only what it
 has otherwise (``OLDER_SPECS``, ``OLDER_DEPENDENCIES``: a gate's value there, None where that
 release has no such gate, or no dependencies). ``operators.api.features`` reads them.
@@ -22,6 +23,7 @@ Spec = tuple[str, bool, str, bool, str | None]
 SOURCES: Final = {
     "1.36": "v1.36.3",
     "1.37": "v1.37.2",
+    "1.38": "v1.38.0-beta.0",
 }
 
 #: gate -> its specs in the newest release, oldest first
@@ -36,13 +38,9 @@ SPECS: Final[dict[str, tuple[Spec, ...]]] = {
     ),
     "APIServerWebhookAuthenticationToken": (("1.37", False, "ALPHA", False, None),),
     "APIServingWithRoutine": (("1.30", False, "ALPHA", False, None),),
-    "AggregatedDiscoveryRemoveBetaType": (
-        ("1.0", False, "", False, None),
-        ("1.33", True, "DEPRECATED", False, None),
-        ("1.35", True, "DEPRECATED", True, None),
-    ),
     "AllAlpha": (("0.0", False, "ALPHA", False, None),),
     "AllBeta": (("0.0", False, "BETA", False, None),),
+    "AllocatorPoolBufferCap": (("1.38", True, "BETA", False, None),),
     "AllowDNSOnlyNodeCSR": (
         ("1.0", True, "", False, None),
         ("1.31", False, "DEPRECATED", False, None),
@@ -51,11 +49,6 @@ SPECS: Final[dict[str, tuple[Spec, ...]]] = {
         ("1.0", True, "", False, None),
         ("1.31", False, "DEPRECATED", False, None),
     ),
-    "AllowOverwriteTerminationGracePeriodSeconds": (
-        ("1.0", True, "", False, None),
-        ("1.32", False, "DEPRECATED", False, None),
-        ("1.35", False, "DEPRECATED", True, None),
-    ),
     "AllowParsingUserUIDFromCertAuth": (("1.33", True, "BETA", False, None),),
     "AllowServiceExternalIPs": (("1.0", True, "", False, None),),
     "AllowUnsafeMalformedObjectDeletion": (
@@ -63,8 +56,14 @@ SPECS: Final[dict[str, tuple[Spec, ...]]] = {
         ("1.37", True, "BETA", False, None),
     ),
     "AtomicFIFO": (("1.36", True, "BETA", False, None),),
-    "AtomicWriteVolumeUserFields": (("1.37", False, "ALPHA", False, None),),
-    "AuthorizePodWebsocketUpgradeCreatePermission": (("1.35", True, "BETA", False, None),),
+    "AtomicWriteVolumeUserFields": (
+        ("1.37", False, "ALPHA", False, None),
+        ("1.38", True, "BETA", False, None),
+    ),
+    "AuthorizePodWebsocketUpgradeCreatePermission": (
+        ("1.35", True, "BETA", False, None),
+        ("1.38", True, "", True, None),
+    ),
     "CBORServingAndStorage": (("1.32", False, "ALPHA", False, None),),
     "CPUManagerPolicyAlphaOptions": (("1.23", False, "ALPHA", False, None),),
     "CPUManagerPolicyBetaOptions": (("1.23", True, "BETA", False, None),),
@@ -77,17 +76,16 @@ SPECS: Final[dict[str, tuple[Spec, ...]]] = {
         ("1.35", False, "BETA", False, None),
         ("1.36", True, "BETA", False, None),
     ),
-    "CRDValidationRatcheting": (
-        ("1.28", False, "ALPHA", False, None),
-        ("1.30", True, "BETA", False, None),
-        ("1.33", True, "", True, None),
-    ),
     "CRIListStreaming": (("1.36", False, "ALPHA", False, None),),
     "CSIServiceAccountTokenSecrets": (
         ("1.35", True, "BETA", False, None),
         ("1.36", True, "", True, None),
     ),
     "CSIVolumeHealth": (("1.21", False, "ALPHA", False, None),),
+    "CertificateSigningRequestMLDSA": (
+        ("1.38", False, "BETA", False, None),
+        ("1.38", True, "BETA", False, "1.38"),
+    ),
     "ChangeContainerStatusOnKubeletRestart": (
         ("1.0", True, "", False, None),
         ("1.35", False, "DEPRECATED", False, None),
@@ -98,12 +96,14 @@ SPECS: Final[dict[str, tuple[Spec, ...]]] = {
     ),
     "ClientsAllowCARotation": (("1.36", True, "BETA", False, None),),
     "ClientsAllowCBOR": (("1.32", False, "ALPHA", False, None),),
+    "ClientsAllowConnectionPool": (("1.38", True, "BETA", False, None),),
     "ClientsAllowTLSCacheGC": (("1.36", True, "BETA", False, None),),
     "ClientsPreferCBOR": (("1.32", False, "ALPHA", False, None),),
     "CloudControllerManagerWatchBasedRoutesReconciliation": (
         ("1.35", False, "ALPHA", False, None),
     ),
     "CloudControllerManagerWebhook": (("1.27", False, "ALPHA", False, None),),
+    "CloudNodeAdditionalLabelsReconciliation": (("1.38", False, "ALPHA", False, None),),
     "ClusterTrustBundle": (
         ("1.27", False, "ALPHA", False, None),
         ("1.33", False, "BETA", False, None),
@@ -122,11 +122,16 @@ SPECS: Final[dict[str, tuple[Spec, ...]]] = {
         ("1.32", False, "ALPHA", False, None),
         ("1.36", True, "BETA", False, None),
     ),
-    "CompositePodGroup": (("1.37", False, "ALPHA", False, None),),
+    "CompositePodGroup": (
+        ("1.37", False, "ALPHA", False, None),
+        ("1.38", False, "BETA", False, None),
+    ),
     "ConcurrentWatchObjectDecode": (
         ("1.31", False, "BETA", False, None),
         ("1.37", True, "BETA", False, None),
     ),
+    "ConditionalAuthorization": (("1.38", False, "ALPHA", False, None),),
+    "ConsistentGetFromCache": (("1.38", False, "ALPHA", False, None),),
     "ConsistentListFromCacheSkipTimeoutFallback": (("1.37", False, "ALPHA", False, None),),
     "ConstrainedImpersonation": (
         ("1.35", False, "ALPHA", False, None),
@@ -154,11 +159,6 @@ SPECS: Final[dict[str, tuple[Spec, ...]]] = {
         ("1.12", False, "ALPHA", False, None),
         ("1.36", True, "", False, None),
     ),
-    "CustomResourceFieldSelectors": (
-        ("1.30", False, "ALPHA", False, None),
-        ("1.31", True, "BETA", False, None),
-        ("1.32", True, "", True, None),
-    ),
     "DRAAdminAccess": (
         ("1.32", False, "ALPHA", False, None),
         ("1.34", True, "BETA", False, None),
@@ -167,22 +167,26 @@ SPECS: Final[dict[str, tuple[Spec, ...]]] = {
     "DRAConsumableCapacity": (
         ("1.34", False, "ALPHA", False, None),
         ("1.36", True, "BETA", False, None),
+        ("1.38", True, "", False, None),
     ),
     "DRADerivedAttributes": (("1.37", False, "ALPHA", False, None),),
     "DRADeviceBindingConditions": (
         ("1.34", False, "ALPHA", False, None),
         ("1.36", True, "BETA", False, None),
+        ("1.38", True, "", True, None),
     ),
     "DRADeviceCompatibilityGroups": (("1.37", False, "ALPHA", False, None),),
     "DRADeviceTaintRules": (
         ("1.35", False, "ALPHA", False, None),
         ("1.36", False, "BETA", False, None),
         ("1.37", True, "", False, None),
+        ("1.38", True, "", True, None),
     ),
     "DRADeviceTaints": (
         ("1.33", False, "ALPHA", False, None),
         ("1.36", True, "BETA", False, None),
         ("1.37", True, "", False, None),
+        ("1.38", True, "", True, None),
     ),
     "DRAExtendedResource": (
         ("1.34", False, "ALPHA", False, None),
@@ -192,6 +196,7 @@ SPECS: Final[dict[str, tuple[Spec, ...]]] = {
     "DRAFractionalCapacityRange": (
         ("1.37", False, "BETA", False, None),
         ("1.37", True, "BETA", False, "1.37"),
+        ("1.38", True, "", False, "1.37"),
     ),
     "DRAListTypeAttributes": (("1.36", False, "ALPHA", False, None),),
     "DRANodeAllocatableResources": (("1.36", False, "ALPHA", False, None),),
@@ -199,6 +204,7 @@ SPECS: Final[dict[str, tuple[Spec, ...]]] = {
     "DRAPartitionableDevices": (
         ("1.33", False, "ALPHA", False, None),
         ("1.36", True, "BETA", False, None),
+        ("1.38", True, "", True, None),
     ),
     "DRAPartitionableDevicesType": (("1.37", False, "ALPHA", False, None),),
     "DRAPrioritizedList": (
@@ -235,12 +241,6 @@ SPECS: Final[dict[str, tuple[Spec, ...]]] = {
         ("1.35", True, "BETA", False, None),
     ),
     "DetectCacheInconsistency": (("1.34", True, "BETA", False, None),),
-    "DisableAllocatorDualWrite": (
-        ("1.31", False, "ALPHA", False, None),
-        ("1.33", False, "BETA", False, None),
-        ("1.34", True, "", False, None),
-        ("1.35", True, "", True, None),
-    ),
     "DisableCPUQuotaWithExclusiveCPUs": (
         ("1.33", True, "BETA", False, None),
         ("1.36", True, "DEPRECATED", False, None),
@@ -252,26 +252,21 @@ SPECS: Final[dict[str, tuple[Spec, ...]]] = {
         ("1.33", True, "DEPRECATED", False, None),
         ("1.36", True, "DEPRECATED", True, None),
     ),
-    "DynamicResourceAllocation": (
-        ("1.26", False, "ALPHA", False, None),
-        ("1.32", False, "BETA", False, None),
-        ("1.34", True, "", False, None),
-        ("1.35", True, "", True, None),
-    ),
+    "DynamicNodeLocalEphemeralVolumes": (("1.38", False, "ALPHA", False, None),),
     "EmptyDirVolumeMode": (("1.37", False, "ALPHA", False, None),),
     "EnvFiles": (
         ("1.34", False, "ALPHA", False, None),
         ("1.35", True, "BETA", False, None),
+        ("1.38", True, "", True, None),
     ),
     "EtcdRangeStream": (("1.37", True, "BETA", False, None),),
     "EventedPLEG": (("1.26", False, "ALPHA", False, None),),
     "EvictionRequestAPI": (("1.37", False, "ALPHA", False, None),),
     "ExcludeAdmissionWebhookVirtualResources": (("1.37", True, "BETA", False, None),),
-    "ExecProbeTimeout": (
-        ("1.20", True, "", False, None),
-        ("1.35", True, "", True, None),
+    "ExtendWebSocketsToKubelet": (
+        ("1.36", True, "BETA", False, None),
+        ("1.38", True, "", True, None),
     ),
-    "ExtendWebSocketsToKubelet": (("1.36", True, "BETA", False, None),),
     "ExternalServiceAccountTokenSigner": (
         ("1.32", False, "ALPHA", False, None),
         ("1.34", True, "BETA", False, None),
@@ -301,7 +296,10 @@ SPECS: Final[dict[str, tuple[Spec, ...]]] = {
         ("1.35", True, "BETA", False, None),
         ("1.37", True, "", True, None),
     ),
-    "HPAGeneration": (("1.37", True, "BETA", False, None),),
+    "HPAGeneration": (
+        ("1.37", True, "BETA", False, None),
+        ("1.38", True, "", True, None),
+    ),
     "HPAOptimizedSelectorStore": (("1.37", True, "BETA", False, None),),
     "HPAScaleToZero": (
         ("1.16", False, "ALPHA", False, None),
@@ -334,11 +332,6 @@ SPECS: Final[dict[str, tuple[Spec, ...]]] = {
         ("1.35", False, "ALPHA", False, None),
         ("1.36", True, "BETA", False, None),
     ),
-    "InPlacePodVerticalScaling": (
-        ("1.27", False, "ALPHA", False, None),
-        ("1.33", True, "BETA", False, None),
-        ("1.35", True, "", True, None),
-    ),
     "InPlacePodVerticalScalingExclusiveCPUs": (("1.32", False, "ALPHA", False, None),),
     "InPlacePodVerticalScalingExclusiveMemory": (("1.34", False, "ALPHA", False, None),),
     "InPlacePodVerticalScalingInitContainers": (
@@ -352,21 +345,20 @@ SPECS: Final[dict[str, tuple[Spec, ...]]] = {
         ("1.35", True, "", False, None),
     ),
     "InterPodAffinityHostnameFastPath": (("1.37", False, "ALPHA", False, None),),
-    "JobManagedBy": (
-        ("1.30", False, "ALPHA", False, None),
-        ("1.32", True, "BETA", False, None),
-        ("1.35", True, "", True, None),
-    ),
     "KMSv1": (
         ("1.0", True, "", False, None),
         ("1.28", True, "DEPRECATED", False, None),
         ("1.29", False, "DEPRECATED", False, None),
     ),
+    "KubeAPIServerWorkloadsTrust": (("1.38", False, "ALPHA", False, None),),
     "KubeProxyIPVS": (
         ("1.0", True, "", False, None),
         ("1.37", True, "DEPRECATED", False, None),
     ),
-    "KubeProxyNFTablesLocalhostNodePorts": (("1.37", False, "ALPHA", False, None),),
+    "KubeProxyNFTablesLocalhostNodePorts": (
+        ("1.37", False, "ALPHA", False, None),
+        ("1.38", True, "BETA", False, None),
+    ),
     "KubeletAllocatedPodsEndpoint": (("1.37", False, "ALPHA", False, None),),
     "KubeletCgroupDriverFromCRI": (
         ("1.28", False, "ALPHA", False, None),
@@ -421,11 +413,6 @@ SPECS: Final[dict[str, tuple[Spec, ...]]] = {
         ("1.33", False, "ALPHA", False, None),
         ("1.34", True, "BETA", False, None),
     ),
-    "KubeletTracing": (
-        ("1.25", False, "ALPHA", False, None),
-        ("1.27", True, "BETA", False, None),
-        ("1.34", True, "", True, None),
-    ),
     "ListFromCacheSnapshot": (
         ("1.33", False, "ALPHA", False, None),
         ("1.34", True, "BETA", False, None),
@@ -436,14 +423,11 @@ SPECS: Final[dict[str, tuple[Spec, ...]]] = {
     ),
     "LoggingAlphaOptions": (("1.24", False, "ALPHA", False, None),),
     "LoggingBetaOptions": (("1.24", True, "BETA", False, None),),
+    "ManagedFieldsOptOut": (("1.38", False, "ALPHA", False, None),),
+    "ManagedFieldsOptOutClient": (("1.38", False, "ALPHA", False, None),),
     "ManifestBasedAdmissionControlConfig": (
         ("1.36", False, "ALPHA", False, None),
         ("1.37", True, "BETA", False, None),
-    ),
-    "MatchLabelKeysInPodAffinity": (
-        ("1.29", False, "ALPHA", False, None),
-        ("1.31", True, "BETA", False, None),
-        ("1.33", True, "", True, None),
     ),
     "MatchLabelKeysInPodTopologySpread": (
         ("1.25", False, "ALPHA", False, None),
@@ -458,12 +442,6 @@ SPECS: Final[dict[str, tuple[Spec, ...]]] = {
     "MemoryQoS": (
         ("1.22", False, "ALPHA", False, None),
         ("1.37", True, "BETA", False, None),
-    ),
-    "MultiCIDRServiceAllocator": (
-        ("1.27", False, "ALPHA", False, None),
-        ("1.31", False, "BETA", False, None),
-        ("1.33", True, "", False, None),
-        ("1.34", True, "", True, None),
     ),
     "MutableCSINodeAllocatableCount": (
         ("1.33", False, "ALPHA", False, None),
@@ -486,11 +464,6 @@ SPECS: Final[dict[str, tuple[Spec, ...]]] = {
         ("1.36", True, "", False, None),
     ),
     "NFTablesNetlink": (("1.37", True, "BETA", False, None),),
-    "NFTablesProxyMode": (
-        ("1.29", False, "ALPHA", False, None),
-        ("1.31", True, "BETA", False, None),
-        ("1.33", True, "", True, None),
-    ),
     "NativeHistograms": (
         ("1.36", False, "ALPHA", False, None),
         ("1.37", True, "BETA", False, None),
@@ -512,12 +485,6 @@ SPECS: Final[dict[str, tuple[Spec, ...]]] = {
         ("1.30", False, "BETA", False, None),
         ("1.36", True, "", True, None),
     ),
-    "NodeSwap": (
-        ("1.22", False, "ALPHA", False, None),
-        ("1.28", False, "BETA", False, None),
-        ("1.30", True, "BETA", False, None),
-        ("1.34", True, "", True, None),
-    ),
     "NominatedNodeNameForExpectation": (
         ("1.34", False, "ALPHA", False, None),
         ("1.35", True, "BETA", False, None),
@@ -526,6 +493,7 @@ SPECS: Final[dict[str, tuple[Spec, ...]]] = {
         ("1.23", False, "ALPHA", False, None),
         ("1.24", True, "BETA", False, None),
     ),
+    "OpenAPIV2LazyBuild": (("1.38", True, "BETA", False, None),),
     "OpportunisticBatching": (("1.35", True, "BETA", False, None),),
     "PLEGOnDemandRelist": (
         ("1.36", True, "BETA", False, None),
@@ -539,6 +507,10 @@ SPECS: Final[dict[str, tuple[Spec, ...]]] = {
         ("1.23", False, "ALPHA", False, None),
         ("1.37", False, "BETA", False, None),
     ),
+    "PodCertificateMLDSA": (
+        ("1.38", False, "BETA", False, None),
+        ("1.38", True, "BETA", False, "1.38"),
+    ),
     "PodCertificateRequest": (
         ("1.34", False, "ALPHA", False, None),
         ("1.35", False, "BETA", False, None),
@@ -548,7 +520,6 @@ SPECS: Final[dict[str, tuple[Spec, ...]]] = {
         ("1.21", False, "ALPHA", False, None),
         ("1.22", True, "BETA", False, None),
     ),
-    "PodGroupPreemptionPolicy": (("1.37", False, "ALPHA", False, None),),
     "PodLevelResourceManagers": (
         ("1.36", False, "ALPHA", False, None),
         ("1.37", False, "BETA", False, None),
@@ -570,11 +541,6 @@ SPECS: Final[dict[str, tuple[Spec, ...]]] = {
         ("1.29", True, "BETA", False, None),
         ("1.37", True, "", True, None),
     ),
-    "PodSchedulingReadiness": (
-        ("1.26", False, "ALPHA", False, None),
-        ("1.27", True, "BETA", False, None),
-        ("1.30", True, "", True, None),
-    ),
     "PodTopologyLabelsAdmission": (
         ("1.33", False, "ALPHA", False, None),
         ("1.35", True, "BETA", False, None),
@@ -586,11 +552,7 @@ SPECS: Final[dict[str, tuple[Spec, ...]]] = {
     "PortForwardWebsockets": (
         ("1.30", False, "ALPHA", False, None),
         ("1.31", True, "BETA", False, None),
-    ),
-    "PreferSameTrafficDistribution": (
-        ("1.33", False, "ALPHA", False, None),
-        ("1.34", True, "BETA", False, None),
-        ("1.35", True, "", True, None),
+        ("1.38", True, "", True, None),
     ),
     "ProcMountType": (
         ("1.12", False, "ALPHA", False, None),
@@ -599,11 +561,6 @@ SPECS: Final[dict[str, tuple[Spec, ...]]] = {
         ("1.36", True, "", True, None),
     ),
     "QOSReserved": (("1.11", False, "ALPHA", False, None),),
-    "RecoverVolumeExpansionFailure": (
-        ("1.23", False, "ALPHA", False, None),
-        ("1.32", True, "BETA", False, None),
-        ("1.34", True, "", True, None),
-    ),
     "RecursiveReadOnlyMounts": (
         ("1.30", False, "ALPHA", False, None),
         ("1.31", True, "BETA", False, None),
@@ -626,6 +583,7 @@ SPECS: Final[dict[str, tuple[Spec, ...]]] = {
         ("1.32", False, "ALPHA", False, None),
         ("1.33", True, "BETA", False, None),
     ),
+    "RequestCostAggregation": (("1.38", False, "ALPHA", False, None),),
     "ResourceHealthStatus": (
         ("1.31", False, "ALPHA", False, None),
         ("1.36", True, "BETA", False, None),
@@ -662,52 +620,42 @@ SPECS: Final[dict[str, tuple[Spec, ...]]] = {
         ("1.33", True, "BETA", False, None),
     ),
     "SchedulerPopFromBackoffQ": (("1.33", True, "BETA", False, None),),
-    "SchedulerPreQueueingHints": (("1.37", False, "ALPHA", False, None),),
+    "SchedulerPreQueueingHints": (
+        ("1.37", False, "ALPHA", False, None),
+        ("1.38", True, "BETA", False, None),
+    ),
+    "SecurityProfileOCI": (("1.38", False, "ALPHA", False, None),),
     "SeparateCacheWatchRPC": (
         ("1.28", True, "BETA", False, None),
         ("1.33", False, "DEPRECATED", False, None),
         ("1.36", False, "DEPRECATED", True, None),
     ),
-    "SeparateTaintEvictionController": (
-        ("1.29", True, "BETA", False, None),
-        ("1.34", True, "", True, None),
-    ),
     "ServiceAccountNodeAudienceRestriction": (
         ("1.32", False, "BETA", False, None),
         ("1.33", True, "BETA", False, None),
     ),
-    "ServiceAccountTokenJTI": (
-        ("1.29", False, "ALPHA", False, None),
-        ("1.30", True, "BETA", False, None),
-        ("1.32", True, "", True, None),
-    ),
-    "ServiceAccountTokenNodeBinding": (
-        ("1.29", False, "ALPHA", False, None),
-        ("1.31", True, "BETA", False, None),
-        ("1.33", True, "", True, None),
-    ),
-    "ServiceAccountTokenNodeBindingValidation": (
-        ("1.29", False, "ALPHA", False, None),
-        ("1.30", True, "BETA", False, None),
-        ("1.32", True, "", True, None),
-    ),
-    "ServiceAccountTokenPodNodeInfo": (
-        ("1.29", False, "ALPHA", False, None),
-        ("1.30", True, "BETA", False, None),
-        ("1.32", True, "", True, None),
+    "ServiceAccountTokenMLDSA": (
+        ("1.38", False, "BETA", False, None),
+        ("1.38", True, "BETA", False, "1.38"),
     ),
     "ServiceCIDRStatusFieldWiping": (
         ("1.0", False, "", False, None),
         ("1.36", True, "DEPRECATED", False, None),
     ),
-    "ShardedListAndWatch": (("1.36", False, "ALPHA", False, None),),
+    "ShardedListAndWatch": (
+        ("1.36", False, "ALPHA", False, None),
+        ("1.38", True, "BETA", False, None),
+    ),
     "SizeBasedListCostEstimate": (("1.34", True, "BETA", False, None),),
     "StaleControllerConsistencyDaemonSet": (("1.36", True, "BETA", False, None),),
     "StaleControllerConsistencyHPA": (("1.37", True, "BETA", False, None),),
     "StaleControllerConsistencyJob": (("1.36", True, "BETA", False, None),),
     "StaleControllerConsistencyReplicaSet": (("1.36", True, "BETA", False, None),),
     "StaleControllerConsistencyStatefulSet": (("1.36", True, "BETA", False, None),),
-    "StatefulSetRecreateStrategy": (("1.37", False, "ALPHA", False, None),),
+    "StatefulSetRecreateStrategy": (
+        ("1.37", False, "ALPHA", False, None),
+        ("1.38", True, "BETA", False, None),
+    ),
     "StatefulSetSemanticRevisionComparison": (("1.0", True, "BETA", False, None),),
     "StorageCapacityScoring": (
         ("1.33", False, "ALPHA", False, None),
@@ -730,21 +678,16 @@ SPECS: Final[dict[str, tuple[Spec, ...]]] = {
     "StrictIPCIDRValidation": (
         ("1.33", False, "ALPHA", False, None),
         ("1.36", True, "BETA", False, None),
+        ("1.38", True, "", True, None),
     ),
     "StructuredAuthenticationConfigurationEgressSelector": (("1.34", True, "BETA", False, None),),
     "StructuredAuthenticationConfigurationJWKSMetrics": (("1.35", True, "BETA", False, None),),
-    "SupplementalGroupsPolicy": (
-        ("1.31", False, "ALPHA", False, None),
-        ("1.33", True, "BETA", False, None),
-        ("1.35", True, "", True, None),
-    ),
-    "SystemdWatchdog": (
-        ("1.32", True, "BETA", False, None),
-        ("1.35", True, "", True, None),
-    ),
     "TaintTolerationComparisonOperators": (("1.35", False, "ALPHA", False, None),),
     "TokenRequestServiceAccountUIDValidation": (("1.34", True, "BETA", False, None),),
-    "TopologyAwareWorkloadScheduling": (("1.36", False, "ALPHA", False, None),),
+    "TopologyAwareWorkloadScheduling": (
+        ("1.36", False, "ALPHA", False, None),
+        ("1.38", False, "BETA", False, None),
+    ),
     "TopologyManagerPolicyAlphaOptions": (("1.26", False, "ALPHA", False, None),),
     "TopologyManagerPolicyBetaOptions": (
         ("1.26", False, "BETA", False, None),
@@ -758,6 +701,7 @@ SPECS: Final[dict[str, tuple[Spec, ...]]] = {
     "TranslateStreamCloseWebsocketRequests": (
         ("1.29", False, "ALPHA", False, None),
         ("1.30", True, "BETA", False, None),
+        ("1.38", True, "", True, None),
     ),
     "UnauthenticatedHTTP2DOSMitigation": (
         ("1.25", False, "BETA", False, None),
@@ -791,6 +735,7 @@ SPECS: Final[dict[str, tuple[Spec, ...]]] = {
         ("1.36", True, "BETA", False, None),
         ("1.37", True, "", True, None),
     ),
+    "WatchFromStorageWithoutPrevKV": (("1.38", True, "BETA", False, None),),
     "WatchList": (
         ("1.27", False, "ALPHA", False, None),
         ("1.32", True, "BETA", False, None),
@@ -801,26 +746,16 @@ SPECS: Final[dict[str, tuple[Spec, ...]]] = {
         ("1.30", False, "BETA", False, None),
         ("1.35", True, "BETA", False, None),
     ),
+    "WatchListClientConcurrentDecoding": (("1.38", True, "BETA", False, None),),
     "WatchListCompression": (("1.37", True, "BETA", False, None),),
     "WebhookRoundTripLoadBalancing": (("1.37", True, "BETA", False, None),),
-    "WinDSR": (
-        ("1.14", False, "ALPHA", False, None),
-        ("1.33", True, "BETA", False, None),
-        ("1.34", True, "", True, None),
+    "WindowsCPUAndMemoryAffinity": (
+        ("1.32", False, "ALPHA", False, None),
+        ("1.38", True, "BETA", False, None),
     ),
-    "WinOverlay": (
-        ("1.14", False, "ALPHA", False, None),
-        ("1.20", True, "BETA", False, None),
-        ("1.34", True, "", True, None),
-    ),
-    "WindowsCPUAndMemoryAffinity": (("1.32", False, "ALPHA", False, None),),
     "WindowsGracefulNodeShutdown": (
         ("1.32", False, "ALPHA", False, None),
         ("1.34", True, "BETA", False, None),
-    ),
-    "WindowsHostNetwork": (
-        ("1.26", False, "ALPHA", False, None),
-        ("1.33", False, "DEPRECATED", False, None),
     ),
     "WorkloadWithJob": (("1.36", False, "ALPHA", False, None),),
 }
@@ -834,6 +769,17 @@ OLDER_SPECS: Final[dict[str, dict[str, tuple[Spec, ...] | None]]] = {
             ("1.34", True, "", True, None),
         ),
         "APIServerWebhookAuthenticationToken": None,
+        "AggregatedDiscoveryRemoveBetaType": (
+            ("1.0", False, "", False, None),
+            ("1.33", True, "DEPRECATED", False, None),
+            ("1.35", True, "DEPRECATED", True, None),
+        ),
+        "AllocatorPoolBufferCap": None,
+        "AllowOverwriteTerminationGracePeriodSeconds": (
+            ("1.0", True, "", False, None),
+            ("1.32", False, "DEPRECATED", False, None),
+            ("1.35", False, "DEPRECATED", True, None),
+        ),
         "AllowUnsafeMalformedObjectDeletion": (("1.32", False, "ALPHA", False, None),),
         "AnonymousAuthConfigurableEndpoints": (
             ("1.31", False, "ALPHA", False, None),
@@ -851,6 +797,7 @@ OLDER_SPECS: Final[dict[str, dict[str, tuple[Spec, ...] | None]]] = {
             ("1.32", True, "BETA", False, None),
             ("1.34", True, "", True, None),
         ),
+        "AuthorizePodWebsocketUpgradeCreatePermission": (("1.35", True, "BETA", False, None),),
         "AuthorizeWithSelectors": (
             ("1.31", False, "ALPHA", False, None),
             ("1.32", True, "BETA", False, None),
@@ -860,6 +807,14 @@ OLDER_SPECS: Final[dict[str, dict[str, tuple[Spec, ...] | None]]] = {
             ("1.32", True, "BETA", False, None),
             ("1.33", True, "", True, None),
         ),
+        "CRDValidationRatcheting": (
+            ("1.28", False, "ALPHA", False, None),
+            ("1.30", True, "BETA", False, None),
+            ("1.33", True, "", True, None),
+        ),
+        "CertificateSigningRequestMLDSA": None,
+        "ClientsAllowConnectionPool": None,
+        "CloudNodeAdditionalLabelsReconciliation": None,
         "ClusterTrustBundle": (
             ("1.27", False, "ALPHA", False, None),
             ("1.33", False, "BETA", False, None),
@@ -870,13 +825,28 @@ OLDER_SPECS: Final[dict[str, dict[str, tuple[Spec, ...] | None]]] = {
         ),
         "CompositePodGroup": None,
         "ConcurrentWatchObjectDecode": (("1.31", False, "BETA", False, None),),
+        "ConditionalAuthorization": None,
+        "ConsistentGetFromCache": None,
         "ConsistentListFromCache": (
             ("1.28", False, "ALPHA", False, None),
             ("1.31", True, "BETA", False, None),
             ("1.34", True, "", True, None),
         ),
         "ConsistentListFromCacheSkipTimeoutFallback": None,
+        "CustomResourceFieldSelectors": (
+            ("1.30", False, "ALPHA", False, None),
+            ("1.31", True, "BETA", False, None),
+            ("1.32", True, "", True, None),
+        ),
+        "DRAConsumableCapacity": (
+            ("1.34", False, "ALPHA", False, None),
+            ("1.36", True, "BETA", False, None),
+        ),
         "DRADerivedAttributes": None,
+        "DRADeviceBindingConditions": (
+            ("1.34", False, "ALPHA", False, None),
+            ("1.36", True, "BETA", False, None),
+        ),
         "DRADeviceCompatibilityGroups": None,
         "DRADeviceTaintRules": (
             ("1.35", False, "ALPHA", False, None),
@@ -892,6 +862,10 @@ OLDER_SPECS: Final[dict[str, dict[str, tuple[Spec, ...] | None]]] = {
         ),
         "DRAFractionalCapacityRange": None,
         "DRAOptionalNodeOperations": None,
+        "DRAPartitionableDevices": (
+            ("1.33", False, "ALPHA", False, None),
+            ("1.36", True, "BETA", False, None),
+        ),
         "DRAPartitionableDevicesType": None,
         "DRAPrioritizedList": (
             ("1.33", False, "ALPHA", False, None),
@@ -908,14 +882,36 @@ OLDER_SPECS: Final[dict[str, dict[str, tuple[Spec, ...] | None]]] = {
             ("1.36", False, "DEPRECATED", False, None),
         ),
         "DefaultPodSysctls": None,
+        "DisableAllocatorDualWrite": (
+            ("1.31", False, "ALPHA", False, None),
+            ("1.33", False, "BETA", False, None),
+            ("1.34", True, "", False, None),
+            ("1.35", True, "", True, None),
+        ),
         "DisableCPUQuotaWithExclusiveCPUs": (
             ("1.33", True, "BETA", False, None),
             ("1.36", True, "DEPRECATED", False, None),
         ),
+        "DynamicNodeLocalEphemeralVolumes": None,
+        "DynamicResourceAllocation": (
+            ("1.26", False, "ALPHA", False, None),
+            ("1.32", False, "BETA", False, None),
+            ("1.34", True, "", False, None),
+            ("1.35", True, "", True, None),
+        ),
         "EmptyDirVolumeMode": None,
+        "EnvFiles": (
+            ("1.34", False, "ALPHA", False, None),
+            ("1.35", True, "BETA", False, None),
+        ),
         "EtcdRangeStream": None,
         "EvictionRequestAPI": None,
         "ExcludeAdmissionWebhookVirtualResources": None,
+        "ExecProbeTimeout": (
+            ("1.20", True, "", False, None),
+            ("1.35", True, "", True, None),
+        ),
+        "ExtendWebSocketsToKubelet": (("1.36", True, "BETA", False, None),),
         "GRPCContainerProbeTLS": None,
         "GangScheduling": (("1.35", False, "ALPHA", False, None),),
         "GenericWorkload": (("1.35", False, "ALPHA", False, None),),
@@ -932,6 +928,11 @@ OLDER_SPECS: Final[dict[str, dict[str, tuple[Spec, ...] | None]]] = {
             ("1.35", True, "BETA", False, None),
         ),
         "HugepageAwareEviction": None,
+        "InPlacePodVerticalScaling": (
+            ("1.27", False, "ALPHA", False, None),
+            ("1.33", True, "BETA", False, None),
+            ("1.35", True, "", True, None),
+        ),
         "InPlacePodVerticalScalingInitContainers": (("1.36", True, "BETA", False, None),),
         "InPlacePodVerticalScalingMemoryBackedVolumes": None,
         "InPlacePodVerticalScalingSchedulerPreemption": None,
@@ -940,6 +941,11 @@ OLDER_SPECS: Final[dict[str, dict[str, tuple[Spec, ...] | None]]] = {
             ("1.28", False, "ALPHA", False, None),
             ("1.29", True, "BETA", False, None),
             ("1.33", True, "", True, None),
+        ),
+        "JobManagedBy": (
+            ("1.30", False, "ALPHA", False, None),
+            ("1.32", True, "BETA", False, None),
+            ("1.35", True, "", True, None),
         ),
         "JobPodReplacementPolicy": (
             ("1.28", False, "ALPHA", False, None),
@@ -951,22 +957,46 @@ OLDER_SPECS: Final[dict[str, dict[str, tuple[Spec, ...] | None]]] = {
             ("1.31", True, "BETA", False, None),
             ("1.33", True, "", True, None),
         ),
+        "KubeAPIServerWorkloadsTrust": None,
         "KubeProxyIPVS": None,
         "KubeProxyNFTablesLocalhostNodePorts": None,
         "KubeletAllocatedPodsEndpoint": None,
         "KubeletInUserNamespace": (("1.22", False, "ALPHA", False, None),),
+        "KubeletTracing": (
+            ("1.25", False, "ALPHA", False, None),
+            ("1.27", True, "BETA", False, None),
+            ("1.34", True, "", True, None),
+        ),
         "LogarithmicScaleDown": (
             ("1.21", False, "ALPHA", False, None),
             ("1.22", True, "BETA", False, None),
             ("1.31", True, "", True, None),
         ),
+        "ManagedFieldsOptOut": None,
+        "ManagedFieldsOptOutClient": None,
         "ManifestBasedAdmissionControlConfig": (("1.36", False, "ALPHA", False, None),),
+        "MatchLabelKeysInPodAffinity": (
+            ("1.29", False, "ALPHA", False, None),
+            ("1.31", True, "BETA", False, None),
+            ("1.33", True, "", True, None),
+        ),
         "MaxUnavailableStatefulSet": (
             ("1.24", False, "ALPHA", False, None),
             ("1.35", False, "BETA", False, None),
         ),
         "MemoryQoS": (("1.22", False, "ALPHA", False, None),),
+        "MultiCIDRServiceAllocator": (
+            ("1.27", False, "ALPHA", False, None),
+            ("1.31", False, "BETA", False, None),
+            ("1.33", True, "", False, None),
+            ("1.34", True, "", True, None),
+        ),
         "NFTablesNetlink": None,
+        "NFTablesProxyMode": (
+            ("1.29", False, "ALPHA", False, None),
+            ("1.31", True, "BETA", False, None),
+            ("1.33", True, "", True, None),
+        ),
         "NativeHistograms": (("1.36", False, "ALPHA", False, None),),
         "NodeControllerLeaseCircuitBreaker": None,
         "NodeDeclaredFeatures": (
@@ -974,6 +1004,13 @@ OLDER_SPECS: Final[dict[str, dict[str, tuple[Spec, ...] | None]]] = {
             ("1.36", True, "BETA", False, None),
         ),
         "NodeLifecycleConditions": None,
+        "NodeSwap": (
+            ("1.22", False, "ALPHA", False, None),
+            ("1.28", False, "BETA", False, None),
+            ("1.30", True, "BETA", False, None),
+            ("1.34", True, "", True, None),
+        ),
+        "OpenAPIV2LazyBuild": None,
         "OrderedNamespaceDeletion": (
             ("1.30", False, "BETA", False, None),
             ("1.33", True, "BETA", False, None),
@@ -982,11 +1019,11 @@ OLDER_SPECS: Final[dict[str, dict[str, tuple[Spec, ...] | None]]] = {
         "PLEGOnDemandRelist": (("1.36", True, "BETA", False, None),),
         "PersistentVolumeClaimUnusedSinceTime": (("1.36", False, "ALPHA", False, None),),
         "PodAndContainerStatsFromCRI": (("1.23", False, "ALPHA", False, None),),
+        "PodCertificateMLDSA": None,
         "PodCertificateRequest": (
             ("1.34", False, "ALPHA", False, None),
             ("1.35", False, "BETA", False, None),
         ),
-        "PodGroupPreemptionPolicy": None,
         "PodLevelResourceManagers": (("1.36", False, "ALPHA", False, None),),
         "PodLevelResourcesFixDefaulting": None,
         "PodLevelResourcesFixKubeletQOSClass": None,
@@ -1004,8 +1041,27 @@ OLDER_SPECS: Final[dict[str, dict[str, tuple[Spec, ...] | None]]] = {
             ("1.28", False, "ALPHA", False, None),
             ("1.29", True, "BETA", False, None),
         ),
+        "PodSchedulingReadiness": (
+            ("1.26", False, "ALPHA", False, None),
+            ("1.27", True, "BETA", False, None),
+            ("1.30", True, "", True, None),
+        ),
         "PodsAPI": (("1.36", False, "ALPHA", False, None),),
+        "PortForwardWebsockets": (
+            ("1.30", False, "ALPHA", False, None),
+            ("1.31", True, "BETA", False, None),
+        ),
+        "PreferSameTrafficDistribution": (
+            ("1.33", False, "ALPHA", False, None),
+            ("1.34", True, "BETA", False, None),
+            ("1.35", True, "", True, None),
+        ),
         "PreventStaticPodAPIReferences": (("1.34", True, "BETA", False, None),),
+        "RecoverVolumeExpansionFailure": (
+            ("1.23", False, "ALPHA", False, None),
+            ("1.32", True, "BETA", False, None),
+            ("1.34", True, "", True, None),
+        ),
         "RelaxedDNSSearchValidation": (
             ("1.32", False, "ALPHA", False, None),
             ("1.33", True, "BETA", False, None),
@@ -1015,6 +1071,7 @@ OLDER_SPECS: Final[dict[str, dict[str, tuple[Spec, ...] | None]]] = {
             ("1.34", False, "ALPHA", False, None),
             ("1.36", True, "BETA", False, None),
         ),
+        "RequestCostAggregation": None,
         "ResilientWatchCacheInitialization": (
             ("1.31", True, "BETA", False, None),
             ("1.34", True, "", True, None),
@@ -1034,6 +1091,33 @@ OLDER_SPECS: Final[dict[str, dict[str, tuple[Spec, ...] | None]]] = {
             ("1.32", True, "BETA", False, None),
             ("1.34", True, "", True, None),
         ),
+        "SecurityProfileOCI": None,
+        "SeparateTaintEvictionController": (
+            ("1.29", True, "BETA", False, None),
+            ("1.34", True, "", True, None),
+        ),
+        "ServiceAccountTokenJTI": (
+            ("1.29", False, "ALPHA", False, None),
+            ("1.30", True, "BETA", False, None),
+            ("1.32", True, "", True, None),
+        ),
+        "ServiceAccountTokenMLDSA": None,
+        "ServiceAccountTokenNodeBinding": (
+            ("1.29", False, "ALPHA", False, None),
+            ("1.31", True, "BETA", False, None),
+            ("1.33", True, "", True, None),
+        ),
+        "ServiceAccountTokenNodeBindingValidation": (
+            ("1.29", False, "ALPHA", False, None),
+            ("1.30", True, "BETA", False, None),
+            ("1.32", True, "", True, None),
+        ),
+        "ServiceAccountTokenPodNodeInfo": (
+            ("1.29", False, "ALPHA", False, None),
+            ("1.30", True, "BETA", False, None),
+            ("1.32", True, "", True, None),
+        ),
+        "ShardedListAndWatch": (("1.36", False, "ALPHA", False, None),),
         "SidecarContainers": (
             ("1.28", False, "ALPHA", False, None),
             ("1.29", True, "BETA", False, None),
@@ -1054,10 +1138,28 @@ OLDER_SPECS: Final[dict[str, dict[str, tuple[Spec, ...] | None]]] = {
             ("1.33", True, "BETA", False, None),
             ("1.34", True, "", True, None),
         ),
+        "StrictIPCIDRValidation": (
+            ("1.33", False, "ALPHA", False, None),
+            ("1.36", True, "BETA", False, None),
+        ),
         "StructuredAuthenticationConfiguration": (
             ("1.29", False, "ALPHA", False, None),
             ("1.30", True, "BETA", False, None),
             ("1.34", True, "", True, None),
+        ),
+        "SupplementalGroupsPolicy": (
+            ("1.31", False, "ALPHA", False, None),
+            ("1.33", True, "BETA", False, None),
+            ("1.35", True, "", True, None),
+        ),
+        "SystemdWatchdog": (
+            ("1.32", True, "BETA", False, None),
+            ("1.35", True, "", True, None),
+        ),
+        "TopologyAwareWorkloadScheduling": (("1.36", False, "ALPHA", False, None),),
+        "TranslateStreamCloseWebsocketRequests": (
+            ("1.29", False, "ALPHA", False, None),
+            ("1.30", True, "BETA", False, None),
         ),
         "VolumeBindMountOptions": None,
         "VolumeLimitScaling": (("1.35", False, "ALPHA", False, None),),
@@ -1065,9 +1167,234 @@ OLDER_SPECS: Final[dict[str, dict[str, tuple[Spec, ...] | None]]] = {
             ("1.31", False, "BETA", False, None),
             ("1.36", True, "BETA", False, None),
         ),
+        "WatchFromStorageWithoutPrevKV": None,
+        "WatchListClientConcurrentDecoding": None,
         "WatchListCompression": None,
         "WebhookRoundTripLoadBalancing": None,
+        "WinDSR": (
+            ("1.14", False, "ALPHA", False, None),
+            ("1.33", True, "BETA", False, None),
+            ("1.34", True, "", True, None),
+        ),
+        "WinOverlay": (
+            ("1.14", False, "ALPHA", False, None),
+            ("1.20", True, "BETA", False, None),
+            ("1.34", True, "", True, None),
+        ),
+        "WindowsCPUAndMemoryAffinity": (("1.32", False, "ALPHA", False, None),),
+        "WindowsHostNetwork": (
+            ("1.26", False, "ALPHA", False, None),
+            ("1.33", False, "DEPRECATED", False, None),
+        ),
         "WorkloadAwarePreemption": (("1.36", False, "ALPHA", False, None),),
+    },
+    "1.37": {
+        "AggregatedDiscoveryRemoveBetaType": (
+            ("1.0", False, "", False, None),
+            ("1.33", True, "DEPRECATED", False, None),
+            ("1.35", True, "DEPRECATED", True, None),
+        ),
+        "AllocatorPoolBufferCap": None,
+        "AllowOverwriteTerminationGracePeriodSeconds": (
+            ("1.0", True, "", False, None),
+            ("1.32", False, "DEPRECATED", False, None),
+            ("1.35", False, "DEPRECATED", True, None),
+        ),
+        "AtomicWriteVolumeUserFields": (("1.37", False, "ALPHA", False, None),),
+        "AuthorizePodWebsocketUpgradeCreatePermission": (("1.35", True, "BETA", False, None),),
+        "CRDValidationRatcheting": (
+            ("1.28", False, "ALPHA", False, None),
+            ("1.30", True, "BETA", False, None),
+            ("1.33", True, "", True, None),
+        ),
+        "CertificateSigningRequestMLDSA": None,
+        "ClientsAllowConnectionPool": None,
+        "CloudNodeAdditionalLabelsReconciliation": None,
+        "CompositePodGroup": (("1.37", False, "ALPHA", False, None),),
+        "ConditionalAuthorization": None,
+        "ConsistentGetFromCache": None,
+        "CustomResourceFieldSelectors": (
+            ("1.30", False, "ALPHA", False, None),
+            ("1.31", True, "BETA", False, None),
+            ("1.32", True, "", True, None),
+        ),
+        "DRAConsumableCapacity": (
+            ("1.34", False, "ALPHA", False, None),
+            ("1.36", True, "BETA", False, None),
+        ),
+        "DRADeviceBindingConditions": (
+            ("1.34", False, "ALPHA", False, None),
+            ("1.36", True, "BETA", False, None),
+        ),
+        "DRADeviceTaintRules": (
+            ("1.35", False, "ALPHA", False, None),
+            ("1.36", False, "BETA", False, None),
+            ("1.37", True, "", False, None),
+        ),
+        "DRADeviceTaints": (
+            ("1.33", False, "ALPHA", False, None),
+            ("1.36", True, "BETA", False, None),
+            ("1.37", True, "", False, None),
+        ),
+        "DRAFractionalCapacityRange": (
+            ("1.37", False, "BETA", False, None),
+            ("1.37", True, "BETA", False, "1.37"),
+        ),
+        "DRAPartitionableDevices": (
+            ("1.33", False, "ALPHA", False, None),
+            ("1.36", True, "BETA", False, None),
+        ),
+        "DisableAllocatorDualWrite": (
+            ("1.31", False, "ALPHA", False, None),
+            ("1.33", False, "BETA", False, None),
+            ("1.34", True, "", False, None),
+            ("1.35", True, "", True, None),
+        ),
+        "DynamicNodeLocalEphemeralVolumes": None,
+        "DynamicResourceAllocation": (
+            ("1.26", False, "ALPHA", False, None),
+            ("1.32", False, "BETA", False, None),
+            ("1.34", True, "", False, None),
+            ("1.35", True, "", True, None),
+        ),
+        "EnvFiles": (
+            ("1.34", False, "ALPHA", False, None),
+            ("1.35", True, "BETA", False, None),
+        ),
+        "ExecProbeTimeout": (
+            ("1.20", True, "", False, None),
+            ("1.35", True, "", True, None),
+        ),
+        "ExtendWebSocketsToKubelet": (("1.36", True, "BETA", False, None),),
+        "HPAGeneration": (("1.37", True, "BETA", False, None),),
+        "InPlacePodVerticalScaling": (
+            ("1.27", False, "ALPHA", False, None),
+            ("1.33", True, "BETA", False, None),
+            ("1.35", True, "", True, None),
+        ),
+        "JobManagedBy": (
+            ("1.30", False, "ALPHA", False, None),
+            ("1.32", True, "BETA", False, None),
+            ("1.35", True, "", True, None),
+        ),
+        "KubeAPIServerWorkloadsTrust": None,
+        "KubeProxyNFTablesLocalhostNodePorts": (("1.37", False, "ALPHA", False, None),),
+        "KubeletTracing": (
+            ("1.25", False, "ALPHA", False, None),
+            ("1.27", True, "BETA", False, None),
+            ("1.34", True, "", True, None),
+        ),
+        "ManagedFieldsOptOut": None,
+        "ManagedFieldsOptOutClient": None,
+        "MatchLabelKeysInPodAffinity": (
+            ("1.29", False, "ALPHA", False, None),
+            ("1.31", True, "BETA", False, None),
+            ("1.33", True, "", True, None),
+        ),
+        "MultiCIDRServiceAllocator": (
+            ("1.27", False, "ALPHA", False, None),
+            ("1.31", False, "BETA", False, None),
+            ("1.33", True, "", False, None),
+            ("1.34", True, "", True, None),
+        ),
+        "NFTablesProxyMode": (
+            ("1.29", False, "ALPHA", False, None),
+            ("1.31", True, "BETA", False, None),
+            ("1.33", True, "", True, None),
+        ),
+        "NodeSwap": (
+            ("1.22", False, "ALPHA", False, None),
+            ("1.28", False, "BETA", False, None),
+            ("1.30", True, "BETA", False, None),
+            ("1.34", True, "", True, None),
+        ),
+        "OpenAPIV2LazyBuild": None,
+        "PodCertificateMLDSA": None,
+        "PodGroupPreemptionPolicy": (("1.37", False, "ALPHA", False, None),),
+        "PodSchedulingReadiness": (
+            ("1.26", False, "ALPHA", False, None),
+            ("1.27", True, "BETA", False, None),
+            ("1.30", True, "", True, None),
+        ),
+        "PortForwardWebsockets": (
+            ("1.30", False, "ALPHA", False, None),
+            ("1.31", True, "BETA", False, None),
+        ),
+        "PreferSameTrafficDistribution": (
+            ("1.33", False, "ALPHA", False, None),
+            ("1.34", True, "BETA", False, None),
+            ("1.35", True, "", True, None),
+        ),
+        "RecoverVolumeExpansionFailure": (
+            ("1.23", False, "ALPHA", False, None),
+            ("1.32", True, "BETA", False, None),
+            ("1.34", True, "", True, None),
+        ),
+        "RequestCostAggregation": None,
+        "SchedulerPreQueueingHints": (("1.37", False, "ALPHA", False, None),),
+        "SecurityProfileOCI": None,
+        "SeparateTaintEvictionController": (
+            ("1.29", True, "BETA", False, None),
+            ("1.34", True, "", True, None),
+        ),
+        "ServiceAccountTokenJTI": (
+            ("1.29", False, "ALPHA", False, None),
+            ("1.30", True, "BETA", False, None),
+            ("1.32", True, "", True, None),
+        ),
+        "ServiceAccountTokenMLDSA": None,
+        "ServiceAccountTokenNodeBinding": (
+            ("1.29", False, "ALPHA", False, None),
+            ("1.31", True, "BETA", False, None),
+            ("1.33", True, "", True, None),
+        ),
+        "ServiceAccountTokenNodeBindingValidation": (
+            ("1.29", False, "ALPHA", False, None),
+            ("1.30", True, "BETA", False, None),
+            ("1.32", True, "", True, None),
+        ),
+        "ServiceAccountTokenPodNodeInfo": (
+            ("1.29", False, "ALPHA", False, None),
+            ("1.30", True, "BETA", False, None),
+            ("1.32", True, "", True, None),
+        ),
+        "ShardedListAndWatch": (("1.36", False, "ALPHA", False, None),),
+        "StatefulSetRecreateStrategy": (("1.37", False, "ALPHA", False, None),),
+        "StrictIPCIDRValidation": (
+            ("1.33", False, "ALPHA", False, None),
+            ("1.36", True, "BETA", False, None),
+        ),
+        "SupplementalGroupsPolicy": (
+            ("1.31", False, "ALPHA", False, None),
+            ("1.33", True, "BETA", False, None),
+            ("1.35", True, "", True, None),
+        ),
+        "SystemdWatchdog": (
+            ("1.32", True, "BETA", False, None),
+            ("1.35", True, "", True, None),
+        ),
+        "TopologyAwareWorkloadScheduling": (("1.36", False, "ALPHA", False, None),),
+        "TranslateStreamCloseWebsocketRequests": (
+            ("1.29", False, "ALPHA", False, None),
+            ("1.30", True, "BETA", False, None),
+        ),
+        "WatchFromStorageWithoutPrevKV": None,
+        "WatchListClientConcurrentDecoding": None,
+        "WinDSR": (
+            ("1.14", False, "ALPHA", False, None),
+            ("1.33", True, "BETA", False, None),
+            ("1.34", True, "", True, None),
+        ),
+        "WinOverlay": (
+            ("1.14", False, "ALPHA", False, None),
+            ("1.20", True, "BETA", False, None),
+            ("1.34", True, "", True, None),
+        ),
+        "WindowsCPUAndMemoryAffinity": (("1.32", False, "ALPHA", False, None),),
+        "WindowsHostNetwork": (
+            ("1.26", False, "ALPHA", False, None),
+            ("1.33", False, "DEPRECATED", False, None),
+        ),
     },
 }
 
@@ -1075,68 +1402,34 @@ OLDER_SPECS: Final[dict[str, dict[str, tuple[Spec, ...] | None]]] = {
 DEPENDENCIES: Final[dict[str, tuple[str, ...]]] = {
     "ClusterTrustBundleProjection": ("ClusterTrustBundle",),
     "CompositePodGroup": ("GenericWorkload", "TopologyAwareWorkloadScheduling"),
-    "DRAAdminAccess": ("DynamicResourceAllocation",),
-    "DRAConsumableCapacity": ("DynamicResourceAllocation",),
-    "DRADerivedAttributes": ("DynamicResourceAllocation",),
-    "DRADeviceBindingConditions": ("DRAResourceClaimDeviceStatus", "DynamicResourceAllocation"),
-    "DRADeviceCompatibilityGroups": ("DRAPartitionableDevices", "DynamicResourceAllocation"),
+    "DRADeviceBindingConditions": ("DRAResourceClaimDeviceStatus",),
+    "DRADeviceCompatibilityGroups": ("DRAPartitionableDevices",),
     "DRADeviceTaintRules": ("DRADeviceTaints",),
-    "DRADeviceTaints": ("DynamicResourceAllocation",),
-    "DRAExtendedResource": ("DynamicResourceAllocation",),
     "DRAFractionalCapacityRange": ("DRAConsumableCapacity",),
-    "DRAListTypeAttributes": ("DynamicResourceAllocation",),
-    "DRANodeAllocatableResources": ("DynamicResourceAllocation",),
-    "DRAOptionalNodeOperations": ("DynamicResourceAllocation", "NodeDeclaredFeatures"),
-    "DRAPartitionableDevices": ("DynamicResourceAllocation",),
-    "DRAPartitionableDevicesType": (
-        "DRAPartitionableDevices",
-        "DRAResourcePoolStatus",
-        "DynamicResourceAllocation",
-    ),
-    "DRAPrioritizedList": ("DynamicResourceAllocation",),
-    "DRAResourceClaimGranularStatusAuthorization": (
-        "DRAResourceClaimDeviceStatus",
-        "DynamicResourceAllocation",
-    ),
-    "DRAResourcePoolStatus": ("DynamicResourceAllocation",),
-    "DRASchedulerFilterTimeout": ("DynamicResourceAllocation",),
-    "DRAWorkloadResourceClaims": ("DynamicResourceAllocation", "GenericWorkload"),
+    "DRAOptionalNodeOperations": ("NodeDeclaredFeatures",),
+    "DRAPartitionableDevicesType": ("DRAPartitionableDevices", "DRAResourcePoolStatus"),
+    "DRAResourceClaimGranularStatusAuthorization": ("DRAResourceClaimDeviceStatus",),
+    "DRAWorkloadResourceClaims": ("GenericWorkload",),
     "DeclarativeValidationBeta": ("DeclarativeValidation",),
     "DeclarativeValidationTakeover": ("DeclarativeValidation",),
-    "DisableAllocatorDualWrite": ("MultiCIDRServiceAllocator",),
+    "DynamicNodeLocalEphemeralVolumes": ("NodeDeclaredFeatures",),
     "EventedPLEG": ("PLEGOnDemandRelist",),
     "ExtendWebSocketsToKubelet": ("NodeDeclaredFeatures",),
     "GracefulNodeShutdownBasedOnPodPriority": ("GracefulNodeShutdown",),
     "H2CContainerProbe": ("NodeDeclaredFeatures",),
     "ImageVolumeWithDigest": ("ImageVolume",),
-    "InPlacePodLevelResourcesVerticalScaling": (
-        "InPlacePodVerticalScaling",
-        "NodeDeclaredFeatures",
-        "PodLevelResources",
-    ),
-    "InPlacePodVerticalScalingExclusiveCPUs": ("InPlacePodVerticalScaling",),
-    "InPlacePodVerticalScalingExclusiveMemory": ("InPlacePodVerticalScaling",),
-    "InPlacePodVerticalScalingInitContainers": (
-        "InPlacePodVerticalScaling",
-        "NodeDeclaredFeatures",
-    ),
-    "InPlacePodVerticalScalingMemoryBackedVolumes": (
-        "InPlacePodVerticalScaling",
-        "NodeDeclaredFeatures",
-    ),
-    "InPlacePodVerticalScalingSchedulerPreemption": ("InPlacePodVerticalScaling",),
-    "KubeletAllocatedPodsEndpoint": ("InPlacePodVerticalScaling",),
+    "InPlacePodLevelResourcesVerticalScaling": ("NodeDeclaredFeatures", "PodLevelResources"),
+    "InPlacePodVerticalScalingInitContainers": ("NodeDeclaredFeatures",),
+    "InPlacePodVerticalScalingMemoryBackedVolumes": ("NodeDeclaredFeatures",),
+    "KubeAPIServerWorkloadsTrust": ("ClusterTrustBundle", "ClusterTrustBundleProjection"),
     "MatchLabelKeysInPodTopologySpreadSelectorMerge": ("MatchLabelKeysInPodTopologySpread",),
     "NodeControllerLeaseCircuitBreaker": ("AtomicFIFO",),
-    "PodGroupPreemptionPolicy": ("GenericWorkload",),
     "PodLevelResourceManagers": ("PodLevelResources",),
     "PodLevelResourcesFixDefaulting": ("PodLevelResources",),
     "PodLevelResourcesFixKubeletQOSClass": ("PodLevelResources",),
     "ProcMountType": ("UserNamespacesSupport",),
-    "ResourceHealthStatus": ("DynamicResourceAllocation",),
     "ResourceHealthStatusMessage": ("ResourceHealthStatus",),
     "RestartAllContainersOnContainerExits": ("ContainerRestartRules", "NodeDeclaredFeatures"),
-    "ServiceAccountTokenNodeBinding": ("ServiceAccountTokenNodeBindingValidation",),
     "StaleControllerConsistencyDaemonSet": ("AtomicFIFO",),
     "StaleControllerConsistencyHPA": ("AtomicFIFO",),
     "StaleControllerConsistencyJob": ("AtomicFIFO",),
@@ -1155,23 +1448,51 @@ OLDER_DEPENDENCIES: Final[dict[str, dict[str, tuple[str, ...] | None]]] = {
     "1.36": {
         "AuthorizeNodeWithSelectors": ("AuthorizeWithSelectors",),
         "CompositePodGroup": None,
-        "DRADerivedAttributes": None,
+        "DRAAdminAccess": ("DynamicResourceAllocation",),
+        "DRAConsumableCapacity": ("DynamicResourceAllocation",),
+        "DRADeviceBindingConditions": ("DRAResourceClaimDeviceStatus", "DynamicResourceAllocation"),
         "DRADeviceCompatibilityGroups": None,
+        "DRADeviceTaints": ("DynamicResourceAllocation",),
+        "DRAExtendedResource": ("DynamicResourceAllocation",),
         "DRAFractionalCapacityRange": None,
+        "DRAListTypeAttributes": ("DynamicResourceAllocation",),
+        "DRANodeAllocatableResources": ("DynamicResourceAllocation",),
         "DRAOptionalNodeOperations": None,
+        "DRAPartitionableDevices": ("DynamicResourceAllocation",),
         "DRAPartitionableDevicesType": None,
+        "DRAPrioritizedList": ("DynamicResourceAllocation",),
+        "DRAResourceClaimGranularStatusAuthorization": (
+            "DRAResourceClaimDeviceStatus",
+            "DynamicResourceAllocation",
+        ),
+        "DRAResourcePoolStatus": ("DynamicResourceAllocation",),
+        "DRASchedulerFilterTimeout": ("DynamicResourceAllocation",),
+        "DRAWorkloadResourceClaims": ("DynamicResourceAllocation", "GenericWorkload"),
+        "DisableAllocatorDualWrite": ("MultiCIDRServiceAllocator",),
+        "DynamicNodeLocalEphemeralVolumes": None,
         "EventedPLEG": None,
         "GangScheduling": ("GenericWorkload",),
         "H2CContainerProbe": None,
+        "InPlacePodLevelResourcesVerticalScaling": (
+            "InPlacePodVerticalScaling",
+            "NodeDeclaredFeatures",
+            "PodLevelResources",
+        ),
+        "InPlacePodVerticalScalingExclusiveCPUs": ("InPlacePodVerticalScaling",),
+        "InPlacePodVerticalScalingExclusiveMemory": ("InPlacePodVerticalScaling",),
+        "InPlacePodVerticalScalingInitContainers": (
+            "InPlacePodVerticalScaling",
+            "NodeDeclaredFeatures",
+        ),
         "InPlacePodVerticalScalingMemoryBackedVolumes": None,
-        "InPlacePodVerticalScalingSchedulerPreemption": None,
-        "KubeletAllocatedPodsEndpoint": None,
+        "KubeAPIServerWorkloadsTrust": None,
         "NodeControllerLeaseCircuitBreaker": None,
         "PodCertificateRequest": ("AuthorizeNodeWithSelectors",),
-        "PodGroupPreemptionPolicy": None,
         "PodLevelResourcesFixDefaulting": None,
         "PodLevelResourcesFixKubeletQOSClass": None,
         "PodLifecycleSleepActionAllowZero": ("PodLifecycleSleepAction",),
+        "ResourceHealthStatus": ("DynamicResourceAllocation",),
+        "ServiceAccountTokenNodeBinding": ("ServiceAccountTokenNodeBindingValidation",),
         "StaleControllerConsistencyHPA": None,
         "StructuredAuthenticationConfigurationEgressSelector": (
             "StructuredAuthenticationConfiguration",
@@ -1180,5 +1501,54 @@ OLDER_DEPENDENCIES: Final[dict[str, dict[str, tuple[str, ...] | None]]] = {
             "StructuredAuthenticationConfiguration",
         ),
         "WorkloadAwarePreemption": ("GangScheduling",),
+    },
+    "1.37": {
+        "DRAAdminAccess": ("DynamicResourceAllocation",),
+        "DRAConsumableCapacity": ("DynamicResourceAllocation",),
+        "DRADerivedAttributes": ("DynamicResourceAllocation",),
+        "DRADeviceBindingConditions": ("DRAResourceClaimDeviceStatus", "DynamicResourceAllocation"),
+        "DRADeviceCompatibilityGroups": ("DRAPartitionableDevices", "DynamicResourceAllocation"),
+        "DRADeviceTaints": ("DynamicResourceAllocation",),
+        "DRAExtendedResource": ("DynamicResourceAllocation",),
+        "DRAListTypeAttributes": ("DynamicResourceAllocation",),
+        "DRANodeAllocatableResources": ("DynamicResourceAllocation",),
+        "DRAOptionalNodeOperations": ("DynamicResourceAllocation", "NodeDeclaredFeatures"),
+        "DRAPartitionableDevices": ("DynamicResourceAllocation",),
+        "DRAPartitionableDevicesType": (
+            "DRAPartitionableDevices",
+            "DRAResourcePoolStatus",
+            "DynamicResourceAllocation",
+        ),
+        "DRAPrioritizedList": ("DynamicResourceAllocation",),
+        "DRAResourceClaimGranularStatusAuthorization": (
+            "DRAResourceClaimDeviceStatus",
+            "DynamicResourceAllocation",
+        ),
+        "DRAResourcePoolStatus": ("DynamicResourceAllocation",),
+        "DRASchedulerFilterTimeout": ("DynamicResourceAllocation",),
+        "DRAWorkloadResourceClaims": ("DynamicResourceAllocation", "GenericWorkload"),
+        "DisableAllocatorDualWrite": ("MultiCIDRServiceAllocator",),
+        "DynamicNodeLocalEphemeralVolumes": None,
+        "InPlacePodLevelResourcesVerticalScaling": (
+            "InPlacePodVerticalScaling",
+            "NodeDeclaredFeatures",
+            "PodLevelResources",
+        ),
+        "InPlacePodVerticalScalingExclusiveCPUs": ("InPlacePodVerticalScaling",),
+        "InPlacePodVerticalScalingExclusiveMemory": ("InPlacePodVerticalScaling",),
+        "InPlacePodVerticalScalingInitContainers": (
+            "InPlacePodVerticalScaling",
+            "NodeDeclaredFeatures",
+        ),
+        "InPlacePodVerticalScalingMemoryBackedVolumes": (
+            "InPlacePodVerticalScaling",
+            "NodeDeclaredFeatures",
+        ),
+        "InPlacePodVerticalScalingSchedulerPreemption": ("InPlacePodVerticalScaling",),
+        "KubeAPIServerWorkloadsTrust": None,
+        "KubeletAllocatedPodsEndpoint": ("InPlacePodVerticalScaling",),
+        "PodGroupPreemptionPolicy": ("GenericWorkload",),
+        "ResourceHealthStatus": ("DynamicResourceAllocation",),
+        "ServiceAccountTokenNodeBinding": ("ServiceAccountTokenNodeBindingValidation",),
     },
 }

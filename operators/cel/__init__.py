@@ -3,7 +3,7 @@
 Public API (see environment.py for the usage sketch):
 - :class:`CELEnvironment`: ``compile()``, ``matches()``, ``device_view()``, ``forget_slice()``;
   ``CELEnvironment(kubernetes="1.36")`` speaks that minor's CEL (:data:`KUBERNETES_MINORS`,
-  default :data:`NEWEST_KUBERNETES`)
+  default :data:`DEFAULT_KUBERNETES`)
 - :func:`check_selector`: the API server's verdict on a new selector (for input validation)
 - :func:`install_zone_loader`: IANA time zone names for timestamp getters (the CLI's zoneinfo)
 - :class:`CompiledSelector`: ``evaluate(view, context=..., interrupt=...)``, ``expression``,
@@ -23,12 +23,13 @@ from .device import DeviceLike, DeviceView, build_device_view, split_qualified_n
 from .environment import CacheStats, CELEnvironment, CompiledDerived, CompiledSelector, SliceKey
 from .errors import InvalidSelectorError, SelectorError, SelectorEvaluationError
 from .library.timestamps import install_zone_loader
-from .release import KUBERNETES_MINORS, NEWEST_KUBERNETES
+from .release import DEFAULT_KUBERNETES, KUBERNETES_MINORS, NEWEST_KUBERNETES
 from .runtime import EvaluationInterrupted
 from .values import CIDRValue, IPValue, QuantityValue, SemverValue, URLValue
 
 __all__ = [
     "DEFAULT_COST_LIMIT",
+    "DEFAULT_KUBERNETES",
     "KUBERNETES_MINORS",
     "MAX_EXPRESSION_LENGTH",
     "NEWEST_KUBERNETES",

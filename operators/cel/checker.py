@@ -16,7 +16,7 @@ from typing import Any
 from . import types as t
 from .errors import InvalidSelectorError
 from .library import Function, functions_of
-from .release import NEWEST_KUBERNETES, Dialect, dialect
+from .release import DEFAULT_KUBERNETES, Dialect, dialect
 from .runtime import CelError, Uint
 from .syntax import (
     Call,
@@ -94,7 +94,7 @@ class Checker:
         release: Dialect | None = None,
     ) -> None:
         self.source = source
-        self.release = release if release is not None else dialect(NEWEST_KUBERNETES)
+        self.release = release if release is not None else dialect(DEFAULT_KUBERNETES)
         self.functions = functions_of(self.release.kubernetes) if functions is None else functions
         self.mapping = t.Mapping()
         self.fresh = 0

@@ -26,7 +26,7 @@ from .cost import estimate
 from .errors import InvalidSelectorError
 from .library import functions_of
 from .planner import CHECKPOINTS, COST, FIRST_SLOT, LIMIT, Checkpoints, Fn, PlanError, Planner
-from .release import NEWEST_KUBERNETES, dialect
+from .release import DEFAULT_KUBERNETES, dialect
 from .runtime import CelError, CostLimitExceeded
 from .syntax import allow_deep_recursion, parse
 from .values import MUTATIONS, restore
@@ -119,7 +119,7 @@ class Checked:
         return estimate(self.root, dialect(self.kubernetes))[1]
 
 
-def check_expression(expression: str, kubernetes: str = NEWEST_KUBERNETES) -> Checked:
+def check_expression(expression: str, kubernetes: str = DEFAULT_KUBERNETES) -> Checked:
     """The length limit, cel-go's parser and checker over the DRA environment of
     ``kubernetes``; raises InvalidSelectorError (message without context)."""
     size = len(expression.encode("utf-8", "surrogatepass"))
@@ -144,7 +144,7 @@ def compile_program(
     expression: str,
     *,
     cost_limit: int = DEFAULT_COST_LIMIT,
-    kubernetes: str = NEWEST_KUBERNETES,
+    kubernetes: str = DEFAULT_KUBERNETES,
 ) -> Program:
     """Validate and plan as the API server and scheduler of ``kubernetes`` (a minor) do;
     raises InvalidSelectorError (message without context)."""
@@ -173,7 +173,7 @@ def compile_program(
 
 
 def check_selector(
-    expression: str, *, cost_limit: int = DEFAULT_COST_LIMIT, kubernetes: str = NEWEST_KUBERNETES
+    expression: str, *, cost_limit: int = DEFAULT_COST_LIMIT, kubernetes: str = DEFAULT_KUBERNETES
 ) -> InvalidSelectorError | None:
     """The API server's verdict (of that Kubernetes minor) on a new or changed selector, None
     when it would accept it.

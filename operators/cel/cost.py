@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import types as t
-from .release import NEWEST_KUBERNETES, Dialect, dialect
+from .release import DEFAULT_KUBERNETES, Dialect, dialect
 from .runtime import size_of, sized_net
 from .syntax import (
     ACCUMULATOR,
@@ -216,7 +216,7 @@ class Estimator:
     """One estimate of one checked expression."""
 
     def __init__(self, release: Dialect | None = None) -> None:
-        self.release = release if release is not None else dialect(NEWEST_KUBERNETES)
+        self.release = release if release is not None else dialect(DEFAULT_KUBERNETES)
         self.paths: dict[int, _Path] = {}
         self.sizes: dict[int, Estimate] = {}
         self.entries: dict[int, _Entry] = {}
@@ -960,7 +960,7 @@ def call_cost(function: str, overload: str, release: Dialect | None = None) -> i
     library = _library_charge(function, overload)
     if library is not None:
         return library
-    if (release or dialect(NEWEST_KUBERNETES)).sized_string_calls:
+    if (release or dialect(DEFAULT_KUBERNETES)).sized_string_calls:
         sized = _sized_string_charge(overload)
         if sized is not None:
             return sized

@@ -29,7 +29,7 @@ from .compiler import DEFAULT_COST_LIMIT, Program, compile_program
 from .derived import compile_derived
 from .device import DeviceLike, DeviceView, build_device_view
 from .errors import InvalidSelectorError, SelectorEvaluationError, with_context
-from .release import NEWEST_KUBERNETES, check_minor
+from .release import DEFAULT_KUBERNETES, check_minor
 from .runtime import CelError, CostLimitExceeded, EvaluationInterrupted, NoSuchKey, type_name
 
 __all__ = ["CELEnvironment", "CacheStats", "CompiledDerived", "CompiledSelector", "SliceKey"]
@@ -213,7 +213,7 @@ class CELEnvironment:
         compile_cache_size: int = 4096,
         slice_cache_size: int = 16384,
         result_cache_size: int = DEFAULT_RESULT_CACHE_SIZE,
-        kubernetes: str = NEWEST_KUBERNETES,
+        kubernetes: str = DEFAULT_KUBERNETES,
     ) -> None:
         self.cost_limit = cost_limit
         self.kubernetes = check_minor(kubernetes)

@@ -40,7 +40,7 @@ from .cost import (
     inequality_charge,
 )
 from .library import Function, Overload, compile_regex, functions_of, runtime_matches
-from .release import NEWEST_KUBERNETES, Dialect, dialect
+from .release import DEFAULT_KUBERNETES, Dialect, dialect
 from .runtime import (
     _MISSING,
     EMPTY,
@@ -543,7 +543,7 @@ class Planner:
     def __init__(
         self, functions: dict[str, Function] | None = None, release: Dialect | None = None
     ) -> None:
-        self.release = release if release is not None else dialect(NEWEST_KUBERNETES)
+        self.release = release if release is not None else dialect(DEFAULT_KUBERNETES)
         self.functions = functions_of(self.release.kubernetes) if functions is None else functions
         self.slots = FIRST_SLOT
         self.scopes: list[dict[str, tuple[int, bool]]] = [{"device": (DEVICE, False)}]

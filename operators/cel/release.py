@@ -14,11 +14,23 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-__all__ = ["KUBERNETES_MINORS", "NEWEST_KUBERNETES", "Dialect", "check_minor", "dialect", "minor"]
+__all__ = [
+    "DEFAULT_KUBERNETES",
+    "KUBERNETES_MINORS",
+    "NEWEST_KUBERNETES",
+    "Dialect",
+    "check_minor",
+    "dialect",
+    "minor",
+]
 
-#: Oldest first; each has its oracle in hack/cel-oracle (the differential tests).
+#: Oldest first; each has its oracle in hack/cel-oracle (the differential tests). 1.38's oracle
+#: is there (its pre-release's libraries) before kopf-dra speaks it.
 KUBERNETES_MINORS = ("1.36", "1.37")
 NEWEST_KUBERNETES = KUBERNETES_MINORS[-1]
+#: What an environment speaks when no release is named: the project's default release's
+#: (``api.features.DEFAULT_RELEASE``, a released minor, not a pre-release).
+DEFAULT_KUBERNETES = "1.37"
 
 
 def minor(kubernetes: str) -> tuple[int, int]:

@@ -67,22 +67,28 @@ _GATES_1_36: Final = {
 #: at 1.36's version; storage versions) and would be one more flag for every component, where
 #: the gates already reach them all, kopf-dra's own included.
 #: 1.37 adds gang scheduling with devices (GenericWorkload, DRAWorkloadResourceClaims: beta, off
-#: by default), which kopf-dra implements on 1.37 only.
+#: by default), which kopf-dra implements from 1.37 on. 1.38 (its pre-release) takes 1.37's: the
+#: gates it made GA keep the value they have here (locked or not), and none of these is removed.
+_GATES_1_37: Final = {
+    **_GATES_1_36,
+    "DRAFractionalCapacityRange": True,
+    "GenericWorkload": True,
+    "DRAWorkloadResourceClaims": True,
+}
 _FEATURE_GATES: Final[Mapping[str, Mapping[str, bool]]] = {
     "1.36": _GATES_1_36,
-    "1.37": {
-        **_GATES_1_36,
-        "DRAFractionalCapacityRange": True,
-        "GenericWorkload": True,
-        "DRAWorkloadResourceClaims": True,
-    },
+    "1.37": _GATES_1_37,
+    "1.38": _GATES_1_37,
 }
 #: DeviceTaintRule (v1beta2; v1 too from 1.37) and ResourcePoolStatusRequest (v1alpha3), where
 #: kopf-dra reads them: both versions are still served, off by default, by 1.36 and 1.37.
 RUNTIME_CONFIG = "resource.k8s.io/v1beta2=true,resource.k8s.io/v1alpha3=true"
 #: Beyond RUNTIME_CONFIG, by minor release: 1.37 serves Workload and PodGroup in
 #: scheduling.k8s.io/v1beta1 only when it is switched on (GenericWorkload alone is not enough).
-_RUNTIME_CONFIG_EXTRA: Final[Mapping[str, str]] = {"1.37": "scheduling.k8s.io/v1beta1=true"}
+_RUNTIME_CONFIG_EXTRA: Final[Mapping[str, str]] = {
+    "1.37": "scheduling.k8s.io/v1beta1=true",
+    "1.38": "scheduling.k8s.io/v1beta1=true",
+}
 #: Service ClusterIPs: the benchmarking range (RFC 2544) beside the real nodes' pod subnets
 #: (198.18.x.0/24), so that no packet for a Service ever leaves this machine, routed or not.
 SERVICE_CIDR = "198.19.0.0/24"

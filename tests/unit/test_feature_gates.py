@@ -419,3 +419,14 @@ def test_the_gate_tables_say_they_are_generated_and_repeat_no_release() -> None:
     # Each release read back whole: 1.36 has gates 1.37 removed, and not those it added.
     assert "CompositePodGroup" in gates_of(V137)
     assert "CompositePodGroup" not in gates_of(KubernetesVersion.of("1.36"))
+
+
+def test_a_pre_release_has_its_table_and_is_refused_until_it_is_followed() -> None:
+    """1.38's gate table is read from its pre-release's sources (GA gates locked where it locks
+    them, the gates it removed gone), and a 1.38 cluster is refused, saying why."""
+    assert "1.38" in gate_tables.SOURCES
+    with pytest.raises(ValueError, match=r"Kubernetes 1.38 is not supported yet: its pre-release"):
+        KubernetesVersion.of("1.38")
+    assert "DynamicResourceAllocation" not in gate_tables.SPECS, "gone in 1.38"
+    assert "DynamicResourceAllocation" in gates_of(V137)
+    assert gate_tables.SPECS["DRAPartitionableDevices"][-1] == ("1.38", True, "", True, None)

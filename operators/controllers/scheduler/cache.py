@@ -25,7 +25,7 @@ from operators.api.keys import ObjectKey, controller_pod
 from operators.api.names import EXTENDED_RESOURCE_CLAIM_ANNOTATION, TERMINAL_PHASES
 from operators.api.resource import DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice
 from operators.api.timestamps import age
-from operators.cel import NEWEST_KUBERNETES, CELEnvironment
+from operators.cel import DEFAULT_KUBERNETES, CELEnvironment
 from operators.runtime.indices import IndexView
 from operators.runtime.stores import LocalStore, Stores, by_key
 from operators.scheduling.extended import class_mapping, is_special_claim
@@ -90,7 +90,7 @@ class SchedulerCache:
         self,
         scheduler_name: str,
         features: Features,
-        kubernetes: str = NEWEST_KUBERNETES,
+        kubernetes: str = DEFAULT_KUBERNETES,
         *,
         node_allocatable: bool = False,
     ) -> None:

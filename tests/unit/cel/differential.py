@@ -43,8 +43,8 @@ from typing import Any
 from operators.allocator.constraints import derived_attribute
 from operators.api.resource import Device
 from operators.cel import (
+    DEFAULT_KUBERNETES,
     KUBERNETES_MINORS,
-    NEWEST_KUBERNETES,
     CELEnvironment,
     InvalidSelectorError,
     SelectorEvaluationError,
@@ -79,7 +79,7 @@ def oracle_version(kubernetes: str) -> str:
 
 
 @functools.cache
-def oracle_binary(kubernetes: str = NEWEST_KUBERNETES) -> str:
+def oracle_binary(kubernetes: str = DEFAULT_KUBERNETES) -> str:
     if shutil.which("go") is None:
         raise NoToolchainError("no Go toolchain on PATH: cannot build hack/cel-oracle")
     done = subprocess.run(
@@ -106,7 +106,7 @@ class Answer:
 class Oracle:
     """One running oracle process of a Kubernetes minor; ``ask`` is a request and its answer."""
 
-    def __init__(self, kubernetes: str = NEWEST_KUBERNETES) -> None:
+    def __init__(self, kubernetes: str = DEFAULT_KUBERNETES) -> None:
         self.kubernetes = kubernetes
         self._process = subprocess.Popen(
             [oracle_binary(kubernetes)],
@@ -211,7 +211,7 @@ def _derived_outcome(result: J) -> str:
 
 
 @functools.cache
-def oracle(kubernetes: str = NEWEST_KUBERNETES) -> Oracle:
+def oracle(kubernetes: str = DEFAULT_KUBERNETES) -> Oracle:
     return Oracle(kubernetes)
 
 
@@ -219,7 +219,7 @@ def our_answer(
     expression: str,
     devices: list[J],
     env: CELEnvironment | None = None,
-    kubernetes: str = NEWEST_KUBERNETES,
+    kubernetes: str = DEFAULT_KUBERNETES,
 ) -> Answer:
     """kopf-dra's answer; a fresh environment's (``env``'s, if given), so nothing is cached
     from an earlier expression."""
@@ -251,7 +251,7 @@ def ours(
     expression: str,
     devices: list[J],
     env: CELEnvironment | None = None,
-    kubernetes: str = NEWEST_KUBERNETES,
+    kubernetes: str = DEFAULT_KUBERNETES,
 ) -> list[str]:
     return our_answer(expression, devices, env, kubernetes).outcomes
 
@@ -268,7 +268,7 @@ def _comparable_costs(mine: Answer, theirs: Answer) -> bool:
 
 
 def disagreement(
-    expression: str, devices: list[J], kubernetes: str = NEWEST_KUBERNETES
+    expression: str, devices: list[J], kubernetes: str = DEFAULT_KUBERNETES
 ) -> tuple[str, Answer, Answer] | None:
     """(kind, ours, theirs) when they differ: kind is "outcome", "cost" or "estimate"."""
     upstream = oracle(kubernetes)
@@ -299,7 +299,7 @@ def disagreement(
 Finding = tuple[str, str, list[J], Answer, Answer]  # kind, expression, devices, ours, theirs
 
 
-def our_derived(expression: str, devices: list[J], kubernetes: str = NEWEST_KUBERNETES) -> Answer:
+def our_derived(expression: str, devices: list[J], kubernetes: str = DEFAULT_KUBERNETES) -> Answer:
     """kopf-dra's answer on a derived attribute, in :meth:`Oracle.derived`'s terms: the API
     server's verdict (list types on, as the oracle's gates), then the scheduler's compile and
     each device's value as an attribute, from a fresh environment."""
@@ -463,7 +463,7 @@ def _count(counted: dict[str, int], answer: Answer) -> None:
 
 
 def run_corpus(
-    examples: int, seed: int, kubernetes: str = NEWEST_KUBERNETES
+    examples: int, seed: int, kubernetes: str = DEFAULT_KUBERNETES
 ) -> tuple[dict[str, int], list[Finding]]:
     """Generate selectors and devices until ``examples`` evaluations ran; (counts, one finding
     per distinct disagreement). A seed always generates the same corpus."""
