@@ -2,9 +2,10 @@
 # Build the allocator oracle (upstream's structured allocator behind a JSON pipe) once per
 # library version and source into the user cache, like the local control plane; prints the
 # binary's path. Usage: build.sh [VERSION], VERSION one of the module directories beside this
-# file (v0.36.3 for Kubernetes 1.36, v0.37.2 for 1.37; default the newest). main.go is one
-# program for every version (it sets the allocator's feature fields by name): the version's
-# directory holds only its go.mod and go.sum, and the build runs on a copy of the three. Each
+# file (v0.36.3 for Kubernetes 1.36, v0.37.2 for 1.37, v0.38.0-beta.0 for 1.38's pre-release;
+# default the newest). main.go is one program for every version (it sets the allocator's feature
+# fields by name): the version's directory holds its go.mod, go.sum and slices.go (how that
+# release's allocator takes slices and its allocated state), and the build runs on a copy. Each
 # version and source gets its own cache directory, so worktrees never rebuild each other's.
 #
 # A new version: a directory named for it with a go.mod requiring that version of k8s.io/api,
@@ -24,7 +25,7 @@ if [[ ! -f "$module/go.mod" ]]; then
   exit 2
 fi
 touch -a "$module/go.sum"
-sum="$(cat "$here/main.go" "$module/go.mod" "$module/go.sum" | sha256sum | cut -d' ' -f1)"
+sum="$(cat "$here/main.go" "$module"/*.go "$module/go.mod" "$module/go.sum" | sha256sum | cut -d' ' -f1)"
 cache="${KOPF_DRA_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kopf-dra}/allocator-oracle/$version/${sum:0:16}"
 bin="$cache/allocator-oracle"
 if [[ -x "$bin" && -z "$tidy" ]]; then
@@ -32,7 +33,7 @@ if [[ -x "$bin" && -z "$tidy" ]]; then
 fi
 src="$(mktemp -d)"
 trap 'rm -rf "$src"' EXIT
-cp "$here/main.go" "$module/go.mod" "$module/go.sum" "$src/"
+cp "$here/main.go" "$module"/*.go "$module/go.mod" "$module/go.sum" "$src/"
 toolchain=$(go_toolchain_for "$src/go.mod")
 [ -z "$toolchain" ] || export GOTOOLCHAIN="$toolchain"
 if [[ -n "$tidy" ]]; then

@@ -1,9 +1,10 @@
 // Command allocator-oracle feeds one allocation problem to upstream's structured allocator
 // (k8s.io/dynamic-resource-allocation, "experimental" channel) and prints the outcome in the
 // JSON shape of `kopf-dra simulate`, so kopf-dra's differential tests can compare the two.
-// One source for every library version (v0.36.3, v0.37.2: the module directories beside it):
-// the allocator's Features are set by field name, and a gate whose field this version lacks is
-// an error, never silently off.
+// One source for every library version (v0.36.3, v0.37.2, v0.38.0-beta.0: the module directories
+// beside it, each with its slices.go saying how that release's allocator takes slices): the
+// allocator's Features are set by field name, and a gate whose field this version lacks is an
+// error, never silently off.
 //
 // Input (stdin, JSON): {"features": {"DRAPrioritizedList": true, ...}, "node": Node,
 // "classes": [DeviceClass], "slices": [ResourceSlice], "claims": [ResourceClaim],
@@ -28,7 +29,6 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
 )
@@ -65,11 +65,7 @@ func (l classLister) Get(name string) (*resourceapi.DeviceClass, error) {
 
 // allocatedState mirrors kube-scheduler's claim tracker (foreachAllocatedDevice).
 func allocatedState(claims []*resourceapi.ResourceClaim, consumable bool) structured.AllocatedState {
-	state := structured.AllocatedState{
-		AllocatedDevices:         sets.New[structured.DeviceID](),
-		AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](),
-		AggregatedCapacity:       structured.NewConsumedCapacityCollection(),
-	}
+	state := emptyState()
 	for _, claim := range claims {
 		if claim.Status.Allocation == nil {
 			continue
@@ -80,7 +76,7 @@ func allocatedState(claims []*resourceapi.ResourceClaim, consumable bool) struct
 			}
 			id := structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
 			if consumable && r.ShareID != nil {
-				state.AllocatedSharedDeviceIDs.Insert(structured.MakeSharedDeviceID(id, r.ShareID))
+				insertShared(state, id, r.ShareID)
 				if r.ConsumedCapacity != nil {
 					state.AggregatedCapacity.Insert(structured.NewDeviceConsumedCapacity(id, r.ConsumedCapacity))
 				}
@@ -157,7 +153,7 @@ func run() output {
 		EnableConsumableCapacity: f.ConsumableCapacity,
 		EnableListTypeAttributes: f.ListTypeAttributes,
 	})
-	alloc, err := structured.NewAllocator(ctx, f, allocatedState(in.Allocated, f.ConsumableCapacity), classLister(in.Classes), in.Slices, cache)
+	alloc, err := newAllocator(ctx, f, allocatedState(in.Allocated, f.ConsumableCapacity), classLister(in.Classes), in.Slices, cache)
 	if err != nil {
 		msg := err.Error()
 		return output{Outcome: "error", Error: &msg}
@@ -170,7 +166,7 @@ func run() output {
 	timings := make([]int64, 0, in.Repeat)
 	for range in.Repeat {
 		start := time.Now()
-		again, err := structured.NewAllocator(ctx, f, allocatedState(in.Allocated, f.ConsumableCapacity), classLister(in.Classes), in.Slices, cache)
+		again, err := newAllocator(ctx, f, allocatedState(in.Allocated, f.ConsumableCapacity), classLister(in.Classes), in.Slices, cache)
 		if err == nil {
 			_, err = again.Allocate(ctx, in.Node, in.Claims)
 		}
