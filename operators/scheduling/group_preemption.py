@@ -6,7 +6,8 @@ kube-scheduler 1.37.2's PodGroupEvaluator, with kopf-dra's release of the victim
 
 1. Eligibility: the group's preemption policy (``resolvePreemptionPolicy``): with
    PodGroupPreemptionPolicy on, the PodGroup's ``spec.preemptionPolicy`` (PreemptLowerPriority
-   when unset); off, Never when any of its pods says Never. Then, as for a single pod, the
+   when unset); off, Never when any of its pods says Never; 1.38 (no gate), the PodGroup's
+   where set, else its pods' (``groups.PolicySource``). Then, as for a single pod, the
    claims of victims already gone are released first, and no new victims are sought while
    earlier ones are still going (``ongoing``).
 2. The domain is the whole cluster. Every unit (``preemption.Unit``: a pod, or all bound pods of
@@ -45,7 +46,7 @@ from operators.scheduling import preemption
 from operators.scheduling.attempt import Attempt
 from operators.scheduling.cycle import NodeFit
 from operators.scheduling.group_cycle import A, Host, place
-from operators.scheduling.groups import UNSCHEDULABLE, key_of, outcome
+from operators.scheduling.groups import UNSCHEDULABLE, PolicySource, key_of, outcome
 from operators.scheduling.nodes import NodeUsage, pod_requests
 from operators.scheduling.preemption import RunningPod, Unit, priority_of, release_blocker
 
@@ -57,10 +58,10 @@ RELEASING = "the claims of preempted pods are being released"
 
 
 def preempts(
-    group: PodGroup, pods: Sequence[Pod], classes: Mapping[str, PriorityClass], policy_gate: bool
+    group: PodGroup, pods: Sequence[Pod], classes: Mapping[str, PriorityClass], policy: PolicySource
 ) -> bool:
     """resolvePreemptionPolicy: whether the group may preempt at all."""
-    if policy_gate:
+    if policy == "group" or (policy == "group-else-pods" and group.spec.preemption_policy):
         return group.spec.preemption_policy != PREEMPT_NEVER
     return all(priority_of(p, classes).preempts for p in pods)
 
@@ -240,7 +241,7 @@ async def preempt(
     placed_before: int,
     *,
     classes: Mapping[str, PriorityClass],
-    policy_gate: bool,
+    policy: PolicySource,
     victims_gone: bool,
     lower: Mapping[str, Sequence[RunningPod]],
     evicting: Collection[ObjectKey] = (),
@@ -253,7 +254,7 @@ async def preempt(
     ``lower``, the bound pods of lower priority than the group's, by node
     (``preemption.lower_priority_pods``); ``evicting`` and ``nominated`` as ``ongoing`` takes
     them."""
-    if not preempts(group, order, classes, policy_gate):
+    if not preempts(group, order, classes, policy):
         return GroupPreemption(preemption.NEVER)
     if victims_gone:
         # Victims gone: their devices are about to be free, no more evictions.

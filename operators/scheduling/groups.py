@@ -17,13 +17,17 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Collection, Mapping, Sequence
+from typing import Literal
 
-from operators.api.core import Pod
+from operators.api.core import PREEMPT_LOWER_PRIORITY, Pod
 from operators.api.groups import PodGroup
 from operators.api.keys import ObjectKey
 from operators.api.resource import ResourceClaim
 
 UNSCHEDULABLE = "pod group is unschedulable"
+#: The PodGroupInitiallyScheduled reasons of a group that is not tried.
+SCHEDULER_ERROR = "SchedulerError"
+POD_GROUP_ERROR = "PodGroupError"
 
 
 def key_of(pod: Pod) -> ObjectKey:
@@ -40,40 +44,134 @@ def waits(group: PodGroup | None, group_key: ObjectKey, members: int) -> str | N
     return None
 
 
-def refused(group: PodGroup, pods: Sequence[Pod]) -> str | None:
-    """Upstream's ``validatePodGroup`` over the group's pods (queued and placed): one scheduler
-    name, and the PodGroup's priority on each; and what kopf-dra does not place yet (topology
-    constraints and composite groups, behind alpha gates that drop the fields when off).
-    None: nothing to refuse."""
+#: Whose preemption policy a group has (``resolvePreemptionPolicy``): ``pods``: Never when any of
+#: its pods says Never (1.37, PodGroupPreemptionPolicy off); ``group``: the PodGroup's
+#: ``spec.preemptionPolicy``, PreemptLowerPriority when unset (1.37, on); ``group-else-pods``:
+#: the PodGroup's where set, else its pods' (1.38, where the gate is gone and the field ungated).
+PolicySource = Literal["pods", "group", "group-else-pods"]
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupRules:
+    """What a release checks of a group before its cycle (``validatePodGroup``)."""
+
+    policy: PolicySource = "pods"
+    #: 1.38's ``validatePodGroupHierarchy``: messages that name the pods, and the reason
+    #: PodGroupError (1.37: SchedulerError) on the PodGroup and its pods.
+    hierarchy: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Refusal:
+    """Why a group is not tried, and the reason its condition and pods are given."""
+
+    message: str
+    reason: str
+
+
+def refused(
+    group: PodGroup, queued: Sequence[Pod], placed: Sequence[Pod], rules: GroupRules
+) -> Refusal | None:
+    """Upstream's validation over the group's pods, the queued ones first, then those already
+    placed, each checked for its scheduler name (the first queued pod's), its priority (the
+    PodGroup's) and its preemption policy (``rules.policy``); and what kopf-dra does not place
+    yet (topology constraints and composite groups). None: nothing to refuse."""
     if group.spec.scheduling_constraints:
-        return (
+        return Refusal(
             f"PodGroup {group.metadata.key} has schedulingConstraints: topology-aware "
-            "placement (TopologyAwareWorkloadScheduling) is not implemented by kopf-dra"
+            "placement (TopologyAwareWorkloadScheduling) is not implemented by kopf-dra",
+            SCHEDULER_ERROR,
         )
     if group.spec.parent_composite_pod_group_name:
-        return (
+        return Refusal(
             f"PodGroup {group.metadata.key} is part of CompositePodGroup "
             f"{group.spec.parent_composite_pod_group_name!r}: composite pod groups are not "
-            "implemented by kopf-dra"
+            "implemented by kopf-dra",
+            SCHEDULER_ERROR,
         )
-    if not pods:
+    if not queued:
         return None
-    first = pods[0].spec.scheduler_name or "default-scheduler"
+    message = (_hierarchy if rules.hierarchy else _single)(group, queued, placed, rules.policy)
+    if message is None:
+        return None
+    return Refusal(message, POD_GROUP_ERROR if rules.hierarchy else SCHEDULER_ERROR)
+
+
+def _policy(pod: Pod) -> str:
+    return pod.spec.preemption_policy or PREEMPT_LOWER_PRIORITY
+
+
+def _scheduler(pod: Pod) -> str:
+    return pod.spec.scheduler_name or "default-scheduler"
+
+
+def _single(
+    group: PodGroup, queued: Sequence[Pod], placed: Sequence[Pod], policy: PolicySource
+) -> str | None:
+    """1.37.2's ``validatePodGroup``: the first pod that breaks a rule, its first rule."""
+    first = _scheduler(queued[0])
     priority = group.spec.priority or 0
-    for pod in pods:
-        name = pod.spec.scheduler_name or "default-scheduler"
-        if name != first:
+    gated = policy != "pods"
+    expected = (group.spec.preemption_policy or PREEMPT_LOWER_PRIORITY) if gated else ""
+    for pod in (*queued, *placed):
+        if _scheduler(pod) != first:
             return (
                 "all pods in a single pod group should have the same .spec.schedulerName set, "
-                f"got: {first!r} and {name!r}"
+                f"got: {_go_quote(_scheduler(pod))} and {_go_quote(first)}"
             )
-    for pod in pods:
         if (pod.spec.priority or 0) != priority:
             return (
                 "all pods in a single pod group should have the same priority as the pod "
                 f"group's priority, got {pod.spec.priority or 0} and {priority}"
             )
+        if gated and _policy(pod) != expected:
+            return (
+                "all pods in a single pod group should have the same preemption policy as the "
+                f"pod group's preemption policy, got {_policy(pod)} and {expected}"
+            )
+        if not expected:
+            expected = _policy(pod)
+        elif _policy(pod) != expected:
+            return (
+                "all pods in a single pod group should have the same preemption policy, "
+                f"got {_policy(pod)} and {expected}"
+            )
     return None
+
+
+def _hierarchy(
+    group: PodGroup, queued: Sequence[Pod], placed: Sequence[Pod], policy: PolicySource
+) -> str | None:
+    """1.38's ``validatePodGroupHierarchy`` for a group without a parent: the pods named."""
+    first = queued[0]
+    priority = group.spec.priority or 0
+    expected = group.spec.preemption_policy or _policy(first)
+    root = _go_quote(f"podgroup/{group.metadata.namespace or ''}/{group.metadata.name or ''}")
+    for pod in (*queued, *placed):
+        name = _go_quote(pod.metadata.name or "")
+        if _scheduler(pod) != _scheduler(first):
+            return (
+                "all pods in a pod group hierarchy should have the same .spec.schedulerName "
+                f"set, got: {_go_quote(_scheduler(pod))} ({name}) and "
+                f"{_go_quote(_scheduler(first))} ({_go_quote(first.metadata.name or '')})"
+            )
+        if (pod.spec.priority or 0) != priority:
+            return (
+                "all pods in a pod group hierarchy should have the same priority as the root "
+                f"pod group's priority, got {pod.spec.priority or 0} ({name}) and {priority} "
+                f"({root})"
+            )
+        if _policy(pod) != expected:
+            return (
+                "all pods in a pod group hierarchy should have the same preemption policy, "
+                f"got {_policy(pod)} ({name}) and {expected}"
+            )
+    return None
+
+
+def _go_quote(text: str) -> str:
+    """Go's ``%q`` of a name (Kubernetes names need no escapes)."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def ordered(pods: Sequence[Pod], attempts: Mapping[ObjectKey, int]) -> list[Pod]:

@@ -17,10 +17,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from operators.allocator.allocator import Policy
 from operators.allocator.features import V1_37, Features
-from operators.api.features import KubernetesVersion
+from operators.api.features import KubernetesVersion, Release
 from operators.scheduling.attempt import DEFAULT_FILTER_TIMEOUT
+from operators.scheduling.groups import GroupRules
 from operators.scheduling.preemption import AlternativesPolicy
 from operators.scheduling.score import ScorePolicy
+
+#: The first release whose pod groups are checked as a hierarchy (``group_rules``).
+V1_38 = Release(1, 38)
 
 
 class Policies(BaseModel):
@@ -64,6 +68,14 @@ class Policies(BaseModel):
     )
 
 
+def group_rules(release: Release, gates: Mapping[str, bool]) -> GroupRules:
+    """1.38 dropped PodGroupPreemptionPolicy (the field is served ungated) and validates a
+    group's hierarchy; 1.37 reads the PodGroup's policy only with the gate on."""
+    if release >= V1_38:
+        return GroupRules(policy="group-else-pods", hierarchy=True)
+    return GroupRules(policy="group" if gates.get("PodGroupPreemptionPolicy") else "pods")
+
+
 @dataclasses.dataclass(frozen=True)
 class Profile:
     """What the scheduler does on this cluster: its policies, and each switch its release and
@@ -85,8 +97,9 @@ class Profile:
     groups: bool
     #: Their shared claims (DRAWorkloadResourceClaims).
     group_claims: bool
-    #: A PodGroup's own spec.preemptionPolicy (PodGroupPreemptionPolicy).
-    group_preemption_policy: bool
+    #: What the release checks of a group before its cycle, and whose preemption policy it
+    #: has (1.37: PodGroupPreemptionPolicy; 1.38: the PodGroup's where set).
+    group_rules: GroupRules
 
     @classmethod
     def of(
@@ -106,7 +119,7 @@ class Profile:
             filter_timeout=(policies.filter_timeout if gates["DRASchedulerFilterTimeout"] else 0.0),
             groups=groups,
             group_claims=groups and gates["DRAWorkloadResourceClaims"],
-            group_preemption_policy=groups and gates.get("PodGroupPreemptionPolicy", False),
+            group_rules=group_rules(features.kubernetes, gates),
         )
 
     @property

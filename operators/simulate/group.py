@@ -199,7 +199,8 @@ def group_answer(
         [p for p in members if not p.spec.node_name and not p.metadata.is_deleting], {}
     )
     reason = waits(group, key, len(members))
-    error = refused(group, members) if reason is None else None
+    refusal = refused(group, queued, bound, options.profile.group_rules) if reason is None else None
+    error = refusal.message if refusal else None
     if reason is not None or error is not None:
         answer.outcome, answer.message = ("waiting", reason) if reason else ("error", error)
         for pod in queued:
@@ -443,7 +444,7 @@ def _preempt(answer: GroupAnswer, host: _Host, group: PodGroup, queued: Sequence
             queued,
             answer.placed_before,
             classes=working.priority_classes,
-            policy_gate=options.profile.group_preemption_policy,
+            policy=options.profile.group_rules.policy,
             victims_gone=False,
             lower=engine.lower_priority_pods(working, options, priority),
             nominated={n for p in queued if (n := p.status.nominated_node_name)},

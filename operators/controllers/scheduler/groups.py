@@ -177,12 +177,14 @@ class GroupScheduler:
             log.debug("pod tried in its group's last cycle", **{fields.POD: str(key)})
             s.queue.set_state(key, PodState.UNSCHEDULABLE)
             raise Requeue(s.settings.unschedulable_retry, "tried in its group's last cycle")
-        error = refused(group, members)
-        if error is not None:
+        refusal = refused(
+            group, queued, [p for p in members if p.spec.node_name], s.profile.group_rules
+        )
+        if refusal is not None:
             for member in queued:
-                await s.unschedulable(member, error, "SchedulerError")
-            await self._condition(group, "False", "SchedulerError", error)
-            raise Requeue(s.queue.backoff_of(key), error)
+                await s.unschedulable(member, refusal.message, refusal.reason)
+            await self._condition(group, "False", refusal.reason, refusal.message)
+            raise Requeue(s.queue.backoff_of(key), refusal.message)
         await self._cycle(group_key, group, queued, key)
 
     async def _cycle(
@@ -288,7 +290,7 @@ class GroupScheduler:
             order,
             placed_before,
             classes=s.cache.classes_by_name(),
-            policy_gate=s.profile.group_preemption_policy,
+            policy=s.profile.group_rules.policy,
             victims_gone=bool(releases),
             lower=p.lower_priority_pods(preemption.group_priority(group)),
             evicting=set(p.victims.values()),

@@ -298,7 +298,7 @@ async def test_every_lower_priority_pod_in_the_way_is_a_victim_and_each_pod_nomi
         order,
         0,
         classes={},
-        policy_gate=False,
+        policy="pods",
         victims_gone=False,
         lower=lower(bound),
         now=NOW,
@@ -333,7 +333,7 @@ async def test_a_gang_that_fits_only_partly_even_without_victims_evicts_nobody()
         members("a", "b", priority=10),
         0,
         classes={},
-        policy_gate=False,
+        policy="pods",
         victims_gone=False,
         lower=lower(bound),
         now=NOW,
@@ -353,7 +353,7 @@ async def test_preemption_says_why_not_before_looking_for_victims() -> None:
         gang(1),
         members("a", priority=10, never=True),
         0,
-        policy_gate=False,
+        policy="pods",
         victims_gone=False,
         **common,
     )
@@ -363,19 +363,19 @@ async def test_preemption_says_why_not_before_looking_for_victims() -> None:
         gang(1, preemptionPolicy="Never"),
         order,
         0,
-        policy_gate=True,
+        policy="group",
         victims_gone=False,
         **common,
     )
     assert policy.message == NEVER, "the PodGroup's own policy, with the gate on"
-    gone = await preempt(slots, gang(1), order, 0, policy_gate=False, victims_gone=True, **common)
+    gone = await preempt(slots, gang(1), order, 0, policy="pods", victims_gone=True, **common)
     assert (gone.message, gone.release) == (RELEASING, True)
     evicting = await preempt(
         slots,
         gang(1),
         order,
         0,
-        policy_gate=False,
+        policy="pods",
         victims_gone=False,
         evicting={key_of(order[0])},
         **common,
@@ -386,7 +386,7 @@ async def test_preemption_says_why_not_before_looking_for_victims() -> None:
         gang(1),
         order,
         0,
-        policy_gate=False,
+        policy="pods",
         victims_gone=False,
         classes={},
         lower={},

@@ -26,10 +26,10 @@ def never(name: str) -> Pod:
 
 
 def test_the_policy_is_the_podgroups_with_the_gate_on_else_any_pods_never() -> None:
-    assert preempts(group(), [pod("a"), pod("b")], {}, policy_gate=False)
-    assert not preempts(group(), [pod("a"), never("b")], {}, policy_gate=False)
-    assert preempts(group(), [never("b")], {}, policy_gate=True), "the PodGroup's, unset"
-    assert not preempts(group("Never"), [pod("a")], {}, policy_gate=True)
+    assert preempts(group(), [pod("a"), pod("b")], {}, policy="pods")
+    assert not preempts(group(), [pod("a"), never("b")], {}, policy="pods")
+    assert preempts(group(), [never("b")], {}, policy="group"), "the PodGroup's, unset"
+    assert not preempts(group("Never"), [pod("a")], {}, policy="group")
 
 
 def test_removed_victims_free_their_node_usage_and_only_their_claims() -> None:

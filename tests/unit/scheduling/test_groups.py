@@ -18,6 +18,8 @@ from operators.controllers.scheduler.permit import go_duration
 from operators.controllers.scheduler.planning import group_condition, reservations
 from operators.scheduling.groups import (
     FailedCycle,
+    GroupRules,
+    Refusal,
     cannot_be_satisfied,
     ordered,
     outcome,
@@ -140,17 +142,69 @@ def test_a_group_waits_silently_for_its_podgroup_and_for_min_count_pods() -> Non
     assert waits(group(None), KEY, 1) is None  # basic: no minimum
 
 
-def test_refused_names_the_two_scheduler_names_or_priorities_that_differ() -> None:
+V1_37_OFF, V1_37_ON = GroupRules("pods"), GroupRules("group")
+V1_38 = GroupRules("group-else-pods", hierarchy=True)
+
+
+def test_refused_names_the_two_scheduler_names_or_priorities_that_differ_as_1_37() -> None:
     g = group()
-    assert refused(g, [pod("a"), pod("b")]) is None
+    assert refused(g, [pod("a"), pod("b")], [], V1_37_OFF) is None
     other = pod("b", schedulerName="default-scheduler")
-    assert refused(g, [pod("a"), other]) == (
+    assert refused(g, [pod("a"), other], [], V1_37_OFF) == Refusal(
         "all pods in a single pod group should have the same .spec.schedulerName set, "
-        "got: 'kopf-dra' and 'default-scheduler'"
+        'got: "default-scheduler" and "kopf-dra"',
+        "SchedulerError",
     )
-    assert refused(g, [pod("a", priority=5)]) == (
+    assert refused(g, [pod("a")], [pod("b", priority=5)], V1_37_OFF) == Refusal(
         "all pods in a single pod group should have the same priority as the pod group's "
-        "priority, got 5 and 0"
+        "priority, got 5 and 0",
+        "SchedulerError",
+    )
+
+
+def test_preemption_policies_are_checked_as_each_release_and_gate_checks_them() -> None:
+    never = pod("b", preemptionPolicy="Never")
+    # 1.37, PodGroupPreemptionPolicy off: the pods agree among themselves.
+    assert refused(group(), [never, pod("c", preemptionPolicy="Never")], [], V1_37_OFF) is None
+    assert refused(group(), [never, pod("a")], [], V1_37_OFF) == Refusal(
+        "all pods in a single pod group should have the same preemption policy, "
+        "got PreemptLowerPriority and Never",
+        "SchedulerError",
+    )
+    # On: each pod agrees with the PodGroup's (PreemptLowerPriority when unset).
+    assert refused(group(), [never], [], V1_37_ON) == Refusal(
+        "all pods in a single pod group should have the same preemption policy as the pod "
+        "group's preemption policy, got Never and PreemptLowerPriority",
+        "SchedulerError",
+    )
+    assert refused(group(preemptionPolicy="Never"), [never], [], V1_37_ON) is None
+    # 1.38: the PodGroup's where set, else the first pod's; the pods named, PodGroupError.
+    assert refused(group(), [never], [], V1_38) is None
+    assert refused(group(), [never, pod("a")], [], V1_38) == Refusal(
+        "all pods in a pod group hierarchy should have the same preemption policy, "
+        'got PreemptLowerPriority ("a") and Never',
+        "PodGroupError",
+    )
+    assert refused(group(preemptionPolicy="PreemptLowerPriority"), [never], [], V1_38) == (
+        Refusal(
+            "all pods in a pod group hierarchy should have the same preemption policy, "
+            'got Never ("b") and PreemptLowerPriority',
+            "PodGroupError",
+        )
+    )
+
+
+def test_1_38_names_the_pods_and_the_root_group_in_its_messages() -> None:
+    other = pod("b", schedulerName="default-scheduler")
+    assert refused(group(), [pod("a"), other], [], V1_38) == Refusal(
+        "all pods in a pod group hierarchy should have the same .spec.schedulerName set, "
+        'got: "default-scheduler" ("b") and "kopf-dra" ("a")',
+        "PodGroupError",
+    )
+    assert refused(group(), [pod("a")], [pod("c", priority=5)], V1_38) == Refusal(
+        "all pods in a pod group hierarchy should have the same priority as the root pod "
+        'group\'s priority, got 5 ("c") and 0 ("podgroup/ns/training")',
+        "PodGroupError",
     )
 
 
@@ -263,9 +317,14 @@ def test_a_groups_claim_no_pod_can_use_is_deallocated_only_while_none_is_placed(
 
 def test_topology_constraints_and_composite_groups_are_refused_with_a_reason() -> None:
     constrained = group(schedulingConstraints={"topology": [{"key": "zone"}]})
-    assert "topology-aware placement" in (refused(constrained, [pod("a")]) or "")
+    refusal = refused(constrained, [pod("a")], [], V1_38)
+    assert refusal is not None
+    assert "topology-aware placement" in refusal.message
     nested = group(parentCompositePodGroupName="job")
-    assert "composite pod groups are not implemented" in (refused(nested, [pod("a")]) or "")
+    refusal = refused(nested, [pod("a")], [], V1_37_OFF)
+    assert refusal is not None
+    assert "composite pod groups are not implemented" in refusal.message
+    assert refusal.reason == "SchedulerError"
 
 
 def test_a_pod_tried_in_its_groups_failed_cycle_rides_on_it_until_something_changes() -> None:
