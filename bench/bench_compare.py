@@ -34,7 +34,12 @@ from pathlib import Path
 from typing import Any
 
 from bench.bench_scheduler import COMPONENTS, KOPF_DRA_ENV, SEPARATE, WORKLOADS, churn, run
-from operators.api.features import check_names, format_feature_gates
+from operators.api.features import (
+    KubernetesVersion,
+    check_names,
+    format_feature_gates,
+    gates_of,
+)
 from operators.kube.api import KubeAPI
 from operators.localcluster import controlplane
 
@@ -300,9 +305,11 @@ HINTS = "SchedulerPreQueueingHints"
 
 def systems(version: str, hints: bool) -> dict[str, dict[str, bool] | None]:
     """The systems of a run, each with kube-scheduler's extra gates: kopf-dra, upstream, and
-    on 1.37 (``hints``) upstream again with its SchedulerPreQueueingHints alpha on."""
+    where the release has SchedulerPreQueueingHints but off by default (1.37's alpha;
+    ``hints``) upstream again with it on. 1.38's upstream has them on by default."""
     out: dict[str, dict[str, bool] | None] = {"kopf-dra": None, "upstream": {}}
-    if hints and not version.startswith("v1.36"):
+    gate = gates_of(KubernetesVersion.of(version)).get(HINTS)
+    if hints and gate is not None and not gate.default:
         out["upstream+hints"] = {HINTS: True}
     return out
 
