@@ -25,6 +25,7 @@ from operators.allocator.errors import (
     NodeAllocationError,
     OutOfTimeError,
     TooManyDevicesError,
+    UnsupportedAttributeError,
 )
 from operators.allocator.features import Features
 from operators.allocator.outcome import Outcome, Reason, Stats, Status
@@ -56,6 +57,7 @@ __all__ = [
     "Stats",
     "Status",
     "TooManyDevicesError",
+    "UnsupportedAttributeError",
     "gather_pools",
     "validate_pools",
 ]

@@ -17,12 +17,16 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from decimal import Decimal
+from typing import Final
 
 from operators.api.quantity import Quantity, QuantityFormat
 from operators.api.resource import CapacityRequestPolicy, CapacityRequestPolicyRange, DeviceCapacity
 
 #: capacity name -> consumed amount
 Consumed = dict[str, Decimal]
+#: 1.38: fully qualified capacity name -> (the name the device published, the capacity)
+Qualified = dict[str, tuple[str, DeviceCapacity]]
+_NO_AMOUNTS: Final[Mapping[str, Decimal]] = {}
 
 _MAX_INT64 = 2**63 - 1
 _MIN_INT64 = -(2**63)
@@ -215,4 +219,132 @@ def consumption(
         if strict and want.sign() < 0:
             raise CapacityArithmeticError(f'capacity "{name}": capacity value is negative')
         out[name] = want
+    return out
+
+
+# --- 1.38: capacities by fully qualified name --------------------------------------------
+
+
+def qualified_name(name: str, driver: str) -> str:
+    """1.38: the capacity name with its domain; a bare name is the driver's."""
+    return name if "/" in name else f"{driver}/{name}"
+
+
+def by_qualified_name(capacity: Mapping[str, DeviceCapacity], driver: str) -> Qualified:
+    """1.38: a device's capacities by fully qualified name, each with the name it was published
+    under. Published both bare and with the driver's domain, the qualified entry wins (as for
+    attributes), whatever the order."""
+    out: Qualified = {}
+    for name, cap in capacity.items():
+        if "/" in name:
+            out[name] = (name, cap)
+        else:
+            out.setdefault(f"{driver}/{name}", (name, cap))
+    return out
+
+
+def resolve_requests(
+    requests: Mapping[str, Quantity] | None, capacity: Qualified, driver: str
+) -> dict[str, Quantity] | None:
+    """1.38: the request's amounts by fully qualified name; None when it names a capacity the
+    device lacks (skip the device). A capacity named both bare and qualified is ambiguous:
+    CapacityArithmeticError, which ends the allocation."""
+    resolved: dict[str, Quantity] = {}
+    for name, amount in (requests or {}).items():
+        key = qualified_name(name, driver)
+        if key not in capacity:
+            return None
+        if key in resolved:
+            ident = key.partition("/")[2]
+            other = ident if name == key else key
+            raise CapacityArithmeticError(
+                f'capacity "{ident}" requested both as "{name}" and as "{other}"'
+            )
+        resolved[key] = amount
+    return resolved
+
+
+def _consumption_qualified(
+    resolved: Mapping[str, Quantity], capacity: Qualified, fractional: bool
+) -> dict[str, Quantity]:
+    """1.38: what one share takes of each capacity, by fully qualified name."""
+    out: dict[str, Quantity] = {}
+    for key, (_, cap) in capacity.items():
+        requested = resolved.get(key)
+        if requested is not None and requested.sign() < 0:
+            raise CapacityArithmeticError(
+                f'capacity "{key}": capacity value is negative: request {requested}'
+            )
+        try:
+            want = consumed_for(requested, cap, strict=True, fractional=fractional)
+        except CapacityArithmeticError as e:
+            raise CapacityArithmeticError(f'capacity "{key}": {e}') from None
+        if want.sign() < 0:
+            raise CapacityArithmeticError(f'capacity "{key}": capacity value is negative')
+        out[key] = want
+    return out
+
+
+def request_fits_qualified(
+    requests: Mapping[str, Quantity] | None,
+    capacity: Mapping[str, DeviceCapacity],
+    allocated: Mapping[str, Decimal] | None,
+    allocating: Mapping[str, Decimal] | None,
+    *,
+    driver: str,
+    fractional: bool = False,
+) -> bool | None:
+    """1.38's ``request_fits``: names resolved by fully qualified name (``allocated`` and
+    ``allocating`` keyed so), every amount worked out before any is compared."""
+    caps = by_qualified_name(capacity, driver)
+    resolved = resolve_requests(requests, caps, driver)
+    if resolved is None:
+        return None
+    wanted = _consumption_qualified(resolved, caps, fractional)
+    allocated = allocated or _NO_AMOUNTS
+    allocating = allocating or _NO_AMOUNTS
+    for key, (_, cap) in caps.items():
+        want = wanted[key]
+        if violates_policy(want, cap.request_policy, fractional=fractional):
+            return False
+        total = want.value + allocated.get(key, Decimal(0)) + allocating.get(key, Decimal(0))
+        if cap.value is None or total > cap.value.value:
+            return False
+    return True
+
+
+def consumption_qualified(
+    requests: Mapping[str, Quantity] | None,
+    capacity: Mapping[str, DeviceCapacity],
+    *,
+    driver: str,
+    fractional: bool = False,
+) -> dict[str, Quantity]:
+    """1.38's ``consumption``, by fully qualified name (``for_status`` names it for a claim)."""
+    caps = by_qualified_name(capacity, driver)
+    return _consumption_qualified(resolve_requests(requests, caps, driver) or {}, caps, fractional)
+
+
+def for_status(
+    consumed: Mapping[str, Quantity], capacity: Mapping[str, DeviceCapacity], driver: str
+) -> dict[str, Quantity]:
+    """1.38: fully qualified amounts named as the device published each capacity, which is
+    what 1.37 wrote and what drivers look up (upstream's capacityNameForStatus)."""
+    caps = by_qualified_name(capacity, driver)
+    return {caps[key][0] if key in caps else key: q for key, q in consumed.items()}
+
+
+def qualified_amounts(consumed: Mapping[str, Quantity], driver: str) -> dict[str, Decimal]:
+    """1.38: one allocation result's consumedCapacity by fully qualified name, as its
+    scheduler records it (NewDeviceConsumedCapacity): a name qualified with the driver wins
+    over the bare one, whichever comes first."""
+    out: dict[str, Decimal] = {}
+    prefix = f"{driver}/"
+    for name, q in consumed.items():
+        if name.startswith(prefix):
+            out[name] = q.value
+            continue
+        key = qualified_name(name, driver)
+        if key not in out:
+            out[key] = q.value
     return out

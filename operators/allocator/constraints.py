@@ -5,6 +5,13 @@ upstream's behaviour exactly, including 1.36's quirks: a matchAttribute intersec
 a removed device stays narrowed until the constraint is empty again, and distinctAttribute keeps
 one value per request name (the latest device of that request). 1.37 (``exact``) fixed both: a
 removed device takes back exactly what it added, and every chosen device's value counts.
+
+1.38 (``held``) compares values as its allocator holds them (k8s.io/dynamic-resource-allocation's
+internal attributes): every value as a typed set, a scalar as one element (for scalars that is
+the same as comparing them); versions by semver precedence, build metadata dropped; a derived
+``[]`` an empty string list (no common element, disjoint from anything). A value it cannot hold
+(none set, an empty list a driver published, a version that does not parse, a list while
+DRAListTypeAttributes is off) ends the allocation instead of skipping the device.
 """
 
 from __future__ import annotations
@@ -13,11 +20,13 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import cast
 
+from operators.allocator.errors import UnsupportedAttributeError
 from operators.api.ids import DeviceID
 from operators.api.resource import Device, DeviceAttribute
 from operators.cel import CIDRValue, IPValue, QuantityValue, SemverValue, URLValue
 from operators.cel.runtime import DomainMap, Duration, Optional, Timestamp, TypeValue
 from operators.cel.syntax import Uint
+from operators.cel.values import SemverError, parse_semver
 
 #: Evaluates a derived attribute (name, expression) for a device; raises InvalidInputError.
 Derive = Callable[[str, str, Device, DeviceID], DeviceAttribute]
@@ -148,6 +157,42 @@ def attribute_set(attr: DeviceAttribute) -> AttrSet | None:
     return None
 
 
+def held_value(attr: DeviceAttribute, *, derived: bool = False) -> tuple[AttrSet, bool] | None:
+    """1.38: the value as its allocator holds it, as a typed set, and whether it is a list;
+    None for one it cannot hold. In upstream's order: scalars, then non-empty lists; only a
+    derived attribute has an empty list (``derived``: CEL's ``[]``, an empty string list)."""
+    if attr.int_ is not None:
+        return ("int", frozenset([attr.int_])), False
+    if attr.bool_ is not None:
+        return ("bool", frozenset([attr.bool_])), False
+    if attr.string is not None:
+        return ("string", frozenset([attr.string])), False
+    if attr.version is not None:
+        versions = _versions([attr.version])
+        return None if versions is None else (("version", versions), False)
+    if attr.ints:
+        return ("int", frozenset(attr.ints)), True
+    if attr.bools:
+        return ("bool", frozenset(attr.bools)), True
+    if attr.strings:
+        return ("string", frozenset(attr.strings)), True
+    if attr.versions:
+        versions = _versions(attr.versions)
+        return None if versions is None else (("version", versions), True)
+    if derived and attr.strings is not None:
+        return ("string", frozenset()), True
+    return None
+
+
+def _versions(texts: Collection[str]) -> frozenset[object] | None:
+    """Versions that compare as semver.Version.Equals does (build metadata ignored), or None
+    when one does not parse (upstream cannot hold it)."""
+    try:
+        return frozenset(parse_semver(text) for text in texts)
+    except SemverError:
+        return None
+
+
 def _intersects(a: AttrSet, b: AttrSet) -> bool:
     return a[0] == b[0] and not a[1].isdisjoint(b[1])
 
@@ -176,6 +221,8 @@ class Constraint:
     exact: bool = False
     #: 1.37 (DRADerivedAttributes): evaluates the requests' derived attributes.
     derive: Derive | None = None
+    #: 1.38: values as its allocator holds them (``held_value``); implies ``exact``.
+    held: bool = False
 
     def applies(self, request: str, subrequest: str) -> bool:
         if not self.requests:
@@ -194,6 +241,29 @@ class Constraint:
             if expression is not None:
                 return self.derive(self.attribute, expression, device, device_id)
         return lookup_attribute(device, device_id, self.attribute)
+
+    def lookup_held(
+        self, device: Device, device_id: DeviceID, derived: Mapping[str, str] | None
+    ) -> AttrSet | None:
+        """1.38's lookupAttribute and its check of the value: the value as a set, None when the
+        device has no such attribute; raises UnsupportedAttributeError for one it cannot hold."""
+        attr: DeviceAttribute | None = None
+        computed = False
+        if derived is not None and self.derive is not None:
+            expression = derived.get(self.attribute)
+            if expression is not None:
+                attr = self.derive(self.attribute, expression, device, device_id)
+                computed = True
+        if not computed:
+            attr = lookup_attribute(device, device_id, self.attribute)
+        if attr is None:
+            return None
+        held = held_value(attr, derived=computed)
+        if held is None or (held[1] and not self.list_types):
+            raise UnsupportedAttributeError(
+                f"device {device_id}: unsupported attribute value for {self.attribute}"
+            )
+        return held[0]
 
     def add(
         self,
@@ -229,6 +299,8 @@ class MatchAttribute(Constraint):
     ) -> bool:
         if not self.applies(request, subrequest):
             return True
+        if self.held:
+            return self._add_held(self.lookup_held(device, device_id, derived))
         attr = self.lookup(device, device_id, derived)
         if attr is None:
             return False
@@ -256,10 +328,25 @@ class MatchAttribute(Constraint):
         self.count += 1
         return True
 
+    def _add_held(self, new: AttrSet | None) -> bool:
+        """1.38: a common element with the devices so far (for scalars: the same value)."""
+        if new is None:
+            return False
+        if self.count == 0 or self.common is None:
+            self.common = new
+            self.count = 1
+            return True
+        if not _intersects(self.common, new):
+            return False
+        self.narrowed.append(self.common)
+        self.common = (self.common[0], self.common[1] & new[1])
+        self.count += 1
+        return True
+
     def remove(self, request: str, subrequest: str) -> None:
         if self.applies(request, subrequest):
             self.count -= 1
-            if self.exact and self.list_types and self.count:
+            if self.exact and (self.list_types or self.held) and self.count:
                 self.common = self.narrowed.pop()
 
 
@@ -271,6 +358,8 @@ class DistinctAttribute(Constraint):
     count: int = 0
     #: 1.37: every chosen device's value, in order.
     chosen: list[DeviceAttribute] = field(default_factory=list)
+    #: 1.38: every chosen device's value as held (``held_value``), in order.
+    chosen_held: list[AttrSet] = field(default_factory=list)
 
     def add(
         self,
@@ -281,6 +370,12 @@ class DistinctAttribute(Constraint):
         derived: Mapping[str, str] | None = None,
     ) -> bool:
         if not self.applies(request, subrequest):
+            return True
+        if self.held:
+            new = self.lookup_held(device, device_id, derived)
+            if new is None or any(_intersects(new, other) for other in self.chosen_held):
+                return False
+            self.chosen_held.append(new)
             return True
         attr = self.lookup(device, device_id, derived)
         if attr is None:
@@ -321,6 +416,9 @@ class DistinctAttribute(Constraint):
 
     def remove(self, request: str, subrequest: str) -> None:
         if self.applies(request, subrequest):
+            if self.held:
+                self.chosen_held.pop()
+                return
             if self.exact:
                 self.chosen.pop()
                 return

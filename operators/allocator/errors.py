@@ -42,6 +42,14 @@ class InvalidRequestError(InvalidInputError):
     reason = "InvalidRequest"
 
 
+class UnsupportedAttributeError(InvalidInputError):
+    """1.38: a constraint met an attribute value the allocator cannot hold (none, an empty
+    list, a version that does not parse, a list without DRAListTypeAttributes): upstream ends
+    the allocation rather than quietly skip the device."""
+
+    reason = "UnsupportedAttribute"
+
+
 class TooManyDevicesError(InvalidInputError):
     """More results than an AllocationResult may hold (resource.k8s.io limit)."""
 

@@ -78,6 +78,15 @@ def _classify(search: Search, request: RequestSpec, candidate: Candidate) -> tup
         return "not reachable from node", None
     if not request.admin_access and candidate.id in allocated.devices:
         return "allocated", None
+    multi = features.consumable_capacity and bool(device.allow_multiple_allocations)
+    # 1.38: a share taken before allowMultipleAllocations went off keeps the device.
+    if (
+        features.since_1_38
+        and not request.admin_access
+        and not multi
+        and (candidate.id in allocated.capacity or candidate.id in search.shared_devices)
+    ):
+        return "allocated", None
     if features.device_taints and search.taint_blocks(candidate, request):
         return "tainted", None
     if (
@@ -90,7 +99,6 @@ def _classify(search: Search, request: RequestSpec, candidate: Candidate) -> tup
         return f"skip node operations (node does not declare {OPTIONAL_NODE_OPERATIONS})", None
     if not features.partitionable_devices and candidate.counters:
         return "consume counters (feature off)", None
-    multi = features.consumable_capacity and bool(device.allow_multiple_allocations)
     if not (multi and candidate.id in allocated.capacity):
         if features.compatibility_groups:
             clash = _group_clash(search, candidate)
@@ -100,9 +108,16 @@ def _classify(search: Search, request: RequestSpec, candidate: Candidate) -> tup
         if block is not None:
             return "blocked", block
     if features.consumable_capacity:
-        fits = cap.request_fits(
-            request.capacity, device.capacity, allocated.capacity.get(candidate.id), None
-        )
+        have = allocated.capacity.get(candidate.id)
+        try:
+            if features.since_1_38:
+                fits = cap.request_fits_qualified(
+                    request.capacity, device.capacity, have, None, driver=candidate.id.driver
+                )
+            else:
+                fits = cap.request_fits(request.capacity, device.capacity, have, None)
+        except cap.CapacityArithmeticError:
+            fits = False
         if not fits:
             return "insufficient capacity", None
     return "usable", None

@@ -9,6 +9,10 @@ are off by default, as upstream has them: off, slices with compatibility groups 
 claims with derived attributes refused and devices whose slice skips node operations left alone,
 as 1.37's allocator does; on, they behave as its experimental channel does. 1.36 knows none of
 them (its allocator has no such fields), so they count only where ``kubernetes`` is 1.37 or later.
+
+1.38's allocator parts from 1.37's with the same gates (``since_1_38``): capacity names resolve
+by their fully qualified name, versions compare without build metadata, attribute values it
+cannot hold end the allocation, and a device holding a share is not handed out exclusively.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from operators.api.features import (
 
 #: The first release whose allocator this project tells apart from 1.36's.
 V1_37: Final = Release(1, 37)
+#: The first release whose allocator this project tells apart from 1.37's.
+V1_38: Final = Release(1, 38)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +69,11 @@ class Features:
     def since_1_37(self) -> bool:
         """Behave as 1.37's allocator (or a later one's) where it parts from 1.36's."""
         return self.kubernetes >= V1_37
+
+    @property
+    def since_1_38(self) -> bool:
+        """Behave as 1.38's allocator (or a later one's) where it parts from 1.37's."""
+        return self.kubernetes >= V1_38
 
     @property
     def fractional(self) -> bool:

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Final
 
+from operators.allocator.capacity import qualified_name
 from operators.allocator.features import Features
 from operators.allocator.pool_checks import PoolReport, pool_devices, touches
 from operators.allocator.pools import PoolGeneration, pool_problems, slice_name
@@ -184,7 +185,7 @@ def pool_status(
     status.unavailable_devices = unavailable
     status.available_devices = len(devices) - allocated - unavailable
     if features.kubernetes >= VIEWS_SINCE:
-        pool = _PoolView(group, devices, state, blocked, remaining, claims)
+        pool = _PoolView(group, devices, state, blocked, remaining, claims, features.since_1_38)
         problems: list[str] = []
         partitions = []
         if features.partitionable_devices:
@@ -210,6 +211,8 @@ class _PoolView:
     blocked: set[str]
     remaining: Mapping[tuple[str, str], Decimal]
     claims: Sequence[ResourceClaim]
+    #: 1.38: ``state`` keys consumed capacity by fully qualified name.
+    qualified: bool = False
 
     @property
     def name(self) -> str:
@@ -346,7 +349,8 @@ def _shareable_summary(pool: _PoolView, problems: list[str]) -> ShareableSummary
             if capacity.value is None:
                 continue
             total[key] = total[key] + capacity.value if key in total else capacity.value
-            left = max(Decimal(0), capacity.value.value - used.get(key, Decimal(0)))
+            held = qualified_name(key, pool.group.id.driver) if pool.qualified else key
+            left = max(Decimal(0), capacity.value.value - used.get(held, Decimal(0)))
             if name not in pool.blocked:
                 available[key] = available.get(key, Decimal(0)) + left
             left_any = left_any or left > 0

@@ -14,6 +14,12 @@ constraints forget exactly what a removed device added. Its alpha gates add deri
 (refused with the gate off), compatibility groups per counter set, and devices whose slice
 skips node operations (left alone with the gate off or on a node not declaring it).
 
+Where 1.38's parts from 1.37's (``features.since_1_38``): constraints compare values as it holds
+them (``constraints``), capacities resolve by fully qualified name (``capacity``), a device that
+does not allow multiple allocations but still holds a share is not handed out exclusively, and
+selectors meet a device's attributes only as they read them (1.38's CEL builds no device view
+up front, so an attribute it cannot hold fails only the selectors that read it).
+
 ``_allocate_one`` takes upstream's ``deviceIndices`` as four int arguments (claim, request of the
 claim, ``firstAvailable`` subrequest or 0, n-th device of the request) and its flags by position
 on the recursive calls: a tuple or keywords per step cost more than the step's own bookkeeping
@@ -337,16 +343,19 @@ class Search:
         list_types = self.features.list_type_attributes
         exact = self.features.since_1_37
         derive = self._derive if self.features.derived else None
+        held = self.features.since_1_38
         constraints: list[Constraint] = []
         for i, c in enumerate(claim.spec.devices.constraints):
             if c.match_attribute is not None:
                 constraints.append(
-                    MatchAttribute(set(c.requests), c.match_attribute, list_types, exact, derive)
+                    MatchAttribute(
+                        set(c.requests), c.match_attribute, list_types, exact, derive, held
+                    )
                 )
             elif c.distinct_attribute is not None:
                 constraints.append(
                     DistinctAttribute(
-                        set(c.requests), c.distinct_attribute, list_types, exact, derive
+                        set(c.requests), c.distinct_attribute, list_types, exact, derive, held
                     )
                 )
             else:
@@ -484,9 +493,15 @@ class Search:
             if expression is None:
                 where = self._selector_where(request, i, from_class)
                 raise InvalidSelectorError(f"{where}: CEL expression empty")
-            # 1.37's CEL takes list attributes whatever DRAListTypeAttributes says.
-            bad = _unsupported_attribute(
-                candidate.device, self.features.list_type_attributes or self.features.since_1_37
+            # 1.37's CEL takes list attributes whatever DRAListTypeAttributes says; 1.38's
+            # builds no device up front (the CEL engine fails the selectors that read one).
+            bad = (
+                None
+                if self.features.since_1_38
+                else _unsupported_attribute(
+                    candidate.device,
+                    self.features.list_type_attributes or self.features.since_1_37,
+                )
             )
             if bad is not None:
                 # Upstream cannot even build the CEL device from such an attribute.
@@ -528,15 +543,27 @@ class Search:
         ``static``: against the whole capacity (1.37's "All" requests). 1.37 stops the
         allocation at an amount its arithmetic cannot take."""
         features = self.features
+        allocated = None if static else self.allocator.allocated.capacity.get(candidate.id)
+        allocating = None if static else self.allocating_capacity.get(candidate.id)
         try:
-            fits = cap.request_fits(
-                request.capacity,
-                candidate.device.capacity,
-                None if static else self.allocator.allocated.capacity.get(candidate.id),
-                None if static else self.allocating_capacity.get(candidate.id),
-                strict=features.since_1_37,
-                fractional=features.fractional,
-            )
+            if features.since_1_38:
+                fits = cap.request_fits_qualified(
+                    request.capacity,
+                    candidate.device.capacity,
+                    allocated,
+                    allocating,
+                    driver=candidate.id.driver,
+                    fractional=features.fractional,
+                )
+            else:
+                fits = cap.request_fits(
+                    request.capacity,
+                    candidate.device.capacity,
+                    allocated,
+                    allocating,
+                    strict=features.since_1_37,
+                    fractional=features.fractional,
+                )
         except cap.CapacityArithmeticError as e:
             claim_key = self.claims[request.claim_index].key
             raise InvalidRequestError(
@@ -673,6 +700,13 @@ class Search:
         if not request.admin_access and self._in_use(device_id):
             return None
         if (
+            features.since_1_38
+            and not request.admin_access
+            and not multi
+            and self._capacity_in_use(device_id)
+        ):
+            return None  # 1.38: still shared (allowMultipleAllocations turned off since)
+        if (
             candidate.slice.spec.skip_node_operations
             and self.skips_node_operations
             and not self.node_operations_optional
@@ -756,19 +790,30 @@ class Search:
                 undo()
                 return None
             if multi:
-                consumed = cap.consumption(
-                    request.capacity,
-                    candidate.device.capacity,
-                    strict=features.since_1_37,
-                    fractional=features.fractional,
-                )
+                if features.since_1_38:
+                    consumed = cap.consumption_qualified(
+                        request.capacity,
+                        candidate.device.capacity,
+                        driver=device_id.driver,
+                        fractional=features.fractional,
+                    )
+                else:
+                    consumed = cap.consumption(
+                        request.capacity,
+                        candidate.device.capacity,
+                        strict=features.since_1_37,
+                        fractional=features.fractional,
+                    )
                 share_id = self.allocator.share_ids()
                 capacity_existed = device_id in self.allocating_capacity
                 have = self.allocating_capacity.setdefault(device_id, {})
                 for n, q in consumed.items():
                     have[n] = have.get(n, Decimal(0)) + q.value
                 capacity_inserted = True
-        choices.append(Choice(request, candidate, share_id, consumed or None))
+        reported = consumed
+        if consumed and features.since_1_38:
+            reported = cap.for_status(consumed, candidate.device.capacity, device_id.driver)
+        choices.append(Choice(request, candidate, share_id, reported or None))
         return undo
 
     def _allocate_one(

@@ -2,7 +2,9 @@
 
 Read from claims' ``status.allocation`` (allocated and in-flight alike), as kube-scheduler's
 claim tracker does: adminAccess results never count; results with a ``shareID`` share their
-device and add up ``consumedCapacity``; everything else holds its device exclusively.
+device and add up ``consumedCapacity``; everything else holds its device exclusively. 1.38 keys
+the consumed capacity by fully qualified name (``capacity.qualified_amounts``), 1.36 and 1.37 by
+the name the claim's status gives.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Generic, TypeVar
 
+from operators.allocator.capacity import qualified_amounts
 from operators.allocator.features import Features
 from operators.api.ids import DeviceID
 from operators.api.resource import DeviceRequestAllocationResult, ResourceClaim
@@ -96,8 +99,8 @@ class AllocatedState:
                     shared.add((device, result.share_id))
                     if result.consumed_capacity:
                         have = consumed.setdefault(device, {})
-                        for name, q in result.consumed_capacity.items():
-                            have[name] = have.get(name, Decimal(0)) + q.value
+                        for name, value in _amounts(result, features):
+                            have[name] = have.get(name, Decimal(0)) + value
                     continue
                 devices.add(device)
         return cls(frozenset(devices), frozenset(shared), consumed)
@@ -133,12 +136,20 @@ class Holding:
                 shared.append((device, result.share_id))
                 if result.consumed_capacity:
                     capacity_devices.append(device)
-                    consumed.extend(
-                        (device, name, q.value) for name, q in result.consumed_capacity.items()
-                    )
+                    consumed.extend((device, name, v) for name, v in _amounts(result, features))
                 continue
             devices.append(device)
         return cls(tuple(devices), tuple(shared), tuple(consumed), tuple(capacity_devices))
+
+
+def _amounts(
+    result: DeviceRequestAllocationResult, features: Features
+) -> Iterable[tuple[str, Decimal]]:
+    """A shared result's consumed capacity as the release's scheduler keys it."""
+    consumed = result.consumed_capacity or {}
+    if features.since_1_38:
+        return qualified_amounts(consumed, result.driver or "").items()
+    return ((name, q.value) for name, q in consumed.items())
 
 
 K = TypeVar("K", bound=Hashable)

@@ -50,6 +50,8 @@ DeviceRequestsMaxSize: Final = AllocationResultsMaxSize
 DeviceConstraintsMaxSize: Final = 32
 DeviceConfigMaxSize: Final = 32
 DeviceSelectorsMaxSize: Final = 32
+# 1.38: capacity.requests entries of a request or subrequest (1.36 and 1.37 take any number).
+MaxCapacityRequirements: Final = 32
 FirstAvailableDeviceRequestMaxSize: Final = 8
 DeviceTolerationsMaxLength: Final = 16
 # status.allocation.devices.config holds class and claim configs: twice DeviceConfigMaxSize.

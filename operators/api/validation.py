@@ -16,6 +16,8 @@ steps and de-duplicates in whole units (``Quantity.Value()``), 1.37 adds bounds 
 integers and, with DRAFractionalCapacityRange, steps a range with a fraction in milli-units and
 tells values apart exactly.
 
+1.38 caps a request's capacity requests at ``limits.MaxCapacityRequirements``.
+
 Objects are validated as submitted, before the API server's defaulting: an unset
 ``allocationMode`` means ExactCount, an unset ``count`` means one, an unset toleration operator
 means Equal.
@@ -102,6 +104,7 @@ SKIP_NODE_UNPREPARE = "NodeUnprepareResources"
 SKIP_NODE_ALL = "*"
 SKIP_NODE_OPERATIONS = (SKIP_NODE_PREPARE, SKIP_NODE_UNPREPARE, SKIP_NODE_ALL)
 _R137 = Release(1, 37)
+_R138 = Release(1, 38)
 _NODE_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 
 
@@ -265,6 +268,11 @@ class _Errors:
     def v137(self) -> bool:
         """The 1.37 API: its new fields are served (and checked)."""
         return self.release >= _R137
+
+    @property
+    def v138(self) -> bool:
+        """The 1.38 API: its new rules apply too."""
+        return self.release >= _R138
 
     def add(self, path: str, message: str) -> None:
         self.items.append(FieldViolation(path, message))
@@ -1324,6 +1332,13 @@ def _validate_request_body(
         errs.not_supported(f"{path}.allocationMode", allocation_mode, ALLOCATION_MODES)
     _validate_tolerations(tolerations, f"{path}.tolerations", errs)
     if capacity is not None:
+        # 1.38 caps the entries (MaxCapacityRequirements); 1.36 and 1.37 take any number.
+        if errs.v138 and len(capacity.requests) > limits.MaxCapacityRequirements:
+            errs.too_many(
+                f"{path}.capacity.requests",
+                len(capacity.requests),
+                limits.MaxCapacityRequirements,
+            )
         for name, quantity in capacity.requests.items():
             req_path = _key(f"{path}.capacity.requests", name)
             errs.messages(req_path, name, qualified_name_errors(name))

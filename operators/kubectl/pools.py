@@ -16,6 +16,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from operators.allocator.capacity import qualified_name
 from operators.allocator.features import Features
 from operators.allocator.pool_availability import BLOCKING_EFFECTS, pool_status
 from operators.allocator.pool_checks import CounterUsage, check_pool, pool_devices
@@ -102,8 +103,13 @@ def _shared(
             continue
         device_id = group.id.device(name)
         used = state.capacity.get(device_id, {})
+        # 1.38's state keys capacity by fully qualified name.
+        held = {
+            key: qualified_name(key, group.id.driver) if features.since_1_38 else key
+            for key in device.capacity
+        }
         capacity = {
-            key: (str(Quantity.from_decimal(used.get(key, 0), c.value.format)), str(c.value))
+            key: (str(Quantity.from_decimal(used.get(held[key], 0), c.value.format)), str(c.value))
             for key, c in sorted(device.capacity.items())
             if c.value is not None
         }

@@ -24,7 +24,7 @@ from operators.allocator import (
 from operators.api.features import Release
 from operators.api.ids import DeviceID
 
-from . import cases_137
+from . import cases_137, cases_138
 from .builders import FIXED_SHARE_ID, NODE1, REGION1, Case, canonical, node
 from .cases import CASES
 from .engine import engine
@@ -106,3 +106,16 @@ def test_a_137_case_answers_otherwise_as_136(case: Case) -> None:
         case, features=dataclasses.replace(case.features, kubernetes=Release(1, 36))
     )
     assert _answer(as_136) != _answer(case)
+
+
+def _pairs() -> list[tuple[Case, Case]]:
+    """cases_138's rows: each 1.38 row with its "-as-137" twin."""
+    rows = {c.name: c for c in cases_138.cases()}
+    return [(c, rows[f"{n}-as-137"]) for n, c in rows.items() if not n.endswith("-as-137")]
+
+
+@pytest.mark.parametrize(("as_138", "as_137"), [pytest.param(a, b, id=a.name) for a, b in _pairs()])
+def test_a_138_case_answers_otherwise_as_137(as_138: Case, as_137: Case) -> None:
+    assert as_138.features.since_1_38
+    assert not as_137.features.since_1_38
+    assert _answer(as_138) != _answer(as_137)

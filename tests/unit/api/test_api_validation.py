@@ -1106,3 +1106,20 @@ def test_137_bounds_the_integers_it_steps() -> None:
     huge = ResourceSlice.model_validate(doc)
     assert not any("9223372036854775807" in m for m in _messages(huge, V136))
     assert any("must not be larger than 9223372036854775807" in m for m in _messages(huge, V137))
+
+
+@pytest.mark.parametrize(
+    ("release", "refused"), [(Release(1, 37), False), (Release(1, 38), True)], ids=str
+)
+def test_capacity_requests_are_capped_from_1_38(release: Release, refused: bool) -> None:
+    """1.38's MaxCapacityRequirements: at most 32 capacity requests per request; 1.37 had no
+    limit."""
+    doc = _claim()
+    _req(doc)["exactly"]["capacity"] = {"requests": {f"c{i}": "1" for i in range(33)}}
+    path = "spec.devices.requests[0].exactly.capacity.requests"
+    violations = [v for v in _check(doc, release) if v.path == path]
+    assert bool(violations) is refused, [str(v) for v in violations]
+    if refused:
+        assert "at most 32" in violations[0].message
+    _req(doc)["exactly"]["capacity"] = {"requests": {f"c{i}": "1" for i in range(32)}}
+    assert not [v for v in _check(doc, release) if v.path == path]

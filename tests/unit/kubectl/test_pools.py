@@ -3,9 +3,10 @@ the allocator counts them."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-from operators.allocator.features import Features
+from operators.allocator.features import V1_38, Features
 from operators.api.resource import DeviceTaintRule, ResourceClaim, ResourceSlice
 from operators.kubectl import pools
 from tests.unit.kubectl.objects import DRIVER, allocation, claim, gpus, resource_slice
@@ -92,6 +93,15 @@ def test_counters_shared_capacity_and_taints_of_a_partitioned_pool() -> None:
     assert nic.consumers == ("team-a/ingest", "team-b/sync")
     assert [str(t) for t in view.taints] == ["maintenance:NoSchedule"]
     assert view.problems == ()
+
+
+def test_1_38_counts_shares_under_the_capacity_name_the_device_publishes() -> None:
+    """1.38's allocated state keys capacity by fully qualified name; the view still shows it
+    under the bare name the NIC publishes."""
+    as_138 = dataclasses.replace(FEATURES, kubernetes=V1_38)
+    (view,) = pools.pool_views(_partitioned(), _claims(), [], as_138)
+    (nic,) = view.shared
+    assert nic.capacity == {"bandwidth": ("80G", "100G")}
 
 
 def test_the_rendered_pools() -> None:

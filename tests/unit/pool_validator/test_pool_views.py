@@ -189,3 +189,17 @@ def test_shares_of_a_device_the_pool_no_longer_publishes_are_not_counted() -> No
     assert shareable is not None
     assert str(shareable.capacity[0].consumed) == "0"
     assert shareable.fully_available_devices == 1
+
+
+def test_138_counts_shares_against_the_capacity_they_name_either_way() -> None:
+    """1.38's allocated state keys consumed capacity by fully qualified name: the view still
+    finds a share of ``bandwidth`` under the device's bare name, as 1.37's does."""
+    v138 = dataclasses.replace(ALL, kubernetes=Release(1, 38))
+    slices = (slice_("s", nic("nic-0")),)
+    claims = [share("a", "nic-0", "100G")]
+    for features in (V137, v138):
+        shareable = status(*slices, claims=claims, features=features).shareable_summary
+        assert shareable is not None
+        (bandwidth,) = shareable.capacity
+        assert (str(bandwidth.consumed), str(bandwidth.available)) == ("100G", "0"), features
+        assert shareable.partially_available_devices == 0
