@@ -19,7 +19,8 @@
 // with derivedAttribute set: the DerivedAttribute option, its own cost limit), and each result
 // is {"attribute": DeviceAttribute} or {"error": string, "cost": bool} from the scheduler's
 // GetOrCompileDerivedAttribute and EvaluateDerivedAttribute. The attribute holds the fields
-// the library set, an empty list included (its JSON tags would drop it). A library without
+// the library set, an empty list included (its JSON tags would drop it); 1.38's library returns
+// the value in its internal form instead, written as the same JSON. A library without
 // derived attributes (v0.36.3) answers the compile error "this library has no derived
 // attributes": the option and the methods are looked up by reflection, so that this source
 // still builds against it.
@@ -166,6 +167,42 @@ func attributeJSON(attr *resourceapi.DeviceAttribute) map[string]any {
 	return out
 }
 
+// derivedJSON is what EvaluateDerivedAttribute returned, as the JSON of a DeviceAttribute: 1.37
+// returns a *DeviceAttribute, 1.38 the value in the internal form of an attribute (int64, bool,
+// string, a version, or a slice of one of those; a version is its String()).
+func derivedJSON(value any) map[string]any {
+	switch v := value.(type) {
+	case *resourceapi.DeviceAttribute:
+		return attributeJSON(v)
+	case int64:
+		return map[string]any{"int": v}
+	case bool:
+		return map[string]any{"bool": v}
+	case string:
+		return map[string]any{"string": v}
+	case []int64:
+		return map[string]any{"ints": v}
+	case []bool:
+		return map[string]any{"bools": v}
+	case []string:
+		return map[string]any{"strings": v}
+	case fmt.Stringer:
+		return map[string]any{"version": v.String()}
+	}
+	if rv := reflect.ValueOf(value); rv.Kind() == reflect.Slice {
+		versions := make([]string, rv.Len())
+		for i := range rv.Len() {
+			stringer, ok := rv.Index(i).Interface().(fmt.Stringer)
+			if !ok {
+				panic(fmt.Sprintf("derived attribute: unexpected element %T", rv.Index(i).Interface()))
+			}
+			versions[i] = stringer.String()
+		}
+		return map[string]any{"versions": versions}
+	}
+	panic(fmt.Sprintf("derived attribute: unexpected value %T", value))
+}
+
 func evaluateDerived(req request) answer {
 	msg, maxCost := validateDerived(req.Expression)
 	if msg != nil {
@@ -195,8 +232,7 @@ func evaluateDerived(req request) answer {
 			results = append(results, result{Error: err.Error(), Cost: strings.Contains(err.Error(), "cost limit exceeded"), Actual: actual})
 			continue
 		}
-		attr := out[0].Interface().(*resourceapi.DeviceAttribute)
-		results = append(results, result{Attribute: attributeJSON(attr), Actual: actual})
+		results = append(results, result{Attribute: derivedJSON(out[0].Interface()), Actual: actual})
 	}
 	return answer{MaxCost: strconv.FormatUint(maxCost, 10), Results: results}
 }

@@ -42,15 +42,17 @@ DEVICE_FIELDS: dict[str, t.Type] = {
 }
 VARIABLES: dict[str, t.Type] = {"device": t.DEVICE}
 
-# Identifiers naming types (cel-go's standard type declarations).
+# Identifiers naming types: the checker finds them in the type registry (NewProtoRegistry's
+# ListType and MapType have dyn parameters), not in the standard library's type-parameterised
+# declarations; cel-go 0.33's typed type values make the difference visible (``bool == map``).
 TYPE_IDENTS: dict[str, t.Type] = {
     "bool": t.type_of(t.BOOL),
     "bytes": t.type_of(t.BYTES),
     "double": t.type_of(t.DOUBLE),
     "google.protobuf.Duration": t.type_of(t.DURATION),
     "int": t.type_of(t.INT),
-    "list": t.type_of(t.list_of(t.param("A"))),
-    "map": t.type_of(t.map_of(t.param("A"), t.param("B"))),
+    "list": t.type_of(t.list_of(t.DYN)),
+    "map": t.type_of(t.map_of(t.DYN, t.DYN)),
     "null_type": t.type_of(t.NULL),
     "string": t.type_of(t.STRING),
     "google.protobuf.Timestamp": t.type_of(t.TIMESTAMP),
@@ -96,7 +98,7 @@ class Checker:
         self.source = source
         self.release = release if release is not None else dialect(DEFAULT_KUBERNETES)
         self.functions = functions_of(self.release.kubernetes) if functions is None else functions
-        self.mapping = t.Mapping()
+        self.mapping = t.Mapping(typed_types=self.release.typed_types)
         self.fresh = 0
         self.scopes: list[dict[str, t.Type]] = []
 
@@ -325,7 +327,7 @@ class Checker:
         if previous is None:
             return current
         if self.assignable(previous, current):
-            return t.most_general(previous, current)
+            return t.most_general(previous, current, self.release.typed_types)
         return t.DYN
 
     def check_list(self, e: ListLit) -> None:
@@ -536,7 +538,7 @@ def _validate_literals(node: Call, checker: Checker) -> None:
     try:
         if node.function == "matches":
             if type(arg.value) is str:
-                compile_regex(arg.value)
+                compile_regex(arg.value, checker.release.go127_regexp)
             return
         fn = checker.functions[node.function]
         for overload in fn.overloads:

@@ -61,6 +61,8 @@ class Program:
     estimated_cost: int
     cost_limit: int
     mutates_quantities: bool
+    #: Reads the device's 1.38 form (DeviceView.device; release.Dialect.lazy_attributes).
+    lazy_attributes: bool = False
 
     def run(self, device: Any, interrupt: Callable[[], bool] | None = None) -> Any:
         """Evaluate against one ``device`` value; returns (value, cost). ``interrupt`` is
@@ -169,6 +171,7 @@ def compile_program(
         estimated_cost=high,
         cost_limit=cost_limit,
         mutates_quantities=planner.mutates_quantities,
+        lazy_attributes=planner.release.lazy_attributes,
     )
 
 

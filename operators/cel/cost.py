@@ -5,7 +5,9 @@ configures: Kubernetes' library CostEstimator (apiserver pkg/cel/library/cost.go
 and sets extensions' overload estimators, ``includes`` (DRA's own in 1.36, the library's in
 1.37) and DRA's size estimator, which knows how large the ``device`` variable's strings, lists
 and maps can be. Validation rejects a selector whose maximum exceeds the limit. Where cel-go
-0.29 (Kubernetes 1.37) prices a call otherwise than 0.26, the :class:`Dialect` says which.
+0.29 (Kubernetes 1.37) prices a call otherwise than 0.26, the :class:`Dialect` says which; so
+it does where 0.33 (1.38; common/cost, its model version 0, which Kubernetes pins) estimates
+otherwise than 0.29 (``v33_estimates``).
 
 The runtime charges follow cel-go's interpreter/runtimecost.go: 1 per identifier, selection
 and qualifier, 0 for constants, 10 per list and 30 per map built at runtime, per call the
@@ -147,14 +149,26 @@ def device_size(path: list[str] | None) -> Estimate | None:
 
 @dataclass(slots=True)
 class _Entry:
+    """A container's entry sizes; None where cel-go 0.33 knows none (an empty literal's),
+    which a join with a known size leaves to that size."""
+
     kind: str  # "list" or "map"
-    key: Estimate
-    value: Estimate
+    key: Estimate | None
+    value: Estimate | None
 
     def union(self, other: _Entry | None) -> _Entry | None:
         if other is None:
             return None
-        return _Entry(self.kind, union(self.key, other.key), union(self.value, other.value))
+        return _Entry(self.kind, _merge(self.key, other.key), _merge(self.value, other.value))
+
+
+def _merge(a: Estimate | None, b: Estimate | None) -> Estimate | None:
+    """cel-go 0.33's mergeSizeEstimatePtr: the union, or the one that is known."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return union(a, b)
 
 
 class _Path:
@@ -259,7 +273,12 @@ class Estimator:
         if estimated is not None:
             self.sizes[id(e)] = estimated
             return estimated
-        if _is_scalar(e.type):
+        newer = self.release.v33_estimates
+        if isinstance(e, Ident) and newer:  # cel-go 0.33: a local's size before its type's
+            local = self.peek(e.name)
+            if local is not None and local.size is not None:
+                return local.size
+        if _is_scalar(e.type, newer):
             return 1, 1
         if isinstance(e, Ident):
             local = self.peek(e.name)
@@ -322,13 +341,27 @@ class Estimator:
         if isinstance(e.ref, tuple) and e.ref[0] == "qualified":
             self.paths[id(e)] = _Path.of(str(e.ref[1]))
             return 1, 1
+        newer = self.release.v33_estimates
         if e.test_only:
-            return self.cost(e.operand)  # PresenceTestHasCost(false)
-        total = self.cost(e.operand)
-        if e.operand.type.kind in (t.Kind.MAP, t.Kind.STRUCT, t.Kind.PARAM):
-            total = add(total, (1, 1))
-        self.paths[id(e)] = _Path.append(self.slice(e.operand), e.field)
+            total = self.cost(e.operand)  # PresenceTestHasCost(false)
+            if not newer:
+                return total
+            total = add(total, _branch_qualifier_cost(e.operand))
+        else:
+            total = self.cost(e.operand)
+            if newer or e.operand.type.kind in (t.Kind.MAP, t.Kind.STRUCT, t.Kind.PARAM):
+                total = add(total, (1, 1))
+        self._extend_path(e, e.operand, e.field)
         return total
+
+    def _extend_path(self, e: Expr, operand: Expr, name: str) -> None:
+        """Track ``e``'s field path: its operand's and one more name. cel-go 0.33 tracks it only
+        where the operand has a path, and for presence tests too (so a ``has()`` over an
+        attribute is sized as the attribute); 0.29 starts a path at any operand."""
+        base = self.slice(operand)
+        if self.release.v33_estimates and (base is None or base.length == 0):
+            return
+        self.paths[id(e)] = _Path.append(base, name)
 
     def cost_call(self, e: Call) -> Estimate:
         if e.function == "dyn" and e.target is None:
@@ -364,7 +397,7 @@ class Estimator:
                 entry = self.entry(e.args[0])
                 result_size = entry.value if entry is not None else None
                 sub = "@items" if overload == "index_list" else "@values"
-                self.paths[id(e)] = _Path.append(self.slice(e.args[0]), sub)
+                self._extend_path(e, e.args[0], sub)
             if result_size is None:
                 result_size = self.compute_size(e)
         if result_size is not None:
@@ -377,7 +410,9 @@ class Estimator:
         for element in e.elements:
             total = add(total, self.cost(element))
             item = union(item, self.size_or_unknown(element))
-        self.entries[id(e)] = _Entry("list", (1, 1), item)
+        # cel-go 0.33 sizes no element of an empty literal (0.29: size 0).
+        unsized = not e.elements and self.release.v33_estimates
+        self.entries[id(e)] = _Entry("list", (1, 1), None if unsized else item)
         return add(total, fixed(LIST_CREATE))
 
     def cost_map(self, e: MapLit) -> Estimate:
@@ -389,7 +424,10 @@ class Estimator:
             total = add(total, self.cost(value))
             keys = union(keys, self.size_or_unknown(key))
             values = union(values, self.size_or_unknown(value))
-        self.entries[id(e)] = _Entry("map", keys, values)
+        if not e.entries and self.release.v33_estimates:
+            self.entries[id(e)] = _Entry("map", None, None)
+        else:
+            self.entries[id(e)] = _Entry("map", keys, values)
         return add(total, fixed(MAP_CREATE))
 
     def push_expr(self, name: str, e: Expr) -> None:
@@ -448,15 +486,23 @@ class Estimator:
         return total
 
     def cost_bind(self, e: Comprehension) -> Estimate:
+        """cel-go 0.33 gives a bind its result's path and sizes it while the bound variable is in
+        scope (``cel.bind(x, [1, 2], x)`` has x's size); 0.29 sizes it after, without a path."""
         total = self.cost(e.iter_range)
         total = add(total, self.cost(e.accu_init))
         self.push_expr(e.accu_var, e.accu_init)
         total = add(total, self.cost(e.result))
+        newer = self.release.v33_estimates
+        if newer:
+            result_path = self.slice(e.result)
+            if result_path is not None and result_path.length > 0:
+                self.paths[id(e)] = result_path
+            size, entry = self.compute_size(e.result), self.entry(e.result)
         self.pop(e.accu_var)
-        size = self.compute_size(e.result)
+        if not newer:
+            size, entry = self.compute_size(e.result), self.entry(e.result)
         if size is not None:
             self.sizes[id(e)] = size
-        entry = self.entry(e.result)
         if entry is not None:
             self.entries[id(e)] = entry
         return total
@@ -614,7 +660,11 @@ def _overload_estimate(
         if target is None or args:
             return None
         sz = _k8s_size(est, target)
-        return _allocating_list(2.0, mul(sz, sz))
+        # cel-go 0.33 (lists version 3, legacy) also traverses string and bytes elements.
+        element = target.type.params[0] if target.type.kind == t.Kind.LIST else None
+        text = element is not None and element.kind in (t.Kind.STRING, t.Kind.BYTES)
+        cost_factor = 2.0 + (STRING_TRAVERSAL if est.release.v33_estimates and text else 0.0)
+        return _allocating_list(cost_factor, mul(sz, sz))
     for name in _COMPARABLE:
         if overload == f"list_{name}_sort":
             if target is None or args:
@@ -760,6 +810,11 @@ def _library_estimate(
             sz = factor(_k8s_size(est, args[0]), STRING_TRAVERSAL)
             return factor(sz, 1103 * REGEX_LENGTH), None  # cel.MaxNameFormatRegexSize
         return None
+    if function in _URL_ACCESSORS and est.release.sized_url_accessors and target is not None:
+        sz = _k8s_size(est, target)  # a part of the URL: at most its size
+        if function == "getEscapedPath":
+            sz = mul(sz, (1, 3))  # percent-encoding triples a byte at most
+        return one, sz
     if function == "format.named" or function in _UNIT:
         return one, None
     if function == "_==_" and len(args) == 2:
@@ -830,6 +885,9 @@ _UNIT = frozenset(
         "getQuery",
     }
 )
+_URL_ACCESSORS = frozenset(
+    {"getScheme", "getHostname", "getHost", "getPort", "getEscapedPath", "getQuery"}
+)
 _UNIT_EQUALITY = frozenset(
     {
         "kubernetes.Quantity",
@@ -887,7 +945,63 @@ def _expr_size(e: Expr) -> Estimate | None:
     return None
 
 
-def _is_scalar(typ: t.Type) -> bool:
+_INDEXES = ("_[_]", "_[?_]", "_?._")
+
+
+def _chain_root(e: Expr) -> Expr:
+    """Where an attribute chain starts, past the selections and indexes that extend it."""
+    while True:
+        if isinstance(e, Select) and not e.test_only:
+            e = e.operand
+        elif isinstance(e, Call) and e.function in _INDEXES and e.args:
+            e = e.args[0]
+        else:
+            return e
+
+
+def _in_chain(e: Expr) -> bool:
+    """Resolved as part of one attribute (cel-go 0.33's isAttributeChain)."""
+    if isinstance(e, (Ident, Select)):
+        return True
+    return isinstance(e, Call) and e.function in (*_INDEXES, "_?_:_")
+
+
+def _branch_qualifier_cost(operand: Expr) -> Estimate:
+    """cel-go 0.33's branchQualifierCost: a presence test on a conditional's branch that is
+    computed, not an attribute, is charged its qualification where that branch is chosen."""
+    root = _chain_root(operand)
+    if not (isinstance(root, Call) and root.function == "_?_:_" and len(root.args) == 3):
+        return 0, 0
+
+    def branch(b: Expr) -> Estimate:
+        if not _in_chain(b) or (isinstance(b, Select) and b.test_only):
+            return 1, 1
+        return _branch_qualifier_cost(b)
+
+    return union(branch(root.args[1]), branch(root.args[2]))
+
+
+_SCALAR_KINDS_V33 = frozenset(
+    {
+        t.Kind.BOOL,
+        t.Kind.DOUBLE,
+        t.Kind.DURATION,
+        t.Kind.INT,
+        t.Kind.TIMESTAMP,
+        t.Kind.UINT,
+        t.Kind.TYPE,
+    }
+)
+
+
+def _is_scalar(typ: t.Type, newer: bool = False) -> bool:
+    """A type whose every value has size 1: cel-go 0.29's isScalar, or (``newer``) 0.33's
+    computeTypeSize at version 0, where a type is one too and an optional only wraps one."""
+    if newer:
+        if typ.kind in _SCALAR_KINDS_V33:
+            return True
+        optional = typ.kind == t.Kind.OPAQUE and typ.name == "optional_type" and typ.params
+        return bool(optional) and typ.params[0].kind in _SCALAR_KINDS_V33
     if typ.kind in (t.Kind.BOOL, t.Kind.DOUBLE, t.Kind.DURATION, t.Kind.INT, t.Kind.TIMESTAMP):
         return True
     if typ.kind == t.Kind.UINT:

@@ -47,12 +47,17 @@ def _allowed(result: t.Type, list_types: bool) -> bool:
 
 
 def check_derived_attribute(
-    expression: str, *, list_types: bool, cost_limit: int = DEFAULT_COST_LIMIT
+    expression: str,
+    *,
+    list_types: bool,
+    cost_limit: int = DEFAULT_COST_LIMIT,
+    kubernetes: str = DERIVED_ATTRIBUTES_SINCE,
 ) -> DerivedVerdict:
     """Compile ``expression`` as a new derived attribute; ``list_types``: DRAListTypeAttributes.
-    Derived attributes are 1.37's: compiled in 1.37's CEL environment."""
+    Compiled in the CEL of ``kubernetes`` (1.37, where derived attributes came, by default; a
+    later minor's API server validates with its own CEL)."""
     try:
-        checked = check_expression(expression, DERIVED_ATTRIBUTES_SINCE)
+        checked = check_expression(expression, kubernetes)
         if not _allowed(checked.result, list_types):
             what = "a primitive scalar (string, integer, boolean, semver)"
             if list_types:
@@ -77,7 +82,7 @@ def check_derived_attribute(
 def compile_derived(
     expression: str, *, kubernetes: str, cost_limit: int = DEFAULT_COST_LIMIT
 ) -> Program:
-    """Compile a stored derived attribute as 1.37's scheduler does (GetOrCompileDerivedAttribute):
+    """Compile a stored derived attribute as the scheduler does (GetOrCompileDerivedAttribute):
     the output rule of a stored expression (lists allowed whatever the gate, so that objects
     written while it was on still run) and no cost estimate, only the runtime limit; raises
     InvalidSelectorError (message without context)."""
@@ -96,4 +101,5 @@ def compile_derived(
         estimated_cost=0,
         cost_limit=cost_limit,
         mutates_quantities=planner.mutates_quantities,
+        lazy_attributes=planner.release.lazy_attributes,
     )

@@ -100,10 +100,11 @@ class CompiledSelector:
 
     def cost(self, device: DeviceView) -> int | None:
         """The runtime cost of one evaluation (None when the device could not be converted)."""
-        if device.error is not None:
+        value, error = device.device(self._program.lazy_attributes)
+        if error is not None:
             return None
         try:
-            return self._program.run(device.value)[1]  # type: ignore[no-any-return]
+            return self._program.run(value)[1]  # type: ignore[no-any-return]
         except CostLimitExceeded as exc:
             return int(exc.args[0]) if exc.args else None
         except Exception:
@@ -129,10 +130,11 @@ def _outcome(
     program: Program, device: DeviceView, interrupt: Callable[[], bool] | None
 ) -> tuple[Any, str | None]:
     """(value, None), or (None, why it failed): selectors and derived attributes fail alike."""
-    if device.error is not None:
-        return None, f"device {device.name}: {device.error}"
+    value, error = device.device(program.lazy_attributes)
+    if error is not None:
+        return None, f"device {device.name}: {error}"
     try:
-        return program.run(device.value, interrupt)[0], None
+        return program.run(value, interrupt)[0], None
     except EvaluationInterrupted:
         raise
     except CostLimitExceeded:
@@ -203,7 +205,7 @@ class CELEnvironment:
 
     Not thread-safe for concurrent mutation of its caches; the scheduler runs cycles one at a
     time (an asyncio loop), which is the intended use. ``kubernetes`` is the minor whose CEL it
-    speaks (release.py: 1.36 or 1.37, the newest by default): pass the cluster's.
+    speaks (release.py: 1.36, 1.37 or 1.38; DEFAULT_KUBERNETES by default): pass the cluster's.
     """
 
     def __init__(

@@ -1,4 +1,4 @@
-"""Regular expressions as Go's regexp/syntax (Go 1.26) reads them, handed to RE2.
+"""Regular expressions as Go's regexp/syntax (Go 1.26, or Go 1.27) reads them, handed to RE2.
 
 cel-go compiles ``matches``, ``find`` and ``findAll`` patterns with Go's regexp; kopf-dra runs
 them on RE2. Both are RE2 syntax, but they part in a few places, found by running patterns of
@@ -21,12 +21,18 @@ otherwise, so that RE2 answers as Go would:
 - Nesting: Go refuses a parse tree more than 1,000 deep; RE2 goes deeper. Counted here by
   capturing groups, which Go never flattens: 1,000 nested ones are too deep.
 
+Go 1.27 (Kubernetes 1.38's, ``translate(..., go127=True)``) also finds a script by that loose
+name (``\\p{Old_Italic}``, ``\\p{linear_a}``), and its tables are Unicode 17.0.0: the eleven
+scripts since 15.0.0 (``\\p{Garay}``, ``\\p{Sidetic}``, ...) are spelled out here as ranges,
+RE2 knowing none of them.
+
 What remains different, and is left so (each needs nesting, sizes or code points no selector
 is likely to have): the depth Go's tree gets from nodes other than capturing groups (a
 concatenation around 999 nested groups is too deep for Go, not here); RE2 compiles in 8 MiB of
 program where Go allows some 3.3 million instructions (``\\pL{1000}`` is a compile error here,
-not in cel-go); RE2's Unicode tables are newer than Go's 15.0.0 (a code point assigned since is
-in a class here, not in Go); inside a bracket class, ``(?i)`` folds LC as RE2 does (U+0345).
+not in cel-go); RE2's Unicode tables are not Go's (a code point assigned in a version one has
+and the other has not is in a class on one side only: Go 1.27's categories hold Unicode 16 and
+17's letters, RE2's do not); inside a bracket class, ``(?i)`` folds LC as RE2 does (U+0345).
 """
 
 from __future__ import annotations
@@ -118,6 +124,25 @@ _ALIASES = {
     "digit": "Nd",
     "punct": "P",
 }
+# Go 1.27's scripts that Unicode 15.0.0 has not (Unicode 16.0 and 17.0), as (first, last) code
+# point ranges of its tables; none has a case-folding table.
+_SCRIPTS_127: dict[str, tuple[tuple[int, int], ...]] = {
+    "Beria_Erfe": ((0x16EA0, 0x16EB8), (0x16EBB, 0x16ED3)),
+    "Garay": ((0x10D40, 0x10D65), (0x10D69, 0x10D85), (0x10D8E, 0x10D8F)),
+    "Gurung_Khema": ((0x16100, 0x16139),),
+    "Kirat_Rai": ((0x16D40, 0x16D79),),
+    "Ol_Onal": ((0x1E5D0, 0x1E5FA), (0x1E5FF, 0x1E5FF)),
+    "Sidetic": ((0x10940, 0x10959),),
+    "Sunuwar": ((0x11BC0, 0x11BE1), (0x11BF0, 0x11BF9)),
+    "Tai_Yo": ((0x1E6C0, 0x1E6DE), (0x1E6E0, 0x1E6F5), (0x1E6FE, 0x1E6FF)),
+    "Todhri": ((0x105C0, 0x105F3),),
+    "Tolong_Siki": ((0x11DB0, 0x11DDB), (0x11DE0, 0x11DE9)),
+    "Tulu_Tigalari": (
+        *((0x11380, 0x11389), (0x1138B, 0x1138B), (0x1138E, 0x1138E), (0x11390, 0x113B5)),
+        *((0x113B7, 0x113C0), (0x113C2, 0x113C2), (0x113C5, 0x113C5), (0x113C7, 0x113CA)),
+        *((0x113CC, 0x113D5), (0x113D7, 0x113D8), (0x113E1, 0x113E2)),
+    ),
+}
 MAX_HEIGHT = 1000  # Go's maxHeight
 # Classes RE2 has under another name or not at all, as unions of RE2 classes (``~``: the
 # complement of that union). Go's C and Assigned count the unassigned code points differently.
@@ -156,6 +181,21 @@ _GO_NAMES: dict[str, str] = {
 }
 
 
+# Go 1.27 looks a script up by its loose name too (and knows Unicode 17's); a category, or a
+# category's alias, wins where a script's loose name is the same.
+_GO_NAMES_127: dict[str, str] = {
+    **{_canonical(k): k for k in (*_SCRIPTS, *_SCRIPTS_127)},
+    **_GO_NAMES,
+}
+
+
+def _items(ranges: tuple[tuple[int, int], ...] | list[tuple[int, int]]) -> str:
+    """Ranges of code points as the items of an RE2 bracket class."""
+    return "".join(
+        rf"\x{{{lo:x}}}-\x{{{hi:x}}}" if lo != hi else rf"\x{{{lo:x}}}" for lo, hi in ranges
+    )
+
+
 @functools.cache
 def _ranges(items: str, fold: bool) -> tuple[tuple[int, int], ...]:
     """The code points of the RE2 class ``[items]`` (``fold``: with their case variants), as
@@ -175,7 +215,7 @@ def _complement(ranges: tuple[tuple[int, int], ...]) -> list[tuple[int, int]]:
     """Every code point but the surrogates that ``ranges`` (sorted, apart) leave out."""
     out: list[tuple[int, int]] = []
     start = 0
-    for lo, hi in [*ranges, _SURROGATES, (_LAST + 1, _LAST + 1)]:
+    for lo, hi in [*sorted([*ranges, _SURROGATES]), (_LAST + 1, _LAST + 1)]:
         if lo > start:
             out.append((start, lo - 1))
         start = max(start, hi + 1)
@@ -193,17 +233,15 @@ def _class_items(name: str, negated: bool, fold: bool) -> str:
     items = spelled.lstrip("~")
     if spelled.startswith("~") == negated:
         return items
-    return "".join(
-        rf"\x{{{lo:x}}}-\x{{{hi:x}}}" if lo != hi else rf"\x{{{lo:x}}}"
-        for lo, hi in _complement(_ranges(items, fold))
-    )
+    return _items(_complement(_ranges(items, fold)))
 
 
 class _Reader:
     """One pass over a pattern, as Go's parser reads it: quoting, classes, groups, flags."""
 
-    def __init__(self, pattern: str) -> None:
+    def __init__(self, pattern: str, go127: bool = False) -> None:
         self.pattern = pattern
+        self.names = _GO_NAMES_127 if go127 else _GO_NAMES
         self.out: list[str] = []
         self.at = 0
         self.fold = False  # the i flag, where the reader is
@@ -320,10 +358,15 @@ class _Reader:
         text = pattern[at:end]
         if name.startswith("^"):
             negated, name = not negated, name[1:]
-        found = _GO_NAMES.get(_canonical(name))
+        found = self.names.get(_canonical(name))
         if found is None:
             raise GoRegexpError(f"error parsing regexp: invalid character class range: `{text}`")
         self.at = end
+        spelled = _SCRIPTS_127.get(found)
+        if spelled is not None:  # none has a folding table: (?i) adds nothing in Go
+            items = _items(_complement(spelled) if negated else spelled)
+            self.out.append(items if in_class else f"(?-i:[{items}])")
+            return
         if found not in _SPELLED:
             self.out.append(rf"\{'P' if negated else 'p'}{{{found}}}")
             return
@@ -336,7 +379,8 @@ class _Reader:
         self.out.append(items if in_class else f"[{items}]")
 
 
-def translate(pattern: str) -> str:
-    """``pattern`` for RE2, read as Go reads it; raises GoRegexpError where Go refuses it and
-    RE2 would not (RE2 refuses the rest of what Go refuses itself)."""
-    return _Reader(pattern).translate()
+def translate(pattern: str, go127: bool = False) -> str:
+    """``pattern`` for RE2, read as Go reads it (``go127``: Go 1.27, else 1.26); raises
+    GoRegexpError where Go refuses it and RE2 would not (RE2 refuses the rest of what Go
+    refuses itself)."""
+    return _Reader(pattern, go127).translate()

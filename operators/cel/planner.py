@@ -8,6 +8,8 @@ cel-go evaluates after one.
 
 Costs are charged as cel-go's runtime cost tracker charges them (cost.py): 1 per attribute
 and per qualifier, the call's charge per call, 10/30 per list/map built; constants are free.
+cel-go 0.33 (Kubernetes 1.38) charges from the interpreter's frame rather than by observing
+each step, which changes what a failure costs (release.Dialect.frame_costs).
 Since the cost only grows, comparing it with the limit after the evaluation (and once per
 comprehension iteration, so no loop runs away) gives the verdict cel-go's check after every
 step gives. The same comparison gives an evaluation's checkpoints (``Checkpoints``): the
@@ -49,12 +51,16 @@ from .runtime import (
     CostLimitExceeded,
     DomainMap,
     EvaluationInterrupted,
+    HeldDomains,
+    HeldNames,
     NoSuchKey,
     Optional,
     TypeValue,
     Uint,
     UnhashableKey,
+    Unheld,
     equal,
+    held_key,
     map_find,
     map_items,
     map_key,
@@ -181,7 +187,7 @@ class Dyn(Plan):
 class Qual:
     """A qualifier of an attribute: a constant key, an attribute, or any expression."""
 
-    __slots__ = ("attr", "key", "kind", "optional", "plan", "test_only")
+    __slots__ = ("attr", "charge_failure", "key", "kind", "optional", "plan", "test_only")
 
     def __init__(
         self,
@@ -192,6 +198,7 @@ class Qual:
         plan: Plan | None = None,
         optional: bool = False,
         test_only: bool = False,
+        charge_failure: bool = False,
     ) -> None:
         self.kind = kind
         self.key = key
@@ -199,6 +206,8 @@ class Qual:
         self.plan = plan
         self.optional = optional
         self.test_only = test_only
+        #: cel-go 0.33 charges a presence test's or an optional qualifier's failure too (1.38).
+        self.charge_failure = charge_failure
 
 
 class Attr(Plan):
@@ -209,8 +218,9 @@ class Attr(Plan):
     without observing it).
 
     ``rooted``: a global named ``.name`` past a local of that name (cel-go 0.29). cel-go
-    applies its qualifiers in the activation under every comprehension, where no cost is
-    tracked: they are free, and their keys see the globals only (planned so, plan_index).
+    applies its qualifiers in the activation under every comprehension, where 0.29 tracks no
+    cost (``untracked``: they are free; 0.33 charges them from its frame), and their keys see
+    the globals only (planned so, plan_index).
     """
 
     def __init__(
@@ -235,6 +245,8 @@ class Attr(Plan):
         self.test_only = False
         self.lazy: dict[int, Fn] = {}
         self.rooted = False
+        self.untracked = False  # rooted, its qualifiers free (cel-go 0.29; 0.33 charges them)
+        self.refund = False  # a presence test on a conditional (cel-go 0.26, 0.29: fn)
 
     def add(self, qual: Qual) -> None:
         if self.base == "cond":
@@ -247,6 +259,17 @@ class Attr(Plan):
 
     def fn(self) -> Fn:
         resolve = self.resolver()
+        if self.refund:
+            # cel-go 0.26 and 0.29 take a presence test's attribute charge back, which a
+            # conditional never made: the test costs 1 less than its qualifiers.
+
+            def refunded(act: Act) -> Any:
+                try:
+                    return resolve(act)
+                finally:
+                    act[COST] -= 1
+
+            return refunded
         if self.base == "cond" or self.test_only:
             return resolve
 
@@ -260,7 +283,7 @@ class Attr(Plan):
         """Resolve without charging the attribute itself (its qualifiers are charged)."""
         if self.base == "cond":
             return self._conditional()
-        if self.rooted and self.quals:
+        if self.untracked and self.quals:
             resolve = self._resolver()
 
             def resolve_untracked(act: Act) -> Any:
@@ -371,17 +394,22 @@ def _qualifier(q: Qual) -> Callable[..., Any]:
         key_fn = q.plan.fn()
     key = q.key
     test_only = q.test_only
+    if q.charge_failure:
+        return _charging_qualifier(q, key_fn)
 
     if key_fn is None:
         if test_only:
 
             def test_constant(act: Act, obj: Any, optional: bool = False) -> Any:
-                present, _ = _present(obj, key)
                 if optional:
+                    present, _ = _present(obj, key)
                     if present:
                         act[COST] += 1
                     return present, present
-                act[COST] += 1
+                try:
+                    present, _ = _present(obj, key)
+                finally:
+                    act[COST] += 1  # a presence test that fails is charged too
                 return present
 
             return test_constant
@@ -433,6 +461,34 @@ def _qualifier(q: Qual) -> Callable[..., Any]:
     return dynamic
 
 
+def _charging_qualifier(q: Qual, key_fn: Fn | None) -> Callable[..., Any]:
+    """_qualifier as cel-go 0.33 charges it (1.38): 1 per qualifier applied, a failed one
+    included, and an optional one that finds nothing free."""
+    key = q.key
+    test_only = q.test_only
+
+    def qualify_charged(act: Act, obj: Any, optional: bool = False) -> Any:
+        if optional:
+            try:
+                k = key if key_fn is None else key_fn(act)
+                present, value = _present(obj, k)
+            except CelError:
+                act[COST] += 1
+                raise
+            if present:
+                act[COST] += 1
+            return (present, present) if test_only else (present, value)
+        try:
+            k = key if key_fn is None else key_fn(act)
+            if test_only:
+                return _present(obj, k)[0]
+            return qualify(obj, k)
+        finally:
+            act[COST] += 1
+
+    return qualify_charged
+
+
 def _apply_optional(
     act: Act,
     obj: Any,
@@ -469,6 +525,15 @@ def qualify(obj: Any, key: Any) -> Any:
         if value is _MISSING:
             raise NoSuchKey(f"no such key: {_show_key(key)}")
         return value
+    if kind is HeldDomains:
+        return obj.get(held_key(key), EMPTY)
+    if kind is HeldNames:
+        value = obj.get(held_key(key), _MISSING)
+        if value is _MISSING:
+            raise NoSuchKey(f"no such key: {_show_key(key)}")
+        if type(value) is Unheld:
+            raise CelError(value.message)
+        return value
     if isinstance(obj, list):
         index = _index(key)
         if not 0 <= index < len(obj):
@@ -492,6 +557,13 @@ def _present(obj: Any, key: Any) -> tuple[bool, Any]:
     if kind is CelMap:
         _want_qualifier(key)
         value = map_find(obj, key)
+        return (False, None) if value is _MISSING else (True, value)
+    if kind is HeldDomains:
+        return True, obj.get(held_key(key), EMPTY)
+    if kind is HeldNames:
+        value = obj.get(held_key(key), _MISSING)
+        if type(value) is Unheld:
+            raise CelError(value.message)  # cel-go's presence test sees the error too
         return (False, None) if value is _MISSING else (True, value)
     if isinstance(obj, list):
         index = _index(key)
@@ -551,6 +623,7 @@ class Planner:
         self.mutates_quantities = False
         self.rooted = False  # planning a rooted attribute's key (globals_only)
         self.unproven: set[int] = set()  # nodes whose value may not be of their checked type
+        self.charged = self.release.frame_costs  # Qual.charge_failure
 
     def lookup(self, name: str) -> tuple[int, bool]:
         """A variable's slot; ``.name`` (the checker's mark of a global a local would hide)
@@ -588,13 +661,12 @@ class Planner:
 
     def plan_ident(self, e: Ident) -> Plan:
         name = e.name.lstrip(".")
-        if (
-            e.type is not None
-            and e.type.kind == t.Kind.TYPE
-            and name in _TYPE_VALUES
-            and (name != e.name or not any(name in scope for scope in self.scopes))
-        ):
-            return Const(TypeValue(_TYPE_VALUES[name]))
+        if e.type is not None and e.type.kind == t.Kind.TYPE:
+            # cel-go plans an identifier whose type is a type as the type of that name, a
+            # local's name included; a name no type has cannot be planned.
+            if name in _TYPE_VALUES:
+                return Const(TypeValue(_TYPE_VALUES[name]))
+            raise PlanError(f"reference to undefined type: {name}")
         if self.rooted and not any(name in scope for scope in self.scopes):
             missing = CelError(f"no such attribute(s): {name}")
 
@@ -607,6 +679,7 @@ class Planner:
         if checked:
             attr.lazy = self.lazy
         attr.rooted = name != e.name
+        attr.untracked = attr.rooted and not self.release.frame_costs
         return attr
 
     @contextlib.contextmanager
@@ -631,10 +704,11 @@ class Planner:
             return Const(TypeValue(_TYPE_VALUES.get(name, name)))
         attr = self.as_attr(self.plan(e.operand))
         if e.test_only:
-            attr.add(Qual("const", key=e.field, test_only=True))
+            attr.add(Qual("const", key=e.field, test_only=True, charge_failure=self.charged))
             attr.test_only = True
+            attr.refund = attr.base == "cond" and not self.release.frame_costs
             return attr
-        attr.add(Qual("const", key=e.field))
+        attr.add(Qual("const", key=e.field, charge_failure=self.charged))
         return attr
 
     def plan_index(self, e: Call, optional: bool) -> Plan:
@@ -647,15 +721,17 @@ class Planner:
             key = self.plan(index)
         if isinstance(key, Const):
             if key.error is not None:
-                attr.add(Qual("rel", plan=key, optional=optional))
+                attr.add(Qual("rel", plan=key, optional=optional, charge_failure=self.charged))
             elif type(key.value) not in (str, int, Uint, bool, float):
                 raise PlanError(f"invalid qualifier type: {type_name(key.value)}")
             else:
-                attr.add(Qual("const", key=key.value, optional=optional))
+                attr.add(
+                    Qual("const", key=key.value, optional=optional, charge_failure=self.charged)
+                )
         elif isinstance(key, Attr) and not key.test_only:
-            attr.add(Qual("attr", attr=key, optional=optional))
+            attr.add(Qual("attr", attr=key, optional=optional, charge_failure=self.charged))
         else:
-            attr.add(Qual("rel", plan=key, optional=optional))
+            attr.add(Qual("rel", plan=key, optional=optional, charge_failure=self.charged))
         return attr
 
     # --- calls ---
@@ -674,7 +750,7 @@ class Planner:
             operand, field = e.args
             attr = self.as_attr(self.plan(operand))
             assert isinstance(field, Literal)
-            attr.add(Qual("const", key=field.value, optional=True))
+            attr.add(Qual("const", key=field.value, optional=True, charge_failure=self.charged))
             return attr
         if name == "_==_" or name == "_!=_":
             return self.plan_equality(e)
@@ -706,12 +782,15 @@ class Planner:
             pattern = args[1].value
             if type(pattern) is str:
                 try:
-                    compile_regex(pattern)
+                    compile_regex(pattern, self.release.go127_regexp)
                 except CelError as exc:
                     raise PlanError(str(exc)) from None
                 varargs = True  # cel-go replaces the call with a variadic one
         charge = call_cost(name, overload_id, self.release)
-        plan = _call(impl, [a.fn() for a in args], charge, varargs)
+        if self.release.frame_costs:
+            plan = _strict_call(impl, [a.fn() for a in args], charge, name == "!_")
+        else:
+            plan = _call(impl, [a.fn() for a in args], charge, varargs)
         if name in _CONVERSIONS and len(args) == 1 and isinstance(args[0], Const):
             return self.fold(plan)
         if name in _IMMUTABLE_RESULTS and args and all(isinstance(a, Const) for a in args):
@@ -841,10 +920,13 @@ class Planner:
         scalar = lt == rt and lt.kind in (t.Kind.INT, t.Kind.BOOL, t.Kind.UINT, t.Kind.DOUBLE)
         string = lt == rt == t.STRING
 
+        stop_at_left = self.release.frame_costs
+
         def equals_failed(act: Act, a: Any, error: CelError | None) -> bool:
-            """An operand failed: cel-go still evaluates both and charges the call."""
+            """An operand failed: cel-go 0.29 still evaluates both, 0.33 stops at a failed left
+            one (its right one then sized as 1); either charges the call."""
             try:
-                b = rf(act) if a is ERR_ARG else ERR_ARG
+                b = rf(act) if a is ERR_ARG and not stop_at_left else ERR_ARG
             except CelError as exc:
                 error, b = (error or exc), ERR_ARG
             act[COST] += charge([a, b], None)
@@ -877,6 +959,8 @@ class Planner:
             try:
                 a = lf(act)
             except CelError as exc:
+                if stop_at_left:
+                    return equals_failed(act, ERR_ARG, exc)
                 error, a = exc, ERR_ARG
             try:
                 b = rf(act)
@@ -928,6 +1012,15 @@ class Planner:
             except CelError as exc:
                 return Const(None, exc)
 
+        if self.release.frame_costs:
+
+            def create_list_built(act: Act) -> list[Any]:
+                value = build(act)
+                act[COST] += LIST_CREATE
+                return value  # type: ignore[no-any-return]
+
+            return Dyn(create_list_built)
+
         def create_list(act: Act) -> list[Any]:
             act[COST] += LIST_CREATE
             return build(act)  # type: ignore[no-any-return]
@@ -949,6 +1042,15 @@ class Planner:
             except CelError as exc:
                 return Const(None, exc)
 
+        if self.release.frame_costs:
+
+            def create_map_built(act: Act) -> CelMap:
+                value = build(act)
+                act[COST] += MAP_CREATE
+                return value  # type: ignore[no-any-return]
+
+            return Dyn(create_map_built)
+
         def create_map(act: Act) -> CelMap:
             act[COST] += MAP_CREATE
             return build(act)  # type: ignore[no-any-return]
@@ -969,7 +1071,8 @@ class Planner:
         var2_slot = self.new_slot() if e.iter_var2 is not None else 0
         iter_scope = {e.iter_var: (var_slot, False)}
         if e.iter_var2 is not None:
-            iter_scope[e.iter_var2] = (var2_slot, False)
+            # An entry's value may be an error (1.38's device maps): checked where read.
+            iter_scope[e.iter_var2] = (var2_slot, self.release.lazy_attributes)
         self.scopes.append(iter_scope)
         empty_init = isinstance(e.accu_init, (ListLit, MapLit)) and not (
             e.accu_init.elements if isinstance(e.accu_init, ListLit) else e.accu_init.entries
@@ -981,9 +1084,19 @@ class Planner:
         result = self.plan(e.result).fn()
         self.scopes.pop()
         two = e.iter_var2 is not None
-        return Dyn(_fold(iter_range, accu_slot, var_slot, var2_slot, two, cond, step, result))
+        # cel-go 0.33 skips the loop over any empty range with a size, a string included.
+        empty_sized = self.release.empty_ranges
+        return Dyn(
+            _fold(iter_range, accu_slot, var_slot, var2_slot, two, cond, step, result, empty_sized)
+        )
 
     def plan_bind(self, e: Comprehension) -> Plan:
+        init_type = e.accu_init.type
+        if init_type is not None and init_type.kind == t.Kind.TYPE:
+            # The macro's loop step reads the variable: planned as a type (plan_ident).
+            step = Ident(e.pos, e.accu_var)
+            step.type = init_type
+            self.plan_ident(step)
         slot = self.new_slot()
         init = _bound_value(self.plan(e.accu_init).fn())
         self.scopes.append({e.accu_var: (slot, True)})
@@ -1001,7 +1114,8 @@ class Planner:
 def _bound_value(init: Fn) -> Fn:
     """What ``cel.bind`` binds: an empty ``device.attributes`` or ``device.capacity`` binds as
     a plain empty map upstream, without the default domain (``has(m.x)`` is false, ``m.x`` an
-    error), while a non-empty one keeps it; measured against cel-go by the oracle."""
+    error), while a non-empty one keeps it; measured against cel-go by the oracle. 1.38's maps
+    (HeldDomains) keep their default either way."""
 
     def value(act: Act) -> Any:
         bound = init(act)
@@ -1193,6 +1307,61 @@ def _call(impl: Callable[..., Any], args: list[Fn], charge: int | CostFn, vararg
     return Dyn(sized_call)
 
 
+def _strict_call(
+    impl: Callable[..., Any], args: list[Fn], charge: int | CostFn, charge_failed: bool
+) -> Plan:
+    """A strict call as cel-go 0.33 runs it (1.38): the arguments in order, the first that
+    fails is the result and the call is not charged (``!`` is: ``charge_failed``); else the
+    call runs and is charged, whatever it gives."""
+    if isinstance(charge, int):
+        fixed = charge
+        if len(args) == 1:
+            (a0,) = args
+
+            def unary(act: Act) -> Any:
+                try:
+                    x = a0(act)
+                except CelError:
+                    if charge_failed:
+                        act[COST] += fixed
+                    raise
+                act[COST] += fixed
+                return impl(x)
+
+            return Dyn(unary)
+        if len(args) == 2:
+            a0, a1 = args
+
+            def binary(act: Act) -> Any:
+                x = a0(act)
+                y = a1(act)
+                act[COST] += fixed
+                return impl(x, y)
+
+            return Dyn(binary)
+
+        def call(act: Act) -> Any:
+            values = [a(act) for a in args]
+            act[COST] += fixed
+            return impl(*values)
+
+        return Dyn(call)
+
+    sized = charge
+
+    def sized_call(act: Act) -> Any:
+        values = [a(act) for a in args]
+        try:
+            result = impl(*values)
+        except CelError:
+            act[COST] += sized(values, ERR_ARG)
+            raise
+        act[COST] += sized(values, result)
+        return result
+
+    return Dyn(sized_call)
+
+
 def _list_builder(elements: list[Fn], optional: frozenset[int]) -> Fn:
     if not optional:
         if not elements:
@@ -1271,6 +1440,11 @@ def _items(value: Any, two: bool) -> list[tuple[Any, Any]]:
         return list(enumerate(value)) if two else [(v, None) for v in value]
     if isinstance(value, dict):
         if two:
+            if type(value) is HeldNames:
+                # cel-go binds the value an entry's Get gives: an error where 1.38 holds none.
+                return [
+                    (k, CelError(v.message) if type(v) is Unheld else v) for k, v in value.items()
+                ]
             return list(map_items(value))
         return [(k, None) for k in map_keys(value)]
     if two:
@@ -1287,9 +1461,14 @@ def _fold(
     cond: Fn,
     step: Fn,
     result: Fn,
+    empty_sized: bool = False,
 ) -> Fn:
     def fold(act: Act) -> Any:
-        items = _items(iter_range(act), two)
+        iterated = iter_range(act)
+        if empty_sized and (type(iterated) is str or type(iterated) is bytes) and not iterated:
+            items: list[tuple[Any, Any]] = []
+        else:
+            items = _items(iterated, two)
         act[accu_slot] = _UNSET
         limit = act[LIMIT]
         for first, second in items:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -230,6 +230,86 @@ class DomainMap(dict[str, Any]):
 EMPTY: dict[str, Any] = {}  # the default domain map; shared, never mutated
 
 
+class HeldDomains(dict[str, Any]):
+    """``device.attributes`` / ``device.capacity`` as Kubernetes 1.38 hands them to CEL: maps
+    over the slice's internal form (dynamic-resource-allocation's domainToAttributes and
+    domainToCapacity). A key is converted to a string first (:func:`held_key`): one that
+    converts to none is an error where it indexes and absent for ``in``; any string finds
+    something, an empty map when the domain is unknown. Equal to another map only when every
+    entry is, an error in a value's comparison being the result (not skipped). ``go_type``:
+    the Go type its Value() has, which upstream's messages name."""
+
+    __slots__ = ("go_type",)
+
+    def __init__(self, go_type: str) -> None:
+        super().__init__()
+        self.go_type = go_type
+
+
+class HeldNames(dict[str, Any]):
+    """One domain's attributes or capacities as 1.38 hands them (nameToAttributes,
+    nameToCapacity): keys converted as :class:`HeldDomains`'; a value the slice's conversion
+    could not hold (:class:`Unheld`) is an error where it is read, ``has()`` included, and absent
+    for ``in``, while it still counts in ``size()`` and iteration."""
+
+    __slots__ = ("go_type",)
+
+    def __init__(self, go_type: str) -> None:
+        super().__init__()
+        self.go_type = go_type
+
+
+class Unheld:
+    """An attribute value 1.38's slice conversion keeps as nil (a version that does not parse,
+    an empty list, no value set): reading it fails with ``message``."""
+
+    __slots__ = ("message",)
+
+    def __init__(self, name: str) -> None:
+        self.message = (
+            f"attribute {name}: value is invalid or its type is not supported by this version"
+        )
+
+
+#: How a duration or timestamp reads as a string (library/timestamps registers it).
+_TIME_TEXT: list[Callable[[Any], str]] = []
+
+
+def register_time_text(text: Callable[[Any], str]) -> None:
+    """The library's string form of durations and timestamps, for :func:`held_key`."""
+    _TIME_TEXT[:] = [text]
+
+
+def held_key(key: Any) -> str:
+    """A key of 1.38's device maps as cel-go's ``ConvertToType(StringType)`` makes it a string;
+    a CelError where the key's type converts to none."""
+    kind = type(key)
+    if kind is str:
+        return key  # type: ignore[no-any-return]
+    if kind is bool:
+        return "true" if key else "false"
+    if kind is int or kind is Uint:
+        return str(int(key))
+    if kind is float:
+        return format_double(key)
+    if kind is bytes:
+        try:
+            return key.decode("utf-8")  # type: ignore[no-any-return]
+        except UnicodeDecodeError:
+            raise CelError("invalid UTF-8 in bytes, cannot convert to string") from None
+    if key is None:
+        return "null"
+    if kind is TypeValue:
+        return key.name  # type: ignore[no-any-return]
+    if (kind is Duration or kind is Timestamp) and _TIME_TEXT:
+        return _TIME_TEXT[0](key)
+    if kind is IPValue:
+        return str(key.address)
+    if kind is CIDRValue:
+        return str(key.interface)
+    raise CelError(f"type conversion error from '{type_name(key)}' to 'string'")
+
+
 def map_items(m: dict[Any, Any]) -> Iterator[tuple[Any, Any]]:
     if type(m) is CelMap:
         for k, v in m.items():
@@ -256,6 +336,15 @@ def map_find(m: dict[Any, Any], key: Any) -> Any:
     mtype = type(m)
     if mtype is DomainMap:
         return m.get(key, EMPTY) if kind is str else EMPTY
+    if mtype is HeldDomains or mtype is HeldNames:
+        try:
+            name = held_key(key)
+        except CelError:
+            return _MISSING
+        if mtype is HeldDomains:
+            return m.get(name, EMPTY)
+        found = m.get(name, _MISSING)
+        return _MISSING if type(found) is Unheld else found
     if kind is str:
         return m.get(key, _MISSING)
     if mtype is not CelMap:
@@ -287,8 +376,14 @@ def map_find(m: dict[Any, Any], key: Any) -> Any:
 
 def map_contains(m: dict[Any, Any], key: Any) -> bool:
     """``key in m``: real membership, the domain maps' default not counted."""
-    if type(m) is DomainMap:
+    mtype = type(m)
+    if mtype is DomainMap:
         return type(key) is str and key in m
+    if mtype is HeldDomains:
+        try:
+            return held_key(key) in m
+        except CelError:
+            return False
     return map_find(m, key) is not _MISSING
 
 
@@ -316,6 +411,8 @@ _TYPE_NAMES: dict[type, str] = {
     dict: "map",
     CelMap: "map",
     DomainMap: "map",
+    HeldDomains: "map",
+    HeldNames: "map",
     type(None): "null_type",
     Optional: "optional_type",
     TypeValue: "type",
@@ -363,6 +460,8 @@ def equal(a: Any, b: Any) -> bool:
             except CelError:
                 continue  # cel-go: an element comparison that errs does not make them unequal
         return True
+    if ta is HeldDomains or ta is HeldNames:
+        return _held_equal(a, b)
     if isinstance(a, dict):
         if not isinstance(b, dict) or len(a) != len(b):
             return False
@@ -398,6 +497,20 @@ def equal(a: Any, b: Any) -> bool:
 
 
 _STRICT_EQUAL = {SemverValue, IPValue, CIDRValue, URLValue}
+
+
+def _held_equal(a: dict[str, Any], b: Any) -> bool:
+    """1.38's device maps compare entry by entry and stop at the first that is not equal, an
+    error included (dynamic-resource-allocation's equalMaps; cel-go's own maps skip errors)."""
+    if not isinstance(b, dict) or len(a) != len(b):
+        return False
+    for key, value in a.items():
+        if type(value) is Unheld:
+            raise CelError(value.message)
+        other = map_find(b, key)
+        if other is _MISSING or not equal(value, other):
+            return False
+    return True
 
 
 def register_strict_equal(kind: type) -> None:

@@ -161,15 +161,20 @@ def show(t: Type) -> str:
 
 
 class Mapping:
-    """Type parameter bindings; copied before a trial so that a failed match leaves no trace."""
+    """Type parameter bindings; copied before a trial so that a failed match leaves no trace.
 
-    __slots__ = ("bound",)
+    ``typed_types``: cel-go 0.33 matches two type values' types by what they are types of
+    where a type parameter takes part (``type(list(T))`` is no ``type(bool)``); 0.29 matches
+    any two."""
 
-    def __init__(self, bound: dict[Type, Type] | None = None) -> None:
+    __slots__ = ("bound", "typed_types")
+
+    def __init__(self, bound: dict[Type, Type] | None = None, typed_types: bool = False) -> None:
         self.bound: dict[Type, Type] = bound if bound is not None else {}
+        self.typed_types = typed_types
 
     def copy(self) -> Mapping:
-        return Mapping(dict(self.bound))
+        return Mapping(dict(self.bound), self.typed_types)
 
     def find(self, t: Type) -> Type | None:
         return self.bound.get(t)
@@ -191,7 +196,7 @@ def _runtime_assignable(target: Type, source: Type) -> bool:
     return all(_runtime_assignable(t, s) for t, s in zip(target.params, source.params, strict=True))
 
 
-def _equal_or_less_specific(t1: Type, t2: Type) -> bool:
+def _equal_or_less_specific(t1: Type, t2: Type, typed: bool = False) -> bool:
     k1, k2 = t1.kind, t2.kind
     if is_dyn(t1) or k1 == Kind.PARAM:
         return True
@@ -202,20 +207,34 @@ def _equal_or_less_specific(t1: Type, t2: Type) -> bool:
     if k1 == Kind.OPAQUE:
         if t1.name != t2.name or len(t1.params) != len(t2.params):
             return False
-        return all(_equal_or_less_specific(a, b) for a, b in zip(t1.params, t2.params, strict=True))
-    if k1 == Kind.LIST:
-        return _equal_or_less_specific(t1.params[0], t2.params[0])
-    if k1 == Kind.MAP:
-        return _equal_or_less_specific(t1.params[0], t2.params[0]) and _equal_or_less_specific(
-            t1.params[1], t2.params[1]
+        return all(
+            _equal_or_less_specific(a, b, typed) for a, b in zip(t1.params, t2.params, strict=True)
         )
+    if k1 == Kind.LIST:
+        return _equal_or_less_specific(t1.params[0], t2.params[0], typed)
+    if k1 == Kind.MAP:
+        return _equal_or_less_specific(
+            t1.params[0], t2.params[0], typed
+        ) and _equal_or_less_specific(t1.params[1], t2.params[1], typed)
     if k1 == Kind.TYPE:
-        return True
+        if not typed:
+            return True
+        if t1.params and t2.params:
+            if len(t1.params) != len(t2.params):
+                return False
+            return _equal_or_less_specific(t1.params[0], t2.params[0], typed)
+        return not t1.params
     return t1 == t2
 
 
-def most_general(t1: Type, t2: Type) -> Type:
-    return t1 if _equal_or_less_specific(t1, t2) else t2
+def most_general(t1: Type, t2: Type, typed: bool = False) -> Type:
+    """The less specific of two types (``typed``: cel-go 0.33's rule for type values)."""
+    return t1 if _equal_or_less_specific(t1, t2, typed) else t2
+
+
+def _has_param(t: Type) -> bool:
+    """cel-go 0.33's hasTypeParam: a type parameter anywhere in the type."""
+    return t.kind == Kind.PARAM or any(_has_param(p) for p in t.params)
 
 
 def _not_referenced_in(m: Mapping, t: Type, within: Type) -> bool:
@@ -238,7 +257,7 @@ def _valid_substitution(m: Mapping, t1: Type, t2: Type) -> tuple[bool, bool]:
         if t1.kind == sub.kind and t1 == sub:
             return True, True
         if _assignable(m, t1, sub):
-            general = most_general(t1, sub)
+            general = most_general(t1, sub, m.typed_types)
             if _not_referenced_in(m, t2, general):
                 m.add(t2, general)
             return True, True
@@ -280,7 +299,18 @@ def _assignable(m: Mapping, t1: Type, t2: Type) -> bool:
     ):
         return _runtime_assignable(t2, t1)
     if k1 == Kind.TYPE:
-        return k2 == Kind.TYPE
+        if k2 != Kind.TYPE:
+            return False
+        if not m.typed_types:
+            return True
+        if not t1.params or not t2.params:
+            return not t2.params
+        if len(t1.params) != len(t2.params):
+            return False
+        of1, of2 = t1.params[0], t2.params[0]
+        if _has_param(of1) or _has_param(of2):
+            return _assignable(m, of1, of2)
+        return True  # concrete types are coassignable: type(1) == type("a")
     if k1 in (Kind.OPAQUE, Kind.LIST, Kind.MAP):
         return (
             k1 == k2

@@ -160,8 +160,11 @@ class QuantityValue:
         self.shared = shared
 
     @classmethod
-    def parse(cls, text: str, *, shared: bool = False) -> QuantityValue:
-        """resource.ParseQuantity."""
+    def parse(cls, text: str, *, shared: bool = False, bounded: bool = False) -> QuantityValue:
+        """resource.ParseQuantity; ``bounded``: as Kubernetes 1.38's apimachinery parses (no
+        cap on a decimal, 29 significant digits, 19-digit integers in the int64 form)."""
+        if bounded:
+            return _parse_quantity_bounded(text, shared)
         return _parse_quantity(text, shared)
 
     def copy(self) -> QuantityValue:
@@ -198,6 +201,11 @@ class QuantityValue:
         mine, theirs = self.as_dec().exact(), other.copy_dec().exact()
         return (mine > theirs) - (mine < theirs)
 
+    def compare(self, other: QuantityValue) -> int:
+        """Quantity.Cmp as 1.38 has it: converts neither side."""
+        a, b = self.exact(), other.exact()
+        return (a > b) - (a < b)
+
     def equals(self, other: QuantityValue) -> bool:
         """Quantity.Equal (value receiver: nothing is converted)."""
         return self.exact() == other.exact()
@@ -212,12 +220,14 @@ class QuantityValue:
             return None
         return _scaled(self.value, self.scale)
 
-    def approximate_float(self) -> float:
+    def approximate_float(self, zero_safe: bool = False) -> float:
+        """AsApproximateFloat64; ``zero_safe``: 1.38 returns a zero base as it is (0 * Inf is
+        no NaN)."""
         if self.dec is not None:
             base, exponent = float(self.dec.unscaled), -self.dec.scale
         else:
             base, exponent = float(self.value), self.scale
-        if exponent == 0:
+        if exponent == 0 or (zero_safe and base == 0):
             return base
         return base * _go_pow10(exponent)
 
@@ -242,8 +252,59 @@ class QuantityValue:
         result.dec.add(result.dec, other.copy_dec(), sign)
         return result
 
+    def plus_bounded(self, other: QuantityValue, sign: int = 1) -> QuantityValue:
+        """``copy := q; copy.Add(y)`` (or Sub) as 1.38's apimachinery computes it: in int64
+        where it fits (a subtrahend of MinInt64 never does), else in decimals, the finer of two
+        operands more than 29 orders of magnitude apart rounded away from zero first."""
+        result = QuantityValue(self.value, self.scale, self.dec, pointer=True)
+        if self.dec is None and other.dec is None:
+            if sign < 0 and self.value == 0 and other.value == _INT64_MIN:
+                # 0 - y is -y: y's scale kept, in decimal form once negated.
+                result.value, result.scale = 0, 0
+                result.dec = _Dec(-other.value, -other.scale)
+                return result
+            if not (sign < 0 and other.value == _INT64_MIN):
+                total = _add_int64(self.value, self.scale, sign * other.value, other.scale)
+                if total is not None:
+                    result.value, result.scale = total
+                    return result
+        x = self.dec if self.dec is not None else _Dec(self.value, -self.scale)
+        y = other.copy_dec()
+        result.value, result.scale = 0, 0
+        if y.unscaled == 0:
+            result.dec = _Dec(x.unscaled, x.scale)
+        elif x.unscaled == 0:
+            result.dec = _Dec(sign * y.unscaled, y.scale)
+        else:
+            x, y = _bound_scale_gap(x, y)
+            result.dec = _Dec(0, 0)
+            result.dec.add(x, y, sign)
+        return result
+
     def __repr__(self) -> str:
         return f"quantity({float(self.exact())!r})"
+
+
+#: How many orders of magnitude 1.38's Add and Sub keep between their operands.
+_MAX_SCALE_GAP = 29
+
+
+def _as_scale(dec: _Dec, exponent: int) -> _Dec:
+    """infDecAmount.AsScale (1.38): at least the base-10 ``exponent``, rounded away from zero."""
+    if -dec.scale >= exponent:
+        return _Dec(dec.unscaled, dec.scale)
+    unscaled, scale = _round_up(dec.unscaled, dec.scale, -exponent)
+    return _Dec(unscaled, scale)
+
+
+def _bound_scale_gap(x: _Dec, y: _Dec) -> tuple[_Dec, _Dec]:
+    """boundScaleGap: round the finer operand when the two are too many orders apart."""
+    x_exp, y_exp = -x.scale, -y.scale
+    if x_exp - y_exp > _MAX_SCALE_GAP:
+        return x, _as_scale(y, x_exp - _MAX_SCALE_GAP)
+    if y_exp - x_exp > _MAX_SCALE_GAP:
+        return _as_scale(x, y_exp - _MAX_SCALE_GAP), y
+    return x, y
 
 
 def _add_int64(a: int, a_scale: int, b: int, b_scale: int) -> tuple[int, int] | None:
@@ -376,6 +437,133 @@ def _parse_quantity(text: str, shared: bool) -> QuantityValue:
     if sign == "-":
         unscaled = -unscaled
     return QuantityValue(dec=_Dec(unscaled, dec_scale, shared), shared=shared)
+
+
+def _split_quantity_bounded(text: str) -> tuple[bool, str, str, str, bool]:
+    """1.38's parseQuantityString: (positive, integer digits without leading zeros or "0",
+    fraction digits, suffix, whether the integer part was defaulted to "0" unseen)."""
+    positive, pos, end = True, 0, len(text)
+    if text[0] == "-":
+        positive, pos = False, 1
+    elif text[0] == "+":
+        pos = 1
+    zeros = False
+    while pos < end and text[pos] == "0":
+        zeros, pos = True, pos + 1
+    if pos >= end:
+        return positive, "0", "", "", not zeros
+    i = pos
+    while i < end and text[i] in _DIGITS:
+        i += 1
+    num = text[pos:i]
+    if i >= end:
+        return positive, num, "", "", False
+    pos = i
+    defaulted = False
+    if not num:
+        num, defaulted = "0", not zeros
+    denom = ""
+    if text[pos] == ".":
+        pos += 1
+        i = pos
+        while i < end and text[i] in _DIGITS:
+            i += 1
+        denom = text[pos:i]
+        if i >= end:
+            return positive, num, denom, "", defaulted
+        pos = i
+    suffix_start = pos
+    i = pos
+    while i < end and text[i] in _SUFFIX_CHARS:
+        i += 1
+    if i >= end:
+        return positive, num, denom, text[suffix_start:], defaulted
+    pos = i
+    if text[pos] in "+-":
+        pos += 1
+    i = pos
+    while i < end and text[i] in _DIGITS:
+        i += 1
+    if i >= end:
+        return positive, num, denom, text[suffix_start:], defaulted
+    raise QuantityError(f"quantity {text!r}: quantities must match the regular expression")
+
+
+#: Significant digits 1.38 keeps of a decimal quantity, and in front of a binary suffix.
+_DECIMAL_DIGITS = 29
+_BINARY_DIGITS = 70
+_INT32_MIN = -(2**31)
+_INT32_MAX = 2**31 - 1
+
+
+def _parse_quantity_bounded(text: str, shared: bool) -> QuantityValue:
+    """ParseQuantity of Kubernetes 1.38 (apimachinery v0.38 api/resource/quantity.go)."""
+    if not text:
+        raise QuantityError("quantities must match the regular expression")
+    if text == "0":
+        return QuantityValue(shared=shared)
+    positive, num, denom, suffix, defaulted = _split_quantity_bounded(text)
+    interpreted = _interpret_suffix(suffix)
+    if interpreted is None:
+        raise QuantityError(f"quantity {text!r}: unable to parse quantity's suffix")
+    base, exponent, fmt = interpreted
+    scale, mantissa = 0, 1
+    if fmt == "BinarySI":
+        if exponent >= 0 and not denom:
+            mantissa = 1 << exponent
+            precision = 15 - len(num) - int(exponent * 3 / 10) - 1
+        else:
+            precision = -1
+    else:
+        scale = exponent
+        precision = _MAX_INT64_FACTORS + 1 - (len(num) + len(denom))
+    if precision >= 0:
+        scale -= len(denom)
+        if scale >= _NANO:
+            magnitude = int(num + denom, 10)
+            value = magnitude if positive else -magnitude
+            if _fits(value):
+                product = _int64_multiply(value, mantissa)
+                if product is not None:
+                    return QuantityValue(product, scale, shared=shared)
+    if not denom and defaulted:
+        raise QuantityError(f"quantity {text!r}: unable to parse quantity's numeric value")
+    digits = (num + denom).lstrip("0") or "0"
+    keep = _DECIMAL_DIGITS if base == 10 else _BINARY_DIGITS
+    exp10 = -len(denom)  # the value is unscaled * 10**exp10
+    dropped = ""
+    if len(digits) > keep:
+        digits, dropped = digits[:keep], digits[keep:]
+        exp10 += len(dropped)
+    unscaled = int(digits, 10) + (1 if dropped.strip("0") else 0)
+    if base == 10:
+        if exponent == _INT32_MIN:
+            raise QuantityError(f"quantity {text!r}: unable to parse quantity's suffix")
+        effective = max(_INT32_MIN, min(_INT32_MAX, exp10 + exponent))
+        if effective == _INT32_MIN:  # no inf.Scale holds it: round to nano first
+            unscaled = _as_scale(_Dec(unscaled, -exp10), _NANO - exponent).unscaled
+            effective = _NANO
+        exp10 = effective
+    else:
+        unscaled <<= exponent
+    if unscaled != 0:
+        rounded = _as_scale(_Dec(unscaled, -exp10), _NANO)
+        unscaled, exp10 = rounded.unscaled, -rounded.scale
+    if fmt == "BinarySI" and Fraction(unscaled) * Fraction(10) ** exp10 > _INT64_MAX:
+        unscaled, exp10 = _INT64_MAX, 0
+    if not positive:
+        unscaled = -unscaled
+    return QuantityValue(dec=_Dec(unscaled, -exp10, shared), shared=shared)
+
+
+def _int64_multiply(a: int, b: int) -> int | None:
+    """resource's int64Multiply: a*b, or None where int64 overflows."""
+    if a in (0, 1) or b in (0, 1):
+        return a * b
+    if _INT64_MIN in (a, b):
+        return None
+    product = a * b
+    return product if _fits(product) else None
 
 
 class SemverError(ValueError):

@@ -1,10 +1,18 @@
 package main
 
 import (
+	"github.com/go-logr/logr"
 	resourceapi "k8s.io/api/resource/v1"
 	draapi "k8s.io/dynamic-resource-allocation/api"
 	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/klog/v2"
 )
+
+// The conversion logs each version it cannot parse (and keeps the attribute, failing only where
+// it is read); a log line per request on stderr is noise to the differential.
+func init() {
+	klog.SetLogger(logr.Discard())
+}
 
 // celDevice is the device as this release's scheduler hands it to CEL: 1.38 converts each
 // ResourceSlice to its internal form first (attributes and capacities by domain and name, values

@@ -14,8 +14,9 @@ guards it with the declared types when the checker could not prove them.
 
 A declaration belongs to every Kubernetes minor kopf-dra speaks unless ``since`` or ``until``
 (a minor, inclusive) bounds it: where releases differ, each one's overloads are declared with
-their own bounds (one overload id may be declared twice, for minors apart), and
-:meth:`Registry.table` gives one minor's functions.
+their own bounds (one overload id may be declared twice, for minors apart; so may a
+singleton implementation, each with its bounds), and :meth:`Registry.table` gives one minor's
+functions.
 """
 
 from __future__ import annotations
@@ -45,10 +46,15 @@ class Overload:
 
     def declared_in(self, kubernetes: str) -> bool:
         """Does that minor's environment declare this overload?"""
-        at = minor(kubernetes)
-        if self.since is not None and at < minor(self.since):
-            return False
-        return self.until is None or at <= minor(self.until)
+        return _within(kubernetes, self.since, self.until)
+
+
+def _within(kubernetes: str, since: str | None, until: str | None) -> bool:
+    """Is that minor within the bounds (inclusive; None: unbounded)?"""
+    at = minor(kubernetes)
+    if since is not None and at < minor(since):
+        return False
+    return until is None or at <= minor(until)
 
 
 @dataclass(slots=True)
@@ -59,6 +65,15 @@ class Function:
     overloads: list[Overload] = field(default_factory=list)
     singleton: Implementation | None = None
     non_strict: bool = False
+    #: (since, until, implementation): where minors part on a singleton (registry only).
+    singletons: list[tuple[str | None, str | None, Implementation]] = field(default_factory=list)
+
+    def singleton_in(self, kubernetes: str) -> Implementation | None:
+        """The singleton that serves this function in that minor."""
+        for since, until, impl in self.singletons:
+            if _within(kubernetes, since, until):
+                return impl
+        return self.singleton
 
     def overload(self, overload_id: str) -> Overload:
         for o in self.overloads:
@@ -83,14 +98,16 @@ class Registry:
             for fn in self.functions.values():
                 overloads = [o for o in fn.overloads if o.declared_in(kubernetes)]
                 if overloads:
-                    table[fn.name] = Function(fn.name, overloads, fn.singleton, fn.non_strict)
+                    table[fn.name] = Function(
+                        fn.name, overloads, fn.singleton_in(kubernetes), fn.non_strict
+                    )
             self._tables[kubernetes] = table
         return table
 
     def snapshot(self) -> dict[str, Function]:
         """The declarations as they are, for :meth:`restore` (tests that declare their own)."""
         return {
-            name: Function(f.name, list(f.overloads), f.singleton, f.non_strict)
+            name: Function(f.name, list(f.overloads), f.singleton, f.non_strict, list(f.singletons))
             for name, f in self.functions.items()
         }
 
@@ -150,7 +167,15 @@ class Registry:
         def register(impl: Implementation) -> Implementation:
             fn = self.functions.get(name)
             if singleton and fn is not None and fn.singleton not in (None, impl):
-                raise ValueError(f"{name}: two singleton implementations")
+                bounded = since is not None or until is not None
+                apart = all(
+                    not (_within(k, since, until) and _within(k, s, u))
+                    for s, u, other in fn.singletons
+                    if other is not impl
+                    for k in KUBERNETES_MINORS
+                )
+                if not (bounded and fn.singletons and apart):
+                    raise ValueError(f"{name}: two singleton implementations")
             for overload_id, is_member, params, result in parsed:
                 self._add(
                     name,
@@ -166,7 +191,10 @@ class Registry:
                 )
             fn = self.functions[name]
             if singleton:
-                fn.singleton = impl
+                if since is not None or until is not None:
+                    fn.singletons.append((since, until, impl))
+                if fn.singleton is None:
+                    fn.singleton = impl
             fn.non_strict = fn.non_strict or non_strict
             return impl
 

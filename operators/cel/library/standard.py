@@ -201,6 +201,8 @@ def modulo(a: Any, b: Any) -> Any:
 
 
 def _ordering(name: str, prefix: str, test: Any) -> None:
+    """The ordering operator ``name``: an error where a NaN is ordered (cel-go 0.26 and 0.29,
+    through 1.37); false (cel-go 0.33's standard library, 1.38)."""
     signatures = [
         f"{prefix}_bool (bool, bool) -> bool",
         f"{prefix}_int64 (int, int) -> bool",
@@ -221,8 +223,15 @@ def _ordering(name: str, prefix: str, test: Any) -> None:
     def compare(a: Any, b: Any) -> bool:
         return test(less_than(a, b, name))  # type: ignore[no-any-return]
 
+    def compare_nan_false(a: Any, b: Any) -> bool:
+        if (type(a) is float and math.isnan(a)) or (type(b) is float and math.isnan(b)):
+            return False
+        return test(less_than(a, b, name))  # type: ignore[no-any-return]
+
     compare.__name__ = prefix
-    function(name, *signatures, singleton=True)(compare)
+    compare_nan_false.__name__ = prefix
+    function(name, *signatures, singleton=True, until="1.37")(compare)
+    function(name, *signatures, singleton=True, since="1.38")(compare_nan_false)
 
 
 _ordering("_<_", "less", lambda c: c < 0)
@@ -412,12 +421,21 @@ def starts_with(text: Any, prefix: Any) -> bool:
     return text.startswith(prefix)  # type: ignore[no-any-return]
 
 
-@function("matches", "matches (string, string) -> bool", singleton=True)
-@method("matches", "matches_string string.(string) -> bool", singleton=True)
+@function("matches", "matches (string, string) -> bool", singleton=True, until="1.37")
+@method("matches", "matches_string string.(string) -> bool", singleton=True, until="1.37")
 def matches(text: Any, pattern: Any) -> bool:
     if type(text) is not str or type(pattern) is not str:
         raise no_overload("matches", text, pattern)
     return compile_regex(pattern).search(text) is not None
+
+
+@function("matches", "matches (string, string) -> bool", singleton=True, since="1.38")
+@method("matches", "matches_string string.(string) -> bool", singleton=True, since="1.38")
+def matches_go127(text: Any, pattern: Any) -> bool:
+    """matches as Kubernetes 1.38 (Go 1.27's regexp) reads the pattern."""
+    if type(text) is not str or type(pattern) is not str:
+        raise no_overload("matches", text, pattern)
+    return compile_regex(pattern, True).search(text) is not None
 
 
 __all__ = [

@@ -15,7 +15,15 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any
 
-from ..runtime import INT64_MAX, INT64_MIN, CelError, Duration, Timestamp, checked_int
+from ..runtime import (
+    INT64_MAX,
+    INT64_MIN,
+    CelError,
+    Duration,
+    Timestamp,
+    checked_int,
+    register_time_text,
+)
 from ._registry import function, method
 
 NANOS = 1_000_000_000
@@ -155,6 +163,9 @@ def to_string(value: Any) -> str:
     if frac:
         text += "." + f"{frac:09d}".rstrip("0")
     return text + "Z"
+
+
+register_time_text(to_string)  # 1.38's device maps convert keys with it
 
 
 # --- arithmetic -----------------------------------------------------------------------------------

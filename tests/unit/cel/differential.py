@@ -7,8 +7,9 @@ evaluation, and validation's cost estimate. Messages are not compared.
 
 Go iterates maps in random order, so an expression whose outcome depends on that order may
 get different answers from the oracle: a difference is only one when no oracle answer out of
-a few agrees. The same goes for costs: where the oracle's own cost changes between runs of one
-input (a macro over a map that stops at the first match), no cost is compared.
+a few agrees, device by device (each device's evaluation draws its own order). The same goes
+for costs: where the oracle's own cost changes between runs of one input (a macro over a map
+that stops at the first match), no cost is compared.
 
 One oracle per Kubernetes minor kopf-dra speaks (hack/cel-oracle/v0.MINOR.PATCH/, the
 library versions of that release), each compared with a :class:`CELEnvironment` of the same
@@ -60,7 +61,7 @@ from .generators import DRIVER, J
 ROOT = Path(__file__).resolve().parents[3]
 ORACLES = ROOT / "hack" / "cel-oracle"
 BUILD = ORACLES / "build.sh"
-RETRIES = 6
+RETRIES = 12  # oracle answers asked before a difference counts (Go map order varies them)
 install_zone_loader(zoneinfo.ZoneInfo)  # as the CLI does: the oracle's Go reads the tz database
 
 
@@ -259,12 +260,23 @@ def ours(
 def _comparable_costs(mine: Answer, theirs: Answer) -> bool:
     """Runtime costs agree where both evaluated (an error or a cost stop counts what was
     spent up to it, as the oracle reports it)."""
-    for ours_cost, their_cost, outcome in zip(
-        mine.costs, theirs.costs, theirs.outcomes, strict=False
+    for ours_cost, their_cost, outcome, our_outcome in zip(
+        mine.costs, theirs.costs, theirs.outcomes, mine.outcomes, strict=False
     ):
-        if outcome in ("true", "false") and ours_cost != their_cost:
+        if outcome in ("true", "false") and outcome == our_outcome and ours_cost != their_cost:
             return False
     return True
+
+
+def _agree(mine: list[str], seen: list[set[str]]) -> bool:
+    """Every device's outcome is one the oracle gave for it (in some run)."""
+    return len(mine) == len(seen) and all(o in s for o, s in zip(mine, seen, strict=True))
+
+
+def _see(seen: list[set[str]], outcomes: list[str]) -> None:
+    if len(outcomes) == len(seen):
+        for s, o in zip(seen, outcomes, strict=True):
+            s.add(o)
 
 
 def disagreement(
@@ -274,12 +286,13 @@ def disagreement(
     upstream = oracle(kubernetes)
     mine = our_answer(expression, devices, kubernetes=kubernetes)
     theirs = upstream.answer(expression, devices)
-    for attempt in range(RETRIES):
-        if mine.outcomes == theirs.outcomes:
+    seen = [{o} for o in theirs.outcomes]
+    for _ in range(RETRIES - 1):
+        if _agree(mine.outcomes, seen):
             break
-        if attempt < RETRIES - 1:
-            theirs = upstream.answer(expression, devices)
-    if mine.outcomes != theirs.outcomes:
+        theirs = upstream.answer(expression, devices)
+        _see(seen, theirs.outcomes)
+    if not _agree(mine.outcomes, seen):
         return "outcome", mine, theirs
     if mine.estimate != theirs.estimate:
         return "estimate", mine, theirs
@@ -303,7 +316,7 @@ def our_derived(expression: str, devices: list[J], kubernetes: str = DEFAULT_KUB
     """kopf-dra's answer on a derived attribute, in :meth:`Oracle.derived`'s terms: the API
     server's verdict (list types on, as the oracle's gates), then the scheduler's compile and
     each device's value as an attribute, from a fresh environment."""
-    verdict = check_derived_attribute(expression, list_types=True)
+    verdict = check_derived_attribute(expression, list_types=True, kubernetes=kubernetes)
     if verdict.error is not None:
         return Answer([f"refused {_our_refusal(verdict.error.message)}"], [], None)
     env = CELEnvironment(kubernetes=kubernetes)
@@ -333,10 +346,11 @@ def our_derived(expression: str, devices: list[J], kubernetes: str = DEFAULT_KUB
 
 def _runtime_cost(program: Any, view: Any) -> int | None:
     """One evaluation's runtime cost (None when the device could not be converted)."""
-    if view.error is not None:
+    value, error = view.device(program.lazy_attributes)
+    if error is not None:
         return None
     try:
-        return int(program.run(view.value)[1])
+        return int(program.run(value)[1])
     except CostLimitExceeded as exc:
         return int(exc.args[0]) if exc.args else None
     except Exception:
@@ -360,15 +374,17 @@ def _derived_compare(
     upstream = oracle(kubernetes)
     mine = our_derived(expression, devices, kubernetes)
     theirs = upstream.derived(expression, devices)
+    seen = [{o} for o in theirs.outcomes]
     for _ in range(RETRIES - 1):
-        if mine.outcomes == theirs.outcomes:
+        if _agree(mine.outcomes, seen):
             break
         theirs = upstream.derived(expression, devices)
-    if mine.outcomes != theirs.outcomes:
+        _see(seen, theirs.outcomes)
+    if not _agree(mine.outcomes, seen):
         refused = [o.startswith("refused") for o in (mine.outcomes[0], theirs.outcomes[0])]
         if any(refused):
             return ("verdict", mine, theirs), theirs
-        if _unworded(mine.outcomes) == _unworded(theirs.outcomes):
+        if _agree(_unworded(mine.outcomes), [set(_unworded(sorted(s))) for s in seen]):
             return ("message", mine, theirs), theirs  # a conversion error's words only
         return ("value", mine, theirs), theirs
     if mine.estimate != theirs.estimate:
@@ -389,10 +405,10 @@ def _unworded(outcomes: list[str]) -> list[str]:
 
 
 def _comparable_derived_costs(mine: Answer, theirs: Answer) -> bool:
-    for ours_cost, their_cost, outcome in zip(
-        mine.costs, theirs.costs, theirs.outcomes, strict=False
+    for ours_cost, their_cost, outcome, our_outcome in zip(
+        mine.costs, theirs.costs, theirs.outcomes, mine.outcomes, strict=False
     ):
-        if outcome.startswith("attribute") and ours_cost != their_cost:
+        if outcome.startswith("attribute") and outcome == our_outcome and ours_cost != their_cost:
             return False
     return True
 

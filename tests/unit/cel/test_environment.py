@@ -7,6 +7,8 @@ import dataclasses
 import pytest
 
 from operators.cel import (
+    DEFAULT_KUBERNETES,
+    KUBERNETES_MINORS,
     MAX_EXPRESSION_LENGTH,
     NEWEST_KUBERNETES,
     CELEnvironment,
@@ -26,8 +28,13 @@ MODEL = 'device.attributes["gpu.example.com"].model == "a100"'
 
 
 def test_an_environment_speaks_a_minor_kopf_dra_knows() -> None:
-    assert CELEnvironment().kubernetes == NEWEST_KUBERNETES
-    assert CELEnvironment(kubernetes="1.36").kubernetes == "1.36"
+    """The default is the project's default release, which need not be the newest minor
+    kopf-dra speaks (a pre-release's is spoken before it is the default)."""
+    assert CELEnvironment().kubernetes == DEFAULT_KUBERNETES
+    assert DEFAULT_KUBERNETES in KUBERNETES_MINORS
+    for kubernetes in KUBERNETES_MINORS:
+        assert CELEnvironment(kubernetes=kubernetes).kubernetes == kubernetes
+    assert CELEnvironment(kubernetes=NEWEST_KUBERNETES).kubernetes == KUBERNETES_MINORS[-1]
     with pytest.raises(ValueError, match=r"1\.35"):
         CELEnvironment(kubernetes="1.35")
 

@@ -63,3 +63,27 @@ def test_what_go_takes_matches_as_in_go(pattern: str, text: str, found: bool | N
             compile_regex(pattern)
         return
     assert (compile_regex(pattern).search(text) is not None) is found
+
+
+# (pattern, text, Go 1.27's answer for a search): Kubernetes 1.38's Go finds a script by its
+# loose name, and knows Unicode 17's scripts (spelled out as ranges: RE2 has none of them).
+MATCHES_GO127 = [
+    ("\\p{Linear_A}", "\U00010600", True),
+    ("\\p{old_italic}", "a", False),
+    ("[\\p{SignWriting}x]", "x", True),
+    ("^\\p{Garay}$", "\U00010d40", True),
+    ("^\\p{garay}$", "\U00010d66", False),  # a gap in the script
+    ("^\\P{Garay}$", "\U00010d40", False),
+    ("^[^\\p{Sidetic}]$", "a", True),
+    ("(?i)^\\p{Tulu_Tigalari}$", "\U0001138b", True),
+    ("^\\p{Tulu_Tigalari}$", "\U0001138c", False),  # a stride of 3 in Go's table
+]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "text", "found"), MATCHES_GO127, ids=[m[0][:24] for m in MATCHES_GO127]
+)
+def test_go127_reads_scripts_loosely(pattern: str, text: str, found: bool) -> None:
+    assert (compile_regex(pattern, True).search(text) is not None) is found
+    with pytest.raises(CelError):
+        compile_regex(pattern)  # Go 1.26 (Kubernetes 1.36, 1.37) finds no such table
