@@ -57,14 +57,10 @@ class Release:
         return f"{self.major}.{self.minor}"
 
 
-#: The releases kopf-dra supports, oldest first: the current minor and the one before.
-#: Releases whose gate tables are generated but that kopf-dra does not follow yet: a
-#: pre-release being worked toward (1.38: its tables read from v1.38.0-beta.0's sources, its
-#: behaviour not all in). A cluster of such a release is refused, naming it.
-PRE_RELEASES: Final = frozenset({Release(1, 38)})
-SUPPORTED_RELEASES: Final = tuple(
-    sorted(r for r in map(Release.parse, gate_tables.SOURCES) if r not in PRE_RELEASES)
-)
+#: The releases kopf-dra supports, oldest first, as upstream supports three minors: the one
+#: before the default, the default, and the next, followed from its newest pre-release (1.38:
+#: v1.38.0-beta.0) until its release makes it the default.
+SUPPORTED_RELEASES: Final = tuple(sorted(map(Release.parse, gate_tables.SOURCES)))
 #: The release assumed where no cluster says (tests, simulate on files): the current minor, the
 #: local control plane's default (hack/controlplane/VERSION; a test keeps the two equal).
 DEFAULT_RELEASE: Final = Release(1, 37)
@@ -83,9 +79,8 @@ class KubernetesVersion:
     def __post_init__(self) -> None:
         if self.release not in SUPPORTED_RELEASES:
             supported = ", ".join(map(str, SUPPORTED_RELEASES))
-            soon = " yet: its pre-release is being followed" if self.release in PRE_RELEASES else ""
             raise ValueError(
-                f"Kubernetes {self.release} is not supported{soon} (kopf-dra supports {supported})"
+                f"Kubernetes {self.release} is not supported (kopf-dra supports {supported})"
             )
 
     @property

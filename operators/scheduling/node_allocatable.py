@@ -440,6 +440,17 @@ def check(
     return Footprint(statuses)
 
 
+def named(statuses: Statuses, in_memory: str, name: str) -> Statuses:
+    """1.38's PreBind (``replaceSpecialClaimNameInStatus``): the extended-resource claim's
+    status under the name it is created with; 1.37 writes its in-memory name."""
+    return tuple(
+        s.model_copy(update={"resource_claim_name": name})
+        if s.resource_claim_name == in_memory
+        else s
+        for s in statuses
+    )
+
+
 def dump_statuses(statuses: Statuses) -> list[dict[str, object]]:
     """The statuses as PreBind writes them (upstream's JSON: empty lists left out)."""
     out: list[dict[str, object]] = []

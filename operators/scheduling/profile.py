@@ -16,15 +16,12 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from operators.allocator.allocator import Policy
-from operators.allocator.features import V1_37, Features
+from operators.allocator.features import V1_37, V1_38, Features
 from operators.api.features import KubernetesVersion, Release
 from operators.scheduling.attempt import DEFAULT_FILTER_TIMEOUT
 from operators.scheduling.groups import GroupRules
 from operators.scheduling.preemption import AlternativesPolicy
 from operators.scheduling.score import ScorePolicy
-
-#: The first release whose pod groups are checked as a hierarchy (``group_rules``).
-V1_38 = Release(1, 38)
 
 
 class Policies(BaseModel):
@@ -121,6 +118,12 @@ class Profile:
             group_claims=groups and gates["DRAWorkloadResourceClaims"],
             group_rules=group_rules(features.kubernetes, gates),
         )
+
+    @property
+    def extended_claim_named(self) -> bool:
+        """1.38 writes the extended-resource claim's real name in the pod's
+        nodeAllocatableResourceClaimStatuses (1.37: its in-memory placeholder)."""
+        return self.features.kubernetes >= V1_38
 
     @property
     def score_policy(self) -> ScorePolicy:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from kubernetes_asyncio import client
 
-from operators.api.features import KubernetesVersion, gates_of
+from operators.api.features import KubernetesVersion, Release, gates_of
 from operators.kube.api import KubeAPI
 from operators.localcluster.controlplane import feature_gates, kubernetes_version
 from tests.integration.helpers import served_feature_gates
@@ -14,7 +14,7 @@ from tests.integration.helpers import served_feature_gates
 
 async def test_the_gate_table_is_the_api_servers(api: client.ApiClient) -> None:
     version = KubernetesVersion.from_version_info(await KubeAPI(api).version_info())
-    assert str(version.release) == kubernetes_version().lstrip("v").rsplit(".", 1)[0]
+    assert version.release == Release.parse(kubernetes_version())
     served = await served_feature_gates(api)
     gates = gates_of(version)
     # The API server registers a few gates kube-scheduler does not (the controller manager's,

@@ -7,11 +7,14 @@ the claim controllers play no part): the group's claim is reserved for the PodGr
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
+from operators.api.features import Release
 from operators.controllers.scheduler.handlers import Scheduler
 from operators.kube.api import KubeAPI
 from tests.integration.helpers import (
@@ -363,3 +366,59 @@ async def test_a_gang_upstream_fails_is_placed_on_its_pods_later_alternatives(
         (result,) = claim["status"]["allocation"]["devices"]["results"]
         chosen.append((result["request"], result["device"]))
     assert sorted(chosen) == [("gpu/half", "half-1"), ("gpu/half", "half-2")], chosen
+
+
+async def test_a_group_whose_pods_disagree_is_refused_with_its_releases_reason(
+    kube: KubeAPI, namespace: str, driver: str, scheduler: Scheduler
+) -> None:
+    """Two pods of a group, one of them Never preempting: kube-scheduler refuses the group
+    before its cycle; 1.37.2 says SchedulerError, 1.38 PodGroupError and names the pods."""
+    link = await _cluster(kube, driver, nodes=2)
+    await kube.create(claim_body("link", namespace, device_class=link))
+    await kube.create(
+        {
+            "apiVersion": "scheduling.k8s.io/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": "job", "namespace": namespace},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}},
+        }
+    )
+    # The pod's policy comes from its class (the Priority admission refuses one set by hand);
+    # value 0, the group's priority.
+    polite = unique("polite")
+    await kube.create(
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": polite},
+            "value": 0,
+            "preemptionPolicy": "Never",
+        }
+    )
+    for name, priority_class in (("worker-0", polite), ("worker-1", None)):
+        body = pod_body(name, namespace)
+        body["spec"]["schedulingGroup"] = {"podGroupName": "job"}
+        if priority_class:
+            body["spec"]["priorityClassName"] = priority_class
+        await kube.create(body)
+    said = await eventually(lambda: _condition(kube, namespace), what="the group's condition")
+    hierarchy = Release.parse((await kube.version_info())["gitVersion"]) >= Release(1, 38)
+    assert said["status"] == "False"
+    assert said["reason"] == ("PodGroupError" if hierarchy else "SchedulerError")
+    if hierarchy:
+        pattern = (
+            r"all pods in a pod group hierarchy should have the same preemption policy, "
+            r'got (Never \("worker-0"\) and PreemptLowerPriority|'
+            r'PreemptLowerPriority \("worker-1"\) and Never)'
+        )
+    else:
+        pattern = (
+            r"all pods in a single pod group should have the same preemption policy, "
+            r"got (Never and PreemptLowerPriority|PreemptLowerPriority and Never)"
+        )
+    assert re.fullmatch(pattern, said["message"]), said["message"]
+    for name in ("worker-0", "worker-1"):
+        condition = await eventually(
+            functools.partial(pod_condition, kube, namespace, name), what=f"{name} told why"
+        )
+        assert (condition["reason"], condition["message"]) == (said["reason"], said["message"])

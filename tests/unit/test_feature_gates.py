@@ -140,7 +140,7 @@ def test_a_version_is_read_as_the_api_server_reports_it() -> None:
     assert version == KubernetesVersion.of("1.37", "1.37", "1.36")
     assert KubernetesVersion.from_version_info({"gitVersion": "v1.36.3"}) == V136
     with pytest.raises(
-        ValueError, match=r"Kubernetes 1.35 is not supported \(kopf-dra supports 1.36, 1.37\)"
+        ValueError, match=r"Kubernetes 1.35 is not supported \(kopf-dra supports 1.36, 1.37, 1.38\)"
     ):
         KubernetesVersion.from_version_info({"major": "1", "minor": "35"})
 
@@ -421,12 +421,16 @@ def test_the_gate_tables_say_they_are_generated_and_repeat_no_release() -> None:
     assert "CompositePodGroup" not in gates_of(KubernetesVersion.of("1.36"))
 
 
-def test_a_pre_release_has_its_table_and_is_refused_until_it_is_followed() -> None:
+def test_the_next_minor_is_followed_from_its_pre_release() -> None:
     """1.38's gate table is read from its pre-release's sources (GA gates locked where it locks
-    them, the gates it removed gone), and a 1.38 cluster is refused, saying why."""
-    assert "1.38" in gate_tables.SOURCES
-    with pytest.raises(ValueError, match=r"Kubernetes 1.38 is not supported yet: its pre-release"):
-        KubernetesVersion.of("1.38")
+    them, the gates it removed gone, their names refused), and a 1.38 cluster is served."""
+    assert gate_tables.SOURCES["1.38"] == "v1.38.0-beta.0"
+    v138 = KubernetesVersion.of("1.38")
+    with pytest.raises(ValueError, match="PodGroupPreemptionPolicy"):
+        parse_feature_gates({"PodGroupPreemptionPolicy": True}, v138)
+    with pytest.raises(ValueError, match="DRAPartitionableDevices"):
+        parse_feature_gates({"DRAPartitionableDevices": False}, v138)
+    assert resolve(parse_feature_gates({}, v138), v138)["SchedulerPreQueueingHints"]
     assert "DynamicResourceAllocation" not in gate_tables.SPECS, "gone in 1.38"
     assert "DynamicResourceAllocation" in gates_of(V137)
     assert gate_tables.SPECS["DRAPartitionableDevices"][-1] == ("1.38", True, "", True, None)

@@ -22,6 +22,7 @@ from typing import Any
 import kopf
 import structlog
 
+from operators.allocator.features import V1_38
 from operators.api.core import Pod
 from operators.api.groups import PodGroup, group_name
 from operators.api.keys import ObjectKey, controller_group, controller_pod
@@ -177,6 +178,7 @@ class ClaimTemplateController(Controller[ClaimTemplateSettings]):
             self._claims_for(pod, group),
             group,
             group_claims=self.group_claims,
+            terminal_untouched=self.settings.version().release >= V1_38,
         )
         records: list[planning.RecordStatus] = []
         for action in actions:

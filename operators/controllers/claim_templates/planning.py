@@ -214,6 +214,7 @@ def plan_pod(
     group: PodGroup | None = None,
     *,
     group_claims: bool = False,
+    terminal_untouched: bool = False,
 ) -> list[Action]:
     """Decide what to create, record, delete and report for one pod.
 
@@ -222,8 +223,10 @@ def plan_pod(
     recorded in the pod status wins over any other generated for the same entry; a recorded
     claim owned by someone else is a conflict to report, never to overwrite. With
     ``group_claims`` (1.37's gates), an entry equal to one of its group's is the group's.
+    With ``terminal_untouched`` (1.38's syncPod), a pod that has terminated gets nothing, not
+    even the record of a claim generated for it before.
     """
-    if waits_for_group(pod, group, group_claims):
+    if waits_for_group(pod, group, group_claims) or (terminal_untouched and pod.is_terminated):
         return []
     shared = group if group_claims else None
     actions: list[Action] = []

@@ -21,8 +21,10 @@ from operators.controllers.scheduler.queueing import PodState, SchedulingQueue
 from operators.runtime.actions import Patch
 from operators.scheduling.attempt import Attempt
 from operators.scheduling.cycle import NodeFit
-from operators.scheduling.extended import final_name
+from operators.scheduling.extended import IN_MEMORY_NAME, final_name
+from operators.scheduling.node_allocatable import named
 from operators.scheduling.nodes import pod_requests
+from operators.scheduling.profile import Profile
 
 
 class Scheduler(SchedulerIO, Protocol):
@@ -30,6 +32,7 @@ class Scheduler(SchedulerIO, Protocol):
 
     queue: SchedulingQueue
     preemptor: Preemptor
+    profile: Profile
 
 
 @dataclasses.dataclass(eq=False)
@@ -100,5 +103,8 @@ def assume(s: Scheduler, attempt: Attempt, fit: NodeFit) -> Reserved:
     if node_claim is not None and special is not None:
         status = planning.extended_status(pod, node_claim.status_patch(special))
     if fit.node_allocatable:
-        status = planning.node_allocatable_status(pod, fit.node_allocatable, status)
+        statuses = fit.node_allocatable
+        if special is not None and s.profile.extended_claim_named:
+            statuses = named(statuses, IN_MEMORY_NAME, special.metadata.name or "")
+        status = planning.node_allocatable_status(pod, statuses, status)
     return Reserved(pod, plan, fit, status, s)

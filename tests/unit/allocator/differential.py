@@ -16,12 +16,16 @@ prints every distinct disagreement (``make allocator-oracle``); ``test_different
 DRAFractionalCapacityRange, DRADeviceCompatibilityGroups, DRADerivedAttributes and
 DRAOptionalNodeOperations on and off, with slices and claims that use their fields either way
 and a node that declares DRAOptionalNodeOperations or not; 1.36 knows none of them and ignores
-the fields.
+the fields. 1.38's problems (``--kubernetes 1.38`` only) add what its allocator does otherwise:
+capacity names with and without the driver's domain (on devices and in requests, now and then
+both), version attributes and lists that differ in build metadata with constraints on them, and
+devices that held shares before their slice stopped allowing multiple allocations.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import functools
 import itertools
 import json
@@ -37,7 +41,7 @@ from hypothesis import strategies as st
 
 from operators.allocator import AllocatedState, Allocator, Features, InvalidInputError, Status
 from operators.api.core import Node
-from operators.api.features import Release
+from operators.api.features import DEFAULT_RELEASE, Release
 from operators.api.quantity import Quantity
 from operators.api.resource import DeviceClass, ResourceClaim, ResourceSlice
 from operators.cel.syntax import allow_deep_recursion
@@ -50,10 +54,9 @@ ORACLES = ROOT / "hack" / "allocator-oracle"
 BUILD = ORACLES / "build.sh"
 DRIVERS = ("a.example.com", "b.example.com")
 #: The releases compared, oldest first: one oracle module directory each.
-KUBERNETES = ("1.36", "1.37")
-#: Releases whose oracle exists before kopf-dra follows them (1.38's pre-release): compared only
-#: when named (``--kubernetes 1.38``), never by ``make test``.
-PRE_RELEASES = ("1.38",)
+KUBERNETES = ("1.36", "1.37", "1.38")
+#: The release of a problem that names none: the project's default.
+DEFAULT = str(DEFAULT_RELEASE)
 _NEW_IN_1_37 = (
     "DRAFractionalCapacityRange",
     "DRADeviceCompatibilityGroups",
@@ -81,7 +84,7 @@ def oracle_version(kubernetes: str) -> str:
 
 
 @functools.cache
-def oracle(kubernetes: str = KUBERNETES[-1]) -> str:
+def oracle(kubernetes: str = DEFAULT) -> str:
     """A release's oracle binary, built once per source version (hack/allocator-oracle/build.sh)."""
     if shutil.which("go") is None:
         raise NoToolchainError("no Go toolchain on PATH: cannot build hack/allocator-oracle")
@@ -99,6 +102,9 @@ def oracle(kubernetes: str = KUBERNETES[-1]) -> str:
 
 # --- generation --------------------------------------------------------------------------
 
+
+#: 1.38: version attribute values, some differing in build metadata only.
+VERSIONS = ("1.0.0", "1.0.0+b1", "1.0.0+b2", "1.0.0-rc.1+b1", "2.0.0")
 
 #: Capacity request policies: whole units, and (1.37's DRAFractionalCapacityRange) fractions.
 POLICIES: dict[str, J] = {
@@ -118,8 +124,10 @@ def device_json(
     shareable: bool,
     groups: bool,
     focus: bool = False,
+    driver: str | None = None,
 ) -> J:
-    """``focus``: a device for 1.37's new features, counted and plain (see ``problem``)."""
+    """``focus``: a device for 1.37's new features, counted and plain (see ``problem``).
+    ``driver`` (1.38's problems): versions, and capacity names qualified with it or not."""
     d: J = {"name": name}
     attrs: J = {"numa": {"int": draw(st.integers(0, 2))}}
     if draw(st.booleans()):
@@ -128,6 +136,12 @@ def device_json(
         attrs["links"] = {
             "strings": draw(st.lists(st.sampled_from("pqr"), min_size=1, max_size=2, unique=True))
         }
+    if driver is not None:
+        if draw(st.booleans()):
+            attrs["ver"] = {"version": draw(st.sampled_from(VERSIONS))}
+        if draw(st.integers(0, 3)) == 0:
+            versions = st.lists(st.sampled_from(VERSIONS), min_size=1, max_size=2, unique=True)
+            attrs["vers"] = {"versions": draw(versions)}
     d["attributes"] = attrs
     use_counters: bool = focus or draw(st.booleans())
     if counters and use_counters:
@@ -151,6 +165,14 @@ def device_json(
         if policy != "none":
             cap["requestPolicy"] = POLICIES[policy]
         d["capacity"] = {"bw": cap}
+        if driver is not None:  # 1.38: the driver's "bw", however it is spelled
+            spelling = draw(st.sampled_from(["bare", "qualified", "both"]))
+            if spelling == "qualified":
+                d["capacity"] = {f"{driver}/bw": cap}
+            elif spelling == "both":
+                other = {"value": draw(st.sampled_from(["1", "3", "6"]))}
+                first, second = draw(st.permutations([("bw", other), (f"{driver}/bw", cap)]))
+                d["capacity"] = dict([first, second])
     if draw(st.integers(0, 5)) == 0:
         d["taints"] = [
             {
@@ -166,9 +188,10 @@ def device_json(
 
 
 @st.composite
-def problem(draw: st.DrawFn, kubernetes: str = KUBERNETES[-1]) -> J:
+def problem(draw: st.DrawFn, kubernetes: str = DEFAULT) -> J:
     """One problem as ``kubernetes``'s scheduler would see it: that release's gates, slices
     and claims that use its new fields too."""
+    v138 = kubernetes == "1.38"
     often_on = (*GATES, *NEW_GATES.get(kubernetes, ()))
     features = {g: draw(st.booleans()) if draw(st.integers(0, 11)) == 0 else True for g in GATES}
     for g in NEW_GATES.get(kubernetes, ()):
@@ -197,7 +220,9 @@ def problem(draw: st.DrawFn, kubernetes: str = KUBERNETES[-1]) -> J:
         for s in range(n_slices):
             groups = bool(counters) and draw(st.integers(0, 1 if focus else 2)) == 0
             devices = [
-                draw(device_json(f"d{s}{k}", counters, True, groups, focus))
+                draw(
+                    device_json(f"d{s}{k}", counters, True, groups, focus, driver if v138 else None)
+                )
                 for k in range(draw(st.integers(1 if focus else 0, 3)))
             ]
             spec: J = {
@@ -233,12 +258,12 @@ def problem(draw: st.DrawFn, kubernetes: str = KUBERNETES[-1]) -> J:
         }
         for i, d in enumerate(DRIVERS)
     ]
-    claims = [draw(claim_json(f"c{i}", focus)) for i in range(draw(st.integers(1, 2)))]
+    claims = [draw(claim_json(f"c{i}", focus, v138)) for i in range(draw(st.integers(1, 2)))]
     node: J = {"metadata": {"name": "n1", "labels": {"zone": "z1"}}}
     if draw(st.booleans()):
         node["status"] = {"declaredFeatures": ["DRAOptionalNodeOperations"]}
-    history = [draw(claim_json(f"h{i}", focus)) for i in range(draw(st.integers(0, 2)))]
-    return {
+    history = [draw(claim_json(f"h{i}", focus, v138)) for i in range(draw(st.integers(0, 2)))]
+    out: J = {
         "kubernetes": kubernetes,
         "focus": focus,
         "features": features,
@@ -248,6 +273,15 @@ def problem(draw: st.DrawFn, kubernetes: str = KUBERNETES[-1]) -> J:
         "claims": claims,
         "history": history,
     }
+    if v138 and history and draw(st.integers(0, 2)) == 0:
+        # The history was allocated before some shareable devices stopped allowing multiple
+        # allocations: their shares stay (1.38 hands such a device out to nobody else).
+        out["history_slices"] = copy.deepcopy(slices)
+        for flipped in slices:
+            for d in flipped["spec"].get("devices", []):
+                if d.get("allowMultipleAllocations") and draw(st.booleans()):
+                    del d["allowMultipleAllocations"]
+    return out
 
 
 def _place(spec: J, where: str) -> None:
@@ -288,7 +322,7 @@ DERIVED: dict[str, list[str]] = {
 
 
 @st.composite
-def exact_json(draw: st.DrawFn, name: str, sub: bool, focus: bool = False) -> J:
+def exact_json(draw: st.DrawFn, name: str, sub: bool, focus: bool = False, v138: bool = False) -> J:
     r: J = {"deviceClassName": f"cls-{draw(st.integers(0, 1))}"}
     if focus:  # plain: one or two devices, derived attributes half of the time
         if draw(st.integers(0, 3)):  # the derived attributes read the first driver's
@@ -327,6 +361,12 @@ def exact_json(draw: st.DrawFn, name: str, sub: bool, focus: bool = False) -> J:
     if draw(st.integers(0, 5)) == 0:
         amount = draw(st.sampled_from(["1", "2", "3", "250m", "0.5", "300m", "1500m", "1.1"]))
         r["capacity"] = {"requests": {"bw": amount}}
+        if v138:  # the driver's "bw" spelled with its domain, another driver's, or both ways
+            name_ = draw(st.sampled_from(["bw", *(f"{d}/bw" for d in DRIVERS), "both"]))
+            if name_ == "both":
+                r["capacity"]["requests"][f"{DRIVERS[0]}/bw"] = "1"
+            else:
+                r["capacity"] = {"requests": {name_: amount}}
     if draw(st.integers(0, 4)) == 4:  # hypothesis draws 0 far more often than 1 in 5
         names = draw(
             st.lists(st.sampled_from(sorted(DERIVED)), min_size=1, max_size=2, unique=True)
@@ -342,31 +382,41 @@ def exact_json(draw: st.DrawFn, name: str, sub: bool, focus: bool = False) -> J:
 
 
 @st.composite
-def claim_json(draw: st.DrawFn, name: str, focus: bool = False) -> J:
+def claim_json(draw: st.DrawFn, name: str, focus: bool = False, v138: bool = False) -> J:
     requests: list[J] = []
     for i in range(draw(st.integers(1, 2))):
         if draw(st.integers(0, 3)) == 0:
-            subs = [draw(exact_json(f"s{j}", True, focus)) for j in range(draw(st.integers(1, 3)))]
+            subs = [
+                draw(exact_json(f"s{j}", True, focus, v138)) for j in range(draw(st.integers(1, 3)))
+            ]
             requests.append({"name": f"r{i}", "firstAvailable": subs})
         else:
-            requests.append({"name": f"r{i}", "exactly": draw(exact_json(f"r{i}", False, focus))})
+            exactly = draw(exact_json(f"r{i}", False, focus, v138))
+            requests.append({"name": f"r{i}", "exactly": exactly})
     devices: J = {"requests": requests}
-    kind = draw(
-        st.sampled_from(
-            [
-                "none",
-                "none",
-                "match",
-                "distinct",
-                "match-links",
-                "match-derived",
-                "distinct-derived",
-            ]
-        )
-    )
-    attr = {"match": "numa", "distinct": "numa", "match-links": "links"}.get(kind)
+    kinds = [
+        "none",
+        "none",
+        "match",
+        "distinct",
+        "match-links",
+        "match-derived",
+        "distinct-derived",
+    ]
+    if v138:  # versions that may differ in build metadata only
+        kinds += ["match-ver", "distinct-ver", "match-vers", "distinct-vers"]
+    kind = draw(st.sampled_from(kinds))
+    attr = {
+        "match": "numa",
+        "distinct": "numa",
+        "match-links": "links",
+        "match-ver": "ver",
+        "distinct-ver": "ver",
+        "match-vers": "vers",
+        "distinct-vers": "vers",
+    }.get(kind)
     if attr is not None:
-        key = "distinctAttribute" if kind == "distinct" else "matchAttribute"
+        key = "distinctAttribute" if kind.startswith("distinct") else "matchAttribute"
         devices["constraints"] = [{key: f"{DRIVERS[0]}/{attr}"}]
     elif kind != "none":
         key = "distinctAttribute" if kind == "distinct-derived" else "matchAttribute"
@@ -410,7 +460,7 @@ def ours(p: J, allocated: list[J]) -> J:
         [ResourceSlice.load(s) for s in p["slices"]],
         # A pre-release's CEL is compared by the CEL oracle; its allocator here with the CEL of
         # the newest release kopf-dra speaks.
-        engine(p["kubernetes"] if p["kubernetes"] in KUBERNETES else KUBERNETES[-1]),
+        engine(p["kubernetes"] if p["kubernetes"] in KUBERNETES else DEFAULT),
         share_ids=lambda: f"00000000-0000-0000-0000-{next(ids):012d}",
     )
     try:
@@ -447,8 +497,9 @@ def theirs(p: J, allocated: list[J], claims: list[J] | None = None) -> J:
 def history(p: J) -> list[J]:
     """Allocate the history claims one by one with the oracle, as the scheduler would have."""
     done: list[J] = []
+    before = {**p, "slices": p.get("history_slices", p["slices"])}
     for c in p["history"]:
-        out = theirs(p, done, [c])
+        out = theirs(before, done, [c])
         if out["outcome"] == "success":
             done.append({**c, "status": {"allocation": out["allocations"][0]}})
     return done
@@ -496,7 +547,7 @@ def _shape(text: str) -> str:
 
 
 def run_corpus(
-    examples: int, seed: int, kubernetes: str = KUBERNETES[-1]
+    examples: int, seed: int, kubernetes: str = DEFAULT
 ) -> tuple[Counter[str], list[Finding]]:
     """Generate ``examples`` problems (a seed always generates the same ones); (counts, one
     finding per distinct disagreement). Counts: problems, upstream's outcomes, and the
@@ -558,7 +609,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--kubernetes",
         action="append",
-        choices=KUBERNETES + PRE_RELEASES,
+        choices=KUBERNETES,
         help="the release to compare (repeatable; default: every one kopf-dra follows)",
     )
     args = parser.parse_args(argv)

@@ -216,6 +216,20 @@ def test_finished_or_deleting_pods_get_no_new_claims(kwargs: dict[str, Any]) -> 
     assert planning.plan_pod(p, {"gpu-template": template()}, {}) == []
 
 
+def test_a_terminated_pod_records_its_generated_claim_until_1_38() -> None:
+    """kube-controller-manager 1.37's syncPod still records a claim generated for a pod that
+    has terminated; 1.38's leaves such a pod alone."""
+    existing = generated("trainer-gpu-abcde", "gpu")
+    done = pod(("gpu", "gpu-template"), phase="Succeeded")
+    objects = ({"gpu-template": template()}, {"trainer-gpu-abcde": existing})
+    assert planning.plan_pod(done, *objects) == [RecordStatus("gpu", "trainer-gpu-abcde")]
+    assert planning.plan_pod(done, *objects, terminal_untouched=True) == []
+    running = pod(("gpu", "gpu-template"))
+    assert planning.plan_pod(running, *objects, terminal_untouched=True) == [
+        RecordStatus("gpu", "trainer-gpu-abcde")
+    ]
+
+
 def test_direct_claim_references_are_left_alone() -> None:
     p = Pod.load(
         {

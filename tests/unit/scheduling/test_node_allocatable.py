@@ -13,10 +13,12 @@ from typing import Any
 import pytest
 
 from operators.api.core import Pod
+from operators.api.features import KubernetesVersion, resolve
 from operators.api.resource import AllocationResult, ResourceClaim, ResourceSlice
 from operators.controllers.scheduler import planning
 from operators.runtime.actions import NO_PRECONDITION, Patch
 from operators.scheduling.cycle import run_cycle, unschedulable_message
+from operators.scheduling.extended import IN_MEMORY_NAME
 from operators.scheduling.node_allocatable import (
     NodeAllocatableError,
     NodeAllocatableInput,
@@ -25,11 +27,13 @@ from operators.scheduling.node_allocatable import (
     dump_statuses,
     has_mapped_device,
     insufficient,
+    named,
     pod_level_refusal,
     sharing_refusal,
     slices_for_node,
 )
 from operators.scheduling.nodes import NodeUsage, bound_requests, pod_requests
+from operators.scheduling.profile import Policies, Profile
 from tests.unit.allocator.builders import claim, device_class, request
 from tests.unit.scheduling.builders import NS, POD_UID, allocator, in_namespace, node, pod
 
@@ -468,3 +472,22 @@ def test_status_write_and_clear() -> None:
         "metadata": {"uid": POD_UID},
         "status": {"nodeAllocatableResourceClaimStatuses": []},
     }
+
+
+def test_1_38_names_the_extended_resource_claim_as_it_is_created() -> None:
+    """1.37 writes the special claim's in-memory name ("<extended-resources>"); 1.38 replaces it
+    with the name the claim is created under, and leaves other claims' statuses alone."""
+    s = cpu_slice(dev("core", {"cpu": {"mapping": {"deviceMultiplier": "2"}}}))
+    special = allocated_claim(IN_MEMORY_NAME, result("core"))
+    other = allocated_claim("cpus", result("core"))
+    p = claim_pod("cpus", containers=[ctr("c", "cpus")])
+    claims = [(special, special.status.allocation), (other, other.status.allocation)]
+    statuses = claim_statuses(p, claims, [s], node())  # type: ignore[arg-type]
+    assert [x.resource_claim_name for x in statuses] == [IN_MEMORY_NAME, "cpus"]
+    renamed = named(statuses, IN_MEMORY_NAME, "pod-extended-resources-x7k2q")
+    assert [x.resource_claim_name for x in renamed] == ["pod-extended-resources-x7k2q", "cpus"]
+    assert [x.mapping for x in renamed] == [x.mapping for x in statuses]
+    v137 = Profile.of(Policies(), KubernetesVersion.of("1.37"), resolve({}))
+    v138 = KubernetesVersion.of("1.38")
+    assert not v137.extended_claim_named
+    assert Profile.of(Policies(), v138, resolve({}, v138)).extended_claim_named
