@@ -33,7 +33,7 @@ PY_PATHS := operators tests bench e2e hack/config_reference.py hack/node/oci-ima
 
 .PHONY: help venv lint fmt test unit integration e2e e2e-node e2e-cluster cluster e2e-kind chaos image docs helm promtool bench bench-scheduler bench-compare bench-tenants bench-fabric simulate-differential \
         control-plane control-plane-up control-plane-down run clean cel-oracle allocator-oracle \
-        test-previous
+        test-previous test-next test-release
 
 help:
 	@echo "make run               the whole system on virtual nodes, with a live view (Ctrl-C stops)"
@@ -43,6 +43,7 @@ help:
 	@echo "make test              lint, then unit + integration tests and the e2e scenarios"
 	@echo "make e2e               the example scenarios on the local control plane"
 	@echo "make test-previous     the scheduler, controllers and driver tests and e2e on Kubernetes 1.36.3"
+	@echo "make test-next         the same on the next minor's newest pre-release (1.38.0-beta.0)"
 	@echo "make e2e-node          the scenarios with real pods on two local kubelets (root; builds them)"
 	@echo "make e2e-cluster       kopf-dra's image installed with kubectl apply -k on the complete local cluster (root)"
 	@echo "make cluster           the complete local cluster (kubelets, kube-proxy, CoreDNS) with the image (root)"
@@ -57,8 +58,8 @@ help:
 	@echo "make control-plane-down  stop it"
 	@echo "make bench             CEL and allocator benchmarks (bench/)"
 	@echo "make simulate-differential  simulate against the running scheduler on 200 random states"
-	@echo "make cel-oracle        100,000 random CEL evaluations against Kubernetes 1.36's and 1.37's (CEL_ORACLE_ARGS=--kubernetes 1.37)"
-	@echo "make allocator-oracle  20,000 random allocator problems per release against Kubernetes' 1.36 and 1.37 (ALLOCATOR_ORACLE_ARGS=--seed S)"
+	@echo "make cel-oracle        100,000 random CEL evaluations against Kubernetes 1.36's, 1.37's and 1.38's (CEL_ORACLE_ARGS=--kubernetes 1.37)"
+	@echo "make allocator-oracle  20,000 random allocator problems per release against Kubernetes' 1.36, 1.37 and 1.38 (ALLOCATOR_ORACLE_ARGS=--seed S)"
 	@echo "make bench-scheduler   scheduler throughput on the local control plane (BENCH_ARGS=--workload upstream)"
 	@echo "make bench-fabric      fabric attach-to-bind latency on the local control plane"
 	@echo "make bench-compare     kopf-dra against kube-scheduler + kube-controller-manager, side by side"
@@ -105,23 +106,44 @@ test: lint control-plane helm promtool
 	$(VENV)/bin/pytest -q tests
 	$(VENV)/bin/pytest -q e2e
 	$(MAKE) --no-print-directory test-previous
+	$(MAKE) --no-print-directory test-next
 	$(MAKE) --no-print-directory e2e-node
 	$(MAKE) --no-print-directory e2e-cluster
 
-# The minor before the default (the first of hack/controlplane/VERSIONS, 1.36.3), which kopf-dra
-# still supports: the integration tests of the scheduler, the claim controllers, the pool
-# validator and the driver, and the e2e scenarios, on a control plane of that release.
+# The other minors kopf-dra supports, each on a control plane of its release: the minor before
+# the default (the first of hack/controlplane/VERSIONS, 1.36.3) and the next minor, followed
+# from its newest pre-release (the last of VERSIONS when newer than VERSION: 1.38.0-beta.0;
+# hack/next-release.sh finds a newer tag and moves the pin). Each runs the integration tests of
+# the scheduler, the claim controllers, the pool validator and the driver, and the e2e scenarios.
+# The next minor's set adds the pod group tests (NEXT_TESTS). `make test-release
+# RELEASE=v1.38.0-beta.0` runs the common set on any release of VERSIONS (TESTS="..." another).
 PREVIOUS_RELEASE := $(firstword $(shell cat hack/controlplane/VERSIONS))
-PREVIOUS_TESTS := tests/integration/test_smoke.py tests/integration/test_feature_gates.py \
+NEXT_RELEASE := $(shell v=$$(tail -n1 hack/controlplane/VERSIONS); \
+  [ "$$(printf '%s\n%s\n' $$(cat hack/controlplane/VERSION) $$v | sort -V | tail -n1)" = \
+    "$$(cat hack/controlplane/VERSION)" ] || echo $$v)
+RELEASE_TESTS := tests/integration/test_smoke.py tests/integration/test_feature_gates.py \
   tests/integration/test_scheduler.py tests/integration/test_scheduler_scenarios.py \
   tests/integration/test_scheduler_faults.py tests/integration/test_preemption.py \
   tests/integration/test_extended_resources.py tests/integration/test_claim_controllers.py \
   tests/integration/test_pool_validator.py tests/integration/driver
-test-previous: $(STAMP)
-	KOPF_DRA_KUBERNETES_VERSION=$(PREVIOUS_RELEASE) hack/controlplane/build.sh >/dev/null
-	KOPF_DRA_KUBERNETES_VERSION=$(PREVIOUS_RELEASE) $(VENV)/bin/pytest -q -p no:cacheprovider \
-	  $(PREVIOUS_TESTS)
-	KOPF_DRA_KUBERNETES_VERSION=$(PREVIOUS_RELEASE) $(VENV)/bin/pytest -q -p no:cacheprovider e2e
+# Pod groups and 1.37's new fields, which 1.36 does not have.
+NEXT_TESTS := $(RELEASE_TESTS) tests/integration/test_gang_scheduling.py \
+  tests/integration/test_group_preemption.py tests/integration/test_podgroup_claims.py \
+  tests/integration/test_api_137.py
+test-release: $(STAMP)
+	@[ -n "$(RELEASE)" ] || { echo "RELEASE=v1.X.Y: one of $$(paste -sd' ' hack/controlplane/VERSIONS)"; exit 2; }
+	KOPF_DRA_KUBERNETES_VERSION=$(RELEASE) hack/controlplane/build.sh >/dev/null
+	KOPF_DRA_KUBERNETES_VERSION=$(RELEASE) $(VENV)/bin/pytest -q -p no:cacheprovider \
+	  $(or $(TESTS),$(RELEASE_TESTS))
+	KOPF_DRA_KUBERNETES_VERSION=$(RELEASE) $(VENV)/bin/pytest -q -p no:cacheprovider e2e
+
+test-previous:
+	@$(MAKE) --no-print-directory test-release RELEASE=$(PREVIOUS_RELEASE)
+
+test-next:
+	@$(if $(NEXT_RELEASE),$(MAKE) --no-print-directory test-release RELEASE=$(NEXT_RELEASE) \
+	  TESTS="$(NEXT_TESTS)",\
+	  echo "== test-next: no minor newer than $$(cat hack/controlplane/VERSION) is followed")
 
 # The scenarios on real kubelets with containerd (e2e/node/): builds and caches what it needs
 # (hack/node/build.sh), installs Debian's runc, CNI plugins and busybox when root and missing.
@@ -142,8 +164,12 @@ e2e: $(STAMP) control-plane
 # (SKEWED_NODES: the first kubelet of the minor before, the second the control plane's); Helm's
 # and the demo's nodes are the control plane's release. The upgrade session starts the cluster
 # on the minor before, installs kopf-dra with Helm and upgrades the control plane, then the
-# kubelets, to the control plane's release under it (e2e/cluster/test_upgrade.py).
-E2E_CLUSTER_INSTALLS ?= kustomize helm upgrade demo
+# kubelets, to the control plane's release under it (e2e/cluster/test_upgrade.py); the
+# upgrade-next session starts on the control plane's release and upgrades the control plane to
+# the next minor's pre-release (NEXT_RELEASE), the kubelets and kube-proxy staying on theirs as
+# the version skew policy allows (1.38.0-beta.0's cannot be built here: the Go module proxy does
+# not serve sigs.k8s.io/iptables-wrappers, which they need).
+E2E_CLUSTER_INSTALLS ?= kustomize helm upgrade $(if $(NEXT_RELEASE),upgrade-next) demo
 CONTROL_PLANE_RELEASE := $(or $(KOPF_DRA_KUBERNETES_VERSION),$(shell cat hack/controlplane/VERSION))
 SKEWED_NODES ?= $(PREVIOUS_RELEASE),$(CONTROL_PLANE_RELEASE)
 e2e-cluster: $(STAMP) control-plane helm
@@ -151,15 +177,20 @@ e2e-cluster: $(STAMP) control-plane helm
 	@hack/image/install-deps.sh
 	@for install in $(E2E_CLUSTER_INSTALLS); do \
 	  nodes=$$([ $$install = kustomize ] && echo "$(SKEWED_NODES)" || true); \
-	  release=$(CONTROL_PLANE_RELEASE); \
+	  release=$(CONTROL_PLANE_RELEASE); to=""; nodes_to=""; \
 	  if [ $$install = upgrade ]; then \
 	    [ "$(PREVIOUS_RELEASE)" = "$(CONTROL_PLANE_RELEASE)" ] && { \
 	      echo "== e2e-cluster: no upgrade, $(CONTROL_PLANE_RELEASE) is the oldest release"; continue; }; \
-	    release=$(PREVIOUS_RELEASE); \
+	    release=$(PREVIOUS_RELEASE); to=$(CONTROL_PLANE_RELEASE); \
 	  fi; \
-	  echo "== e2e-cluster, installed with $$install on $$release$${nodes:+, kubelets $$nodes}"; \
+	  if [ $$install = upgrade-next ]; then \
+	    KOPF_DRA_KUBERNETES_VERSION=$(NEXT_RELEASE) hack/controlplane/build.sh >/dev/null || exit 1; \
+	    KOPF_DRA_KUBERNETES_VERSION=$(NEXT_RELEASE) hack/controlplane/build-upstream.sh >/dev/null || exit 1; \
+	    install=upgrade; to=$(NEXT_RELEASE); nodes_to=$(CONTROL_PLANE_RELEASE); \
+	  fi; \
+	  echo "== e2e-cluster, installed with $$install on $$release$${nodes:+, kubelets $$nodes}$${to:+, to $$to}"; \
 	  KOPF_DRA_KUBERNETES_VERSION=$$release KOPF_DRA_NODE_KUBERNETES_VERSION=$$nodes \
-	  KOPF_DRA_E2E_UPGRADE_TO=$(CONTROL_PLANE_RELEASE) \
+	  KOPF_DRA_E2E_UPGRADE_TO=$$to KOPF_DRA_E2E_UPGRADE_NODES_TO=$$nodes_to \
 	  KOPF_DRA_E2E_INSTALL=$$install KOPF_DRA_E2E_CLUSTER=1 KOPF_DRA_E2E_IN_CLUSTER=1 \
 	    $(VENV)/bin/pytest -q -p no:cacheprovider e2e/cluster || exit 1; \
 	done
@@ -226,7 +257,7 @@ cel-oracle: $(STAMP)
 	$(PY) -m tests.unit.cel.differential $(CEL_ORACLE_ARGS)
 
 # Random problems, allocated by kopf-dra and by Kubernetes' own allocator (hack/allocator-oracle,
-# needs Go), once per release (1.36, 1.37: --kubernetes R for one); prints the seed, the counts
+# needs Go), once per release (1.36, 1.37, 1.38: --kubernetes R for one); prints the seed, the counts
 # and every distinct disagreement (make test: 150 per release).
 ALLOCATOR_ORACLE_ARGS ?= --examples 20000
 allocator-oracle: $(STAMP)
