@@ -32,6 +32,13 @@ def test_the_policy_is_the_podgroups_with_the_gate_on_else_any_pods_never() -> N
     assert not preempts(group("Never"), [pod("a")], {}, policy="group")
 
 
+def test_1_38_takes_the_podgroups_policy_where_set_else_its_pods() -> None:
+    assert not preempts(group("Never"), [pod("a")], {}, policy="group-else-pods")
+    assert preempts(group("PreemptLowerPriority"), [never("b")], {}, policy="group-else-pods")
+    assert not preempts(group(), [never("b")], {}, policy="group-else-pods"), "unset: the pods'"
+    assert preempts(group(), [pod("a")], {}, policy="group-else-pods")
+
+
 def test_removed_victims_free_their_node_usage_and_only_their_claims() -> None:
     mine = claim("mine", request("whole"), on="node-1", devices=["gpu-0"], reserved=["v"])
     shared = claim("shared", request("whole"), on="node-1", devices=["gpu-1"], reserved=["v", "w"])
