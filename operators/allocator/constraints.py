@@ -99,8 +99,12 @@ _GO_TYPES: tuple[tuple[type, str], ...] = (
 def derived_attribute(value: object) -> DeviceAttribute:
     """A derived attribute's CEL value as a device attribute (upstream's valToDeviceAttribute):
     a scalar, or a list of one scalar type (an empty list is an empty string list); raises
-    ValueError for anything else."""
+    ValueError for anything else. A list inside an optional is refused: upstream reads a list
+    from the CEL value itself, and an optional hands over its content's Go value instead."""
+    wrapped = isinstance(value, Optional)
     value = _go_value(value)
+    if wrapped and isinstance(value, list):
+        raise ValueError(f"unsupported CEL return type: {_go_type(value)}")
     if isinstance(value, bool):
         return DeviceAttribute(bool=value)
     if isinstance(value, int) and not isinstance(value, Uint):

@@ -129,3 +129,12 @@ def test_anything_else_is_a_value_error(expression: str) -> None:
 def test_value_errors_use_upstreams_words(expression: str, message: str) -> None:
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         _convert(expression)
+
+
+@pytest.mark.parametrize("expression", ["dyn(optional.of([1]))", f"dyn({A}.?ports)"])
+def test_a_list_inside_an_optional_is_refused_as_upstream_refuses_it(expression: str) -> None:
+    """Upstream reads a list from the CEL value, and an optional hands over its content's Go
+    value instead: the oracle's ``unsupported CEL return type``. A scalar inside one converts."""
+    with pytest.raises(ValueError, match="unsupported CEL return type"):
+        _convert(expression)
+    assert _convert(f"dyn({A}.?numa)").dump() == {"int": 1}
