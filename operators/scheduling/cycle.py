@@ -337,7 +337,14 @@ class _Cycle:
             allocation = results.get(claim.key) or claim.status.allocation
             if allocation is not None and allocation.devices.results:
                 allocations.append((claim, allocation))
-        found = check(self.pod, allocations, node, usage, self.node_allocatable.slices)
+        found = check(
+            self.pod,
+            allocations,
+            node,
+            usage,
+            self.node_allocatable.slices,
+            self.node_allocatable.qualified,
+        )
         if found.refusal is not None:
             return found.refusal.message, ()
         return None, found.statuses

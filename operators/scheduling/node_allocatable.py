@@ -80,6 +80,9 @@ class NodeAllocatableInput:
 
     slices: Sequence[ResourceSlice]
     group_claims: bool = False
+    #: 1.38: a mapping's capacity key is looked up by its fully qualified name
+    #: (``LookupByQualifiedName``), and a negative consumed capacity or footprint is an error.
+    qualified: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -179,10 +182,11 @@ def add_mapping(
     result: DeviceRequestAllocationResult,
     claim: ResourceClaim,
     totals: dict[str, Quantity],
+    qualified: bool = False,
 ) -> None:
     """Upstream's addDeviceMapping: with ``capacityKey``, the capacity the result consumed
     times ``capacityMultiplier`` (1 when unset; nothing when that capacity was not consumed);
-    else ``deviceMultiplier`` per device."""
+    else ``deviceMultiplier`` per device. ``qualified``: 1.38's lookup and sign checks."""
     key = mapping.capacity_key
     if key:
         if not result.consumed_capacity:
@@ -191,12 +195,26 @@ def add_mapping(
                 f"{result.device}: ConsumedCapacity is nil, but Capacity key '{key}' is set in "
                 f"NodeAllocatableResources for resource {name}"
             )
-        consumed = result.consumed_capacity.get(key)
+        where = f"claim {claim.metadata.namespace}/{claim.metadata.name}, device {result.device}"
+        if qualified:
+            consumed = lookup_qualified(result.consumed_capacity, key, result.driver or "")
+            if consumed is not None and consumed.value < 0:
+                raise NodeAllocatableError(
+                    f"{where}: ConsumedCapacity for capacity key '{key}' must not be negative, "
+                    f"got {consumed}"
+                )
+        else:
+            consumed = result.consumed_capacity.get(key)
         if consumed is None:
             return
         multiplier = mapping.capacity_multiplier
         if multiplier is not None and multiplier.value != 1:
             consumed = Quantity.from_decimal(consumed.value * multiplier.value, consumed.format)
+        if qualified and consumed.value < 0:
+            raise NodeAllocatableError(
+                f"{where}: computed node-allocatable footprint for resource {name} must not be "
+                f"negative, got {consumed}"
+            )
         totals[name] = totals[name] + consumed if name in totals else consumed
         return
     if mapping.device_multiplier is not None:
@@ -230,6 +248,7 @@ def claim_statuses(
     allocations: Sequence[tuple[ResourceClaim, AllocationResult]],
     slices: Sequence[ResourceSlice],
     node: Node,
+    qualified: bool = False,
 ) -> Statuses:
     """Upstream's buildNodeAllocatableDRAInfo: one status per claim that takes anything,
     naming the containers (init containers first) that reference it, sorted by claim name;
@@ -249,7 +268,7 @@ def claim_statuses(
             # Sorted: when two resources fail, upstream's (random) map order names either.
             for name, resource in sorted(device.node_allocatable_resources.items()):
                 if resource.mapping is not None:
-                    add_mapping(name, resource.mapping, result, claim, mapped)
+                    add_mapping(name, resource.mapping, result, claim, mapped, qualified)
                 if resource.overhead is not None:
                     add_overhead(name, resource.overhead, overheads)
         if mapped or overheads:
@@ -403,6 +422,7 @@ def check(
     node: Node,
     usage: NodeUsage,
     slices: Sequence[ResourceSlice],
+    qualified: bool = False,
 ) -> Footprint:
     """Upstream's calculateAndCheckNodeAllocatableResources with
     getPodNodeAllocatableResourceFootprint: ``allocations`` are the pod's claims with their
@@ -422,7 +442,7 @@ def check(
                 break
     if not counted:
         return Footprint()
-    statuses = claim_statuses(pod, counted, here, node)
+    statuses = claim_statuses(pod, counted, here, node, qualified)
     with_statuses = pod.model_copy(
         update={
             "status": pod.status.model_copy(
@@ -438,6 +458,18 @@ def check(
     if refusal is not None:
         return Footprint(refusal=refusal)
     return Footprint(statuses)
+
+
+def lookup_qualified(consumed: Mapping[str, Quantity], key: str, driver: str) -> Quantity | None:
+    """dynamic-resource-allocation v0.38's LookupByQualifiedName: ``key`` as written, or with
+    its domain left out where that domain is the driver's (a bare key: the driver's domain
+    first, then bare)."""
+    domain, slash, name = key.partition("/")
+    if slash:
+        found = consumed.get(key)
+        return found if found is not None or domain != driver else consumed.get(name)
+    found = consumed.get(f"{driver}/{key}")
+    return found if found is not None else consumed.get(key)
 
 
 def named(statuses: Statuses, in_memory: str, name: str) -> Statuses:

@@ -321,7 +321,11 @@ def filter_attempt(
         explain_all=True,
         extended=ready.extended,
         node_allocatable=(
-            NodeAllocatableInput(list(snapshot.slices.values()), ready.group is not None)
+            NodeAllocatableInput(
+                list(snapshot.slices.values()),
+                ready.group is not None,
+                profile.features.since_1_38,
+            )
             if profile.node_allocatable
             else None
         ),

@@ -300,7 +300,11 @@ class Scheduler(Controller[SchedulerSettings]):
                 node_order=self.cache.order,
                 extended=attempt.extended,
                 node_allocatable=(
-                    NodeAllocatableInput(self.cache.all_slices(), self.profile.group_claims)
+                    NodeAllocatableInput(
+                        self.cache.all_slices(),
+                        self.profile.group_claims,
+                        self.profile.features.since_1_38,
+                    )
                     if self.profile.node_allocatable
                     else None
                 ),

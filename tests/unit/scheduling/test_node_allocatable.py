@@ -163,6 +163,55 @@ def test_capacity_key_not_consumed_takes_nothing() -> None:
     assert claim_statuses(claim_pod("x"), [(c, c.status.allocation)], [s], node()) == ()  # type: ignore[list-item]
 
 
+@pytest.mark.parametrize(
+    ("key", "consumed", "v137", "v138"),
+    [
+        ("cpu.example.com/cores", {"cores": "3"}, None, "3"),  # the driver's domain left out
+        ("cores", {"cpu.example.com/cores": "3"}, None, "3"),  # a bare key, qualified there
+        ("cores", {"cpu.example.com/cores": "3", "cores": "5"}, "5", "3"),  # qualified first
+        ("other.example.com/cores", {"cores": "3"}, None, None),  # another domain: no match
+    ],
+)
+def test_1_38_looks_a_capacity_key_up_by_its_qualified_name(
+    key: str, consumed: dict[str, str], v137: str | None, v138: str | None
+) -> None:
+    s = cpu_slice(dev("d", {"cpu": {"mapping": {"capacityKey": key, "capacityMultiplier": "1"}}}))
+    c = allocated_claim("x", result("d", consumed))
+    for qualified, expected in ((False, v137), (True, v138)):
+        statuses = claim_statuses(
+            claim_pod("x"),
+            [(c, c.status.allocation)],  # type: ignore[list-item]
+            [s],
+            node(),
+            qualified,
+        )
+        assert [str(m.quantity) for st in statuses for m in st.mapping] == (
+            [expected] if expected else []
+        ), (qualified, key)
+
+
+def test_1_38_refuses_a_negative_consumed_capacity_or_footprint() -> None:
+    s = cpu_slice(dev("d", {"cpu": {"mapping": {"capacityKey": "a", "capacityMultiplier": "1"}}}))
+    c = allocated_claim("x", result("d", {"a": "-1"}))
+    allocations = [(c, c.status.allocation)]
+    negative = claim_statuses(claim_pod("x"), allocations, [s], node())  # type: ignore[arg-type]
+    assert [str(m.quantity) for st in negative for m in st.mapping] == ["-1"], "1.37 adds it"
+    with pytest.raises(NodeAllocatableError) as e:
+        claim_statuses(claim_pod("x"), allocations, [s], node(), qualified=True)  # type: ignore[arg-type]
+    assert str(e.value) == (
+        "claim ns/x, device d: ConsumedCapacity for capacity key 'a' must not be negative, got -1"
+    )
+    scaled = {"capacityKey": "a", "capacityMultiplier": "-2"}
+    s = cpu_slice(dev("d", {"cpu": {"mapping": scaled}}))
+    c = allocated_claim("x", result("d", {"a": "1"}))
+    with pytest.raises(NodeAllocatableError) as e:
+        claim_statuses(claim_pod("x"), [(c, c.status.allocation)], [s], node(), qualified=True)  # type: ignore[list-item]
+    assert str(e.value) == (
+        "claim ns/x, device d: computed node-allocatable footprint for resource cpu must not "
+        "be negative, got -2"
+    )
+
+
 def test_capacity_key_without_consumed_capacity_is_an_error() -> None:
     s = cpu_slice(dev("d", {"cpu": {"mapping": {"capacityKey": "a", "capacityMultiplier": "1"}}}))
     c = allocated_claim("x", result("d"))
