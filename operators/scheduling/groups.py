@@ -23,6 +23,7 @@ from operators.api.core import PREEMPT_LOWER_PRIORITY, Pod
 from operators.api.groups import PodGroup
 from operators.api.keys import ObjectKey
 from operators.api.resource import ResourceClaim
+from operators.cel.library.strings import go_quote
 
 UNSCHEDULABLE = "pod group is unschedulable"
 #: The PodGroupInitiallyScheduled reasons of a group that is not tried.
@@ -117,7 +118,7 @@ def _single(
         if _scheduler(pod) != first:
             return (
                 "all pods in a single pod group should have the same .spec.schedulerName set, "
-                f"got: {_go_quote(_scheduler(pod))} and {_go_quote(first)}"
+                f"got: {go_quote(_scheduler(pod))} and {go_quote(first)}"
             )
         if (pod.spec.priority or 0) != priority:
             return (
@@ -146,14 +147,14 @@ def _hierarchy(
     first = queued[0]
     priority = group.spec.priority or 0
     expected = group.spec.preemption_policy or _policy(first)
-    root = _go_quote(f"podgroup/{group.metadata.namespace or ''}/{group.metadata.name or ''}")
+    root = go_quote(f"podgroup/{group.metadata.namespace or ''}/{group.metadata.name or ''}")
     for pod in (*queued, *placed):
-        name = _go_quote(pod.metadata.name or "")
+        name = go_quote(pod.metadata.name or "")
         if _scheduler(pod) != _scheduler(first):
             return (
                 "all pods in a pod group hierarchy should have the same .spec.schedulerName "
-                f"set, got: {_go_quote(_scheduler(pod))} ({name}) and "
-                f"{_go_quote(_scheduler(first))} ({_go_quote(first.metadata.name or '')})"
+                f"set, got: {go_quote(_scheduler(pod))} ({name}) and "
+                f"{go_quote(_scheduler(first))} ({go_quote(first.metadata.name or '')})"
             )
         if (pod.spec.priority or 0) != priority:
             return (
@@ -167,11 +168,6 @@ def _hierarchy(
                 f"got {_policy(pod)} ({name}) and {expected}"
             )
     return None
-
-
-def _go_quote(text: str) -> str:
-    """Go's ``%q`` of a name (Kubernetes names need no escapes)."""
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def ordered(pods: Sequence[Pod], attempts: Mapping[ObjectKey, int]) -> list[Pod]:
