@@ -184,8 +184,6 @@ e2e-cluster: $(STAMP) control-plane helm
 	    release=$(PREVIOUS_RELEASE); to=$(CONTROL_PLANE_RELEASE); \
 	  fi; \
 	  if [ $$install = upgrade-next ]; then \
-	    KOPF_DRA_KUBERNETES_VERSION=$(NEXT_RELEASE) hack/controlplane/build.sh >/dev/null || exit 1; \
-	    KOPF_DRA_KUBERNETES_VERSION=$(NEXT_RELEASE) hack/controlplane/build-upstream.sh >/dev/null || exit 1; \
 	    install=upgrade; to=$(NEXT_RELEASE); nodes_to=$(CONTROL_PLANE_RELEASE); \
 	  fi; \
 	  echo "== e2e-cluster, installed with $$install on $$release$${nodes:+, kubelets $$nodes}$${to:+, to $$to}"; \
