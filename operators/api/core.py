@@ -1,6 +1,6 @@
 """The core/v1 subset the DRA control plane reads and writes: Pod, Node, Event and their parts.
 
-Only the fields our components use are modelled; everything else (volumes, probes, ...)
+Only the fields our components use are modelled; everything else (probes, env, ...)
 survives round trips as extra fields. Field names follow the kubernetes-asyncio models; JSON
 names that are not plain camelCase (``podCIDR``, ``hostIP``) are left to the extras.
 """
@@ -52,12 +52,86 @@ class NodeAffinity(KubeModel):
     )
 
 
-class Affinity(KubeModel):
-    """Node affinity is modelled; pod (anti-)affinity is kept verbatim as dicts."""
+class LabelSelectorRequirement(KubeModel):
+    key: str | None = None
+    operator: str | None = None  # In, NotIn, Exists, DoesNotExist
+    values: list[str] = Field(default_factory=list)
 
+
+class LabelSelector(KubeModel):
+    """metav1.LabelSelector: matchLabels and matchExpressions, ANDed."""
+
+    match_labels: dict[str, str] = Field(default_factory=dict)
+    match_expressions: list[LabelSelectorRequirement] = Field(default_factory=list)
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.match_labels and not self.match_expressions
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        if any(labels.get(k) != v for k, v in self.match_labels.items()):
+            return False
+        for r in self.match_expressions:
+            key = r.key or ""
+            if r.operator == "In" and labels.get(key) not in r.values:
+                return False
+            if r.operator == "NotIn" and key in labels and labels[key] in r.values:
+                return False
+            if r.operator == "Exists" and key not in labels:
+                return False
+            if r.operator == "DoesNotExist" and key in labels:
+                return False
+            if r.operator not in ("In", "NotIn", "Exists", "DoesNotExist"):
+                return False  # invalid: upstream's conversion fails, and the budget is skipped
+        return True
+
+
+class PodAffinityTerm(KubeModel):
+    """Pods matching ``label_selector`` in the namespaces named or selected (the pod's own
+    when neither is set), counted per value of ``topology_key``; match/mismatchLabelKeys add
+    the incoming pod's values of those labels to the selector (In / NotIn)."""
+
+    label_selector: LabelSelector | None = None
+    namespaces: list[str] = Field(default_factory=list)
+    topology_key: str | None = None
+    namespace_selector: LabelSelector | None = None
+    match_label_keys: list[str] = Field(default_factory=list)
+    mismatch_label_keys: list[str] = Field(default_factory=list)
+
+
+class WeightedPodAffinityTerm(KubeModel):
+    weight: int = 0
+    pod_affinity_term: PodAffinityTerm = Field(default_factory=PodAffinityTerm)
+
+
+class PodAffinity(KubeModel):
+    """podAffinity or podAntiAffinity (the same shape)."""
+
+    required_during_scheduling_ignored_during_execution: list[PodAffinityTerm] = Field(
+        default_factory=list
+    )
+    preferred_during_scheduling_ignored_during_execution: list[WeightedPodAffinityTerm] = Field(
+        default_factory=list
+    )
+
+
+class Affinity(KubeModel):
     node_affinity: NodeAffinity | None = None
-    pod_affinity: dict[str, Any] | None = None
-    pod_anti_affinity: dict[str, Any] | None = None
+    pod_affinity: PodAffinity | None = None
+    pod_anti_affinity: PodAffinity | None = None
+
+
+class TopologySpreadConstraint(KubeModel):
+    """One of spec.topologySpreadConstraints (PodTopologySpread)."""
+
+    max_skew: int = 0
+    topology_key: str | None = None
+    when_unsatisfiable: str | None = None  # DoNotSchedule, ScheduleAnyway
+    label_selector: LabelSelector | None = None
+    min_domains: int | None = None
+    node_affinity_policy: str | None = None  # Honor (default), Ignore
+    node_taints_policy: str | None = None  # Ignore (default), Honor
+    match_label_keys: list[str] = Field(default_factory=list)
 
 
 class Taint(KubeModel):
@@ -95,11 +169,23 @@ class ResourceRequirements(KubeModel):
     claims: list[ContainerResourceClaim] = Field(default_factory=list)
 
 
+class ContainerPort(KubeModel):
+    """A container's port; only those with a hostPort take a port of the node (NodePorts)."""
+
+    container_port: int | None = None
+    host_port: int | None = None
+    protocol: str | None = None  # TCP (default), UDP, SCTP
+    host_ip: str | None = Field(default=None, alias="hostIP")
+    name: str | None = None
+
+
 class Container(KubeModel):
-    """A (init) container: its name, resources and, for sidecars, restartPolicy: Always."""
+    """A (init) container: its name, image, ports, resources and, for sidecars,
+    restartPolicy: Always."""
 
     name: str | None = None
     image: str | None = None
+    ports: list[ContainerPort] = Field(default_factory=list)
     resources: ResourceRequirements | None = None
     restart_policy: str | None = None
 
@@ -110,6 +196,45 @@ class PodResourceClaim(KubeModel):
     name: str | None = None
     resource_claim_name: str | None = None
     resource_claim_template_name: str | None = None
+
+
+class PersistentVolumeClaimVolumeSource(KubeModel):
+    claim_name: str | None = None
+    read_only: bool | None = None
+
+
+class PersistentVolumeClaimTemplate(KubeModel):
+    """A generic ephemeral volume's claim: created as ``<pod>-<volume>`` by the ephemeral
+    volume controller, owned by the pod."""
+
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: dict[str, Any] = Field(default_factory=dict)
+
+
+class EphemeralVolumeSource(KubeModel):
+    volume_claim_template: PersistentVolumeClaimTemplate | None = None
+
+
+class Volume(KubeModel):
+    """A pod volume: the claim-backed sources are modelled; the in-tree and inline sources
+    (gcePersistentDisk, csi, ...) stay extra fields, read by name where a plugin needs one."""
+
+    name: str | None = None
+    persistent_volume_claim: PersistentVolumeClaimVolumeSource | None = None
+    ephemeral: EphemeralVolumeSource | None = None
+
+    def source(self, name: str) -> dict[str, Any] | None:
+        """An unmodelled source by its wire name (``"gcePersistentDisk"``), if set."""
+        value = (self.model_extra or {}).get(name)
+        return value if isinstance(value, dict) else None
+
+    def claim_name(self, pod_name: str) -> str | None:
+        """The PVC behind the volume: named, or the generic ephemeral volume's."""
+        if self.persistent_volume_claim is not None:
+            return self.persistent_volume_claim.claim_name
+        if self.ephemeral is not None:
+            return f"{pod_name}-{self.name}"
+        return None
 
 
 class PodSchedulingGate(KubeModel):
@@ -140,6 +265,8 @@ class PodSpec(KubeModel):
     preemption_policy: str | None = None
     restart_policy: str | None = None
     service_account_name: str | None = None
+    volumes: list[Volume] = Field(default_factory=list)
+    topology_spread_constraints: list[TopologySpreadConstraint] = Field(default_factory=list)
 
 
 class PodCondition(KubeModel):
@@ -278,40 +405,6 @@ class PriorityClass(KubeModel):
     value: int = 0
     global_default: bool | None = None
     preemption_policy: str | None = None
-
-
-class LabelSelectorRequirement(KubeModel):
-    key: str | None = None
-    operator: str | None = None  # In, NotIn, Exists, DoesNotExist
-    values: list[str] = Field(default_factory=list)
-
-
-class LabelSelector(KubeModel):
-    """metav1.LabelSelector: matchLabels and matchExpressions, ANDed."""
-
-    match_labels: dict[str, str] = Field(default_factory=dict)
-    match_expressions: list[LabelSelectorRequirement] = Field(default_factory=list)
-
-    @property
-    def is_empty(self) -> bool:
-        return not self.match_labels and not self.match_expressions
-
-    def matches(self, labels: dict[str, str]) -> bool:
-        if any(labels.get(k) != v for k, v in self.match_labels.items()):
-            return False
-        for r in self.match_expressions:
-            key = r.key or ""
-            if r.operator == "In" and labels.get(key) not in r.values:
-                return False
-            if r.operator == "NotIn" and key in labels and labels[key] in r.values:
-                return False
-            if r.operator == "Exists" and key not in labels:
-                return False
-            if r.operator == "DoesNotExist" and key in labels:
-                return False
-            if r.operator not in ("In", "NotIn", "Exists", "DoesNotExist"):
-                return False  # invalid: upstream's conversion fails, and the budget is skipped
-        return True
 
 
 class PodDisruptionBudgetSpec(KubeModel):
