@@ -66,6 +66,13 @@ RESOURCES: Final[dict[str, Resource]] = {
         Resource("v1", "pods", True, "Pod"),
         Resource("v1", "nodes", False, "Node"),
         Resource("v1", "namespaces", False, "Namespace"),
+        # What kube-scheduler's volume plugins read (the scheduler's snapshot).
+        Resource("v1", "persistentvolumeclaims", True, "PersistentVolumeClaim"),
+        Resource("v1", "persistentvolumes", False, "PersistentVolume"),
+        Resource("storage.k8s.io/v1", "storageclasses", False, "StorageClass"),
+        Resource("storage.k8s.io/v1", "csinodes", False, "CSINode"),
+        Resource("storage.k8s.io/v1", "csidrivers", False, "CSIDriver"),
+        Resource("storage.k8s.io/v1", "csistoragecapacities", True, "CSIStorageCapacity"),
         Resource("v1", "events", True, "Event"),
         Resource("v1", "serviceaccounts", True, "ServiceAccount"),
         Resource("v1", "configmaps", True, "ConfigMap"),

@@ -3,11 +3,10 @@ bound one, the devices it holds. Either way, the pod's last scheduling Events.
 
 The answer is ``kopf-dra simulate``'s (``simulate.engine.pod_answer``: the scheduler's own
 cycle, allocator and filter timeout) on the objects just read, whichever scheduler the pod
-names. What kopf-dra does not evaluate is said, not guessed: its filters are node name,
-unschedulable, taints, node affinity and resources fit; pod affinity, topology spread,
-volumes and host ports are another scheduler's business. Objects are taken as stored: a field
-kopf-dra does not know is kept, never refused, and an object that cannot be read at all is
-left out with a note. Pure: the objects, events and clocks come in as arguments.
+names: kube-scheduler's default profile's filters (ports, volumes, pod affinity, topology
+spread, declared features) with the devices, as the scheduler runs them. Objects are taken as
+stored: a field kopf-dra does not know is kept, never refused, and an object that cannot be
+read at all is left out with a note. Pure: the objects, events and clocks come in as arguments.
 """
 
 from __future__ import annotations
@@ -34,20 +33,6 @@ from operators.simulate.validate import build, defaulted
 
 KOPF_DRA = "kopf-dra"
 DEFAULT_SCHEDULER = "default-scheduler"
-#: What kopf-dra's filters leave to other schedulers, and the pod fields that ask for it.
-NOT_EVALUATED: Mapping[str, Callable[[Mapping[str, Any]], bool]] = {
-    "pod affinity": lambda spec: bool(
-        (spec.get("affinity") or {}).get("podAffinity")
-        or (spec.get("affinity") or {}).get("podAntiAffinity")
-    ),
-    "topology spread": lambda spec: bool(spec.get("topologySpreadConstraints")),
-    "volumes": lambda spec: any(v.get("persistentVolumeClaim") for v in spec.get("volumes") or []),
-    "host ports": lambda spec: any(
-        p.get("hostPort")
-        for c in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]
-        for p in c.get("ports") or []
-    ),
-}
 SCHEDULING_REASONS = frozenset(
     {
         "FailedScheduling",
@@ -112,7 +97,7 @@ def scheduling_events(events: Sequence[Mapping[str, Any]], pod: Pod) -> list[Eve
 
 
 def scope_notes(pod_body: Mapping[str, Any], refused: Sequence[Refusal]) -> list[str]:
-    """Which scheduler the pod names, what kopf-dra leaves unevaluated, what it could not read."""
+    """Which scheduler the pod names, and what could not be read."""
     spec = pod_body.get("spec") or {}
     scheduler = spec.get("schedulerName") or DEFAULT_SCHEDULER
     notes = []
@@ -121,12 +106,6 @@ def scope_notes(pod_body: Mapping[str, Any], refused: Sequence[Refusal]) -> list
             f"the pod names scheduler {scheduler}: this is kopf-dra's answer (its allocator and "
             f"node checks), which {scheduler} may not share"
         )
-    used = [name for name, asks in NOT_EVALUATED.items() if asks(spec)]
-    notes.append(
-        "kopf-dra checks node name, unschedulable, taints, node affinity and resources fit; it "
-        f"does not evaluate {', '.join(NOT_EVALUATED)}"
-        + (f" (this pod asks for {', '.join(used)})" if used else "")
-    )
     if refused:
         notes.append(
             "the answer considers only what could be read: "

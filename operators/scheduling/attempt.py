@@ -43,6 +43,8 @@ from operators.scheduling.binding_conditions import (
 from operators.scheduling.cycle import ClaimsNotReady, resolve_claims
 from operators.scheduling.extended import ExtendedResources, extended_resources, makes_claim
 from operators.scheduling.nodes import NodeUsage, pod_requests
+from operators.scheduling.plugins import Unresolvable
+from operators.scheduling.pod_filters import PodFilters
 from operators.scheduling.preemption import PodPriority
 
 #: kube-scheduler's filter timeout (DRASchedulerFilterTimeout): how long one pod's allocation
@@ -264,6 +266,9 @@ class Attempt:
     #: A trial on a state that is not the cluster's (a pod group's preemption took victims
     #: out): what it finds unsatisfiable says nothing about the real state.
     what_if: bool = False
+    #: The default profile's other plugins, PreFilter run on the cycle's snapshot
+    #: (``pod_filters``; None: the caller checks none).
+    filters: PodFilters | Unresolvable | None = None
 
     @property
     def pod(self) -> Pod:

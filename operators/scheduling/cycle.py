@@ -43,6 +43,9 @@ from operators.scheduling.node_allocatable import (
     sharing_refusal,
 )
 from operators.scheduling.nodes import NodeUsage, node_failure, pod_requests
+from operators.scheduling.plugins import Unresolvable
+from operators.scheduling.plugins.volumebinding import PodVolumes
+from operators.scheduling.pod_filters import PluginError, PodFilters
 from operators.scheduling.score import NodeOrder, Score, ScoreKey, ScorePolicy
 
 
@@ -104,6 +107,8 @@ class NodeFit:
     # DRANodeAllocatableResources: what the pod's claims take of this node's resources
     # (``pod.status.nodeAllocatableResourceClaimStatuses`` once bound here).
     node_allocatable: Statuses = ()
+    # VolumeBinding: the pod's unbound delayed claims, matched to PVs or to provision here.
+    volumes: PodVolumes | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,6 +124,8 @@ class CycleResult:
     timed_out: bool = False
     # node -> its own detailed reason (``explain_all``; ``details`` has one per grouped reason)
     explanations: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # A plugin's PreFilter rejected the pod (``pod_filters``): no node was tried.
+    rejected: str | None = None
 
     @property
     def chosen(self) -> NodeFit | None:
@@ -144,6 +151,7 @@ def run_cycle(
     node_order: NodeOrder | None = None,
     extended: ExtendedResources | None = None,
     node_allocatable: NodeAllocatableInput | None = None,
+    filters: PodFilters | Unresolvable | None = None,
 ) -> CycleResult:
     """Filter every node, allocate the pod's unallocated claims on each, score the fits.
 
@@ -172,7 +180,11 @@ def run_cycle(
     ``node_allocatable``: given when DRANodeAllocatableResources is on (1.37): claims whose
     devices take node resources add them to the pod's demand on each node
     (``node_allocatable``), and such claims are not shared.
+
+    ``filters``: the default profile's other plugins, PreFilter done (``pod_filters``).
     """
+    if isinstance(filters, Unresolvable):
+        return _rejected(filters)
     cycle = _Cycle(
         pod,
         claims,
@@ -183,6 +195,7 @@ def run_cycle(
         explain_all,
         extended,
         node_allocatable,
+        filters,
     )
     error = cycle.too_many_consumers()
     if error is not None:
@@ -197,9 +210,17 @@ def run_cycle(
             cycle.skipped_fit_elsewhere()
         else:
             cycle.explain_skipped()
-    except (InvalidInputError, NodeAllocatableError) as e:
+    except (InvalidInputError, NodeAllocatableError, PluginError) as e:
         return CycleResult((), {}, {}, str(e))
     return cycle.result()
+
+
+def _rejected(rejection: Unresolvable) -> CycleResult:
+    """A plugin's PreFilter rejected the pod: no node is tried (an Error status is the pod's
+    error, as bad input)."""
+    if rejection.error:
+        return CycleResult((), {}, {}, rejection.message)
+    return CycleResult((), {}, {}, rejected=rejection.message)
 
 
 def _visit_order(
@@ -243,8 +264,10 @@ class _Cycle:
         explain_all: bool,
         extended: ExtendedResources | None,
         node_allocatable: NodeAllocatableInput | None = None,
+        filters: PodFilters | None = None,
     ) -> None:
         self.pod = pod
+        self.filters = filters if filters is not None and not filters.empty else None
         self.requests = pod_requests(pod)
         self.usage = usage
         self.allocator = allocator
@@ -294,7 +317,7 @@ class _Cycle:
         """The node filters before DynamicResources, then the allocated claims' selectors."""
         node_usage = self.usage.get(node.metadata.name or "", NodeUsage())
         reason = node_failure(
-            self.pod, node, self.requests, node_usage, delegated(self.extended, node)
+            self.pod, node, self.requests, node_usage, delegated(self.extended, node), self.filters
         )
         if reason is not None:
             return reason
@@ -412,11 +435,14 @@ class _Cycle:
             results = dict(zip((c.key for c in here), outcome.results, strict=True))
         node_usage = self.usage.get(name, NodeUsage())
         refused, statuses = self.footprint(node, results, node_usage)
+        if refused is None and self.filters is not None:
+            refused = self.filters.after_devices(node)
         if refused is not None:
             self.failures[name] = refused
             return False
         score = Score.of(node, node_usage, self.requests, here, results, self.policy)
-        self.fits.append(NodeFit(name, results, score, node_claim, statuses))
+        volumes = self.filters.volumes.get(name) if self.filters is not None else None
+        self.fits.append(NodeFit(name, results, score, node_claim, statuses, volumes))
         return True
 
     def skipped_fit_elsewhere(self) -> None:
@@ -526,6 +552,8 @@ def unschedulable_message(total_nodes: int, result: CycleResult, max_reasons: in
     pod condition."""
     if result.pod_error:
         return result.pod_error
+    if result.rejected is not None:
+        return f"0/{total_nodes} nodes are available: {result.rejected}."
     if total_nodes == 0:
         return "0/0 nodes are available: no nodes in the cluster."
     counts = Counter(result.failures.values())

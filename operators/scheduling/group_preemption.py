@@ -48,6 +48,7 @@ from operators.scheduling.cycle import NodeFit
 from operators.scheduling.group_cycle import A, Host, place
 from operators.scheduling.groups import UNSCHEDULABLE, PolicySource, key_of, outcome
 from operators.scheduling.nodes import NodeUsage, pod_requests
+from operators.scheduling.pod_filters import PodFilters
 from operators.scheduling.preemption import RunningPod, Unit, priority_of, release_blocker
 
 #: What kube-scheduler puts before the PodGroupPostFilter's answer in the pods' message.
@@ -155,7 +156,10 @@ class Trial:
     def attempt(self, attempt: Attempt) -> Attempt:
         state = self.base.plus(self.assumed).plus(attempt.promised)
         usage = self.removed.usage(attempt.usage)
-        return dataclasses.replace(attempt, state=state, usage=usage, what_if=True)
+        filters = attempt.filters
+        if isinstance(filters, PodFilters):
+            filters = filters.without([p.uid for p in self.removed.pods])
+        return dataclasses.replace(attempt, state=state, usage=usage, what_if=True, filters=filters)
 
     def took(self, fit: NodeFit) -> None:
         self.assumed.append(preemption.holding(fit.results, self.features))

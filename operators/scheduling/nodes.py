@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from decimal import Decimal
+from typing import Protocol
 
 from operators.allocator.errors import InvalidNodeSelectorError
 from operators.allocator.nodes import selector_matches
@@ -24,6 +25,8 @@ from operators.api.quantity import Quantity
 
 FIT_RESOURCES = ("cpu", "memory", "ephemeral-storage")
 BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+#: TaintToleration's reason (1.36-1.38 name no taint: the node's taints are the node's business).
+UNTOLERATED_TAINT = "node(s) had untolerated taint(s)"
 # What kube-scheduler's NodeUnschedulable plugin lets a pod tolerate on a cordoned node.
 UNSCHEDULABLE_TAINT = Taint(key="node.kubernetes.io/unschedulable", effect="NoSchedule")
 
@@ -292,15 +295,26 @@ def insufficient_resources(
     return reasons
 
 
+class NodeFilters(Protocol):
+    """The default profile's other plugins for one pod (``pod_filters.PodFilters``), each
+    side of NodeResourcesFit in upstream's order."""
+
+    def before_fit(self, node: Node) -> str | None: ...
+
+    def after_fit(self, node: Node) -> str | None: ...
+
+
 def node_failure(
     pod: Pod,
     node: Node,
     requests: Mapping[str, Decimal],
     usage: NodeUsage,
     delegated: Collection[str] = (),
+    filters: NodeFilters | None = None,
 ) -> str | None:
     """The first non-DRA reason this node cannot take the pod, in kube-scheduler's words
-    (``delegated``: as for ``insufficient_resources``)."""
+    (``delegated``: as for ``insufficient_resources``; ``filters``: the pod's other plugins,
+    ``pod_filters``, each at its place in upstream's order)."""
     if not node_ready(node):
         return "node(s) were not ready"
     if node.spec.unschedulable and not any(
@@ -308,12 +322,17 @@ def node_failure(
     ):
         return "node(s) were unschedulable"
     # kube-scheduler's filter order: NodeUnschedulable, TaintToleration, NodeAffinity, Fit.
-    taint = untolerated_taint(node, pod.spec.tolerations)
-    if taint is not None:
-        return f"node(s) had untolerated taint {{{taint.key}: {taint.value or ''}}}"
+    if untolerated_taint(node, pod.spec.tolerations) is not None:
+        return UNTOLERATED_TAINT
     if not affinity_matches(pod, node):
         return "node(s) didn't match Pod's node affinity/selector"
+    if filters is not None:
+        reason = filters.before_fit(node)
+        if reason is not None:
+            return reason
     resources = insufficient_resources(node, requests, usage, delegated)
     if resources:
         return ", ".join(resources)
+    if filters is not None:
+        return filters.after_fit(node)
     return None

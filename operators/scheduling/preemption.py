@@ -53,7 +53,14 @@ from operators.api.timestamps import parse_time
 from operators.scheduling.binding_conditions import allocated_node
 from operators.scheduling.cycle import unavailable_claim
 from operators.scheduling.extended import ExtendedResources, delegated, new_claim
-from operators.scheduling.nodes import NodeUsage, node_failure, pod_requests
+from operators.scheduling.nodes import (
+    NodeUsage,
+    insufficient_resources,
+    node_failure,
+    pod_requests,
+)
+from operators.scheduling.plugins import Unresolvable
+from operators.scheduling.pod_filters import PluginError, PodFilters
 from operators.scheduling.score import subrequest_rank
 
 AlternativesPolicy = Literal["no-preemption-first", "rank-first"]
@@ -427,8 +434,10 @@ class _Search:
         allocator: Allocator | None,
         features: Features,
         extended: ExtendedResources | None = None,
+        filters: PodFilters | Unresolvable | None = None,
     ) -> None:
         self.pod = pod
+        self.filters = filters
         self.requests = pod_requests(pod)
         self.extended = extended
         self.to_allocate = [c for c in claims if not c.is_allocated]
@@ -442,11 +451,26 @@ class _Search:
 
     def unresolvable(self, node: Node) -> bool:
         """A filter no eviction changes: readiness, cordon, taints, affinity, an allocated
-        claim of the pod that cannot be used there."""
+        claim of the pod that cannot be used there, a refusal of the other plugins that is
+        UnschedulableAndUnresolvable (a volume's node affinity, a missing topology label, pod
+        affinity), or their PreFilter's rejection."""
+        if isinstance(self.filters, Unresolvable):
+            return True
         free = NodeUsage()  # resources are what evictions change; judged separately
         dra = delegated(self.extended, node)
         if node_failure(self.pod, node, self.requests, free, dra) is not None:
             return True
+        if self.filters is not None:
+            usage = self.usage.get(node.metadata.name or "", NodeUsage())
+
+            def fits() -> bool:
+                return not insufficient_resources(node, self.requests, usage, dra)
+
+            try:
+                if not self.filters.resolvable(node, fits):
+                    return True
+            except PluginError:
+                return True  # bad input: no eviction helps
         return unavailable_claim(self.allocated, node) is not None
 
     def fits(self, node: Node, pods: Sequence[RunningPod], removed: Collection[str]) -> _Fit | None:
@@ -514,7 +538,23 @@ class _Search:
                 for resource, value in self._requests(p).items():
                     requests[resource] = requests.get(resource, Decimal(0)) - value
         usage = NodeUsage(requests, before.pods - gone)
-        failure = node_failure(self.pod, node, self.requests, usage, delegated(self.extended, node))
+        filters = self.filters
+        if isinstance(filters, PodFilters):
+            # Their ports, volumes, anti-affinity terms and share of a spread go with them.
+            filters = filters.without([p.uid for p in pods if p.uid in removed])
+            if isinstance(filters, Unresolvable):
+                return False
+        try:
+            failure = node_failure(
+                self.pod,
+                node,
+                self.requests,
+                usage,
+                delegated(self.extended, node),
+                filters if isinstance(filters, PodFilters) else None,
+            )
+        except PluginError:
+            return False
         return failure is None
 
     def claims_on(self, node: Node) -> list[ResourceClaim]:
@@ -669,6 +709,7 @@ def preempt(
     better_than: int | None = None,
     extended: ExtendedResources | None = None,
     members: Mapping[str, Sequence[RunningPod]] | None = None,
+    filters: PodFilters | Unresolvable | None = None,
 ) -> Preemption:
     """Find the node and victims for ``pod`` (eligibility is checked by the caller).
 
@@ -679,8 +720,9 @@ def preempt(
     is worth evicting for. ``extended``: the pod's extended resources backed by DRA (their
     special claim is allocated with the pod's claims, as in the cycle). ``members``: the bound
     pods of each PodGroup whose ``disruptionMode`` is ``all`` (evicted together).
+    ``filters``: the pod's other plugins as its cycle ran them (``pod_filters``).
     """
-    search = _Search(pod, claims, usage, allocator, features, extended)
+    search = _Search(pod, claims, usage, allocator, features, extended, filters)
     ordered = sorted(nodes, key=lambda n: n.metadata.name or "")
     wanted = candidates_wanted(len(ordered))
     failures: dict[str, str] = {}

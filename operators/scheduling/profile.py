@@ -20,6 +20,7 @@ from operators.allocator.features import V1_37, V1_38, Features
 from operators.api.features import KubernetesVersion, Release
 from operators.scheduling.attempt import DEFAULT_FILTER_TIMEOUT
 from operators.scheduling.groups import GroupRules
+from operators.scheduling.pod_filters import PluginSwitches
 from operators.scheduling.preemption import AlternativesPolicy
 from operators.scheduling.score import ScorePolicy
 
@@ -97,6 +98,9 @@ class Profile:
     #: What the release checks of a group before its cycle, and whose preemption policy it
     #: has (1.37: PodGroupPreemptionPolicy; 1.38: the PodGroup's where set).
     group_rules: GroupRules
+    #: What the release and gates switch in the default profile's other plugins (ports,
+    #: volumes, pod affinity, topology spread, declared features).
+    plugins: PluginSwitches
 
     @classmethod
     def of(
@@ -117,6 +121,7 @@ class Profile:
             groups=groups,
             group_claims=groups and gates["DRAWorkloadResourceClaims"],
             group_rules=group_rules(features.kubernetes, gates),
+            plugins=PluginSwitches.of(features.kubernetes, gates),
         )
 
     @property

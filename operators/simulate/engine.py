@@ -82,6 +82,7 @@ from operators.scheduling.extended import (
 )
 from operators.scheduling.node_allocatable import NodeAllocatableInput
 from operators.scheduling.nodes import UsageTracker, bound_requests
+from operators.scheduling.pod_filters import pre_filter
 from operators.scheduling.preemption import RunningPod, members
 from operators.scheduling.profile import Policies, Profile
 from operators.scheduling.score import Score
@@ -290,6 +291,7 @@ def attempt_of(
         sorted(snapshot.nodes.values(), key=lambda n: n.metadata.name or ""),
         _usage(snapshot, ready.key, profile.node_allocatable).usage,
         allocated_state(snapshot, profile, released),
+        filters=pre_filter(ready.pod, snapshot.plugins(ready.key), profile.plugins),
     )
 
 
@@ -329,6 +331,7 @@ def filter_attempt(
             if profile.node_allocatable
             else None
         ),
+        filters=attempt.filters,
     )
     return result, prefer_nominated(result, nominated)
 
@@ -598,6 +601,7 @@ def _preemption(
             alternatives=profile.policies.preemption_alternatives,
             better_than=better_than,
             extended=ready.extended,
+            filters=attempt.filters,
             members=members(lower) if profile.groups else None,
         )
     except OutOfTimeError as e:

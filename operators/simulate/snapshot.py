@@ -20,6 +20,7 @@ from operators.api.features import Release
 from operators.api.groups import API_VERSION as GROUP_API_VERSION
 from operators.api.groups import PodGroup
 from operators.api.keys import ObjectKey
+from operators.api.names import TERMINAL_PHASES
 from operators.api.resource import (
     SERVED_VERSIONS,
     DeviceClass,
@@ -28,6 +29,16 @@ from operators.api.resource import (
     ResourceClaimTemplate,
     ResourceSlice,
 )
+from operators.api.storage import (
+    CSIDriver,
+    CSINode,
+    CSIStorageCapacity,
+    Namespace,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    StorageClass,
+)
+from operators.scheduling import snapshot as plugin_snapshot
 
 
 class InputError(Exception):
@@ -89,8 +100,33 @@ KINDS: dict[str, Kind] = {
             complete=False,
             since=Release(1, 37),
         ),
+        # What the default profile's other plugins read (pod affinity's namespaceSelector,
+        # the volume plugins).
+        Kind("Namespace", Namespace, ("v1",), False, complete=False),
+        Kind("PersistentVolumeClaim", PersistentVolumeClaim, ("v1",), True, complete=False),
+        Kind("PersistentVolume", PersistentVolume, ("v1",), False, complete=False),
+        Kind("StorageClass", StorageClass, ("storage.k8s.io/v1",), False, complete=False),
+        Kind("CSINode", CSINode, ("storage.k8s.io/v1",), False, complete=False),
+        Kind("CSIDriver", CSIDriver, ("storage.k8s.io/v1",), False, complete=False),
+        Kind(
+            "CSIStorageCapacity",
+            CSIStorageCapacity,
+            ("storage.k8s.io/v1",),
+            True,
+            complete=False,
+        ),
     )
 }
+# The kinds kept in ``Snapshot.others`` (read only by the plugins' snapshot).
+PLUGIN_KINDS = (
+    "Namespace",
+    "PersistentVolumeClaim",
+    "PersistentVolume",
+    "StorageClass",
+    "CSINode",
+    "CSIDriver",
+    "CSIStorageCapacity",
+)
 # Groups whose kinds we know all of: an unknown kind there is a typo, not something to skip.
 OUR_GROUPS = ("resource.k8s.io",)
 
@@ -172,6 +208,8 @@ class Snapshot:
     budgets: dict[ObjectKey, PodDisruptionBudget] = dataclasses.field(default_factory=dict)
     pod_groups: dict[ObjectKey, PodGroup] = dataclasses.field(default_factory=dict)
     bodies: dict[tuple[str, ObjectKey], dict[str, Any]] = dataclasses.field(default_factory=dict)
+    #: ``PLUGIN_KINDS`` by kind, then key.
+    others: dict[str, dict[ObjectKey, Any]] = dataclasses.field(default_factory=dict)
 
     def add(self, kind: str, body: dict[str, Any]) -> None:
         obj = KINDS[kind].model.load(body)
@@ -197,6 +235,36 @@ class Snapshot:
             self.budgets[key] = obj
         elif isinstance(obj, PodGroup):
             self.pod_groups[key] = obj
+        elif kind in PLUGIN_KINDS:
+            self.others.setdefault(kind, {})[key] = obj
+
+    def of_kind(self, kind: str) -> list[Any]:
+        """The objects of one of ``PLUGIN_KINDS``, by key."""
+        found = self.others.get(kind, {})
+        return [found[k] for k in sorted(found, key=str)]
+
+    def plugins(self, leave_out: ObjectKey) -> plugin_snapshot.Snapshot:
+        """What the default profile's other plugins see (``scheduling.snapshot``): every node,
+        the bound pods that still run (but ``leave_out``), namespaces and storage."""
+        placed = [
+            (pod.spec.node_name, pod)
+            for key, pod in sorted(self.pods.items(), key=lambda kv: str(kv[0]))
+            if key != leave_out and pod.spec.node_name and pod.status.phase not in TERMINAL_PHASES
+        ]
+        storage = plugin_snapshot.Storage(
+            claims={c.metadata.key: c for c in self.of_kind("PersistentVolumeClaim")},
+            volumes={v.metadata.name or "": v for v in self.of_kind("PersistentVolume")},
+            classes={c.metadata.name or "": c for c in self.of_kind("StorageClass")},
+            csi_nodes={c.metadata.name or "": c for c in self.of_kind("CSINode")},
+            capacities=self.of_kind("CSIStorageCapacity"),
+            drivers={d.metadata.name or "": d for d in self.of_kind("CSIDriver")},
+        )
+        return plugin_snapshot.snapshot_of(
+            sorted(self.nodes.values(), key=lambda n: n.metadata.name or ""),
+            placed,
+            {n.metadata.name or "": n.metadata.labels for n in self.of_kind("Namespace")},
+            storage,
+        )
 
     def claim_in(self, namespace: str) -> dict[str, ResourceClaim]:
         """The namespace's claims by name (what ``resolve_claims`` is given)."""

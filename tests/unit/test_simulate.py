@@ -1060,3 +1060,95 @@ def test_the_filter_timeout_flag_reaches_the_answer(tmp_path: Path) -> None:
         "the allocation did not finish within the filter timeout (0.2s, --filter-timeout): the "
         "scheduler retries the pod with backoff"
     ]
+
+
+# --- the whole pod: ports, volumes, pod affinity ----------------------------------------------
+
+WHOLE_POD = f"""
+apiVersion: v1
+kind: Node
+metadata: {{name: a, labels: {{kubernetes.io/hostname: a}}}}
+{READY}
+---
+apiVersion: v1
+kind: Node
+metadata: {{name: b, labels: {{kubernetes.io/hostname: b}}}}
+{READY}
+---
+apiVersion: v1
+kind: Node
+metadata: {{name: c, labels: {{kubernetes.io/hostname: c}}}}
+{READY}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: web, namespace: default, labels: {{app: web}}}}
+spec:
+  nodeName: a
+  containers: [{{name: c, image: busybox, ports: [{{containerPort: 80, hostPort: 8080}}]}}]
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {{name: on-c}}
+spec:
+  capacity: {{storage: 1Gi}}
+  accessModes: [ReadWriteOnce]
+  storageClassName: local
+  local: {{path: /data}}
+  claimRef: {{namespace: default, name: data}}
+  nodeAffinity:
+    required:
+      nodeSelectorTerms:
+      - matchExpressions: [{{key: kubernetes.io/hostname, operator: In, values: [c]}}]
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {{name: local}}
+provisioner: kubernetes.io/no-provisioner
+volumeBindingMode: WaitForFirstConsumer
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: data
+  namespace: default
+  annotations: {{pv.kubernetes.io/bind-completed: "yes"}}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: local
+  volumeName: on-c
+  resources: {{requests: {{storage: 1Gi}}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: ports, namespace: default}}
+spec:
+  containers: [{{name: c, image: busybox, ports: [{{containerPort: 80, hostPort: 8080}}]}}]
+  affinity:
+    podAntiAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+      - labelSelector: {{matchLabels: {{app: web}}}}
+        topologyKey: kubernetes.io/hostname
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: volume, namespace: default}}
+spec:
+  containers: [{{name: c, image: busybox}}]
+  volumes: [{{name: d, persistentVolumeClaim: {{claimName: data}}}}]
+"""
+
+
+def test_simulate_evaluates_ports_pod_affinity_and_volumes(tmp_path: Path) -> None:
+    path = tmp_path / "whole.yaml"
+    path.write_text(WHOLE_POD)
+    code, result = run("-f", str(path), "--pod", "default/ports")
+    assert code == 0
+    assert result["nodes"]["a"]["reason"] == (
+        "node(s) didn't have free ports for the requested pod ports"
+    )
+    assert result["node"] in ("b", "c")
+    code, result = run("-f", str(path), "--pod", "default/volume")
+    assert code == 0
+    assert result["node"] == "c"
+    assert result["nodes"]["a"]["reason"] == "node(s) didn't match PersistentVolume's node affinity"

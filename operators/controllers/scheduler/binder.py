@@ -19,6 +19,7 @@ from operators.api.core import Pod
 from operators.api.keys import ObjectKey
 from operators.api.names import DELETE_PROTECTION_FINALIZER
 from operators.api.resource import ResourceClaim
+from operators.api.storage import PersistentVolume, PersistentVolumeClaim
 from operators.api.timestamps import age
 from operators.controllers.scheduler import metrics, planning
 from operators.controllers.scheduler.permit import Permit
@@ -34,9 +35,12 @@ from operators.runtime.errors import NotLeaderError, UnknownOutcomeError
 from operators.runtime.tasks import TaskOwner
 from operators.scheduling import extended
 from operators.scheduling.attempt import BindingFailed
+from operators.scheduling.plugins import volumebinding
 
 log = structlog.get_logger(__name__)
 
+#: Longest wait between looks at a PreBind's volumes (a storage event wakes it sooner).
+VOLUME_POLL = 1.0
 READ_BACKOFF = (0.2, 5.0)  # first and largest pause between failed reads
 RELEASE_ATTEMPTS = 5  # conflicting writes (someone else changed the claim) before giving up
 
@@ -66,6 +70,7 @@ EXPECTED_FAILURES = (
     TimeoutError,
     UnknownOutcomeError,
     ConflictingAllocationError,
+    volumebinding.VolumeBindingError,
 )
 
 
@@ -141,6 +146,9 @@ class Binder:
         pod, plan, node, status = reserved.pod, reserved.plan, reserved.node, reserved.status
         key = reserved.key
         try:
+            if reserved.volumes is not None:
+                # VolumeBinding's PreBind comes before DynamicResources' (the plugins' order).
+                await self.bind_volumes(reserved)
             for reservation in plan:
                 if reservation.allocation is not None:
                     self._check_still_free(reservation.target)
@@ -187,6 +195,7 @@ class Binder:
             return False
         finally:
             self.tasks.pop(key, None)
+            s.cache.assume_volumes(key, None)  # bound (the stores show it) or given up
 
     def _abandon(self, pod: Pod, plan: Sequence[planning.Reservation]) -> None:
         """An attempt the fence stopped. The lease's renewal may only be late: this replica
@@ -197,7 +206,7 @@ class Binder:
         key = planning.pod_key(pod)
         for reservation in plan:
             s.cache.ledger.discard_unwritten(planning.claim_key(reservation.target))
-        s.cache.usage.assume(key, None)
+        s.cache.assume(key, pod, None)
         s.queue.add_after(key, s.queue.backoff(key))
 
     async def pre_bind(self, reservation: planning.Reservation) -> None:
@@ -217,6 +226,49 @@ class Binder:
             assert patched is not None
             version = patched["metadata"]["resourceVersion"]
         await s.write_claim(planning.status_write(reservation, version))
+
+    async def bind_volumes(self, reserved: Reserved) -> None:
+        """VolumeBinding's PreBind (BindPodVolumes): every PV the cycle matched gets its
+        claimRef, every claim to provision the node it is for, each write conditional on the
+        version the cycle saw; then the wait until the PV controller (or the provisioner)
+        has bound them all, up to the bind timeout. A binding that failed (a claimRef reset,
+        provisioning given up) raises with upstream's message: the attempt is undone and the
+        pod tried again."""
+        s = self.scheduler
+        found = reserved.fit.volumes
+        assert found is not None
+        written = await self._write_volumes(found, reserved.node)
+        deadline = s.clock.monotonic() + volumebinding.DEFAULT_BIND_TIMEOUT_SECONDS
+        while True:
+            node = s.cache.node(reserved.node)
+            storage = s.cache.storage()
+            if node is None:
+                raise volumebinding.VolumeBindingError(f"node {reserved.node} is gone")
+            if volumebinding.bound(written, node, storage.claims, storage.volumes):
+                return
+            left = deadline - s.clock.monotonic()
+            if left <= 0:
+                raise TimeoutError(volumebinding.BIND_TIMEOUT)
+            await s.cache.storage_change(min(left, VOLUME_POLL))
+
+    async def _write_volumes(
+        self, found: volumebinding.PodVolumes, node: str
+    ) -> volumebinding.PodVolumes:
+        """PreBind's writes, the PVs first: the objects as the API server answered."""
+        s = self.scheduler
+        bindings = []
+        for binding in found.static_bindings:
+            answer = await s.apply(planning.volume_binding(binding))
+            assert answer is not None
+            bindings.append(volumebinding.Binding(binding.pvc, PersistentVolume.load(answer)))
+        provisions = []
+        for provision in found.dynamic_provisions:
+            answer = await s.apply(planning.volume_provisioning(provision, node))
+            assert answer is not None
+            provisions.append(
+                volumebinding.Provision(PersistentVolumeClaim.load(answer), provision.capacity)
+            )
+        return volumebinding.PodVolumes(tuple(bindings), tuple(provisions))
 
     def _check_still_free(self, target: ResourceClaim) -> None:
         """Re-check right before writing: another scheduler may have given a chosen device
@@ -313,7 +365,7 @@ class Binder:
             log.info("the bind had happened after all", **{fields.POD: str(key)})
             await self._bound(pod, node)
             return
-        s.cache.usage.assume(key, None)
+        s.cache.assume(key, pod, None)
         if state is planning.PodState.BOUND_ELSEWHERE:
             # A bound pod holds its claims: never deallocate them, whoever wrote them.
             log.warning(

@@ -8,6 +8,8 @@ that kind changed (the event handlers bump a version per kind).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import datetime
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, Generic, TypeVar
@@ -24,14 +26,31 @@ from operators.api.ids import DeviceID
 from operators.api.keys import ObjectKey, controller_pod
 from operators.api.names import EXTENDED_RESOURCE_CLAIM_ANNOTATION, TERMINAL_PHASES
 from operators.api.resource import DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice
+from operators.api.storage import (
+    CSIDriver,
+    CSINode,
+    CSIStorageCapacity,
+    Namespace,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    StorageClass,
+)
 from operators.api.timestamps import age
 from operators.cel import DEFAULT_KUBERNETES, CELEnvironment
 from operators.runtime.indices import IndexView
 from operators.runtime.stores import LocalStore, Stores, by_key
 from operators.scheduling.extended import class_mapping, is_special_claim
 from operators.scheduling.ledger import InFlightLedger
-from operators.scheduling.nodes import UsageTracker, bound_requests
+from operators.scheduling.nodes import Placement, UsageTracker, bound_requests
+from operators.scheduling.plugins.volumebinding import PodVolumes
 from operators.scheduling.score import NodeOrder
+from operators.scheduling.snapshot import (
+    Placed,
+    Snapshot,
+    Storage,
+    has_affinity,
+    has_required_anti_affinity,
+)
 
 M = TypeVar("M", bound=KubeModel)
 
@@ -109,6 +128,7 @@ class SchedulerCache:
                 "pods_on_node": _on_node,
                 "pod_info": pod_summary,
                 "group_members": _group_member,
+                "with_affinity": _with_affinity,
             },
             on_change=self._pod_placement,
         )
@@ -128,6 +148,14 @@ class SchedulerCache:
                 ("priority_classes", "PriorityClass", by_name),
                 ("pdbs", "PodDisruptionBudget", by_key),
                 ("pod_groups", "PodGroup", by_key),
+                # What the volume plugins and pod affinity's namespaceSelector read.
+                ("pvcs", "PersistentVolumeClaim", by_key),
+                ("pvs", "PersistentVolume", by_name),
+                ("storage_classes", "StorageClass", by_name),
+                ("csi_nodes", "CSINode", by_name),
+                ("csi_drivers", "CSIDriver", by_name),
+                ("capacities", "CSIStorageCapacity", by_key),
+                ("namespaces", "Namespace", by_name),
             )
         }
         # Registered in the view only: the scheduler's informers fill and keep them (their
@@ -145,6 +173,22 @@ class SchedulerCache:
         self.priority_classes: ModelCache[PriorityClass] = ModelCache(PriorityClass)
         self.budgets: ModelCache[PodDisruptionBudget] = ModelCache(PodDisruptionBudget)
         self.pod_groups: ModelCache[PodGroup] = ModelCache(PodGroup)
+        self.pvcs: ModelCache[PersistentVolumeClaim] = ModelCache(PersistentVolumeClaim)
+        self.pvs: ModelCache[PersistentVolume] = ModelCache(PersistentVolume)
+        self.storage_classes: ModelCache[StorageClass] = ModelCache(StorageClass)
+        self.csi_nodes: ModelCache[CSINode] = ModelCache(CSINode)
+        self.csi_drivers: ModelCache[CSIDriver] = ModelCache(CSIDriver)
+        self.capacities: ModelCache[CSIStorageCapacity] = ModelCache(CSIStorageCapacity)
+        self.namespaces: ModelCache[Namespace] = ModelCache(Namespace)
+        # Pods this scheduler placed that the pod store does not show bound yet: the
+        # snapshot's plugins see them on their node (upstream's assumed pods).
+        self.assumed: dict[ObjectKey, Placed] = {}
+        self._storage: tuple[tuple[int, ...], Storage] | None = None
+        # VolumeBinding's Reserve, by pod (``assume_volumes``).
+        self.assumed_volumes: dict[ObjectKey, PodVolumes] = {}
+        self._volumes_version = 0
+        self._storage_event = asyncio.Event()
+        self._namespace_labels: tuple[int, dict[str, Mapping[str, str]]] | None = None
         self.views = NodeViewCache()
         self.order = NodeOrder()  # one cycle at a time ranks with it, as with ``views``
         self.selectors = CelSelectorEngine(CELEnvironment(kubernetes=kubernetes))
@@ -252,6 +296,10 @@ class SchedulerCache:
     def all_nodes(self) -> list[Node]:
         return self.all_of(self.nodes, "nodes")
 
+    def node(self, name: str) -> Node | None:
+        body = self.indices.one("nodes", name)
+        return None if body is None else self.nodes.parse(name, body)
+
     def all_slices(self) -> list[ResourceSlice]:
         return self.all_of(self.slices, "slices")
 
@@ -283,6 +331,118 @@ class SchedulerCache:
             for body in self.indices.values("pods_on_node", node)
             if unless is None or not unless(body)
         ]
+
+    def pods_on(self, node: str) -> list[Pod]:
+        """The pods on ``node`` as the plugins see it: bound and not finished, and those this
+        scheduler assumed there."""
+        pods = self.running_on(node)
+        assumed = [pod for key, (at, pod) in self.assumed.items() if at == node]
+        if not assumed:
+            return pods
+        bound = {(p.metadata.namespace, p.metadata.name) for p in pods}
+        return pods + [p for p in assumed if (p.metadata.namespace, p.metadata.name) not in bound]
+
+    def cluster(self) -> Snapshot:
+        """The snapshot the pod-level plugins filter against (``scheduling.snapshot``)."""
+        with_affinity: list[Placed] = [
+            (node, self.pod_models.parse(ObjectKey.of(body), body))
+            for key in self.indices.keys("with_affinity")
+            for node, body in [self.indices.one("with_affinity", key)]
+        ]
+        seen = {(p.metadata.namespace, p.metadata.name) for _, p in with_affinity}
+        with_affinity.extend(
+            (node, pod)
+            for key, (node, pod) in self.assumed.items()
+            if has_affinity(pod) and (key.namespace, key.name) not in seen
+        )
+        return Snapshot(
+            nodes=self.all_nodes(),
+            pods_on=self.pods_on,
+            with_affinity=with_affinity,
+            with_required_anti_affinity=[
+                (n, p) for n, p in with_affinity if has_required_anti_affinity(p)
+            ],
+            namespaces=self.namespace_labels(),
+            storage=self.storage(),
+        )
+
+    def namespace_labels(self) -> dict[str, Mapping[str, str]]:
+        """Labels by namespace name, rebuilt only when a namespace changed."""
+        version = self.namespaces.version
+        if self._namespace_labels is None or self._namespace_labels[0] != version:
+            labels: dict[str, Mapping[str, str]] = {
+                n.metadata.name or "": n.metadata.labels
+                for n in self.all_of(self.namespaces, "namespaces")
+            }
+            self._namespace_labels = (version, labels)
+        return self._namespace_labels[1]
+
+    def storage(self) -> Storage:
+        """The storage objects, rebuilt only when one of their kinds changed."""
+        kinds = (
+            (self.pvcs, "pvcs"),
+            (self.pvs, "pvs"),
+            (self.storage_classes, "storage_classes"),
+            (self.csi_nodes, "csi_nodes"),
+            (self.csi_drivers, "csi_drivers"),
+            (self.capacities, "capacities"),
+        )
+        versions = (*(models.version for models, _ in kinds), self._volumes_version)
+        if self._storage is None or self._storage[0] != versions:
+            claims = {c.metadata.key: c for c in self.all_of(self.pvcs, "pvcs")}
+            volumes = {v.metadata.name or "": v for v in self.all_of(self.pvs, "pvs")}
+            for assumed in self.assumed_volumes.values():
+                _overlay(claims, volumes, assumed)
+            self._storage = (
+                versions,
+                Storage(
+                    claims=claims,
+                    volumes=volumes,
+                    classes={
+                        c.metadata.name or "": c
+                        for c in self.all_of(self.storage_classes, "storage_classes")
+                    },
+                    csi_nodes={
+                        c.metadata.name or "": c for c in self.all_of(self.csi_nodes, "csi_nodes")
+                    },
+                    capacities=self.all_of(self.capacities, "capacities"),
+                    drivers={
+                        d.metadata.name or "": d
+                        for d in self.all_of(self.csi_drivers, "csi_drivers")
+                    },
+                ),
+            )
+        return self._storage[1]
+
+    def assume_volumes(self, key: ObjectKey, volumes: PodVolumes | None) -> None:
+        """VolumeBinding's Reserve (upstream's assume caches): the PVs ``volumes`` binds and
+        the claims it provisions, as PreBind will write them, seen by every later cycle until
+        the stores show them written (None: forgotten, the pod bound or its attempt undone)."""
+        if volumes is None:
+            if self.assumed_volumes.pop(key, None) is None:
+                return
+        else:
+            self.assumed_volumes[key] = volumes
+        self._volumes_version += 1
+
+    def storage_changed(self) -> None:
+        """A storage object changed: a PreBind waiting for its volumes looks again."""
+        changed, self._storage_event = self._storage_event, asyncio.Event()
+        changed.set()
+
+    async def storage_change(self, seconds: float) -> None:
+        """Until the next change of a storage object, or ``seconds``."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._storage_event.wait(), seconds)
+
+    def assume(self, key: ObjectKey, pod: Pod, placement: Placement | None) -> None:
+        """This scheduler placed ``pod`` (None: the placement was undone): its node usage, and
+        the pod on its node for the snapshot's plugins."""
+        self.usage.assume(key, placement)
+        if placement is None:
+            self.assumed.pop(key, None)
+        elif self.usage.node_of(key) == placement[0]:
+            self.assumed[key] = (placement[0], pod)
 
     def nodes_with_pods(self) -> list[str]:
         return list(self.indices.keys("pods_on_node"))
@@ -372,6 +532,9 @@ class SchedulerCache:
         """Leadership lost: the stores are the truth again."""
         self.ledger.clear()
         self.usage.forget_assumed()
+        self.assumed.clear()
+        self.assumed_volumes.clear()
+        self._volumes_version += 1
 
     def _pending_index(self, body: Mapping[str, Any]) -> dict[Any, Any]:
         return {ObjectKey.of(body): dict(body)} if self.is_pending(body) else {}
@@ -395,8 +558,11 @@ class SchedulerCache:
         if body is None or (body.get("status") or {}).get("phase") in TERMINAL_PHASES:
             self.usage.forget(key)
             self.pod_models.forget(key)
+            self.assumed.pop(key, None)
             return
         node = (body.get("spec") or {}).get("nodeName")
+        if node:
+            self.assumed.pop(key, None)  # the store shows it bound: no longer assumed
         self.usage.observe(
             key, (node, bound_requests(Pod.load(body), self.node_allocatable)) if node else None
         )
@@ -408,6 +574,41 @@ def _on_node(body: Mapping[str, Any]) -> dict[Any, Any]:
     if not node or (body.get("status") or {}).get("phase") in TERMINAL_PHASES:
         return {}
     return {node: body}
+
+
+def _overlay(
+    claims: dict[str, PersistentVolumeClaim],
+    volumes: dict[str, PersistentVolume],
+    assumed: PodVolumes,
+) -> None:
+    """An assumed binding replaces the object it was made from; once the store holds a newer
+    version (the write, or someone else's), the store's is the truth."""
+    for binding in assumed.static_bindings:
+        name = binding.pv.metadata.name or ""
+        known = volumes.get(name)
+        if known is None or known.metadata.resource_version == binding.pv.metadata.resource_version:
+            volumes[name] = binding.pv
+    for provision in assumed.dynamic_provisions:
+        key = provision.pvc.metadata.key
+        known_claim = claims.get(key)
+        if (
+            known_claim is None
+            or known_claim.metadata.resource_version == provision.pvc.metadata.resource_version
+        ):
+            claims[key] = provision.pvc
+
+
+def _with_affinity(body: Mapping[str, Any]) -> dict[Any, Any]:
+    """Bound pods that still run and have pod (anti-)affinity terms (upstream's
+    NodeInfo.PodsWithAffinity), with their node."""
+    spec = body.get("spec") or {}
+    node = spec.get("nodeName")
+    if not node or (body.get("status") or {}).get("phase") in TERMINAL_PHASES:
+        return {}
+    affinity = spec.get("affinity") or {}
+    if not (affinity.get("podAffinity") or affinity.get("podAntiAffinity")):
+        return {}
+    return {ObjectKey.of(body): (node, body)}
 
 
 def _group_member(body: Mapping[str, Any]) -> dict[Any, Any]:

@@ -88,6 +88,8 @@ from operators.scheduling.decision import (
 )
 from operators.scheduling.group_cycle import Filtered
 from operators.scheduling.node_allocatable import NodeAllocatableInput
+from operators.scheduling.pod_filters import pre_filter
+from operators.scheduling.snapshot import waits_for_pods
 
 log = structlog.get_logger(__name__)
 
@@ -261,6 +263,7 @@ class Scheduler(Controller[SchedulerSettings]):
             moves=self.queue.moves,
             left_alone=tuple(promised),
             promised=tuple(n.holding for n in nominations),
+            filters=pre_filter(ready.pod, self.cache.cluster(), self.profile.plugins),
         )
 
     async def filter(self, attempt: Attempt, *, every_fit: bool = False) -> Filtered | None:
@@ -308,6 +311,7 @@ class Scheduler(Controller[SchedulerSettings]):
                     if self.profile.node_allocatable
                     else None
                 ),
+                filters=attempt.filters,
             )
         finally:
             self.budget.running = None
@@ -409,6 +413,8 @@ class Scheduler(Controller[SchedulerSettings]):
         FailedScheduling Event when ``message`` is news (False: the pod is gone)."""
         key = planning.pod_key(pod)
         self.queue.set_state(key, PodState.UNSCHEDULABLE)
+        if waits_for_pods(pod):
+            self.queue.pod_waiters.add(key)
         record = self.queue.record(key)
         shown = pod.condition("PodScheduled")
         if shown is not None and shown.status == "False" and shown.message == message:

@@ -49,6 +49,7 @@ from operators.scheduling.node_allocatable import (
     Statuses,
     dump_statuses,
 )
+from operators.scheduling.plugins import volumebinding
 from operators.scheduling.preemption import DISRUPTION_TARGET, PREEMPTION_BY_SCHEDULER
 from operators.scheduling.reserve import reserved_claims
 
@@ -187,6 +188,30 @@ def status_write(reservation: Reservation, resource_version: str | None) -> Repl
     body = reservation.target.dump()
     body["metadata"] = {**body["metadata"], "resourceVersion": resource_version}
     return ReplaceStatus(body=body)
+
+
+def volume_binding(binding: volumebinding.Binding) -> Patch:
+    """VolumeBinding's PreBind for a PV the cycle matched: its claimRef on the claim, on the
+    PV's version the cycle saw (another binding meanwhile fails with a 409)."""
+    pv = binding.pv
+    return Patch(
+        kind="PersistentVolume",
+        key=ObjectKey("", pv.metadata.name or ""),
+        patch=volumebinding.static_binding_patch(pv, binding.pvc),
+        resource_version=pv.metadata.resource_version or "",
+    )
+
+
+def volume_provisioning(provision: volumebinding.Provision, node: str) -> Patch:
+    """VolumeBinding's PreBind for a claim to provision: the node it is for, which the
+    provisioner reads, on the claim's version the cycle saw."""
+    pvc = provision.pvc
+    return Patch(
+        kind="PersistentVolumeClaim",
+        key=ObjectKey(pvc.metadata.namespace or "", pvc.metadata.name or ""),
+        patch=volumebinding.provisioning_patch(pvc, node),
+        resource_version=pvc.metadata.resource_version or "",
+    )
 
 
 def bind(pod: Pod, node: str) -> Bind:

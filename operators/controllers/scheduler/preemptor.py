@@ -147,6 +147,7 @@ class Preemptor:
                 better_than=better_than,
                 extended=attempt.extended,
                 members=members,
+                filters=attempt.filters,
             )
         )
 

@@ -143,6 +143,9 @@ class SchedulingQueue:
         self.unsatisfiable = Unsatisfiable()
         self.moves = 0  # room-making changes so far: an attempt that saw one came in flight
         self._flush: asyncio.Task[None] | None = None
+        # Unschedulable pods that another pod's placement may help (required pod affinity, a
+        # topology spread): only they come back when a pod is placed.
+        self.pod_waiters: set[ObjectKey] = set()
 
     def attempt_ended(self, key: ObjectKey, result: str) -> None:
         """kube-scheduler's attempt metrics: ``result`` is scheduled, unschedulable or error;
@@ -206,6 +209,7 @@ class SchedulingQueue:
 
     def forget(self, key: ObjectKey) -> None:
         """The pod left the queue (bound, deleted, gated or no longer ours)."""
+        self.pod_waiters.discard(key)
         record = self.records.pop(key, None)
         if record is not None and record.state is PodState.WAITING:
             metrics.WAITING_BINDING_CONDITIONS.set(self.count(PodState.WAITING))
@@ -267,16 +271,31 @@ class SchedulingQueue:
 
     # --- moving pods back --------------------------------------------------------------------
 
-    def make_room(self, event: str, reason: str) -> None:
+    def make_room(self, event: str, reason: str, *, devices: bool = True) -> None:
         """Something that may make room changed (``reason``): try the unschedulable pods again
         soon. Coalesced: a burst of changes (a node's heartbeat, a rollout of slices) moves
-        the unschedulable pods back once, not once per event."""
+        the unschedulable pods back once, not once per event. ``devices``: the change may
+        free devices (False: a pod placed, a volume bound: what the cycles learned of devices
+        still holds)."""
         record(event, Hint(True, reason))
-        # Freed devices, counters or capacity may fit claims that did not fit before.
-        self.unsatisfiable.clear()
+        if devices:
+            # Freed devices, counters or capacity may fit claims that did not fit before.
+            self.unsatisfiable.clear()
         self.moves += 1
         if self.leading() and (self._flush is None or self._flush.done()):
             self._flush = self.tasks.spawn(self._requeue_later(), name="requeue-unschedulable")
+
+    def pod_placed(self, event: str, reason: str) -> None:
+        """A pod was placed (upstream's AssignedPod/Add): the unschedulable pods whose pod
+        affinity or topology spread it may satisfy come back (no other: it frees nothing)."""
+        waiting = any(
+            (r := self.records.get(k)) is not None and r.state is PodState.UNSCHEDULABLE
+            for k in self.pod_waiters
+        )
+        if waiting:
+            self.make_room(event, reason, devices=False)
+        else:
+            record(event, Hint(False, "a pod placed: no unschedulable pod waits for one"))
 
     async def _requeue_later(self) -> None:
         await asyncio.sleep(REQUEUE_COALESCE)
@@ -391,6 +410,16 @@ def any_change(kind: str) -> Callable[[Mapping[str, Any] | None, Mapping[str, An
     return hint
 
 
+def volume_change(kind: str) -> Callable[[Mapping[str, Any] | None, Mapping[str, Any]], Hint]:
+    """PVCs, PVs, StorageClasses, CSINodes, CSIDrivers, CSIStorageCapacities: a change may bind,
+    provision or make room for a pod's volumes (upstream's volume plugins register each)."""
+
+    def hint(_old: Mapping[str, Any] | None, _new: Mapping[str, Any]) -> Hint:
+        return Hint(True, f"a {kind} changed: a pod's volumes may fit now")
+
+    return hint
+
+
 # (old body or None, new body) -> whether a change of a listed kind may make room, and why.
 RoomCheck = Callable[[Mapping[str, Any] | None, Mapping[str, Any]], Hint]
 
@@ -441,7 +470,35 @@ def feeds(
         )
     if pod_groups:
         found["PodGroup"] = _pod_group_feed(cache, queue, watched)
+    # The volume plugins' kinds (VolumeBinding, VolumeZone, NodeVolumeLimits): a volume bound,
+    # provisioned or published, a class or a node's CSI drivers changed.
+    for index, models in (
+        ("pvcs", cache.pvcs),
+        ("pvs", cache.pvs),
+        ("storage_classes", cache.storage_classes),
+        ("csi_nodes", cache.csi_nodes),
+        ("csi_drivers", cache.csi_drivers),
+        ("capacities", cache.capacities),
+    ):
+        found[cache.listed[index].kind] = _storage_feed(
+            cache,
+            _listed_feed(
+                cache, queue, index, models, volume_change(cache.listed[index].kind), devices=False
+            ),
+        )
+    # Pod affinity's namespaceSelector reads namespaces' labels (upstream registers no event).
+    found["Namespace"] = listed("namespaces", cache.namespaces)
     return found
+
+
+def _storage_feed(cache: SchedulerCache, feed: EventFeed) -> EventFeed:
+    """A storage kind's feed that also wakes the binding cycles waiting for volumes."""
+
+    def storage(kw: Mapping[str, Any]) -> None:
+        feed(kw)
+        cache.storage_changed()
+
+    return storage
 
 
 def _pod_group_feed(cache: SchedulerCache, queue: SchedulingQueue, watched: Watched) -> EventFeed:
@@ -475,9 +532,11 @@ def _listed_feed(
     index: str,
     models: ModelCache[Any],
     check: RoomCheck | None,
+    *,
+    devices: bool = True,
 ) -> EventFeed:
     """A kind that changes rarely, into its store; where a change may make room for the
-    unschedulable pods (``check``), they are moved back."""
+    unschedulable pods (``check``), they are moved back (``devices``: as ``make_room``)."""
     store = cache.listed[index]
 
     def feed(kw: Mapping[str, Any]) -> None:
@@ -492,7 +551,7 @@ def _listed_feed(
             return
         event, hint = event_name(store.kind, kw["type"]), check(old, body)
         if hint.queue:
-            queue.make_room(event, hint.reason)
+            queue.make_room(event, hint.reason, devices=devices)
         else:
             record(event, hint)
 
@@ -517,6 +576,11 @@ def _pod_feed(cache: SchedulerCache, queue: SchedulingQueue, watched: Watched) -
                 queue.add(key)
             return
         queue.bound_unseen.discard(key)
+        node = (body.get("spec") or {}).get("nodeName")
+        if node and kw["type"] != "DELETED" and (before is not None or kw["type"] == "ADDED"):
+            # A pod placed (upstream's AssignedPod/Add): pod affinity or a spread may let a
+            # pod that waited go now; its devices are taken, nothing is freed.
+            queue.pod_placed(event, f"pod {key} was placed on node {node}")
         # Bound: its record stays until its binding cycle has counted its attempts (the watch
         # may show the binding before the cycle resumes), which then forgets it.
         if kw["type"] == "DELETED" or body.get("status", {}).get("phase") in TERMINAL_PHASES:
@@ -527,7 +591,6 @@ def _pod_feed(cache: SchedulerCache, queue: SchedulingQueue, watched: Watched) -
                 # Its victim is gone: release the claims now.
                 record(event, Hint(True, f"a victim of {preemptor} is gone"))
                 queue.add(preemptor)
-            node = body.get("spec", {}).get("nodeName")
             if node:
                 queue.make_room(event, f"pod {key} left node {node}")
 

@@ -24,6 +24,9 @@ from operators.scheduling.cycle import NodeFit
 from operators.scheduling.extended import IN_MEMORY_NAME, final_name
 from operators.scheduling.node_allocatable import named
 from operators.scheduling.nodes import pod_requests
+from operators.scheduling.plugins import volumebinding
+from operators.scheduling.plugins.volumebinding import PodVolumes
+from operators.scheduling.pod_filters import PodFilters
 from operators.scheduling.profile import Profile
 
 
@@ -46,6 +49,9 @@ class Reserved:
     fit: NodeFit
     status: Patch | None
     scheduler: Scheduler
+    #: VolumeBinding's Reserve: the PVs and claims as PreBind writes them (None: nothing to
+    #: bind; ``fit.volumes`` has them as the cycle found them).
+    volumes: PodVolumes | None = None
 
     @property
     def key(self) -> ObjectKey:
@@ -62,7 +68,8 @@ class Reserved:
         s = self.scheduler
         for reservation in reversed(self.plan):
             s.cache.ledger.discard_unwritten(planning.claim_key(reservation.target))
-        s.cache.usage.assume(self.key, None)
+        s.cache.assume(self.key, self.pod, None)
+        s.cache.assume_volumes(self.key, None)
         s.queue.set_state(self.key, PodState.QUEUED)
         s.queue.unsatisfiable.clear()
 
@@ -97,7 +104,11 @@ def assume(s: Scheduler, attempt: Attempt, fit: NodeFit) -> Reserved:
     )
     for reservation in plan:
         s.cache.ledger.reserve(planning.claim_key(reservation.target), reservation.target)
-    s.cache.usage.assume(key, (fit.node, pod_requests(pod, fit.node_allocatable)))
+    s.cache.assume(key, pod, (fit.node, pod_requests(pod, fit.node_allocatable)))
+    volumes = None
+    if fit.volumes is not None and isinstance(attempt.filters, PodFilters):
+        volumes = volumebinding.assume(pod, fit.node, fit.volumes, attempt.filters.snapshot)
+        s.cache.assume_volumes(key, volumes)
     status = None
     special = created or (attempt.extended.existing if attempt.extended else None)
     if node_claim is not None and special is not None:
@@ -107,4 +118,4 @@ def assume(s: Scheduler, attempt: Attempt, fit: NodeFit) -> Reserved:
         if special is not None and s.profile.extended_claim_named:
             statuses = named(statuses, IN_MEMORY_NAME, special.metadata.name or "")
         status = planning.node_allocatable_status(pod, statuses, status)
-    return Reserved(pod, plan, fit, status, s)
+    return Reserved(pod, plan, fit, status, s, volumes)

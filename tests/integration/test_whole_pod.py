@@ -1,0 +1,455 @@
+"""A pod is more than its devices: kopf-dra and kube-scheduler side by side on the same objects.
+
+kube-scheduler and kube-controller-manager of the control plane's release (built by
+hack/controlplane/build-upstream.sh, as the complete local cluster's) run against the test
+control plane: kube-scheduler under a profile name of this module's own (no other test's pod
+is its), kube-controller-manager with only its PV controller (which binds the volumes
+VolumeBinding's PreBind chose). The nodes carry a label of this module's run, and every pod
+selects it, so the other tests' nodes are refused alike by both schedulers.
+
+Each pod of a generated set (host ports, volumes bound and unbound, pod affinity and
+anti-affinity, topology spread, node preferences) is given once to kube-scheduler and once to
+kopf-dra, one at a time against the same background pods, and must get the same verdict:
+bound, or unschedulable for the same reasons on the same number of nodes. Where both bind, the
+node kopf-dra chose is given to kube-scheduler (a third copy pinned there): kube-scheduler must
+take it too.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import random
+import re
+import subprocess
+import tempfile
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from operators.api.features import format_feature_gates
+from operators.controllers.scheduler.handlers import Scheduler
+from operators.kube.api import KubeAPI
+from operators.localcluster import controlplane
+from tests.integration.helpers import (
+    bound_node,
+    create_node,
+    eventually,
+    running_operator,
+    start_scheduler,
+    unique,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD_UPSTREAM = ROOT / "hack" / "controlplane" / "build-upstream.sh"
+ZONE = "topology.kubernetes.io/zone"
+HOSTNAME = "kubernetes.io/hostname"
+SEED = 20261205
+PODS = 36
+J = dict[str, Any]
+
+
+def upstream_bin() -> Path:
+    """kube-scheduler and kube-controller-manager of the control plane's release (cached)."""
+    done = subprocess.run(
+        ["bash", str(BUILD_UPSTREAM)], capture_output=True, text=True, check=True, timeout=3600
+    )
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
+@contextmanager
+def upstream(kubeconfig: Path, profile: str) -> Iterator[None]:
+    """kube-scheduler (one profile: ``profile``) and kube-controller-manager's PV controller."""
+    bin_dir = upstream_bin()
+    gates = format_feature_gates(controlplane.feature_gates())
+    with tempfile.TemporaryDirectory(prefix="upstream-") as tmp:
+        config = Path(tmp) / "scheduler.yaml"
+        config.write_text(
+            "apiVersion: kubescheduler.config.k8s.io/v1\n"
+            "kind: KubeSchedulerConfiguration\n"
+            f"clientConnection: {{kubeconfig: {kubeconfig}}}\n"
+            "leaderElection: {leaderElect: false}\n"
+            f"profiles: [{{schedulerName: {profile}}}]\n"
+        )
+        common = [
+            f"--authentication-kubeconfig={kubeconfig}",
+            f"--authorization-kubeconfig={kubeconfig}",
+            "--bind-address=127.0.0.1",
+            f"--feature-gates={gates}",
+        ]
+        argv = {
+            "kube-scheduler": [
+                str(bin_dir / "kube-scheduler"),
+                f"--config={config}",
+                f"--secure-port={controlplane.free_port()}",
+                *common,
+            ],
+            "kube-controller-manager": [
+                str(bin_dir / "kube-controller-manager"),
+                f"--kubeconfig={kubeconfig}",
+                "--controllers=persistentvolume-binder",
+                "--leader-elect=false",
+                f"--secure-port={controlplane.free_port()}",
+                *common,
+            ],
+        }
+        procs = []
+        try:
+            for name, cmd in argv.items():
+                log = (Path(tmp) / f"{name}.log").open("w")
+                procs.append(
+                    subprocess.Popen(
+                        cmd, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ)
+                    )
+                )
+            yield
+        finally:
+            for p in procs:
+                p.terminate()
+            for p in procs:
+                try:
+                    p.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+
+
+@pytest.fixture
+async def kopf_dra(kubeconfig: Path, controllers: None) -> AsyncIterator[Scheduler]:
+    scheduler, registry = start_scheduler(kubeconfig)
+    async with running_operator(registry, "scheduler"):
+        yield scheduler
+
+
+# --- the generated cluster and pods -------------------------------------------------------
+
+
+class Scene:
+    """The run's nodes, storage and background pods, and the pods to place."""
+
+    def __init__(self, namespace: str) -> None:
+        self.run = unique("sbs")
+        self.namespace = namespace
+        self.rng = random.Random(SEED)
+        self.nodes = [f"{self.run}-n{i}" for i in range(5)]
+        self.zones = {n: f"z{i % 3}" for i, n in enumerate(self.nodes)}
+        self.local = f"{self.run}-local"  # WaitForFirstConsumer, no provisioner
+        self.immediate = f"{self.run}-immediate"  # Immediate, a provisioner that never comes
+
+    def selector(self) -> J:
+        return {"sbs": self.run}
+
+    async def create(self, kube: KubeAPI) -> None:
+        for i, name in enumerate(self.nodes):
+            await create_node(
+                kube, name, {"sbs": self.run, ZONE: self.zones[name]}, cpu=str(4 + 2 * i)
+            )
+        for name, mode, provisioner in (
+            (self.local, "WaitForFirstConsumer", "kubernetes.io/no-provisioner"),
+            (self.immediate, "Immediate", "example.com/never"),
+        ):
+            await kube.create(
+                {
+                    "apiVersion": "storage.k8s.io/v1",
+                    "kind": "StorageClass",
+                    "metadata": {"name": name},
+                    "provisioner": provisioner,
+                    "volumeBindingMode": mode,
+                }
+            )
+        # A volume bound to its claim, on node 1 only.
+        await kube.create(self.local_pv("pinned", self.nodes[1]))
+        await kube.create(self.claim("pinned", self.local, volume=f"{self.run}-pinned"))
+        await kube.create(self.claim("never", self.immediate))
+        for i, (node, labels, extra) in enumerate(self.background()):
+            body = self.pod(f"bg-{i}", labels, extra)
+            body["spec"]["nodeName"] = node
+            body["spec"].pop("nodeSelector")
+            await kube.create(body)
+
+    def local_pv(self, name: str, node: str) -> J:
+        return {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": f"{self.run}-{name}"},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": self.local,
+                "local": {"path": "/tmp"},
+                "nodeAffinity": {
+                    "required": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {"key": HOSTNAME, "operator": "In", "values": [node]}
+                                ]
+                            }
+                        ]
+                    }
+                },
+            },
+        }
+
+    def claim(self, name: str, storage_class: str, volume: str | None = None) -> J:
+        spec: J = {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": storage_class,
+            "resources": {"requests": {"storage": "1Gi"}},
+        }
+        if volume:
+            spec["volumeName"] = volume
+        return {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": name, "namespace": self.namespace},
+            "spec": spec,
+        }
+
+    def background(self) -> list[tuple[str, dict[str, str], J]]:
+        """Pods already bound: apps of each kind, host ports, an anti-affinity of their own."""
+        out: list[tuple[str, dict[str, str], J]] = [
+            (self.nodes[0], {"app": "web"}, {"ports": [8080]}),
+            (self.nodes[0], {"app": "db"}, {}),
+            (self.nodes[2], {"app": "web"}, {}),
+            (self.nodes[3], {"app": "cache"}, {"ports": [9090]}),
+            (self.nodes[4], {"app": "lonely"}, {"anti": ("app", "web", HOSTNAME)}),
+        ]
+        return out
+
+    def pod(self, name: str, labels: dict[str, str], extra: J) -> J:
+        container: J = {
+            "name": "main",
+            "image": "registry.k8s.io/pause:3.10",
+            "resources": {"requests": {"cpu": extra.get("cpu", "500m")}},
+        }
+        if extra.get("ports"):
+            container["ports"] = [
+                {"containerPort": 80 + i, "hostPort": p} for i, p in enumerate(extra["ports"])
+            ]
+        spec: J = {"containers": [container], "nodeSelector": self.selector()}
+        affinity: J = {}
+        if "anti" in extra:
+            key, value, topology = extra["anti"]
+            affinity["podAntiAffinity"] = {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": {key: value}}, "topologyKey": topology}
+                ]
+            }
+        if "affinity" in extra:
+            key, value, topology = extra["affinity"]
+            affinity["podAffinity"] = {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": {key: value}}, "topologyKey": topology}
+                ]
+            }
+        if "prefer" in extra:
+            affinity["nodeAffinity"] = {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 100,
+                        "preference": {
+                            "matchExpressions": [
+                                {"key": HOSTNAME, "operator": "In", "values": [extra["prefer"]]}
+                            ]
+                        },
+                    }
+                ]
+            }
+        if affinity:
+            spec["affinity"] = affinity
+        if "spread" in extra:
+            topology, skew = extra["spread"]
+            spec["topologySpreadConstraints"] = [
+                {
+                    "maxSkew": skew,
+                    "topologyKey": topology,
+                    "whenUnsatisfiable": "DoNotSchedule",
+                    "labelSelector": {"matchLabels": {"app": labels.get("app", "")}},
+                }
+            ]
+        if "claim" in extra:
+            spec["volumes"] = [
+                {"name": "data", "persistentVolumeClaim": {"claimName": extra["claim"]}}
+            ]
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": self.namespace, "labels": labels},
+            "spec": spec,
+        }
+
+    def generated(self) -> list[tuple[dict[str, str], J]]:
+        """The pods to place: each feature with its own odds, several at once."""
+        rng = self.rng
+        apps = ["web", "db", "cache", "batch"]
+        out = []
+        for _ in range(PODS):
+            labels = {"app": rng.choice(apps)}
+            extra: J = {"cpu": rng.choice(["500m", "1", "2", "3"])}
+            if rng.random() < 0.3:
+                extra["ports"] = [rng.choice([8080, 9090])]
+            if rng.random() < 0.3:
+                extra["anti"] = ("app", rng.choice(apps), rng.choice([HOSTNAME, ZONE]))
+            if rng.random() < 0.25:
+                extra["affinity"] = ("app", rng.choice(apps), rng.choice([HOSTNAME, ZONE]))
+            if rng.random() < 0.3:
+                extra["spread"] = (rng.choice([HOSTNAME, ZONE]), 1)
+            if rng.random() < 0.2:
+                extra["claim"] = rng.choice(["pinned", "pinned", "never"])
+            if rng.random() < 0.3:
+                extra["prefer"] = rng.choice(self.nodes)
+            out.append((labels, extra))
+        return out
+
+
+# --- verdicts ------------------------------------------------------------------------------
+
+REASON = re.compile(r"(\d+) (.+?)(?=, \d+ |; \d+ |$)")
+
+
+def reasons(message: str) -> Counter[str]:
+    """The node reasons of an unschedulable message, counted ("0/N nodes are available: 2 x,
+    1 y." with kube-scheduler's commas or kopf-dra's semicolons), and preemption's after it
+    (keys "preemption: <reason>")."""
+    found = re.match(r"0/(\d+) nodes are available: (.*)", message, re.S)
+    assert found is not None, message
+    filtered, _, preempted = found[2].partition(" preemption: ")
+    # After a PreFilter rejection kube-scheduler's DynamicResources PostFilter fails to read
+    # the state its PreFilter never wrote, and says so instead of preemption: ". not found".
+    filtered = filtered.removesuffix(". not found").rstrip(".")
+    out: Counter[str] = Counter({"nodes": int(found[1])})
+    if not REASON.match(filtered):
+        out[filtered] += 1  # a PreFilter rejection: no per-node counts
+        return out
+    for count, reason in REASON.findall(filtered):
+        for part in reason.split(", "):  # kopf-dra joins a node's several reasons
+            out[part] += int(count)
+    preempted = re.sub(r"^0/\d+ nodes are available: ", "", preempted).rstrip(".")
+    for count, reason in REASON.findall(preempted):
+        out[f"preemption: {reason}"] += int(count)
+    return out
+
+
+async def verdict(kube: KubeAPI, namespace: str, name: str) -> tuple[str, str]:
+    """("bound", node) or ("unschedulable", message), whichever the pod gets first."""
+
+    async def decided() -> tuple[str, str] | None:
+        pod = await kube.get("Pod", name, namespace)
+        node = pod["spec"].get("nodeName")
+        if node:
+            return ("bound", node)
+        for c in pod.get("status", {}).get("conditions") or []:
+            if c["type"] == "PodScheduled" and c["status"] == "False" and c.get("message"):
+                return ("unschedulable", c["message"])
+        return None
+
+    return await eventually(decided, within=60, what=f"a verdict on pod {name}")
+
+
+async def gone(kube: KubeAPI, namespace: str, name: str) -> None:
+    """Deleted at once (no kubelet runs these pods to end them gracefully)."""
+    path = kube.resource("Pod").path(namespace, name)
+    await kube.call(
+        "DELETE", path, body={"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0}
+    )
+
+    async def absent() -> bool:
+        return await kube.get_or_none("Pod", name, namespace) is None
+
+    await eventually(absent, what=f"pod {name} gone")
+
+
+async def placed(kube: KubeAPI, body: J, scheduler: str) -> tuple[str, str]:
+    body = {**body, "spec": {**body["spec"], "schedulerName": scheduler}}
+    await kube.create(body)
+    name = body["metadata"]["name"]
+    try:
+        return await verdict(kube, body["metadata"]["namespace"], name)
+    finally:
+        await gone(kube, body["metadata"]["namespace"], name)
+
+
+async def test_kopf_dra_and_kube_scheduler_agree_on_whole_pods(
+    kube: KubeAPI, kubeconfig: Path, namespace: str, kopf_dra: Scheduler
+) -> None:
+    scene = Scene(namespace)
+    await scene.create(kube)
+    profile = f"upstream-{scene.run}"
+    differences: list[str] = []
+    tally: Counter[str] = Counter()
+    with upstream(kubeconfig, profile):
+        # The PV controller binds the claim that names its volume before anything counts.
+        async def bound_claim() -> bool:
+            pvc = await kube.get("PersistentVolumeClaim", "pinned", namespace)
+            return (pvc.get("status") or {}).get("phase") == "Bound"
+
+        await eventually(bound_claim, within=60, what="the PV controller binding claim pinned")
+        for i, (labels, extra) in enumerate(scene.generated()):
+            body = scene.pod(f"p{i}", labels, extra)
+            theirs = await placed(
+                kube, {**body, "metadata": {**body["metadata"], "name": f"p{i}-up"}}, profile
+            )
+            ours = await placed(
+                kube, {**body, "metadata": {**body["metadata"], "name": f"p{i}-kd"}}, "kopf-dra"
+            )
+            case = f"p{i} {labels} {extra}"
+            if theirs[0] != ours[0]:
+                differences.append(f"{case}: kube-scheduler {theirs}, kopf-dra {ours}")
+                continue
+            tally[theirs[0]] += 1
+            if theirs[0] == "unschedulable":
+                if reasons(theirs[1]) != reasons(ours[1]):
+                    differences.append(
+                        f"{case}: kube-scheduler {theirs[1]!r}, kopf-dra {ours[1]!r}"
+                    )
+                continue
+            if theirs[1] == ours[1]:
+                tally["same node"] += 1
+                continue
+            pinned = scene.pod(f"p{i}-pin", labels, extra)
+            pinned["spec"]["nodeSelector"] = {**scene.selector(), HOSTNAME: ours[1]}
+            check = await placed(kube, pinned, profile)
+            if check != ("bound", ours[1]):
+                differences.append(
+                    f"{case}: kopf-dra chose {ours[1]}, kube-scheduler refuses it: {check}"
+                )
+    print(f"\nside by side: {PODS} pods on {len(scene.nodes)} nodes: {dict(tally)}")
+    assert not differences, "\n".join(differences)
+    # The set exercises both verdicts.
+    assert tally["bound"], tally
+    assert tally["unschedulable"], tally
+
+
+async def test_a_delayed_binding_volume_is_bound_where_the_pod_goes(
+    kube: KubeAPI, kubeconfig: Path, namespace: str, kopf_dra: Scheduler
+) -> None:
+    """WaitForFirstConsumer: the claim waits for a scheduler to choose; the local volume that
+    can serve it is on one node only. Each scheduler (the same objects, a claim and a volume of
+    its own) places its pod there, writes the volume's claimRef at PreBind, and the PV
+    controller binds the claim before the pod is bound."""
+    scene = Scene(namespace)
+    await scene.create(kube)
+    profile = f"upstream-{scene.run}"
+    with upstream(kubeconfig, profile):
+        for who, scheduler in (("up", profile), ("kd", "kopf-dra")):
+            await kube.create(scene.local_pv(f"late-{who}", scene.nodes[3]))
+            await kube.create(scene.claim(f"late-{who}", scene.local))
+            body = scene.pod(f"late-{who}", {"app": "late"}, {"claim": f"late-{who}"})
+            body["spec"]["schedulerName"] = scheduler
+            await kube.create(body)
+            # Bound once the scheduler's informers show the volume (a first attempt may come
+            # before they do, and be retried on the volume's event).
+            got = await eventually(
+                functools.partial(bound_node, kube, namespace, f"late-{who}"),
+                within=60,
+                what=f"{scheduler} binding pod late-{who}",
+            )
+            assert got == scene.nodes[3], scheduler
+            pvc = await kube.get("PersistentVolumeClaim", f"late-{who}", namespace)
+            assert pvc["spec"]["volumeName"] == f"{scene.run}-late-{who}"
+            assert pvc["status"]["phase"] == "Bound"
