@@ -47,7 +47,12 @@ WORKLOADS = {
     # The upstream shape in PodGroups of GANG_SIZE pods, gang{minCount: GANG_SIZE} (1.37:
     # GenericWorkload on), each pod a GPU of its own.
     "gangs": (500, 10, 5000),
+    # The upstream shape, each pod also in one of WHOLE_APPS apps that keep one pod per node
+    # (required podAntiAffinity on the hostname) and mounting a bound volume: the whole pod's
+    # plugins at work (InterPodAffinity is kube-scheduler's costliest filter).
+    "whole": (500, 10, 5000),
 }
+WHOLE_APPS = 100
 GANG_SIZE = 8
 DRIVER = "bench.example.com"
 NAMESPACE = "bench"
@@ -197,7 +202,11 @@ async def setup(kube: KubeAPI, nodes: int, devices: int) -> None:
         name = f"bench-node-{i:04d}"
         async with sem:
             created = await kube.create(
-                {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}
+                {
+                    "apiVersion": "v1",
+                    "kind": "Node",
+                    "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+                }
             )
             created["status"] = {
                 "allocatable": {"cpu": "64", "memory": "512Gi", "pods": "110"},
@@ -229,6 +238,66 @@ async def setup(kube: KubeAPI, nodes: int, devices: int) -> None:
             )
 
     await asyncio.gather(*(node(i) for i in range(nodes)))
+
+
+async def bound_volume(kube: KubeAPI) -> None:
+    """A PV and its claim, bound as the PV controller leaves them (every pod of the whole
+    workload mounts it; no controller runs in the benchmark)."""
+    await kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": "bench-shared"},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteMany"],
+                "storageClassName": "",
+                "nfs": {"server": "nfs.example.com", "path": "/shared"},
+                "claimRef": {"namespace": NAMESPACE, "name": "shared"},
+            },
+        }
+    )
+    claim = await kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {
+                "name": "shared",
+                "namespace": NAMESPACE,
+                "annotations": {"pv.kubernetes.io/bind-completed": "yes"},
+            },
+            "spec": {
+                "accessModes": ["ReadWriteMany"],
+                "storageClassName": "",
+                "volumeName": "bench-shared",
+                "resources": {"requests": {"storage": "1Gi"}},
+            },
+        }
+    )
+    claim["status"] = {"phase": "Bound", "accessModes": ["ReadWriteMany"]}
+    await kube.replace_status(claim)
+
+
+def whole_pod(i: int) -> dict[str, Any]:
+    """The whole workload's additions to pod ``i``: its app, the app's anti-affinity, the
+    shared volume."""
+    app = f"app-{i % WHOLE_APPS:03d}"
+    return {
+        "metadata": {"labels": {"app": app}},
+        "spec": {
+            "affinity": {
+                "podAntiAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                        {
+                            "labelSelector": {"matchLabels": {"app": app}},
+                            "topologyKey": "kubernetes.io/hostname",
+                        }
+                    ]
+                }
+            },
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "shared"}}],
+        },
+    }
 
 
 def churn(nodes: int, share: float = 0.1) -> Callable[[KubeAPI], Coroutine[Any, Any, None]]:
@@ -271,6 +340,8 @@ async def run(
     async with await make_api_client(kubeconfig) as api_client:
         kube = KubeAPI(api_client)
         await setup(kube, nodes, devices)
+        if workload == "whole":
+            await bound_volume(kube)
         for g in range(pods // gang if gang else 0):  # the PodGroups exist before their pods
             await kube.create(
                 {
@@ -293,14 +364,16 @@ async def run(
 
         async def create(i: int) -> None:
             name = f"pod-{i:05d}"
+            whole = whole_pod(i) if workload == "whole" else {"metadata": {}, "spec": {}}
             async with sem:
                 created[name] = time.monotonic()
                 await kube.create(
                     {
                         "apiVersion": "v1",
                         "kind": "Pod",
-                        "metadata": {"name": name, "namespace": NAMESPACE},
+                        "metadata": {"name": name, "namespace": NAMESPACE, **whole["metadata"]},
                         "spec": {
+                            **whole["spec"],
                             "schedulerName": scheduler_name,
                             "containers": [
                                 {

@@ -128,7 +128,6 @@ class SchedulerCache:
                 "pods_on_node": _on_node,
                 "pod_info": pod_summary,
                 "group_members": _group_member,
-                "with_affinity": _with_affinity,
             },
             on_change=self._pod_placement,
         )
@@ -183,6 +182,9 @@ class SchedulerCache:
         # Pods this scheduler placed that the pod store does not show bound yet: the
         # snapshot's plugins see them on their node (upstream's assumed pods).
         self.assumed: dict[ObjectKey, Placed] = {}
+        # Bound pods with pod (anti-)affinity terms, and those with required anti-affinity.
+        self._with_affinity: dict[ObjectKey, Placed] = {}
+        self._with_anti: dict[ObjectKey, Placed] = {}
         self._storage: tuple[tuple[int, ...], Storage] | None = None
         # VolumeBinding's Reserve, by pod (``assume_volumes``).
         self.assumed_volumes: dict[ObjectKey, PodVolumes] = {}
@@ -344,24 +346,18 @@ class SchedulerCache:
 
     def cluster(self) -> Snapshot:
         """The snapshot the pod-level plugins filter against (``scheduling.snapshot``)."""
-        with_affinity: list[Placed] = [
-            (node, self.pod_models.parse(ObjectKey.of(body), body))
-            for key in self.indices.keys("with_affinity")
-            for node, body in [self.indices.one("with_affinity", key)]
-        ]
-        seen = {(p.metadata.namespace, p.metadata.name) for _, p in with_affinity}
-        with_affinity.extend(
-            (node, pod)
-            for key, (node, pod) in self.assumed.items()
-            if has_affinity(pod) and (key.namespace, key.name) not in seen
-        )
+        with_affinity = list(self._with_affinity.values())
+        with_anti = list(self._with_anti.values())
+        for key, (node, pod) in self.assumed.items():
+            if key not in self._with_affinity and has_affinity(pod):
+                with_affinity.append((node, pod))
+                if has_required_anti_affinity(pod):
+                    with_anti.append((node, pod))
         return Snapshot(
             nodes=self.all_nodes(),
             pods_on=self.pods_on,
             with_affinity=with_affinity,
-            with_required_anti_affinity=[
-                (n, p) for n, p in with_affinity if has_required_anti_affinity(p)
-            ],
+            with_required_anti_affinity=with_anti,
             namespaces=self.namespace_labels(),
             storage=self.storage(),
         )
@@ -559,13 +555,26 @@ class SchedulerCache:
             self.usage.forget(key)
             self.pod_models.forget(key)
             self.assumed.pop(key, None)
+            self._with_affinity.pop(key, None)
+            self._with_anti.pop(key, None)
             return
         node = (body.get("spec") or {}).get("nodeName")
-        if node:
-            self.assumed.pop(key, None)  # the store shows it bound: no longer assumed
-        self.usage.observe(
-            key, (node, bound_requests(Pod.load(body), self.node_allocatable)) if node else None
-        )
+        if not node:
+            self.usage.observe(key, None)
+            return
+        self.assumed.pop(key, None)  # the store shows it bound: no longer assumed
+        pod = self.pod_models.parse(key, body)
+        self.usage.observe(key, (node, bound_requests(pod, self.node_allocatable)))
+        # Upstream's NodeInfo.PodsWithAffinity and PodsWithRequiredAntiAffinity, kept here
+        # so that a cycle never walks every pod to find them.
+        if has_affinity(pod):
+            self._with_affinity[key] = (node, pod)
+        else:
+            self._with_affinity.pop(key, None)
+        if has_required_anti_affinity(pod):
+            self._with_anti[key] = (node, pod)
+        else:
+            self._with_anti.pop(key, None)
 
 
 def _on_node(body: Mapping[str, Any]) -> dict[Any, Any]:
@@ -596,19 +605,6 @@ def _overlay(
             or known_claim.metadata.resource_version == provision.pvc.metadata.resource_version
         ):
             claims[key] = provision.pvc
-
-
-def _with_affinity(body: Mapping[str, Any]) -> dict[Any, Any]:
-    """Bound pods that still run and have pod (anti-)affinity terms (upstream's
-    NodeInfo.PodsWithAffinity), with their node."""
-    spec = body.get("spec") or {}
-    node = spec.get("nodeName")
-    if not node or (body.get("status") or {}).get("phase") in TERMINAL_PHASES:
-        return {}
-    affinity = spec.get("affinity") or {}
-    if not (affinity.get("podAffinity") or affinity.get("podAntiAffinity")):
-        return {}
-    return {ObjectKey.of(body): (node, body)}
 
 
 def _group_member(body: Mapping[str, Any]) -> dict[Any, Any]:

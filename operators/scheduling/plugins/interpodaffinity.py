@@ -47,7 +47,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Final, TypeVar
 
 from operators.api.core import (
@@ -115,7 +115,7 @@ def _too_long(maximum: int) -> str:
     return f"must be no more than {maximum} bytes"
 
 
-def _label_key_errors(key: str) -> list[str]:
+def label_key_errors(key: str) -> list[str]:
     """content.IsLabelKey: ``[DNS-subdomain prefix/]name``."""
     parts = key.split("/")
     errors: list[str] = []
@@ -146,7 +146,7 @@ def _label_key_errors(key: str) -> list[str]:
     return errors
 
 
-def _label_value_errors(value: str) -> list[str]:
+def label_value_errors(value: str) -> list[str]:
     """content.IsLabelValue."""
     errors = []
     if len(value.encode()) > 63:
@@ -156,7 +156,7 @@ def _label_value_errors(value: str) -> list[str]:
     return errors
 
 
-def _go_json(values: Sequence[str]) -> str:
+def go_json(values: Sequence[str]) -> str:
     """encoding/json of a []string (nil: null), HTML characters escaped as Go does."""
     if not values:
         return "null"
@@ -164,7 +164,7 @@ def _go_json(values: Sequence[str]) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def _aggregate(messages: Iterable[str]) -> str:
+def aggregate_errors(messages: Iterable[str]) -> str:
     """utilerrors.Aggregate's Error(): one message as it is, several deduplicated in []."""
     unique = list(dict.fromkeys(messages))
     return unique[0] if len(unique) == 1 else "[" + ", ".join(unique) + "]"
@@ -173,7 +173,7 @@ def _aggregate(messages: Iterable[str]) -> str:
 def _requirement_errors(key: str, operator: str, values: Sequence[str]) -> str | None:
     """labels.NewRequirement's aggregated field errors (operator "=" for a matchLabels entry)."""
     errors = []
-    key_errors = _label_key_errors(key)
+    key_errors = label_key_errors(key)
     if key_errors:
         errors.append(f"key: Invalid value: {go_quote(key)}: {'; '.join(key_errors)}")
     if operator in ("In", "NotIn") and not values:
@@ -182,16 +182,16 @@ def _requirement_errors(key: str, operator: str, values: Sequence[str]) -> str |
         )
     if operator in ("Exists", "DoesNotExist") and values:
         errors.append(
-            f"values: Invalid value: {_go_json(values)}: "
+            f"values: Invalid value: {go_json(values)}: "
             "values set must be empty for exists and does not exist"
         )
     for i, value in enumerate(values):
-        value_errors = _label_value_errors(value)
+        value_errors = label_value_errors(value)
         if value_errors:
             errors.append(
                 f"values[{i}][{key}]: Invalid value: {go_quote(value)}: {'; '.join(value_errors)}"
             )
-    return _aggregate(errors) if errors else None
+    return aggregate_errors(errors) if errors else None
 
 
 def _check_selector(selector: LabelSelector | None) -> None:
@@ -313,7 +313,7 @@ def pod_terms(pod: Pod) -> PodTerms:
         _parse("preferredAntiAffinityTerms", lambda: _weighted(pod, _preferred(pod, True)), errors),
     )
     if errors:
-        raise AffinityParseError(_aggregate(errors))
+        raise AffinityParseError(aggregate_errors(errors))
     return terms
 
 
@@ -348,6 +348,58 @@ def _unroll(
         namespaces=term.namespaces | selected,
         namespace_selector=selector if keep_selector else None,
     )
+
+
+# --- grouping: each distinct term, and each distinct (namespace, labels), looked at once ------
+
+#: Memo of a placed pod's required anti-affinity terms and their keys, by the pod object's id
+#: (the caller parses a pod once per resourceVersion, so the object is its identity; the entry
+#: keeps it, so the id is not reused while the entry lives). Bounded: cleared when full.
+_TERMS_MEMO: dict[int, tuple[Pod, tuple[tuple[AffinityTerm, Hashable], ...]]] = {}
+_IDENTITY_MEMO: dict[int, tuple[Pod, Hashable]] = {}
+MEMO_SIZE: Final = 200_000
+
+
+def _selector_key(selector: LabelSelector | None) -> Hashable:
+    if selector is None:
+        return None
+    return (
+        tuple(sorted(selector.match_labels.items())),
+        tuple((r.key, r.operator, tuple(r.values)) for r in selector.match_expressions),
+    )
+
+
+def _term_key(term: AffinityTerm) -> Hashable:
+    """What makes two terms match the same pods at the same topology key."""
+    return (
+        term.namespaces,
+        _selector_key(term.selector),
+        term.topology_key,
+        _selector_key(term.namespace_selector),
+    )
+
+
+def _anti_terms_with_keys(pod: Pod) -> tuple[tuple[AffinityTerm, Hashable], ...]:
+    found = _TERMS_MEMO.get(id(pod))
+    if found is not None and found[0] is pod:
+        return found[1]
+    terms = tuple((t, _term_key(t)) for t in _placed_required(pod, anti=True))
+    if len(_TERMS_MEMO) >= MEMO_SIZE:
+        _TERMS_MEMO.clear()
+    _TERMS_MEMO[id(pod)] = (pod, terms)
+    return terms
+
+
+def _identity(pod: Pod) -> Hashable:
+    """What a term's match depends on: the pod's namespace and labels."""
+    found = _IDENTITY_MEMO.get(id(pod))
+    if found is not None and found[0] is pod:
+        return found[1]
+    key = (pod.metadata.namespace or "", tuple(sorted(pod.metadata.labels.items())))
+    if len(_IDENTITY_MEMO) >= MEMO_SIZE:
+        _IDENTITY_MEMO.clear()
+    _IDENTITY_MEMO[id(pod)] = (pod, key)
+    return key
 
 
 def _matches_all(terms: Sequence[AffinityTerm], pod: Pod) -> bool:
@@ -413,6 +465,8 @@ def _existing_anti_affinity(
 ) -> tuple[dict[Pair, int], bool]:
     """getExistingAntiAffinityCounts, and under the fast path whether a placed pod has a
     hostname anti-affinity term that Filter must check node by node."""
+    if not fast_path:
+        return _existing_grouped(pod, namespace_labels, snapshot, labels_of), False
     counts: dict[Pair, int] = {}
     host_scoped = False
     by_node: dict[str, list[Pod]] = {}
@@ -436,6 +490,33 @@ def _existing_anti_affinity(
     return counts, host_scoped
 
 
+def _existing_grouped(
+    pod: Pod,
+    namespace_labels: Mapping[str, str] | None,
+    snapshot: Snapshot,
+    labels_of: Mapping[str, Mapping[str, str]],
+) -> dict[Pair, int]:
+    """getExistingAntiAffinityCounts, each distinct term matched once: the placed pods of an
+    app share their terms, so a cluster of thousands of them has a handful to match."""
+    groups: dict[Hashable, tuple[AffinityTerm, list[str]]] = {}
+    for node_name, placed in snapshot.with_required_anti_affinity:
+        for term, key in _anti_terms_with_keys(placed):
+            group = groups.get(key)
+            if group is None:
+                groups[key] = (term, [node_name])
+            else:
+                group[1].append(node_name)
+    counts: dict[Pair, int] = {}
+    for term, nodes in groups.values():
+        if not term.matches(pod, namespace_labels):
+            continue
+        for node_name in nodes:
+            labels = labels_of.get(node_name)
+            if labels is not None:
+                _record(counts, labels, term.topology_key)
+    return counts
+
+
 def _incoming_counts(
     affinity: Sequence[AffinityTerm],
     anti_affinity: Sequence[AffinityTerm],
@@ -446,15 +527,26 @@ def _incoming_counts(
     anti_counts: dict[Pair, int] = {}
     if not affinity and not anti_affinity:
         return affinity_counts, anti_counts
+    # Placed pods of one namespace and labels match alike: each such group is matched once.
+    groups: dict[Hashable, tuple[Pod, list[Mapping[str, str]]]] = {}
     for node in snapshot.nodes:
         labels = node.metadata.labels
         for placed in snapshot.pods_on(node.metadata.name or ""):
-            if _matches_all(affinity, placed):
+            key = _identity(placed)
+            group = groups.get(key)
+            if group is None:
+                groups[key] = (placed, [labels])
+            else:
+                group[1].append(labels)
+    for placed, nodes in groups.values():
+        if _matches_all(affinity, placed):
+            for node_labels in nodes:
                 for term in affinity:
-                    _record(affinity_counts, labels, term.topology_key)
-            for term in anti_affinity:
-                if term.matches(placed, None):
-                    _record(anti_counts, labels, term.topology_key)
+                    _record(affinity_counts, node_labels, term.topology_key)
+        for term in anti_affinity:
+            if term.matches(placed, None):
+                for node_labels in nodes:
+                    _record(anti_counts, node_labels, term.topology_key)
     return affinity_counts, anti_counts
 
 
