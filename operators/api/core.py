@@ -447,10 +447,18 @@ class NodeCondition(KubeModel):
 OPTIONAL_NODE_OPERATIONS: Final = "DRAOptionalNodeOperations"
 
 
+class ContainerImage(KubeModel):
+    """An image the kubelet reports on its node (ImageLocality scores nodes by them)."""
+
+    names: list[str] = Field(default_factory=list)
+    size_bytes: int | None = None
+
+
 class NodeStatus(KubeModel):
     conditions: list[NodeCondition] = Field(default_factory=list)
     allocatable: dict[str, Quantity] = Field(default_factory=dict)
     capacity: dict[str, Quantity] = Field(default_factory=dict)
+    images: list[ContainerImage] = Field(default_factory=list)
     #: 1.37 (NodeDeclaredFeatures): features the kubelet declares it has, e.g.
     #: ``DRAOptionalNodeOperations``, which a device whose slice skips node operations needs.
     declared_features: list[str] = Field(default_factory=list)

@@ -337,7 +337,7 @@ def _decimal_integer(text: str) -> int | None:
     return value if -(2**63) <= value <= _MAX_INT64 else None
 
 
-def _tolerates(toleration: Toleration, taint: Taint, comparison: bool) -> bool:
+def tolerates(toleration: Toleration, taint: Taint, comparison: bool) -> bool:
     """core/v1 ToleratesTaint, with Gt/Lt when TaintTolerationComparisonOperators is on."""
     if not comparison or toleration.operator not in ("Gt", "Lt"):
         return toleration_matches(toleration, taint)
@@ -358,7 +358,7 @@ def _untolerated(node: Node, tolerations: Sequence[Toleration], comparison: bool
         return untolerated_taint(node, tolerations) is not None
     return any(
         taint.effect in BLOCKING_EFFECTS
-        and not any(_tolerates(t, taint, comparison) for t in tolerations)
+        and not any(tolerates(t, taint, comparison) for t in tolerations)
         for taint in node.spec.taints
     )
 

@@ -657,24 +657,24 @@ def _score_classes(resources: Iterable[Sequence[int]], shape: Shape) -> int:
 
 def _class_score(requested: int, capacity: int, shape: Shape) -> int:
     if capacity == 0 or requested > capacity:
-        return _broken_linear(_MAX_UTILIZATION, shape)
-    return _broken_linear(_go_div(requested * _MAX_UTILIZATION, capacity), shape)
+        return broken_linear(_MAX_UTILIZATION, shape)
+    return broken_linear(go_div(requested * _MAX_UTILIZATION, capacity), shape)
 
 
-def _broken_linear(p: int, shape: Shape) -> int:
+def broken_linear(p: int, shape: Shape) -> int:
     """helper.BuildBrokenLinearFunction with Go's integer division."""
     for i, (utilization, value) in enumerate(shape):
         if p <= utilization:
             if i == 0:
                 return value
             prev_utilization, prev_value = shape[i - 1]
-            return prev_value + _go_div(
+            return prev_value + go_div(
                 (value - prev_value) * (p - prev_utilization), utilization - prev_utilization
             )
     return shape[-1][1]
 
 
-def _go_div(a: int, b: int) -> int:
+def go_div(a: int, b: int) -> int:
     """Integer division truncating toward zero, as Go's."""
     q = abs(a) // abs(b)
     return q if (a >= 0) == (b > 0) else -q
