@@ -114,7 +114,8 @@ test: lint control-plane helm promtool
 # the default (the first of hack/controlplane/VERSIONS, 1.36.3) and the next minor, followed
 # from its newest pre-release (the last of VERSIONS when newer than VERSION: 1.38.0-beta.0;
 # hack/next-release.sh finds a newer tag and moves the pin). Each runs the integration tests of
-# the scheduler, the claim controllers, the pool validator and the driver, and the e2e scenarios.
+# the scheduler (beside that release's kube-scheduler too: test_whole_pod.py), the claim
+# controllers, the pool validator and the driver, and the e2e scenarios.
 # The next minor's set adds the pod group tests (NEXT_TESTS). `make test-release
 # RELEASE=v1.38.0-beta.0` runs the common set on any release of VERSIONS (TESTS="..." another).
 PREVIOUS_RELEASE := $(firstword $(shell cat hack/controlplane/VERSIONS))
@@ -125,7 +126,8 @@ RELEASE_TESTS := tests/integration/test_smoke.py tests/integration/test_feature_
   tests/integration/test_scheduler.py tests/integration/test_scheduler_scenarios.py \
   tests/integration/test_scheduler_faults.py tests/integration/test_preemption.py \
   tests/integration/test_extended_resources.py tests/integration/test_claim_controllers.py \
-  tests/integration/test_pool_validator.py tests/integration/driver
+  tests/integration/test_pool_validator.py tests/integration/test_whole_pod.py \
+  tests/integration/driver
 # Pod groups and 1.37's new fields, which 1.36 does not have.
 NEXT_TESTS := $(RELEASE_TESTS) tests/integration/test_gang_scheduling.py \
   tests/integration/test_group_preemption.py tests/integration/test_podgroup_claims.py \

@@ -11,7 +11,8 @@ import subprocess
 import tempfile
 import threading
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -21,9 +22,11 @@ import yaml
 from kubernetes_asyncio import client
 from prometheus_client.parser import text_string_to_metric_families
 
+from operators.api.features import format_feature_gates
 from operators.controllers.scheduler.handlers import Scheduler
 from operators.controllers.scheduler.settings import SchedulerSettings
 from operators.kube.api import ConflictError, KubeAPI, resource_of
+from operators.localcluster import controlplane
 from operators.localcluster.controlplane import feature_gates
 from operators.localcluster.manifests import apply_order
 from operators.runtime.app import register_login, run_operator
@@ -606,3 +609,76 @@ def render_chart(values: dict[str, Any] | None = None, **kwargs: Any) -> list[di
     rendered = helm_template(values, **kwargs)
     assert rendered.returncode == 0, rendered.stderr
     return [doc for doc in yaml.safe_load_all(rendered.stdout) if doc]
+
+
+# --- kube-scheduler and kube-controller-manager beside kopf-dra -------------------------------
+
+BUILD_UPSTREAM = Path(__file__).resolve().parents[2] / "hack" / "controlplane" / "build-upstream.sh"
+
+
+def upstream_bin() -> Path:
+    """kube-scheduler and kube-controller-manager of the control plane's release (cached)."""
+    done = subprocess.run(
+        ["bash", str(BUILD_UPSTREAM)], capture_output=True, text=True, check=True, timeout=3600
+    )
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
+@contextmanager
+def upstream(kubeconfig: Path, profile: str | None) -> Iterator[None]:
+    """kube-controller-manager's PV controller, and kube-scheduler with one profile named
+    ``profile`` (None: no kube-scheduler), of the control plane's release."""
+    bin_dir = upstream_bin()
+    gates = format_feature_gates(feature_gates())
+    with tempfile.TemporaryDirectory(prefix="upstream-") as tmp:
+        config = Path(tmp) / "scheduler.yaml"
+        config.write_text(
+            "apiVersion: kubescheduler.config.k8s.io/v1\n"
+            "kind: KubeSchedulerConfiguration\n"
+            f"clientConnection: {{kubeconfig: {kubeconfig}}}\n"
+            "leaderElection: {leaderElect: false}\n"
+            f"profiles: [{{schedulerName: {profile}}}]\n"
+        )
+        common = [
+            f"--authentication-kubeconfig={kubeconfig}",
+            f"--authorization-kubeconfig={kubeconfig}",
+            "--bind-address=127.0.0.1",
+            f"--feature-gates={gates}",
+        ]
+        argv: dict[str, list[str]] = {
+            "kube-scheduler": [
+                str(bin_dir / "kube-scheduler"),
+                f"--config={config}",
+                f"--secure-port={controlplane.free_port()}",
+                *common,
+            ],
+            "kube-controller-manager": [
+                str(bin_dir / "kube-controller-manager"),
+                f"--kubeconfig={kubeconfig}",
+                "--controllers=persistentvolume-binder",
+                "--leader-elect=false",
+                f"--secure-port={controlplane.free_port()}",
+                *common,
+            ],
+        }
+        if profile is None:
+            del argv["kube-scheduler"]
+        procs = []
+        try:
+            for name, cmd in argv.items():
+                log = (Path(tmp) / f"{name}.log").open("w")
+                procs.append(
+                    subprocess.Popen(
+                        cmd, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ)
+                    )
+                )
+            yield
+        finally:
+            for p in procs:
+                p.terminate()
+            for p in procs:
+                try:
+                    p.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()

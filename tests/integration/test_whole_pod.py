@@ -18,23 +18,17 @@ take it too.
 from __future__ import annotations
 
 import functools
-import os
 import random
 import re
-import subprocess
-import tempfile
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from operators.api.features import format_feature_gates
 from operators.controllers.scheduler.handlers import Scheduler
 from operators.kube.api import KubeAPI
-from operators.localcluster import controlplane
 from tests.integration.helpers import (
     bound_node,
     create_node,
@@ -42,80 +36,14 @@ from tests.integration.helpers import (
     running_operator,
     start_scheduler,
     unique,
+    upstream,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
-BUILD_UPSTREAM = ROOT / "hack" / "controlplane" / "build-upstream.sh"
 ZONE = "topology.kubernetes.io/zone"
 HOSTNAME = "kubernetes.io/hostname"
 SEED = 20261205
 PODS = 36
 J = dict[str, Any]
-
-
-def upstream_bin() -> Path:
-    """kube-scheduler and kube-controller-manager of the control plane's release (cached)."""
-    done = subprocess.run(
-        ["bash", str(BUILD_UPSTREAM)], capture_output=True, text=True, check=True, timeout=3600
-    )
-    return Path(done.stdout.strip().splitlines()[-1])
-
-
-@contextmanager
-def upstream(kubeconfig: Path, profile: str) -> Iterator[None]:
-    """kube-scheduler (one profile: ``profile``) and kube-controller-manager's PV controller."""
-    bin_dir = upstream_bin()
-    gates = format_feature_gates(controlplane.feature_gates())
-    with tempfile.TemporaryDirectory(prefix="upstream-") as tmp:
-        config = Path(tmp) / "scheduler.yaml"
-        config.write_text(
-            "apiVersion: kubescheduler.config.k8s.io/v1\n"
-            "kind: KubeSchedulerConfiguration\n"
-            f"clientConnection: {{kubeconfig: {kubeconfig}}}\n"
-            "leaderElection: {leaderElect: false}\n"
-            f"profiles: [{{schedulerName: {profile}}}]\n"
-        )
-        common = [
-            f"--authentication-kubeconfig={kubeconfig}",
-            f"--authorization-kubeconfig={kubeconfig}",
-            "--bind-address=127.0.0.1",
-            f"--feature-gates={gates}",
-        ]
-        argv = {
-            "kube-scheduler": [
-                str(bin_dir / "kube-scheduler"),
-                f"--config={config}",
-                f"--secure-port={controlplane.free_port()}",
-                *common,
-            ],
-            "kube-controller-manager": [
-                str(bin_dir / "kube-controller-manager"),
-                f"--kubeconfig={kubeconfig}",
-                "--controllers=persistentvolume-binder",
-                "--leader-elect=false",
-                f"--secure-port={controlplane.free_port()}",
-                *common,
-            ],
-        }
-        procs = []
-        try:
-            for name, cmd in argv.items():
-                log = (Path(tmp) / f"{name}.log").open("w")
-                procs.append(
-                    subprocess.Popen(
-                        cmd, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ)
-                    )
-                )
-            yield
-        finally:
-            for p in procs:
-                p.terminate()
-            for p in procs:
-                try:
-                    p.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
 
 
 @pytest.fixture

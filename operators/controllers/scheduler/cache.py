@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 from operators.allocator import AllocatedState, Allocator, Features, NodeViewCache
@@ -182,6 +182,10 @@ class SchedulerCache:
         # Pods this scheduler placed that the pod store does not show bound yet: the
         # snapshot's plugins see them on their node (upstream's assumed pods).
         self.assumed: dict[ObjectKey, Placed] = {}
+        # The plugins' view of each node's pods (``pods_on``): tuples replaced whole on change.
+        self._pods_by_node: dict[str, tuple[Pod, ...]] = {}
+        self._pod_node: dict[ObjectKey, str] = {}
+        self._assumed_on: dict[str, tuple[Pod, ...]] = {}
         # Bound pods with pod (anti-)affinity terms, and those with required anti-affinity.
         self._with_affinity: dict[ObjectKey, Placed] = {}
         self._with_anti: dict[ObjectKey, Placed] = {}
@@ -334,15 +338,19 @@ class SchedulerCache:
             if unless is None or not unless(body)
         ]
 
-    def pods_on(self, node: str) -> list[Pod]:
+    def pods_on(self, node: str) -> Sequence[Pod]:
         """The pods on ``node`` as the plugins see it: bound and not finished, and those this
-        scheduler assumed there."""
-        pods = self.running_on(node)
-        assumed = [pod for key, (at, pod) in self.assumed.items() if at == node]
+        scheduler assumed there. Called from the cycle's worker thread while the event loop
+        applies watch events: it reads only tuples the loop replaces whole (one dict lookup
+        each, atomic), never a structure the loop changes in place."""
+        pods = self._pods_by_node.get(node, ())
+        assumed = self._assumed_on.get(node, ())
         if not assumed:
             return pods
         bound = {(p.metadata.namespace, p.metadata.name) for p in pods}
-        return pods + [p for p in assumed if (p.metadata.namespace, p.metadata.name) not in bound]
+        return pods + tuple(
+            p for p in assumed if (p.metadata.namespace, p.metadata.name) not in bound
+        )
 
     def cluster(self) -> Snapshot:
         """The snapshot the pod-level plugins filter against (``scheduling.snapshot``)."""
@@ -436,9 +444,41 @@ class SchedulerCache:
         the pod on its node for the snapshot's plugins."""
         self.usage.assume(key, placement)
         if placement is None:
-            self.assumed.pop(key, None)
+            self._unassume(key)
         elif self.usage.node_of(key) == placement[0]:
+            self._unassume(key)
             self.assumed[key] = (placement[0], pod)
+            self._assumed_on[placement[0]] = (*self._assumed_on.get(placement[0], ()), pod)
+
+    def _unassume(self, key: ObjectKey) -> None:
+        found = self.assumed.pop(key, None)
+        if found is None:
+            return
+        node = found[0]
+        left = tuple(p for k, (at, p) in self.assumed.items() if at == node)
+        if left:
+            self._assumed_on[node] = left
+        else:
+            self._assumed_on.pop(node, None)
+
+    def _place(self, key: ObjectKey, node: str | None, pod: Pod | None) -> None:
+        """The plugins' view of ``key``: on ``node`` (None: on no node), replacing its tuple."""
+        for at in {self._pod_node.pop(key, None), node}:
+            if at is None:
+                continue
+            kept = tuple(
+                p
+                for p in self._pods_by_node.get(at, ())
+                if (p.metadata.namespace, p.metadata.name) != (key.namespace, key.name)
+            )
+            if at == node and pod is not None:
+                kept = (*kept, pod)
+            if kept:
+                self._pods_by_node[at] = kept
+            else:
+                self._pods_by_node.pop(at, None)
+        if node is not None and pod is not None:
+            self._pod_node[key] = node
 
     def nodes_with_pods(self) -> list[str]:
         return list(self.indices.keys("pods_on_node"))
@@ -529,6 +569,7 @@ class SchedulerCache:
         self.ledger.clear()
         self.usage.forget_assumed()
         self.assumed.clear()
+        self._assumed_on.clear()
         self.assumed_volumes.clear()
         self._volumes_version += 1
 
@@ -554,7 +595,8 @@ class SchedulerCache:
         if body is None or (body.get("status") or {}).get("phase") in TERMINAL_PHASES:
             self.usage.forget(key)
             self.pod_models.forget(key)
-            self.assumed.pop(key, None)
+            self._unassume(key)
+            self._place(key, None, None)
             self._with_affinity.pop(key, None)
             self._with_anti.pop(key, None)
             return
@@ -562,9 +604,10 @@ class SchedulerCache:
         if not node:
             self.usage.observe(key, None)
             return
-        self.assumed.pop(key, None)  # the store shows it bound: no longer assumed
+        self._unassume(key)  # the store shows it bound: no longer assumed
         pod = self.pod_models.parse(key, body)
         self.usage.observe(key, (node, bound_requests(pod, self.node_allocatable)))
+        self._place(key, node, pod)
         # Upstream's NodeInfo.PodsWithAffinity and PodsWithRequiredAntiAffinity, kept here
         # so that a cycle never walks every pod to find them.
         if has_affinity(pod):

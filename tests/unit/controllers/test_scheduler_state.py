@@ -67,6 +67,29 @@ def _pod(name: str, node: str | None, cpu: str = "1") -> dict[str, Any]:
     }
 
 
+async def test_the_plugins_see_each_nodes_bound_and_assumed_pods() -> None:
+    """The snapshot's pods per node (ports, volumes, pod affinity): bound pods from the store,
+    this scheduler's assumed ones until the store shows them bound; each node's pods a tuple
+    replaced whole, which the cycle's thread may read while events change the cache."""
+    s = Scheduler(SchedulerSettings())
+    s.cache.pods.apply("ADDED", _pod("a", "node-1"))
+    b = Pod.load(_pod("b", None))
+    s.cache.assume(ObjectKey("ns", "b"), b, ("node-1", {"cpu": Decimal(1)}))
+    seen = s.cache.pods_on("node-1")
+    assert isinstance(seen, tuple)
+    assert [p.metadata.name for p in seen] == ["a", "b"]
+    bound = _pod("b", "node-1")
+    bound["metadata"]["resourceVersion"] = "2"
+    s.cache.pods.apply("MODIFIED", bound)  # bound now: once, no longer assumed
+    assert [p.metadata.name for p in s.cache.pods_on("node-1")] == ["a", "b"]
+    assert s.cache.assumed == {}
+    s.cache.pods.apply("DELETED", _pod("a", "node-1"))
+    assert [p.metadata.name for p in s.cache.pods_on("node-1")] == ["b"]
+    assert seen != s.cache.pods_on("node-1")  # the tuple read before is left as it was
+    await s.deactivate()
+    assert [p.metadata.name for p in s.cache.pods_on("node-1")] == ["b"]
+
+
 async def test_allocations_come_from_cache_and_ledger_and_survive_losing_leadership() -> None:
     s = Scheduler(SchedulerSettings())
     s.cache.claims.apply("ADDED", _claim("5", allocated=True))
