@@ -42,7 +42,10 @@ from tests.integration.helpers import (
 ZONE = "topology.kubernetes.io/zone"
 HOSTNAME = "kubernetes.io/hostname"
 SEED = 20261205
-PODS = 36
+PODS = 48
+#: Each pod is given to kube-scheduler, to kopf-dra, and to kube-scheduler pinned to
+#: kopf-dra's node when the two chose differently.
+COPIES = ("up", "kd", "pin")
 J = dict[str, Any]
 
 
@@ -62,7 +65,6 @@ class Scene:
     def __init__(self, namespace: str) -> None:
         self.run = unique("sbs")
         self.namespace = namespace
-        self.rng = random.Random(SEED)
         self.nodes = [f"{self.run}-n{i}" for i in range(5)]
         self.zones = {n: f"z{i % 3}" for i, n in enumerate(self.nodes)}
         self.local = f"{self.run}-local"  # WaitForFirstConsumer, no provisioner
@@ -72,9 +74,17 @@ class Scene:
         return {"sbs": self.run}
 
     async def create(self, kube: KubeAPI) -> None:
+        taints = {
+            self.nodes[3]: [{"key": "busy", "effect": "PreferNoSchedule"}],
+            self.nodes[4]: [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}],
+        }
         for i, name in enumerate(self.nodes):
             await create_node(
-                kube, name, {"sbs": self.run, ZONE: self.zones[name]}, cpu=str(4 + 2 * i)
+                kube,
+                name,
+                {"sbs": self.run, ZONE: self.zones[name]},
+                cpu=str(4 + 2 * i),
+                taints=taints.get(name),
             )
         for name, mode, provisioner in (
             (self.local, "WaitForFirstConsumer", "kubernetes.io/no-provisioner"),
@@ -90,23 +100,44 @@ class Scene:
                 }
             )
         # A volume bound to its claim, on node 1 only.
-        await kube.create(self.local_pv("pinned", self.nodes[1]))
+        await kube.create(self.local_pv("pinned", self.nodes[1], claim="pinned"))
         await kube.create(self.claim("pinned", self.local, volume=f"{self.run}-pinned"))
         await kube.create(self.claim("never", self.immediate))
+        # A ReadWriteOncePod claim, bound, that a background pod uses.
+        await kube.create(self.local_pv("solo", self.nodes[2], "ReadWriteOncePod", claim="solo"))
+        await kube.create(
+            self.claim("solo", self.local, volume=f"{self.run}-solo", mode="ReadWriteOncePod")
+        )
+        # Each copy of a pod with a delayed claim gets a claim and a volume of its own, made
+        # now, so that both schedulers' informers hold them before the pods come.
+        for i, (_, extra) in enumerate(self.generated()):
+            node = extra.get("late")
+            if node is None:
+                continue
+            for copy in COPIES:
+                late = f"p{i}-{copy}-late"
+                await kube.create(self.local_pv(late, node, claim=late))
+                await kube.create(self.claim(late, self.local))
         for i, (node, labels, extra) in enumerate(self.background()):
             body = self.pod(f"bg-{i}", labels, extra)
             body["spec"]["nodeName"] = node
             body["spec"].pop("nodeSelector")
             await kube.create(body)
 
-    def local_pv(self, name: str, node: str) -> J:
+    def local_pv(
+        self, name: str, node: str, mode: str = "ReadWriteOnce", claim: str | None = None
+    ) -> J:
+        """A local volume on ``node``; ``claim``: kept for that claim (its claimRef), as an
+        administrator pre-binds a volume (no other claim may take it)."""
+        claim_ref = {"claimRef": {"namespace": self.namespace, "name": claim}} if claim else {}
         return {
             "apiVersion": "v1",
             "kind": "PersistentVolume",
             "metadata": {"name": f"{self.run}-{name}"},
             "spec": {
+                **claim_ref,
                 "capacity": {"storage": "1Gi"},
-                "accessModes": ["ReadWriteOnce"],
+                "accessModes": [mode],
                 "storageClassName": self.local,
                 "local": {"path": "/tmp"},
                 "nodeAffinity": {
@@ -123,9 +154,15 @@ class Scene:
             },
         }
 
-    def claim(self, name: str, storage_class: str, volume: str | None = None) -> J:
+    def claim(
+        self,
+        name: str,
+        storage_class: str,
+        volume: str | None = None,
+        mode: str = "ReadWriteOnce",
+    ) -> J:
         spec: J = {
-            "accessModes": ["ReadWriteOnce"],
+            "accessModes": [mode],
             "storageClassName": storage_class,
             "resources": {"requests": {"storage": "1Gi"}},
         }
@@ -146,6 +183,7 @@ class Scene:
             (self.nodes[2], {"app": "web"}, {}),
             (self.nodes[3], {"app": "cache"}, {"ports": [9090]}),
             (self.nodes[4], {"app": "lonely"}, {"anti": ("app", "web", HOSTNAME)}),
+            (self.nodes[2], {"app": "solo"}, {"claim": "solo"}),
         ]
         return out
 
@@ -163,9 +201,14 @@ class Scene:
         affinity: J = {}
         if "anti" in extra:
             key, value, topology = extra["anti"]
+            selector: J = (
+                {"matchExpressions": [{"key": key, "operator": "In", "values": value}]}
+                if isinstance(value, list)
+                else {"matchLabels": {key: value}}
+            )
             affinity["podAntiAffinity"] = {
                 "requiredDuringSchedulingIgnoredDuringExecution": [
-                    {"labelSelector": {"matchLabels": {key: value}}, "topologyKey": topology}
+                    {"labelSelector": selector, "topologyKey": topology}
                 ]
             }
         if "affinity" in extra:
@@ -191,15 +234,18 @@ class Scene:
         if affinity:
             spec["affinity"] = affinity
         if "spread" in extra:
-            topology, skew = extra["spread"]
-            spec["topologySpreadConstraints"] = [
-                {
-                    "maxSkew": skew,
-                    "topologyKey": topology,
-                    "whenUnsatisfiable": "DoNotSchedule",
-                    "labelSelector": {"matchLabels": {"app": labels.get("app", "")}},
-                }
-            ]
+            topology, skew, min_domains = extra["spread"]
+            constraint: J = {
+                "maxSkew": skew,
+                "topologyKey": topology,
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": labels.get("app", "")}},
+            }
+            if min_domains:
+                constraint["minDomains"] = min_domains
+            spec["topologySpreadConstraints"] = [constraint]
+        if extra.get("tolerate"):
+            spec["tolerations"] = [{"key": "dedicated", "operator": "Exists"}]
         if "claim" in extra:
             spec["volumes"] = [
                 {"name": "data", "persistentVolumeClaim": {"claimName": extra["claim"]}}
@@ -211,9 +257,16 @@ class Scene:
             "spec": spec,
         }
 
+    def copy(self, i: int, copy: str, labels: dict[str, str], extra: J) -> J:
+        """Pod ``i`` as given to one scheduler (``copy``: up, kd or pin), with its own delayed
+        claim where it has one."""
+        if "late" in extra:
+            extra = {**extra, "claim": f"p{i}-{copy}-late"}
+        return self.pod(f"p{i}-{copy}", labels, extra)
+
     def generated(self) -> list[tuple[dict[str, str], J]]:
         """The pods to place: each feature with its own odds, several at once."""
-        rng = self.rng
+        rng = random.Random(SEED)  # the same pods every time it is asked
         apps = ["web", "db", "cache", "batch"]
         out = []
         for _ in range(PODS):
@@ -226,11 +279,21 @@ class Scene:
             if rng.random() < 0.25:
                 extra["affinity"] = ("app", rng.choice(apps), rng.choice([HOSTNAME, ZONE]))
             if rng.random() < 0.3:
-                extra["spread"] = (rng.choice([HOSTNAME, ZONE]), 1)
+                extra["spread"] = (rng.choice([HOSTNAME, ZONE]), 1, None)
             if rng.random() < 0.2:
                 extra["claim"] = rng.choice(["pinned", "pinned", "never"])
             if rng.random() < 0.3:
                 extra["prefer"] = rng.choice(self.nodes)
+            if rng.random() < 0.2 and "claim" not in extra:
+                extra["late"] = rng.choice(self.nodes)  # a delayed claim, its volume there
+            elif rng.random() < 0.08 and "claim" not in extra:
+                extra["claim"] = "solo"  # ReadWriteOncePod, in use
+            if rng.random() < 0.15:
+                extra["anti"] = ("app", rng.sample(apps, 2), rng.choice([HOSTNAME, ZONE]))
+            if "spread" in extra and rng.random() < 0.4:
+                extra["spread"] = (*extra["spread"][:2], 4)  # more domains than zones
+            if rng.random() < 0.3:
+                extra["tolerate"] = True
             out.append((labels, extra))
         return out
 
@@ -247,9 +310,11 @@ def reasons(message: str) -> Counter[str]:
     found = re.match(r"0/(\d+) nodes are available: (.*)", message, re.S)
     assert found is not None, message
     filtered, _, preempted = found[2].partition(" preemption: ")
-    # After a PreFilter rejection kube-scheduler's DynamicResources PostFilter fails to read
-    # the state its PreFilter never wrote, and says so instead of preemption: ". not found".
-    filtered = filtered.removesuffix(". not found").rstrip(".")
+    # What kube-scheduler's DynamicResources PostFilter says before preemption's part: after a
+    # PreFilter rejection, that it cannot read the state its PreFilter never wrote (". not
+    # found", 1.37); for a pod without claims, on 1.36, "no new claims to deallocate, ".
+    filtered = filtered.removesuffix(". not found").removesuffix(" no new claims to deallocate,")
+    filtered = filtered.rstrip(".")
     out: Counter[str] = Counter({"nodes": int(found[1])})
     if not REASON.match(filtered):
         out[filtered] += 1  # a PreFilter rejection: no per-node counts
@@ -312,19 +377,14 @@ async def test_kopf_dra_and_kube_scheduler_agree_on_whole_pods(
     tally: Counter[str] = Counter()
     with upstream(kubeconfig, profile):
         # The PV controller binds the claim that names its volume before anything counts.
-        async def bound_claim() -> bool:
-            pvc = await kube.get("PersistentVolumeClaim", "pinned", namespace)
-            return (pvc.get("status") or {}).get("phase") == "Bound"
-
-        await eventually(bound_claim, within=60, what="the PV controller binding claim pinned")
+        await eventually(
+            functools.partial(claim_phase, kube, namespace, "pinned", "Bound"),
+            within=60,
+            what="the PV controller binding claim pinned",
+        )
         for i, (labels, extra) in enumerate(scene.generated()):
-            body = scene.pod(f"p{i}", labels, extra)
-            theirs = await placed(
-                kube, {**body, "metadata": {**body["metadata"], "name": f"p{i}-up"}}, profile
-            )
-            ours = await placed(
-                kube, {**body, "metadata": {**body["metadata"], "name": f"p{i}-kd"}}, "kopf-dra"
-            )
+            theirs = await placed(kube, scene.copy(i, "up", labels, extra), profile)
+            ours = await placed(kube, scene.copy(i, "kd", labels, extra), "kopf-dra")
             case = f"p{i} {labels} {extra}"
             if theirs[0] != ours[0]:
                 differences.append(f"{case}: kube-scheduler {theirs}, kopf-dra {ours}")
@@ -339,7 +399,7 @@ async def test_kopf_dra_and_kube_scheduler_agree_on_whole_pods(
             if theirs[1] == ours[1]:
                 tally["same node"] += 1
                 continue
-            pinned = scene.pod(f"p{i}-pin", labels, extra)
+            pinned = scene.copy(i, "pin", labels, extra)
             pinned["spec"]["nodeSelector"] = {**scene.selector(), HOSTNAME: ours[1]}
             check = await placed(kube, pinned, profile)
             if check != ("bound", ours[1]):
@@ -351,6 +411,11 @@ async def test_kopf_dra_and_kube_scheduler_agree_on_whole_pods(
     # The set exercises both verdicts.
     assert tally["bound"], tally
     assert tally["unschedulable"], tally
+
+
+async def claim_phase(kube: KubeAPI, namespace: str, name: str, phase: str) -> bool:
+    pvc = await kube.get("PersistentVolumeClaim", name, namespace)
+    return bool((pvc.get("status") or {}).get("phase") == phase)
 
 
 async def test_a_delayed_binding_volume_is_bound_where_the_pod_goes(
@@ -379,5 +444,9 @@ async def test_a_delayed_binding_volume_is_bound_where_the_pod_goes(
             )
             assert got == scene.nodes[3], scheduler
             pvc = await kube.get("PersistentVolumeClaim", f"late-{who}", namespace)
-            assert pvc["spec"]["volumeName"] == f"{scene.run}-late-{who}"
-            assert pvc["status"]["phase"] == "Bound"
+            assert pvc["spec"]["volumeName"] == f"{scene.run}-late-{who}", scheduler
+            # The PV controller writes the claim's phase after its volume name (a second write).
+            await eventually(
+                functools.partial(claim_phase, kube, namespace, f"late-{who}", "Bound"),
+                what=f"claim late-{who} Bound",
+            )
