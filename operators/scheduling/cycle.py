@@ -547,9 +547,11 @@ def prefer_nominated(result: CycleResult, nominated: str | None) -> NodeFit | No
     return result.chosen
 
 
-def unschedulable_message(total_nodes: int, result: CycleResult, max_reasons: int = 6) -> str:
-    """kube-scheduler's "0/N nodes are available: ..." with DRA details, short enough for a
-    pod condition."""
+def unschedulable_message(
+    total_nodes: int, result: CycleResult, max_reasons: int | None = None
+) -> str:
+    """kube-scheduler's "0/N nodes are available: ..." with DRA details: every reason, as
+    kube-scheduler lists them (``max_reasons``: at most that many, then how many more)."""
     if result.pod_error:
         return result.pod_error
     if result.rejected is not None:
@@ -564,6 +566,6 @@ def unschedulable_message(total_nodes: int, result: CycleResult, max_reasons: in
         if detail:
             text += f": {detail}"
         parts.append(text)
-    if len(counts) > max_reasons:
+    if max_reasons is not None and len(counts) > max_reasons:
         parts.append(f"{len(counts) - max_reasons} more reasons")
     return f"0/{total_nodes} nodes are available: " + "; ".join(parts) + "."

@@ -56,10 +56,6 @@ def untolerated_taint(node: Node, tolerations: Iterable[Toleration]) -> Taint | 
     return None
 
 
-def node_ready(node: Node) -> bool:
-    return any(c.type == "Ready" and c.status == "True" for c in node.status.conditions)
-
-
 def affinity_matches(pod: Pod, node: Node) -> bool:
     """spec.nodeSelector and required node affinity (terms ORed, expressions ANDed)."""
     labels = node.metadata.labels
@@ -315,8 +311,8 @@ def node_failure(
     """The first non-DRA reason this node cannot take the pod, in kube-scheduler's words
     (``delegated``: as for ``insufficient_resources``; ``filters``: the pod's other plugins,
     ``pod_filters``, each at its place in upstream's order)."""
-    if not node_ready(node):
-        return "node(s) were not ready"
+    # No readiness check: kube-scheduler has none (1.36-1.38). A node that is not ready gets
+    # the node lifecycle controller's not-ready/unreachable taints, which TaintToleration reads.
     if node.spec.unschedulable and not any(
         toleration_matches(t, UNSCHEDULABLE_TAINT) for t in pod.spec.tolerations
     ):

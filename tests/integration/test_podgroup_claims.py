@@ -267,9 +267,11 @@ async def test_the_podgroups_reservation_goes_with_the_podgroup_alone(
         return [r["resource"] for r in (await status()).get("reservedFor") or []]
 
     before = reservations.queue.processed
-    fresh = await kube.get("Pod", "worker-0", namespace)
-    fresh["status"]["phase"] = "Succeeded"
-    await kube.replace_status(fresh)
+    # A patch, as a kubelet reports the phase: the claim-template controller may still be
+    # writing the pod's claim statuses (a read-modify-replace would race it into a 409).
+    await kube.patch(
+        "Pod", "worker-0", {"status": {"phase": "Succeeded"}}, namespace, subresource="status"
+    )
     await eventually(
         lambda: _equals(consumers(), ["podgroups"]), what="the pod's entry gone, the group's kept"
     )

@@ -101,6 +101,13 @@ async def test_a_stranded_claim_is_deallocated_and_the_pod_placed_elsewhere(
         node["spec"]["unschedulable"] = True
         await kube.replace(node)
     elif fault == "not-ready":
+        # What the node lifecycle controller does to a node whose kubelet stops reporting:
+        # the condition, and the taints the scheduler reads (it checks no condition itself).
+        node["spec"]["taints"] = [
+            {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"},
+            {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"},
+        ]
+        node = await kube.replace(node)
         node["status"]["conditions"][0]["status"] = "False"
         await kube.replace_status(node)
     else:

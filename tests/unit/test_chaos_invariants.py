@@ -323,8 +323,13 @@ def test_a_pending_pod_without_a_reason() -> None:
 
 
 def test_node_checks_come_first() -> None:
-    """A free device on a node the pod cannot go to is no fit (cordoned, not ready)."""
-    for blocked in (s.node("node-3", unschedulable=True), s.node("node-3", ready="False")):
+    """A free device on a node the pod cannot go to is no fit (cordoned, not ready: tainted
+    so by the node lifecycle controller, which is what keeps pods off it)."""
+    not_ready = s.taint("node.kubernetes.io/not-ready", None, "NoSchedule")
+    for blocked in (
+        s.node("node-3", unschedulable=True),
+        s.node("node-3", ready="False", taints=[not_ready]),
+    ):
         snapshot = replace(
             HEALTHY,
             nodes=(*HEALTHY.nodes, blocked),

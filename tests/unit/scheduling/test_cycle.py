@@ -257,11 +257,11 @@ class RecordingAllocator(Allocator):
 
 
 def test_no_claims_needs_no_allocator() -> None:
-    nodes = [node(NODE2), node(NODE1), node(NODE3, ready="False")]
+    nodes = [node(NODE2), node(NODE1), node(NODE3, unschedulable=True)]
     got = run_cycle(pod(), [], nodes, {}, None)
     assert [f.node for f in got.fits] == [NODE1, NODE2]
     assert all(f.results == {} for f in got.fits)
-    assert got.failures == {NODE3: "node(s) were not ready"}
+    assert got.failures == {NODE3: "node(s) were unschedulable"}
     assert got.pod_error is None
     assert got.chosen is not None
     assert got.chosen.node == NODE1
@@ -364,8 +364,8 @@ def test_run_cycle_refuses_a_node_lacking_optional_node_operations() -> None:
 
 def test_node_filters_are_reported_before_the_allocated_claim() -> None:
     c = gpu_claim(allocation=allocated(on=NODE1))
-    got = run_cycle(pod(), [c], [node(NODE2, ready="False")], {}, None)
-    assert got.failures == {NODE2: "node(s) were not ready"}
+    got = run_cycle(pod(), [c], [node(NODE2, unschedulable=True)], {}, None)
+    assert got.failures == {NODE2: "node(s) were unschedulable"}
 
 
 @pytest.mark.parametrize(
@@ -661,10 +661,10 @@ def test_prefer_nominated(fits: list[str], nominated: str | None, chosen: str | 
         ),
         pytest.param(
             1,
-            {NODE1: "node(s) were not ready"},
+            {NODE1: "node(s) were unschedulable"},
             {},
             6,
-            "0/1 nodes are available: 1 node(s) were not ready.",
+            "0/1 nodes are available: 1 node(s) were unschedulable.",
             id="one",
         ),
         pytest.param(
@@ -713,7 +713,7 @@ def test_unschedulable_message_from_a_real_cycle() -> None:
     nodes = [
         node(NODE1),
         node(NODE2),
-        node(NODE3, ready="False"),
+        node(NODE3, unschedulable=True),
         node("node-4", taints=[taint("gpu", "true")]),
     ]
     got = run_cycle(pod(), [gpu_claim(count=2)], nodes, {}, allocator(CLASSES, slices))
@@ -721,7 +721,7 @@ def test_unschedulable_message_from_a_real_cycle() -> None:
     message = unschedulable_message(len(nodes), got)
     where = f"cannot allocate claim {KEY0}, request {REQ0}"
     assert message.startswith(f"0/4 nodes are available: 2 {where}: ")
-    assert message.endswith("; 1 node(s) had untolerated taint(s); 1 node(s) were not ready.")
+    assert message.endswith("; 1 node(s) had untolerated taint(s); 1 node(s) were unschedulable.")
     assert got.details[where] in message
 
 
@@ -852,13 +852,13 @@ def test_known_unsatisfiable_nodes_are_explained_by_their_node_filters_first() -
     got = run_cycle(
         pod(),
         claims,
-        [node(NODE1, ready="False"), node(NODE2)],
+        [node(NODE1, unschedulable=True), node(NODE2)],
         {},
         the_allocator,
         known_unsatisfiable=known,
     )
     assert got.fits == ()
-    assert got.failures[NODE1] == "node(s) were not ready"
+    assert got.failures[NODE1] == "node(s) were unschedulable"
     assert got.failures[NODE2].startswith(f"cannot allocate claim {KEY0}")
 
 

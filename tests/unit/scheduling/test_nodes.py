@@ -17,7 +17,6 @@ from operators.scheduling.nodes import (
     affinity_matches,
     insufficient_resources,
     node_failure,
-    node_ready,
     pod_requests,
     toleration_matches,
     untolerated_taint,
@@ -171,12 +170,13 @@ def test_untolerated_taint_never_reports_prefer_no_schedule(
 # --- readiness ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("ready", "expected"),
-    [("True", True), ("False", False), ("Unknown", False), (None, False)],
-)
-def test_node_ready(ready: str | None, expected: bool) -> None:
-    assert node_ready(node(ready=ready)) is expected
+@pytest.mark.parametrize("ready", ["True", "False", "Unknown", None])
+def test_readiness_is_no_filter_of_its_own(ready: str | None) -> None:
+    """As kube-scheduler: a node that is not ready is refused through the taints the node
+    lifecycle controller gives it, not for its condition."""
+    assert node_failure(pod(), node(ready=ready), {}, NodeUsage()) is None
+    tainted = node(ready=ready, taints=[taint("node.kubernetes.io/not-ready", None, "NoExecute")])
+    assert node_failure(pod(), tainted, {}, NodeUsage()) == "node(s) had untolerated taint(s)"
 
 
 # --- nodeSelector and required node affinity ---------------------------------------------
@@ -606,8 +606,8 @@ UNSCHEDULABLE_TOLERATION = {
 FAILURE_CASES = [
     # (node, pod, usage, reason)
     pytest.param(node(), pod(), NodeUsage(), None, id="fits"),
-    pytest.param(node(ready=None), pod(), NodeUsage(), "node(s) were not ready", id="no-ready"),
-    pytest.param(node(ready="False"), pod(), NodeUsage(), "node(s) were not ready", id="not-ready"),
+    pytest.param(node(ready=None), pod(), NodeUsage(), None, id="no-ready"),
+    pytest.param(node(ready="False"), pod(), NodeUsage(), None, id="not-ready"),
     pytest.param(
         node(unschedulable=True), pod(), NodeUsage(), "node(s) were unschedulable", id="cordoned"
     ),
@@ -708,8 +708,8 @@ FAILURE_CASES = [
         node(ready="False", unschedulable=True),
         pod(),
         NodeUsage(),
-        "node(s) were not ready",
-        id="not-ready-before-unschedulable",
+        "node(s) were unschedulable",
+        id="not-ready-is-no-filter",
     ),
     pytest.param(
         node(unschedulable=True, taints=[taint("gpu")]),
