@@ -145,19 +145,24 @@ def claim_status_resources(
 
 
 def pod_requests(
-    pod: Pod, claim_statuses: Sequence[NodeAllocatableResourceClaimStatus] = ()
+    pod: Pod,
+    claim_statuses: Sequence[NodeAllocatableResourceClaimStatus] = (),
+    *,
+    of: Callable[[Container], Mapping[str, Quantity]] = _requests,
+    pod_level: bool = True,
 ) -> dict[str, Decimal]:
     """Effective requests as kube-scheduler computes them (incl. sidecars and overhead).
 
-    The containers' aggregate (``aggregate_containers``), plus what ``claim_statuses`` say the
-    pod's claims take of the node (DRANodeAllocatableResources; empty with the gate off).
-    Pod-level requests (``spec.resources``) replace that sum for cpu, memory and hugepages.
-    Pod overhead comes on top.
+    The containers' aggregate (``aggregate_containers`` over ``of``: a scorer's defaults for
+    missing requests), plus what ``claim_statuses`` say the pod's claims take of the node
+    (DRANodeAllocatableResources; empty with the gate off). Pod-level requests
+    (``spec.resources``) replace that sum for cpu, memory and hugepages (``pod_level``: a
+    scorer that skips them says so). Pod overhead comes on top.
     """
-    total = aggregate_containers(pod)
+    total = aggregate_containers(pod, of)
     for name, amount in claim_status_resources(claim_statuses).items():
         total[name] = total.get(name, Decimal(0)) + amount
-    if pod.spec.resources is not None:
+    if pod_level and pod.spec.resources is not None:
         for name, q in pod.spec.resources.requests.items():
             if pod_level_resource(name):
                 total[name] = q.value

@@ -62,11 +62,10 @@ from operators.api.core import (
 from operators.api.quantity import Quantity
 from operators.cel.library.strings import go_quote
 from operators.scheduling.nodes import (
-    aggregate_containers,
     bound_requests,
-    claim_status_resources,
     is_scalar_resource,
     pod_level_resource,
+    pod_requests,
 )
 from operators.scheduling.plugins.interpodaffinity import (
     aggregate_errors,
@@ -354,17 +353,8 @@ def _requests(
 ) -> dict[str, Decimal]:
     """resourcehelper.PodRequests with NonMissingContainerRequests ``missing``: the containers'
     aggregate (defaults per container), the claims' node resources, pod-level requests
-    (``pod_level``: not skipped), overhead. ``nodes.pod_requests`` without the defaults."""
-    total = aggregate_containers(pod, _defaulting(missing))
-    for name, amount in claim_status_resources(claim_statuses).items():
-        total[name] = total.get(name, Decimal(0)) + amount
-    if pod_level and pod.spec.resources is not None:
-        for name, q in pod.spec.resources.requests.items():
-            if pod_level_resource(name):
-                total[name] = q.value
-    for name, q in pod.spec.overhead.items():
-        total[name] = total.get(name, Decimal(0)) + q.value
-    return total
+    (``pod_level``: not skipped), overhead: ``nodes.pod_requests`` with the defaults."""
+    return pod_requests(pod, claim_statuses, of=_defaulting(missing), pod_level=pod_level)
 
 
 def nonzero_requests(pod: Pod, *, pod_level_resources: bool = False) -> dict[str, int]:
