@@ -39,6 +39,7 @@ from operators.cel import CELEnvironment
 from operators.scheduling.binding_conditions import ConditionsState, allocated_node, binding_verdict
 from operators.scheduling.cycle import ClaimsNotReady, resolve_claims, run_cycle
 from operators.scheduling.nodes import UsageTracker, pod_requests
+from operators.scheduling.plugins.scores import counted_placement
 
 SCHEDULER_NAME: Final = "kopf-dra"
 UNRESERVED_LIMIT: Final = 60.0  # seconds
@@ -393,7 +394,7 @@ def _bound_usage(snapshot: Snapshot) -> UsageTracker:
     usage = UsageTracker()
     for p in snapshot.pods:
         if p.spec.node_name and not p.is_terminated:
-            usage.observe(p.key, (p.spec.node_name, pod_requests(p)))
+            usage.observe(p.key, counted_placement(p, p.spec.node_name, pod_requests(p)))
     return usage
 
 
@@ -662,7 +663,7 @@ def _gang_fits(snapshot: Snapshot, members: Sequence[Pod]) -> int:
         if fit is None:
             continue
         placed += 1
-        usage.observe(pod.key, (fit.node, pod_requests(pod)))
+        usage.observe(pod.key, counted_placement(pod, fit.node, pod_requests(pod)))
         for claim in resolved:
             result = fit.results.get(claim.key)
             if result is not None:

@@ -82,6 +82,11 @@ RESOURCES: Final[dict[str, Resource]] = {
         Resource("scheduling.k8s.io/v1beta1", "podgroups", True, "PodGroup"),
         Resource("scheduling.k8s.io/v1beta1", "workloads", True, "Workload"),
         Resource("policy/v1", "poddisruptionbudgets", True, "PodDisruptionBudget"),
+        # What PodTopologySpread's system defaults select a pod's peers by (and Services,
+        # below, which the deployment manifests hold too).
+        Resource("v1", "replicationcontrollers", True, "ReplicationController"),
+        Resource("apps/v1", "replicasets", True, "ReplicaSet"),
+        Resource("apps/v1", "statefulsets", True, "StatefulSet"),
         Resource("coordination.k8s.io/v1", "leases", True, "Lease"),
         Resource("apps/v1", "deployments", True, "Deployment"),
         Resource("apps/v1", "daemonsets", True, "DaemonSet"),

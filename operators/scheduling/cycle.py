@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from collections.abc import Mapping, MutableMapping, Sequence
-from decimal import Decimal
 
 from operators.allocator import (
     AllocatedState,
@@ -46,7 +45,16 @@ from operators.scheduling.nodes import NodeUsage, node_failure, pod_requests
 from operators.scheduling.plugins import Unresolvable
 from operators.scheduling.plugins.volumebinding import PodVolumes
 from operators.scheduling.pod_filters import PluginError, PodFilters
-from operators.scheduling.score import NodeOrder, Score, ScoreKey, ScorePolicy
+from operators.scheduling.score import (
+    DEFAULT_SCORING,
+    Candidate,
+    CycleScorer,
+    NodeOrder,
+    ResourceScorer,
+    Score,
+    ScoreKey,
+    Scoring,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,7 +151,7 @@ def run_cycle(
     usage: Mapping[str, NodeUsage],
     allocator: Allocator | None,
     *,
-    policy: ScorePolicy = "least-allocated",
+    scoring: Scoring = DEFAULT_SCORING,
     known_unsatisfiable: MutableMapping[str, KnownOutcome] | None = None,
     best_only: bool = False,
     nominated: str | None = None,
@@ -163,12 +171,11 @@ def run_cycle(
     unschedulable, a skipped node is explained by its own outcome (recomputed if anything was
     allocated since), so the message is the one a cycle without skipping gives.
 
-    With ``best_only``, nodes are visited in the order of the best score they could reach
-    (rank and binding devices 0, their utilisation known before allocating), and the visit
-    stops once a fit beats every node not yet visited: the chosen node is the one a full scan
-    picks, for a fraction of the allocator calls. ``nominated`` is visited first, and a fit
-    there ends the visit (it is preferred whatever its score). ``node_order`` keeps the
-    ranking of nodes by bound across cycles (the scheduler's: the same visit, cheaper).
+    Fits are scored as ``scoring`` says (``score``). With ``best_only``, nodes are visited by
+    the best total they could reach (``CycleScorer.bound``) until a fit beats every node left:
+    the full scan's choice for a fraction of the allocator calls. ``nominated`` is visited
+    first, and a fit there ends the visit (it is preferred whatever its score). ``node_order``
+    keeps the ranking of nodes by bound across cycles (the scheduler's: the same, cheaper).
     ``explain_all`` explains every node that does not fit even when others do (``simulate``;
     the scheduler only needs why when nothing fits).
 
@@ -185,12 +192,16 @@ def run_cycle(
     """
     if isinstance(filters, Unresolvable):
         return _rejected(filters)
+    order = node_order or NodeOrder()
+    scorer = _scorer(pod, claims, nodes, scoring, filters, order)
+    if isinstance(scorer, CycleResult):
+        return scorer
     cycle = _Cycle(
         pod,
         claims,
         usage,
         allocator,
-        policy,
+        scorer,
         None if makes_claim(extended) else known_unsatisfiable,
         explain_all,
         extended,
@@ -202,7 +213,7 @@ def run_cycle(
         return CycleResult((), {}, {}, error)
     try:
         cycle.visit(
-            *_visit_order(nodes, usage, cycle.requests, policy, best_only, nominated, node_order),
+            *_visit_order(nodes, usage, scorer.resources, best_only, nominated, order),
             best_only=best_only,
             nominated=nominated,
         )
@@ -213,6 +224,24 @@ def run_cycle(
     except (InvalidInputError, NodeAllocatableError, PluginError) as e:
         return CycleResult((), {}, {}, str(e))
     return cycle.result()
+
+
+def _scorer(
+    pod: Pod,
+    claims: Sequence[ResourceClaim],
+    nodes: Sequence[Node],
+    scoring: Scoring,
+    filters: PodFilters | None,
+    order: NodeOrder,
+) -> CycleScorer | CycleResult:
+    """The pod's scores for this cycle (their PreScore), or its error (a preferred node
+    affinity term that does not parse)."""
+    try:
+        snapshot = filters.snapshot if filters is not None else None
+        resources = ResourceScorer.of(pod, scoring)
+        return CycleScorer(pod, claims, scoring, snapshot, order.index(nodes), resources)
+    except InvalidInputError as e:
+        return CycleResult((), {}, {}, str(e))
 
 
 def _rejected(rejection: Unresolvable) -> CycleResult:
@@ -226,18 +255,17 @@ def _rejected(rejection: Unresolvable) -> CycleResult:
 def _visit_order(
     nodes: Sequence[Node],
     usage: Mapping[str, NodeUsage],
-    requests: Mapping[str, Decimal],
-    policy: ScorePolicy,
+    resources: ResourceScorer,
     best_only: bool,
     nominated: str | None,
-    node_order: NodeOrder | None,
+    node_order: NodeOrder,
 ) -> tuple[Sequence[Node], Sequence[ScoreKey]]:
-    """The nodes in the order a cycle visits them, with each one's score bound when
+    """The nodes in the order a cycle visits them, with each one's resource scores' key when
     ``best_only`` (else by name); the nominated node first, the others in the same order."""
     bounds: Sequence[ScoreKey] = ()
     order: Sequence[Node]
     if best_only:
-        bounds, order = (node_order or NodeOrder()).ranked(nodes, usage, requests, policy)
+        bounds, order = node_order.ranked(nodes, usage, resources)
     else:
         order = sorted(nodes, key=_node_name)
     if nominated:
@@ -259,7 +287,7 @@ class _Cycle:
         claims: Sequence[ResourceClaim],
         usage: Mapping[str, NodeUsage],
         allocator: Allocator | None,
-        policy: ScorePolicy,
+        scorer: CycleScorer,
         known_unsatisfiable: MutableMapping[str, KnownOutcome] | None,
         explain_all: bool,
         extended: ExtendedResources | None,
@@ -271,7 +299,7 @@ class _Cycle:
         self.requests = pod_requests(pod)
         self.usage = usage
         self.allocator = allocator
-        self.policy = policy
+        self.scorer = scorer
         self.known = known_unsatisfiable
         self.explain_all = explain_all
         self.extended = extended
@@ -280,7 +308,7 @@ class _Cycle:
         self.keys = tuple(c.key for c in self.to_allocate)
         self.failures: dict[str, str] = {}
         self.details: dict[str, str] = {}
-        self.fits: list[NodeFit] = []
+        self.fits: list[_Found] = []
         # By node: the outcome, and its claims' keys to this pod's (an outcome known from
         # another pod's claims of the same specs explains this pod's claims, not that pod's).
         self.unsatisfiable: list[tuple[str, Outcome, Mapping[str, str]]] = []
@@ -381,6 +409,8 @@ class _Cycle:
         nominated: str | None,
     ) -> None:
         """Each node in turn, until a fit beats every bound left (``best_only``)."""
+        scorer = self.scorer
+        best_only = best_only and not scorer.full_scan
         for position, node in enumerate(order):
             name = node.metadata.name or ""
             if (
@@ -389,7 +419,7 @@ class _Cycle:
                 and (
                     name == nominated
                     or self.fits[0].node == nominated
-                    or self.fits[0].score.key() <= bounds[position]
+                    or (scorer.dra_settled and self.fits[0].least <= scorer.bound(bounds[position]))
                 )
             ):
                 break
@@ -407,8 +437,7 @@ class _Cycle:
                     self.failures.setdefault(undecided.metadata.name or "", e.message)
                 break
             if best_only and fitted:
-                self.fits.sort(key=lambda f: (f.node != nominated, f.score))
-        self.fits.sort(key=lambda f: f.score)
+                self.fits.sort(key=lambda f: (f.node != nominated, f.least))
 
     def try_node(self, node: Node) -> bool:
         """Filter: the node's filters, then the pod's claims (and its special claim for
@@ -440,9 +469,13 @@ class _Cycle:
         if refused is not None:
             self.failures[name] = refused
             return False
-        score = Score.of(node, node_usage, self.requests, here, results, self.policy)
         volumes = self.filters.volumes.get(name) if self.filters is not None else None
-        self.fits.append(NodeFit(name, results, score, node_claim, statuses, volumes))
+        candidate = self.scorer.candidate(
+            node, node_usage, [*self.allocated, *here], results, volumes
+        )
+        self.fits.append(
+            _Found(name, candidate, self.scorer.least(candidate), node_claim, statuses)
+        )
         return True
 
     def skipped_fit_elsewhere(self) -> None:
@@ -500,14 +533,41 @@ class _Cycle:
                 self.details.setdefault(where, first.message)
                 if self.explain_all:
                     explanations[name] = first.message
+        scores = self.scorer.finish([f.candidate for f in self.fits])
+        fits = sorted(
+            (
+                NodeFit(
+                    f.node,
+                    f.candidate.results,
+                    scores[f.node],
+                    f.extended,
+                    f.statuses,
+                    f.candidate.volumes,
+                )
+                for f in self.fits
+            ),
+            key=lambda fit: fit.score.key(),
+        )
         return CycleResult(
-            tuple(self.fits),
+            tuple(fits),
             self.failures,
             self.details,
             unavailable=tuple(self.unavailable),
             timed_out=self.timed_out,
             explanations=explanations,
         )
+
+
+@dataclasses.dataclass(frozen=True)
+class _Found:
+    """A fit as the visit knows it: its scores before normalising over every fit, the least
+    its total can be (``CycleScorer.least``)."""
+
+    node: str
+    candidate: Candidate
+    least: ScoreKey
+    extended: ExtendedClaim | None
+    statuses: Statuses
 
 
 def unavailable_claim(claims: Sequence[ResourceClaim], node: Node) -> ResourceClaim | None:

@@ -7,6 +7,7 @@ so that identical reasons group into "N node(s) ..." in the unschedulable messag
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Protocol
@@ -186,9 +187,23 @@ class NodeUsage:
 
     requests: Mapping[str, Decimal] = dataclasses.field(default_factory=dict)
     pods: int = 0
+    #: NodeInfo.NonZeroRequested's (millicores, bytes): what the score plugins count of those
+    #: pods (a container without a cpu or memory request counts 100m / 200Mi); None: the
+    #: plain requests (nominated pods add to ``requests`` only: upstream scores without them).
+    nonzero: tuple[int, int] | None = None
+
+    def nonzero_requested(self) -> tuple[int, int]:
+        if self.nonzero is not None:
+            return self.nonzero
+        cpu, memory = self.requests.get("cpu"), self.requests.get("memory")
+        return (
+            math.ceil(cpu * 1000) if cpu is not None else 0,
+            math.ceil(memory) if memory is not None else 0,
+        )
 
 
-Placement = tuple[str, Mapping[str, Decimal]]  # node, the pod's requests
+#: node, the pod's requests, its non-zero (millicores, bytes) as the score plugins count them
+Placement = tuple[str, Mapping[str, Decimal], tuple[int, int]]
 
 
 class UsageTracker:
@@ -204,6 +219,7 @@ class UsageTracker:
         self._assumed: dict[Hashable, Placement] = {}
         self._totals: dict[str, dict[str, Decimal]] = {}
         self._pods: dict[str, int] = {}
+        self._nonzero: dict[str, tuple[int, int]] = {}
         self.usage: dict[str, NodeUsage] = {}
 
     def observe(self, key: Hashable, placement: Placement | None) -> None:
@@ -250,16 +266,19 @@ class UsageTracker:
         for placement, sign in ((before, -1), (after, 1)):
             if placement is None:
                 continue
-            node, requests = placement
+            node, requests, (cpu, memory) = placement
             totals = self._totals.setdefault(node, {})
             for name, value in requests.items():
                 totals[name] = totals.get(name, Decimal(0)) + sign * value
             self._pods[node] = self._pods.get(node, 0) + sign
+            before_cpu, before_memory = self._nonzero.get(node, (0, 0))
+            nonzero = (before_cpu + sign * cpu, before_memory + sign * memory)
+            self._nonzero[node] = nonzero
             if self._pods[node] <= 0:
-                del self._pods[node], self._totals[node]
+                del self._pods[node], self._totals[node], self._nonzero[node]
                 self.usage.pop(node, None)
             else:
-                self.usage[node] = NodeUsage(dict(totals), self._pods[node])
+                self.usage[node] = NodeUsage(dict(totals), self._pods[node], nonzero)
 
 
 def is_scalar_resource(name: str) -> bool:

@@ -71,6 +71,8 @@ class PluginSwitches:
     #: InPlacePodVerticalScalingSchedulerPreemption (1.37's alpha): a pod whose resize is
     #: deferred skips the plugins.
     skip_deferred_resize: bool = False
+    #: StorageCapacityScoring (alpha in 1.36, beta and on from 1.37): VolumeBinding scores.
+    storage_capacity_scoring: bool = True
 
     @classmethod
     def of(cls, release: Release, gates: Mapping[str, bool]) -> PluginSwitches:
@@ -82,6 +84,7 @@ class PluginSwitches:
             taint_comparison_operators=gates.get("TaintTolerationComparisonOperators", False),
             hostname_fast_path=gates.get("InterPodAffinityHostnameFastPath", False),
             skip_deferred_resize=gates.get("InPlacePodVerticalScalingSchedulerPreemption", False),
+            storage_capacity_scoring=gates.get("StorageCapacityScoring", False),
         )
 
     @property

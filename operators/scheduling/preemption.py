@@ -356,7 +356,8 @@ def with_nominated(
         requests = dict(before.requests)
         for name, value in n.requests.items():
             requests[name] = requests.get(name, Decimal(0)) + value
-        out[n.node] = NodeUsage(requests, before.pods + 1)
+        # Filters count them; scores do not (upstream scores the snapshot without them).
+        out[n.node] = NodeUsage(requests, before.pods + 1, before.nonzero_requested())
     return out
 
 

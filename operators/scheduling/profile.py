@@ -22,7 +22,7 @@ from operators.scheduling.attempt import DEFAULT_FILTER_TIMEOUT
 from operators.scheduling.groups import GroupRules
 from operators.scheduling.pod_filters import PluginSwitches
 from operators.scheduling.preemption import AlternativesPolicy
-from operators.scheduling.score import ScorePolicy
+from operators.scheduling.score import ScorePolicy, Scoring
 
 
 class Policies(BaseModel):
@@ -36,6 +36,12 @@ class Policies(BaseModel):
     )
     score_policy: Literal["least-allocated", "most-allocated"] = Field(
         default="least-allocated", description="Spread (least) or pack (most) pods over nodes"
+    )
+    ready_devices_weight: int = Field(
+        default=1,
+        ge=0,
+        description="Weight of kopf-dra's ReadyDevices score beside the default profile's "
+        "(the share of a node's allocated devices that wait for no binding condition); 0: off",
     )
     allocation_policy: Literal["first-fit", "best-fit"] = Field(
         default="first-fit",
@@ -133,6 +139,19 @@ class Profile:
     @property
     def score_policy(self) -> ScorePolicy:
         return self.policies.score_policy
+
+    @property
+    def scoring(self) -> Scoring:
+        """The score plugins: the release's default profile, the Fit strategy, ReadyDevices."""
+        switches = self.plugins
+        return Scoring(
+            policy=self.policies.score_policy,
+            release=switches.release,
+            ready_devices=self.policies.ready_devices_weight,
+            storage_capacity_scoring=switches.storage_capacity_scoring,
+            spread_match_label_keys=switches.spread_match_label_keys,
+            taint_comparison_operators=switches.taint_comparison_operators,
+        )
 
     @property
     def allocation_policy(self) -> Policy:

@@ -1,22 +1,27 @@
-"""How a feasible node is scored, and the best score a node can still reach before allocating.
+"""How a feasible node is scored: kube-scheduler's default profile, plus one plugin of kopf-dra's.
 
-Scores compare field by field, smaller first (a dataclass with ``order=True``):
+The plugins and weights are upstream's default profile of the cluster's release
+(``plugins.scores.DEFAULT_WEIGHTS``): TaintToleration, NodeAffinity, NodeResourcesFit,
+VolumeBinding, PodTopologySpread, InterPodAffinity, DynamicResources (the positions of the
+``firstAvailable`` alternatives chosen, KEP-4816), BalancedAllocation, ImageLocality; each
+normalised over the feasible nodes where upstream normalises, multiplied by its weight and
+summed (``plugins.scores.combine``). kopf-dra adds ``ReadyDevices`` (KEP-5007: the share of the
+pod's allocated devices that wait for no binding condition, so a node whose devices are ready
+binds sooner), weight ``--ready-devices-weight`` (1; 0 turns it off). Its score is the same on
+every node when no device has binding conditions, so it changes no upstream choice then. The
+highest total wins; a tie goes to the first node by name (upstream picks among ties at random).
 
-1. ``rank``: the sum of the positions of the ``firstAvailable`` alternatives chosen, 0 when
-   every prioritized request got its first choice (KEP-4816: a node that gives a better
-   alternative wins; upstream's DynamicResources score orders nodes the same way);
-2. ``binding_devices``: devices that must wait for binding conditions (KEP-5007: a node whose
-   devices are ready now binds sooner);
-3. ``utilisation``: the mean requested share of cpu and memory once the pod is placed,
-   negated when packing (most-allocated), so smaller is always better;
-4. ``node``: the name, so that ties break the same way every time.
-
-``upper_bound`` is the best score a node can reach before the allocator has run: rank and
-binding devices can only grow from 0, and utilisation does not depend on the devices chosen.
-Best-first search (``cycle.run_cycle(best_only=True)``) visits nodes by this bound and stops
-once a fit beats every bound left, so the bound must never be worse than the node's real
-score. A new rule goes into ``Score`` as a field and into both constructors below; the test
-that best-first equals a full scan runs over every policy.
+Best-first search (``cycle.run_cycle(best_only=True)``) visits nodes by an upper bound of their
+total known before allocating: the resource scores (Fit and BalancedAllocation, exact, kept
+sorted across cycles by ``NodeOrder``) plus the most each other plugin may add
+(``CycleScorer.headroom``); the visit stops once a fit's total beats every bound left. That is
+exact only where no normalisation depends on which nodes turn out feasible: when the pod's
+preferred node affinity, untolerated PreferNoSchedule taints, pod affinity scores or soft
+topology spread (its own, or the system defaults for a pod its Services or controller select)
+make those plugins differ between nodes, every node is visited
+(``CycleScorer.full_scan``); DynamicResources' normalisation is settled once a fit got every
+first choice (the most any node can score). Upstream scores a sample of the feasible nodes on
+clusters of 100 nodes or more (``percentageOfNodesToScore``); kopf-dra scores them all.
 """
 
 from __future__ import annotations
@@ -25,61 +30,179 @@ import bisect
 import dataclasses
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping, Sequence
-from decimal import Decimal
-from typing import Literal
+from typing import Final, Literal
 
-from operators.api.core import Node
+from operators.allocator.features import V1_37, V1_38
+from operators.api.core import Node, Pod
+from operators.api.features import Release
 from operators.api.resource import AllocationResult, ResourceClaim
 from operators.scheduling.nodes import NodeUsage
+from operators.scheduling.plugins import interpodaffinity, podtopologyspread, volumebinding
+from operators.scheduling.plugins.scores import (
+    BALANCED_ALLOCATION,
+    DEFAULT_WEIGHTS,
+    DYNAMIC_RESOURCES,
+    IMAGE_LOCALITY,
+    INTER_POD_AFFINITY,
+    MAX_NODE_SCORE,
+    NODE_AFFINITY,
+    NODE_RESOURCES_FIT,
+    POD_TOPOLOGY_SPREAD,
+    TAINT_TOLERATION,
+    VOLUME_BINDING,
+    PreferredTerm,
+    Strategy,
+    allocatable_ints,
+    balanced_allocation_score,
+    combine,
+    default_normalize,
+    fit_score,
+    image_locality_score,
+    image_sizes,
+    nonzero_requests,
+    normalized_image_name,
+    plain_requests,
+    preferred_score,
+    preferred_terms,
+    resource_ints,
+    taint_toleration_normalize,
+    taint_toleration_score,
+)
+from operators.scheduling.snapshot import Snapshot
 
 ScorePolicy = Literal["least-allocated", "most-allocated"]
 POLICIES: tuple[ScorePolicy, ...] = ("least-allocated", "most-allocated")
-ScoreKey = tuple[int, int, Decimal, str]
+#: (minus the total, node name): smaller first, so sorting keys puts the best node first.
+ScoreKey = tuple[int, str]
+#: kopf-dra's own score plugin (see the module docstring).
+READY_DEVICES: Final = "ReadyDevices"
+#: resourceapi.FirstAvailableDeviceRequestMaxSize: DynamicResources' score of a first choice.
+FIRST_AVAILABLE_MAX: Final = 8
 
 
-@dataclasses.dataclass(frozen=True, order=True, slots=True)
+@dataclasses.dataclass(frozen=True)
+class Scoring:
+    """The score plugins' configuration: the release's default profile, the Fit strategy
+    (``--score-policy``) and kopf-dra's ReadyDevices weight."""
+
+    policy: ScorePolicy = "least-allocated"
+    release: Release = V1_37
+    ready_devices: int = 1
+    #: StorageCapacityScoring (beta and on from 1.37): VolumeBinding scores.
+    storage_capacity_scoring: bool = True
+    spread_match_label_keys: bool = True
+    taint_comparison_operators: bool = False
+
+    @property
+    def weights(self) -> Mapping[str, int]:
+        return {**DEFAULT_WEIGHTS[str(self.release)], READY_DEVICES: self.ready_devices}
+
+    @property
+    def strategy(self) -> Strategy:
+        return "LeastAllocated" if self.policy == "least-allocated" else "MostAllocated"
+
+
+DEFAULT_SCORING: Final = Scoring()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Score:
-    """Smaller is better; see the module docstring for each field."""
+    """A feasible node's total (higher is better) and what it is made of."""
 
+    points: int
+    #: Sum of the positions of the firstAvailable alternatives chosen (0: all first choices).
     rank: int
+    #: Allocated devices that wait for binding conditions before the pod may bind.
     binding_devices: int
-    utilisation: Decimal
     node: str
+    #: Each plugin's normalised score (before its weight).
+    plugins: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
     def key(self) -> ScoreKey:
-        """The fields as a tuple: what sorting many nodes compares (C-speed comparisons)."""
-        return (self.rank, self.binding_devices, self.utilisation, self.node)
+        return (-self.points, self.node)
+
+
+@dataclasses.dataclass(frozen=True)
+class ResourceScorer:
+    """NodeResourcesFit's and BalancedAllocation's weighted scores of one pod shape: the part
+    of a total that needs no allocation and no other node (``NodeOrder`` keeps it sorted)."""
+
+    nonzero: tuple[tuple[str, int], ...]
+    plain: tuple[tuple[str, int], ...]
+    strategy: Strategy
+    fit_weight: int
+    balanced_weight: int
 
     @classmethod
-    def of(
-        cls,
-        node: Node,
-        usage: NodeUsage,
-        requests: Mapping[str, Decimal],
-        claims: Sequence[ResourceClaim],
-        results: Mapping[str, AllocationResult],
-        policy: ScorePolicy,
-    ) -> Score:
-        """The score of a node where ``claims`` got ``results``."""
+    def of(cls, pod: Pod, scoring: Scoring) -> ResourceScorer:
+        weights = scoring.weights
         return cls(
-            subrequest_rank(claims, results),
-            binding_devices(results),
-            _signed(utilisation(node, usage, requests), policy),
-            node.metadata.name or "",
+            tuple(
+                sorted(nonzero_requests(pod, pod_level_resources=scoring.release >= V1_38).items())
+            ),
+            tuple(sorted(plain_requests(pod).items())),
+            scoring.strategy,
+            weights[NODE_RESOURCES_FIT],
+            weights[BALANCED_ALLOCATION],
         )
+
+    def scores(self, node: Node, usage: NodeUsage) -> tuple[int, int]:
+        """(Fit, BalancedAllocation) of the node with ``usage``."""
+        allocatable = allocatable_ints(node)
+        requested = resource_ints(usage.requests)
+        nonzero = dict(requested)
+        nonzero["cpu"], nonzero["memory"] = usage.nonzero_requested()
+        fit = fit_score(dict(self.nonzero), allocatable, nonzero, self.strategy)
+        balanced = balanced_allocation_score(dict(self.plain), allocatable, requested)
+        return fit, balanced
+
+    def points(self, node: Node, usage: NodeUsage) -> int:
+        fit, balanced = self.scores(node, usage)
+        return self.fit_weight * fit + self.balanced_weight * balanced
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeIndex:
+    """What the scores read of all the nodes, built once per node list (``NodeOrder.index``):
+    ImageLocality's image sizes per node and how many nodes have each image; the nodes with a
+    PreferNoSchedule taint (TaintToleration differs between nodes only through them)."""
+
+    sizes: Mapping[str, Mapping[str, int]]
+    counts: Mapping[str, int]
+    total: int
+    prefer_no_schedule: Sequence[Node]
 
     @classmethod
-    def upper_bound(
-        cls, node: Node, usage: NodeUsage, requests: Mapping[str, Decimal], policy: ScorePolicy
-    ) -> Score:
-        """The best score ``node`` can reach, whatever the allocator chooses there."""
-        return cls(
-            0, 0, _signed(utilisation(node, usage, requests), policy), node.metadata.name or ""
-        )
+    def of(cls, nodes: Sequence[Node]) -> NodeIndex:
+        sizes: dict[str, Mapping[str, int]] = {}
+        counts: dict[str, int] = {}
+        tainted = []
+        for node in nodes:
+            if any(t.effect == "PreferNoSchedule" for t in node.spec.taints):
+                tainted.append(node)
+            if not node.status.images:
+                continue
+            of_node = image_sizes(node)
+            sizes[node.metadata.name or ""] = of_node
+            for name in of_node:
+                counts[name] = counts.get(name, 0) + 1
+        return cls(sizes, counts, len(nodes), tuple(tainted))
 
 
-def _signed(value: Decimal, policy: ScorePolicy) -> Decimal:
-    return value if policy == "least-allocated" else -value
+def dra_score(claims: Sequence[ResourceClaim], results: Mapping[str, AllocationResult]) -> int:
+    """DynamicResources' Score (computeScore): for every request with firstAvailable, 8 minus
+    the position of the alternative allocated, over the claims allocated before and now."""
+    score = 0
+    for claim in claims:
+        allocation = results.get(claim.key) or claim.status.allocation
+        if allocation is None:
+            continue
+        chosen = {r.request for r in allocation.devices.results if "/" in (r.request or "")}
+        for request in claim.spec.devices.requests:
+            for i, sub in enumerate(request.first_available):
+                if f"{request.name}/{sub.name}" in chosen:
+                    score += FIRST_AVAILABLE_MAX - i
+    return score
 
 
 def subrequest_rank(
@@ -111,22 +234,223 @@ def binding_devices(results: Mapping[str, AllocationResult]) -> int:
     )
 
 
-def utilisation(node: Node, usage: NodeUsage, requests: Mapping[str, Decimal]) -> Decimal:
-    """Mean requested fraction of cpu and memory after placing the pod."""
-    if not requests and not usage.requests:
-        return Decimal(0)  # nothing requested anywhere (run for every node of every cycle)
-    fractions = []
-    for name in ("cpu", "memory"):
-        have = node.status.allocatable.get(name)
-        if have is None or have.value <= 0:
-            continue
-        used = usage.requests.get(name, Decimal(0)) + requests.get(name, Decimal(0))
-        fractions.append(used / have.value)
-    return sum(fractions, Decimal(0)) / len(fractions) if fractions else Decimal(0)
+def ready_devices_score(results: Mapping[str, AllocationResult]) -> int:
+    """ReadyDevices: the share of the devices allocated here that wait for no binding
+    condition, 0..100 (100 when none is allocated)."""
+    total = sum(len(a.devices.results) for a in results.values())
+    if total == 0:
+        return MAX_NODE_SCORE
+    return MAX_NODE_SCORE * (total - binding_devices(results)) // total
+
+
+@dataclasses.dataclass
+class Candidate:
+    """What a cycle knows of a fit before the scores are normalised over all fits."""
+
+    node: Node
+    usage: NodeUsage
+    claims: Sequence[ResourceClaim]  # all the pod's claims on this node (its special one too)
+    results: Mapping[str, AllocationResult]
+    volumes: volumebinding.PodVolumes | None
+    known: int = 0  # the weighted scores that need no normalisation
+    dra: int = 0  # DynamicResources' raw score
+
+    @property
+    def name(self) -> str:
+        return self.node.metadata.name or ""
+
+
+class CycleScorer:
+    """One pod's scores in one cycle: what each fit is worth as it is found (for best-first
+    search), and the totals once every fit is known (``finish``)."""
+
+    def __init__(
+        self,
+        pod: Pod,
+        claims: Sequence[ResourceClaim],
+        scoring: Scoring,
+        snapshot: Snapshot | None,
+        index: NodeIndex,
+        resources: ResourceScorer,
+    ) -> None:
+        self.pod = pod
+        self.scoring = scoring
+        self.weights = scoring.weights
+        self.snapshot = snapshot
+        self.index = index
+        self.resources = resources
+        self.preferred: tuple[PreferredTerm, ...] | None = preferred_terms(pod)
+        self.affinity = (
+            interpodaffinity.pre_score(
+                pod, snapshot, keep_namespace_selector=scoring.release < V1_37
+            )
+            if snapshot is not None
+            else None
+        )
+        own = pod.spec.topology_spread_constraints
+        soft_spread = any(c.when_unsatisfiable == podtopologyspread.SCHEDULE_ANYWAY for c in own)
+        # The system-default constraints (ScheduleAnyway, by hostname and zone) for a pod
+        # without its own, over the peers its Services and controller select.
+        self.spread_selector = None
+        if snapshot is not None and not own:
+            peers = snapshot.peers_of(pod)
+            self.spread_selector = podtopologyspread.default_selector(
+                pod,
+                peers.services,
+                peers.replication_controllers,
+                peers.replica_sets,
+                peers.stateful_sets,
+            )
+        self.spread = snapshot is not None and (soft_spread or self.spread_selector is not None)
+        comparison = scoring.taint_comparison_operators
+        self.taints = any(
+            taint_toleration_score(pod, n, comparison=comparison) for n in index.prefer_no_schedule
+        )
+        #: Normalised plugins that may differ between nodes: every node is visited.
+        self.full_scan = bool(self.preferred) or self.taints or self.spread or bool(self.affinity)
+        # DynamicResources: what a node scores when every request gets its first choice, and
+        # whether any node can score less.
+        fixed = dra_score([c for c in claims if c.is_allocated], {})
+        open_requests = [r for c in claims if not c.is_allocated for r in c.spec.devices.requests]
+        self.dra_best = fixed + FIRST_AVAILABLE_MAX * sum(
+            1 for r in open_requests if r.first_available
+        )
+        self.dra_varies = any(len(r.first_available) > 1 for r in open_requests)
+        self.dra_settled = not self.dra_varies
+        images_here = self._pod_images_anywhere()
+        self.headroom = (
+            self.weights[READY_DEVICES] * MAX_NODE_SCORE
+            + (self.weights[DYNAMIC_RESOURCES] * MAX_NODE_SCORE if self.dra_varies else 0)
+            + (self.weights[IMAGE_LOCALITY] * MAX_NODE_SCORE if images_here else 0)
+            + (self.weights[VOLUME_BINDING] * MAX_NODE_SCORE if self._volumes() else 0)
+        )
+        """The most the plugins beyond Fit and BalancedAllocation may add to a node's
+        total in the visit's comparisons (plugins equal on every node count 0)."""
+
+    def _pod_images_anywhere(self) -> bool:
+        if not self.index.counts:
+            return False
+        images = [
+            c.image or "" for c in (*self.pod.spec.init_containers, *self.pod.spec.containers)
+        ]
+        return any(normalized_image_name(i) in self.index.counts for i in images) or any(
+            v.source("image") is not None for v in self.pod.spec.volumes
+        )
+
+    def _volumes(self) -> bool:
+        name = self.pod.metadata.name or ""
+        return self.scoring.storage_capacity_scoring and any(
+            v.claim_name(name) is not None for v in self.pod.spec.volumes
+        )
+
+    def image_score(self, node: Node) -> int:
+        return image_locality_score(
+            self.pod,
+            self.index.sizes.get(node.metadata.name or "", {}),
+            self.index.total,
+            self.index.counts,
+            count_image_volumes=self.scoring.release >= V1_37,
+        )
+
+    def volume_score(self, volumes: volumebinding.PodVolumes | None) -> int:
+        found = volumebinding.score(
+            volumes, storage_capacity_scoring=self.scoring.storage_capacity_scoring
+        )
+        return found or 0
+
+    def candidate(
+        self,
+        node: Node,
+        usage: NodeUsage,
+        claims: Sequence[ResourceClaim],
+        results: Mapping[str, AllocationResult],
+        volumes: volumebinding.PodVolumes | None,
+    ) -> Candidate:
+        """A fit with the scores known without the other fits."""
+        w = self.weights
+        found = Candidate(node, usage, claims, results, volumes)
+        found.dra = dra_score(claims, results) if claims else 0
+        if found.dra == self.dra_best:
+            self.dra_settled = True
+        found.known = (
+            self.resources.points(node, usage)
+            + w[IMAGE_LOCALITY] * self.image_score(node)
+            + w[VOLUME_BINDING] * self.volume_score(volumes)
+            + w[READY_DEVICES] * ready_devices_score(results)
+        )
+        return found
+
+    def least(self, found: Candidate) -> ScoreKey:
+        """The least a fit's total can be in the visit's comparisons (``headroom``'s terms):
+        DynamicResources' normalised by the most any node can score."""
+        dra = 0
+        if self.dra_varies and self.dra_best:
+            dra = self.weights[DYNAMIC_RESOURCES] * (MAX_NODE_SCORE * found.dra // self.dra_best)
+        return (-(found.known + dra), found.name)
+
+    def bound(self, resource_key: ScoreKey) -> ScoreKey:
+        """The most a node not visited yet can reach, from its resource scores' key."""
+        return (resource_key[0] - self.headroom, resource_key[1])
+
+    def finish(self, found: Sequence[Candidate]) -> dict[str, Score]:
+        """Every fit's total: the plugins normalised over the fits found, weighted, summed."""
+        if not found:
+            return {}
+        pod, w = self.pod, self.weights
+        comparison = self.scoring.taint_comparison_operators
+        fits: dict[str, tuple[int, int]] = {}
+        per_plugin: dict[str, Mapping[str, int]] = {
+            TAINT_TOLERATION: taint_toleration_normalize(
+                {f.name: taint_toleration_score(pod, f.node, comparison=comparison) for f in found}
+            ),
+            DYNAMIC_RESOURCES: default_normalize({f.name: f.dra for f in found}, reverse=False),
+        }
+        if self.preferred:
+            per_plugin[NODE_AFFINITY] = default_normalize(
+                {f.name: preferred_score(self.preferred, f.node) for f in found}, reverse=False
+            )
+        if self.affinity is not None:
+            per_plugin[INTER_POD_AFFINITY] = interpodaffinity.normalize(
+                {f.name: interpodaffinity.score(self.affinity, f.node) for f in found}
+            )
+        if self.spread and self.snapshot is not None:
+            state = podtopologyspread.pre_score(
+                pod,
+                self.snapshot,
+                [f.node for f in found],
+                default_selector=self.spread_selector,
+                match_label_keys=self.scoring.spread_match_label_keys,
+                taint_comparison_operators=comparison,
+                count_empty_selector=self.scoring.release >= V1_38,
+            )
+            if state is not None:
+                per_plugin[POD_TOPOLOGY_SPREAD] = podtopologyspread.score_nodes(
+                    state, pod, [f.node for f in found]
+                )
+        for f in found:
+            fits[f.name] = self.resources.scores(f.node, f.usage)
+        per_plugin[NODE_RESOURCES_FIT] = {n: s[0] for n, s in fits.items()}
+        per_plugin[BALANCED_ALLOCATION] = {n: s[1] for n, s in fits.items()}
+        per_plugin[IMAGE_LOCALITY] = {f.name: self.image_score(f.node) for f in found}
+        if self.scoring.storage_capacity_scoring:
+            per_plugin[VOLUME_BINDING] = {f.name: self.volume_score(f.volumes) for f in found}
+        if w[READY_DEVICES]:
+            per_plugin[READY_DEVICES] = {f.name: ready_devices_score(f.results) for f in found}
+        totals = combine(per_plugin, w)
+        out = {}
+        for f in found:
+            out[f.name] = Score(
+                totals.get(f.name, 0),
+                subrequest_rank(f.claims, f.results),
+                binding_devices(f.results),
+                f.name,
+                {p: scores[f.name] for p, scores in per_plugin.items() if f.name in scores},
+            )
+        return out
 
 
 class _Ranking:
-    """One request shape's nodes, sorted by bound, and what each bound was computed from."""
+    """One request shape's nodes, sorted by key, and what each key was computed from."""
 
     def __init__(self) -> None:
         self.keys: list[ScoreKey] = []  # sorted
@@ -146,32 +470,42 @@ class _Ranking:
             self.nodes.insert(at, node)
 
 
-class NodeOrder:
-    """Nodes by the best score they can reach (``Score.upper_bound``), kept across cycles.
+def resource_key(node: Node, usage: NodeUsage | None, scorer: ResourceScorer) -> ScoreKey:
+    return (-scorer.points(node, usage or NodeUsage()), node.metadata.name or "")
 
-    Ranking every node for every pod cost O(n log n) Decimal work per cycle, most of a cycle
-    at 5,000 nodes. A node's bound changes only when the node does (a new object per
-    resourceVersion) or its usage does (a new ``NodeUsage`` whenever a pod lands or leaves), so
-    each request shape keeps its ranking and re-ranks only the nodes whose objects changed,
+
+class NodeOrder:
+    """Nodes by their resource scores (``ResourceScorer``), best first, kept across cycles;
+    and the nodes' ``NodeIndex``.
+
+    Ranking every node for every pod cost O(n log n) work per cycle, most of a cycle at 5,000
+    nodes. A node's resource scores change only when the node does (a new object per
+    resourceVersion) or its usage does (a new ``NodeUsage`` whenever a pod lands or leaves),
+    so each request shape keeps its ranking and re-ranks only the nodes whose objects changed,
     found by identity in one pass. Pure and single-threaded: one cycle at a time uses it.
     """
 
     def __init__(self, shapes: int = 16) -> None:
         self.shapes = shapes
         self._rankings: OrderedDict[Hashable, _Ranking] = OrderedDict()
+        self._index: tuple[Sequence[Node], NodeIndex] | None = None
+
+    def index(self, nodes: Sequence[Node]) -> NodeIndex:
+        """The index of ``nodes``, rebuilt when the node list is another."""
+        if self._index is None or self._index[0] is not nodes:
+            self._index = (nodes, NodeIndex.of(nodes))
+        return self._index[1]
 
     def ranked(
         self,
         nodes: Sequence[Node],
         usage: Mapping[str, NodeUsage],
-        requests: Mapping[str, Decimal],
-        policy: ScorePolicy,
+        scorer: ResourceScorer,
     ) -> tuple[list[ScoreKey], list[Node]]:
-        """Every node's bound, best first, and the nodes in that order (the caller reads,
+        """Every node's key, best first, and the nodes in that order (the caller reads,
         never changes, both lists)."""
-        shape = (policy, tuple(sorted(requests.items())))
-        ranking = self._rankings.pop(shape, None) or _Ranking()
-        self._rankings[shape] = ranking
+        ranking = self._rankings.pop(scorer, None) or _Ranking()
+        self._rankings[scorer] = ranking
         while len(self._rankings) > self.shapes:
             self._rankings.popitem(last=False)
         basis = ranking.basis
@@ -180,7 +514,7 @@ class NodeOrder:
             for node in nodes:
                 name = node.metadata.name or ""
                 node_usage = usage.get(name)
-                key = Score.upper_bound(node, node_usage or NodeUsage(), requests, policy).key()
+                key = resource_key(node, node_usage, scorer)
                 basis[name] = (node, node_usage, key)
                 entries.append((key, node))
             entries.sort(key=lambda entry: entry[0])
@@ -197,7 +531,7 @@ class NodeOrder:
             known = basis.get(name)
             if known is not None and known[0] is node and known[1] is node_usage:
                 continue
-            key = Score.upper_bound(node, node_usage or NodeUsage(), requests, policy).key()
+            key = resource_key(node, node_usage, scorer)
             ranking.move(name, node, key)
             basis[name] = (node, node_usage, key)
         if seen is not None:

@@ -12,7 +12,8 @@ cluster without them costs nothing.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from typing import Any
 
 from operators.api.core import Node, Pod
 from operators.api.storage import (
@@ -26,6 +27,50 @@ from operators.api.storage import (
 
 #: (node name, pod bound or assumed there)
 Placed = tuple[str, Pod]
+
+
+@dataclasses.dataclass(frozen=True)
+class Peers:
+    """What PodTopologySpread's system-default constraints select a pod's peers by
+    (``helper.DefaultSelector``): the Services of its namespace, and the ReplicationController,
+    ReplicaSet or StatefulSet that may own it, as plain objects."""
+
+    services: Sequence[Mapping[str, Any]] = ()
+    replication_controllers: Sequence[Mapping[str, Any]] = ()
+    replica_sets: Sequence[Mapping[str, Any]] = ()
+    stateful_sets: Sequence[Mapping[str, Any]] = ()
+
+
+NO_PEERS = Peers()
+
+
+def _no_peers(_: Pod) -> Peers:
+    return NO_PEERS
+
+
+def peers_from(
+    services: Iterable[Mapping[str, Any]] = (),
+    replication_controllers: Iterable[Mapping[str, Any]] = (),
+    replica_sets: Iterable[Mapping[str, Any]] = (),
+    stateful_sets: Iterable[Mapping[str, Any]] = (),
+) -> Callable[[Pod], Peers]:
+    """``Snapshot.peers_of`` from plain lists of every namespace (``simulate``, tests)."""
+    kinds = [list(services), list(replication_controllers), list(replica_sets), list(stateful_sets)]
+
+    def of(pod: Pod) -> Peers:
+        namespace = pod.metadata.namespace or ""
+        return Peers(
+            *(
+                [
+                    o
+                    for o in objects
+                    if ((o.get("metadata") or {}).get("namespace") or "") == namespace
+                ]
+                for objects in kinds
+            )
+        )
+
+    return of
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,9 +115,14 @@ class Snapshot:
     """Every placed pod with a pod affinity or anti-affinity term, required or preferred."""
     with_required_anti_affinity: Sequence[Placed] = ()
     """Every placed pod with a required anti-affinity term."""
+    with_scoring_affinity: Sequence[Placed] = ()
+    """Every placed pod with a term InterPodAffinity's score reads for another pod: required
+    affinity or a preferred affinity or anti-affinity term (``has_scoring_affinity``)."""
     namespaces: Mapping[str, Mapping[str, str]] = dataclasses.field(default_factory=dict)
     """Labels by namespace name (namespaceSelector)."""
     storage: Storage = dataclasses.field(default_factory=Storage)
+    peers_of: Callable[[Pod], Peers] = _no_peers
+    """What the system-default spreading selects the pod's peers by (``Peers``)."""
 
     def node_names(self) -> Sequence[str]:
         return [n.metadata.name or "" for n in self.nodes]
@@ -97,6 +147,25 @@ def has_affinity(pod: Pod) -> bool:
     )
 
 
+def has_scoring_affinity(pod: Pod) -> bool:
+    """A term that scores for other pods (InterPodAffinity's PreScore reads a placed pod's
+    required affinity and its preferred terms, not its required anti-affinity)."""
+    affinity = pod.spec.affinity
+    if affinity is None:
+        return False
+    terms, anti = affinity.pod_affinity, affinity.pod_anti_affinity
+    return bool(
+        (
+            terms is not None
+            and (
+                terms.required_during_scheduling_ignored_during_execution
+                or terms.preferred_during_scheduling_ignored_during_execution
+            )
+        )
+        or (anti is not None and anti.preferred_during_scheduling_ignored_during_execution)
+    )
+
+
 def has_required_anti_affinity(pod: Pod) -> bool:
     affinity = pod.spec.affinity
     anti = affinity.pod_anti_affinity if affinity is not None else None
@@ -117,6 +186,7 @@ def snapshot_of(
     placed: Sequence[Placed],
     namespaces: Mapping[str, Mapping[str, str]] | None = None,
     storage: Storage | None = None,
+    peers_of: Callable[[Pod], Peers] = _no_peers,
 ) -> Snapshot:
     """A snapshot from plain lists (``simulate``, tests): the indexes computed here."""
     by_node: dict[str, list[Pod]] = {}
@@ -127,8 +197,10 @@ def snapshot_of(
         pods_on=lambda name: by_node.get(name, ()),
         with_affinity=[(n, p) for n, p in placed if has_affinity(p)],
         with_required_anti_affinity=[(n, p) for n, p in placed if has_required_anti_affinity(p)],
+        with_scoring_affinity=[(n, p) for n, p in placed if has_scoring_affinity(p)],
         namespaces=namespaces or {},
         storage=storage or Storage(),
+        peers_of=peers_of,
     )
 
 
@@ -148,4 +220,5 @@ def without_pods(snapshot: Snapshot, removed: Collection[str]) -> Snapshot:
         pods_on=lambda name: kept(pods_on(name)),
         with_affinity=placed(snapshot.with_affinity),
         with_required_anti_affinity=placed(snapshot.with_required_anti_affinity),
+        with_scoring_affinity=placed(snapshot.with_scoring_affinity),
     )

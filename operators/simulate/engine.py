@@ -82,6 +82,7 @@ from operators.scheduling.extended import (
 )
 from operators.scheduling.node_allocatable import NodeAllocatableInput
 from operators.scheduling.nodes import UsageTracker, bound_requests
+from operators.scheduling.plugins.scores import counted_placement
 from operators.scheduling.pod_filters import pre_filter
 from operators.scheduling.preemption import RunningPod, members
 from operators.scheduling.profile import Policies, Profile
@@ -194,7 +195,11 @@ def _usage(snapshot: Snapshot, leave_out: ObjectKey, node_allocatable: bool) -> 
     for key, pod in snapshot.pods.items():
         if key == leave_out or not pod.spec.node_name or pod.status.phase in TERMINAL_PHASES:
             continue
-        usage.observe(key, (pod.spec.node_name, bound_requests(pod, node_allocatable)))
+        requests = bound_requests(pod, node_allocatable)
+        usage.observe(
+            key,
+            counted_placement(pod, pod.spec.node_name, requests, node_allocatable=node_allocatable),
+        )
     return usage
 
 
@@ -318,7 +323,7 @@ def filter_attempt(
         attempt.nodes,
         attempt.usage,
         allocator,
-        policy=profile.score_policy,
+        scoring=profile.scoring,
         nominated=nominated,
         explain_all=True,
         extended=ready.extended,

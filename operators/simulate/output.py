@@ -82,9 +82,10 @@ def _node_json(node: NodeAnswer) -> dict[str, Any]:
     out: dict[str, Any] = {"outcome": node.outcome, "reason": node.reason, "chosen": node.chosen}
     if node.score is not None:
         out["score"] = {
+            "total": node.score.points,
+            "plugins": dict(sorted(node.score.plugins.items())),
             "rank": node.score.rank,
             "bindingDevices": node.score.binding_devices,
-            "utilisation": float(node.score.utilisation),
         }
     if node.allocations:
         out["allocations"] = {k: v.dump() for k, v in sorted(node.allocations.items())}
@@ -184,19 +185,13 @@ def table(answer: Answer) -> str:
         lines.append(f"REASON   {reason}")
     if answer.nodes:
         lines.append("")
-        lines.append(
-            f"  {'NODE':28} {'OUTCOME':22} {'SCORE rank/binding/util':24} DEVICES OR REASON"
-        )
+        lines.append(f"  {'NODE':28} {'OUTCOME':22} {'SCORE':6} DEVICES OR REASON")
         for name, node in sorted(answer.nodes.items()):
             outcome = node.outcome + (" (chosen)" if node.chosen else "")
-            score = (
-                f"{node.score.rank}/{node.score.binding_devices}/{float(node.score.utilisation):.2f}"
-                if node.score is not None
-                else "-"
-            )
+            score = str(node.score.points) if node.score is not None else "-"
             shown = answer.allocations if node.chosen else node.allocations
             what = node.reason or _listed(d for a in shown.values() for d in _devices(a))
-            lines.append(f"  {name:28} {outcome:22} {score:24} {what}")
+            lines.append(f"  {name:28} {outcome:22} {score:6} {what}")
     lines += explain_lines(answer)
     lines += preemption_lines(answer)
     for note in answer.notes:

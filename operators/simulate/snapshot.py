@@ -38,6 +38,7 @@ from operators.api.storage import (
     PersistentVolumeClaim,
     StorageClass,
 )
+from operators.api.workloads import ReplicaSet, ReplicationController, Service, StatefulSet
 from operators.scheduling import snapshot as plugin_snapshot
 
 
@@ -115,6 +116,11 @@ KINDS: dict[str, Kind] = {
             True,
             complete=False,
         ),
+        # What PodTopologySpread's system defaults select a pod's peers by.
+        Kind("Service", Service, ("v1",), True, complete=False),
+        Kind("ReplicationController", ReplicationController, ("v1",), True, complete=False),
+        Kind("ReplicaSet", ReplicaSet, ("apps/v1",), True, complete=False),
+        Kind("StatefulSet", StatefulSet, ("apps/v1",), True, complete=False),
     )
 }
 # The kinds kept in ``Snapshot.others`` (read only by the plugins' snapshot).
@@ -126,6 +132,10 @@ PLUGIN_KINDS = (
     "CSINode",
     "CSIDriver",
     "CSIStorageCapacity",
+    "Service",
+    "ReplicationController",
+    "ReplicaSet",
+    "StatefulSet",
 )
 # Groups whose kinds we know all of: an unknown kind there is a typo, not something to skip.
 OUR_GROUPS = ("resource.k8s.io",)
@@ -264,6 +274,12 @@ class Snapshot:
             placed,
             {n.metadata.name or "": n.metadata.labels for n in self.of_kind("Namespace")},
             storage,
+            plugin_snapshot.peers_from(
+                *(
+                    [o.dump() for o in self.of_kind(kind)]
+                    for kind in ("Service", "ReplicationController", "ReplicaSet", "StatefulSet")
+                )
+            ),
         )
 
     def claim_in(self, namespace: str) -> dict[str, ResourceClaim]:

@@ -625,12 +625,15 @@ def upstream_bin() -> Path:
 
 
 @contextmanager
-def upstream(kubeconfig: Path, profile: str | None) -> Iterator[None]:
+def upstream(kubeconfig: Path, profile: str | None, logs: Path | None = None) -> Iterator[None]:
     """kube-controller-manager's PV controller, and kube-scheduler with one profile named
-    ``profile`` (None: no kube-scheduler), of the control plane's release."""
+    ``profile`` (None: no kube-scheduler), of the control plane's release. ``logs``: where
+    their logs stay (``<name>.log``; kube-scheduler's with every node's final score, complete
+    once the block is left), else they go with a temporary directory."""
     bin_dir = upstream_bin()
     gates = format_feature_gates(feature_gates())
     with tempfile.TemporaryDirectory(prefix="upstream-") as tmp:
+        log_dir = logs or Path(tmp)
         config = Path(tmp) / "scheduler.yaml"
         config.write_text(
             "apiVersion: kubescheduler.config.k8s.io/v1\n"
@@ -650,6 +653,8 @@ def upstream(kubeconfig: Path, profile: str | None) -> Iterator[None]:
                 str(bin_dir / "kube-scheduler"),
                 f"--config={config}",
                 f"--secure-port={controlplane.free_port()}",
+                # schedule_one.go's V(10): "Calculated node's final score for pod"
+                "--vmodule=schedule_one=10",
                 *common,
             ],
             "kube-controller-manager": [
@@ -666,12 +671,12 @@ def upstream(kubeconfig: Path, profile: str | None) -> Iterator[None]:
         procs = []
         try:
             for name, cmd in argv.items():
-                log = (Path(tmp) / f"{name}.log").open("w")
-                procs.append(
-                    subprocess.Popen(
-                        cmd, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ)
+                with (log_dir / f"{name}.log").open("w") as log:  # the child keeps its own
+                    procs.append(
+                        subprocess.Popen(
+                            cmd, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ)
+                        )
                     )
-                )
             yield
         finally:
             for p in procs:

@@ -12,7 +12,8 @@ anti-affinity, topology spread, node preferences) is given once to kube-schedule
 kopf-dra, one at a time against the same background pods, and must get the same verdict:
 bound, or unschedulable for the same reasons on the same number of nodes. Where both bind, the
 node kopf-dra chose is given to kube-scheduler (a third copy pinned there): kube-scheduler must
-take it too.
+take it too; and kopf-dra's node must be among those kube-scheduler's scores put first (its log
+of every node's final score, at V(10) of schedule_one.go), ties aside.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from tests.integration.helpers import (
 ZONE = "topology.kubernetes.io/zone"
 HOSTNAME = "kubernetes.io/hostname"
 SEED = 20261205
-PODS = 48
+PODS = 48  # generated at random (two plain ones follow)
 #: Each pod is given to kube-scheduler, to kopf-dra, and to kube-scheduler pinned to
 #: kopf-dra's node when the two chose differently.
 COPIES = ("up", "kd", "pin")
@@ -108,21 +109,37 @@ class Scene:
         await kube.create(
             self.claim("solo", self.local, volume=f"{self.run}-solo", mode="ReadWriteOncePod")
         )
+        # A Service selecting the web pods: those without constraints of their own spread by
+        # PodTopologySpread's system defaults (hostname and zone, ScheduleAnyway).
+        await kube.create(
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": "web", "namespace": self.namespace},
+                "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]},
+            }
+        )
         # Each copy of a pod with a delayed claim gets a claim and a volume of its own, made
         # now, so that both schedulers' informers hold them before the pods come.
-        for i, (_, extra) in enumerate(self.generated()):
-            node = extra.get("late")
-            if node is None:
-                continue
-            for copy in COPIES:
-                late = f"p{i}-{copy}-late"
-                await kube.create(self.local_pv(late, node, claim=late))
-                await kube.create(self.claim(late, self.local))
+        for late, node in self.late_claims():
+            await kube.create(self.local_pv(late, node, claim=late))
+            await kube.create(self.claim(late, self.local))
         for i, (node, labels, extra) in enumerate(self.background()):
             body = self.pod(f"bg-{i}", labels, extra)
             body["spec"]["nodeName"] = node
             body["spec"].pop("nodeSelector")
             await kube.create(body)
+
+    def late_claims(self) -> list[tuple[str, str]]:
+        """(claim, node of its volume) of every copy of a pod with a delayed claim. The volume
+        names the claim (claimRef): the PV controller binds the two at once, whatever the
+        StorageClass's binding mode, so the pods meet them bound."""
+        return [
+            (f"p{i}-{copy}-late", extra["late"])
+            for i, (_, extra) in enumerate(self.generated())
+            if "late" in extra
+            for copy in COPIES
+        ]
 
     def local_pv(
         self, name: str, node: str, mode: str = "ReadWriteOnce", claim: str | None = None
@@ -184,6 +201,12 @@ class Scene:
             (self.nodes[3], {"app": "cache"}, {"ports": [9090]}),
             (self.nodes[4], {"app": "lonely"}, {"anti": ("app", "web", HOSTNAME)}),
             (self.nodes[2], {"app": "solo"}, {"claim": "solo"}),
+            # A placed pod's preferred terms score for others (InterPodAffinity's PreScore).
+            (self.nodes[1], {"app": "cache"}, {"likes": ("batch", ZONE, 50, False)}),
+            # Small web pods where Fit alone would send another: the Service's spreading
+            # (system defaults) must send it elsewhere.
+            (self.nodes[1], {"app": "web"}, {"cpu": "100m"}),
+            (self.nodes[1], {"app": "web"}, {"cpu": "100m"}),
         ]
         return out
 
@@ -218,6 +241,19 @@ class Scene:
                     {"labelSelector": {"matchLabels": {key: value}}, "topologyKey": topology}
                 ]
             }
+        if "likes" in extra:
+            app, topology, weight, anti = extra["likes"]
+            term = {
+                "weight": weight,
+                "podAffinityTerm": {
+                    "labelSelector": {"matchLabels": {"app": app}},
+                    "topologyKey": topology,
+                },
+            }
+            kind = "podAntiAffinity" if anti else "podAffinity"
+            affinity.setdefault(kind, {})["preferredDuringSchedulingIgnoredDuringExecution"] = [
+                term
+            ]
         if "prefer" in extra:
             affinity["nodeAffinity"] = {
                 "preferredDuringSchedulingIgnoredDuringExecution": [
@@ -238,7 +274,7 @@ class Scene:
             constraint: J = {
                 "maxSkew": skew,
                 "topologyKey": topology,
-                "whenUnsatisfiable": "DoNotSchedule",
+                "whenUnsatisfiable": "ScheduleAnyway" if extra.get("soft") else "DoNotSchedule",
                 "labelSelector": {"matchLabels": {"app": labels.get("app", "")}},
             }
             if min_domains:
@@ -294,7 +330,16 @@ class Scene:
                 extra["spread"] = (*extra["spread"][:2], 4)  # more domains than zones
             if rng.random() < 0.3:
                 extra["tolerate"] = True
+            # The score plugins' inputs: preferred pod (anti-)affinity, a soft spread.
+            if rng.random() < 0.3:
+                anti = rng.random() < 0.5
+                topology = rng.choice([HOSTNAME, ZONE])
+                extra["likes"] = (rng.choice(apps), topology, rng.choice([10, 80]), anti)
+            if "spread" in extra and not extra["spread"][2] and rng.random() < 0.5:
+                extra["soft"] = True  # (minDomains is for DoNotSchedule only)
             out.append((labels, extra))
+        # Plain web pods: only the Service's system-default spreading tells the nodes apart.
+        out += [({"app": "web"}, {"cpu": "100m"}), ({"app": "web"}, {"cpu": "250m"})]
         return out
 
 
@@ -367,21 +412,41 @@ async def placed(kube: KubeAPI, body: J, scheduler: str) -> tuple[str, str]:
         await gone(kube, body["metadata"]["namespace"], name)
 
 
+FINAL_SCORE = re.compile(
+    r'"Calculated node\'s final score for pod" pod="([^"]+)" node="([^"]+)" score=(\d+)'
+)
+
+
+def top_scored(log: str) -> dict[str, set[str]]:
+    """By pod ("namespace/name"): the nodes kube-scheduler's final scores put first (a pod with
+    one feasible node is not scored: absent)."""
+    scores: dict[str, dict[str, int]] = {}
+    for pod, node, score in FINAL_SCORE.findall(log):
+        scores.setdefault(pod, {})[node] = int(score)
+    return {
+        pod: {n for n, s in by_node.items() if s == max(by_node.values())}
+        for pod, by_node in scores.items()
+    }
+
+
 async def test_kopf_dra_and_kube_scheduler_agree_on_whole_pods(
-    kube: KubeAPI, kubeconfig: Path, namespace: str, kopf_dra: Scheduler
+    kube: KubeAPI, kubeconfig: Path, namespace: str, kopf_dra: Scheduler, tmp_path: Path
 ) -> None:
     scene = Scene(namespace)
     await scene.create(kube)
     profile = f"upstream-{scene.run}"
     differences: list[str] = []
     tally: Counter[str] = Counter()
-    with upstream(kubeconfig, profile):
-        # The PV controller binds the claim that names its volume before anything counts.
-        await eventually(
-            functools.partial(claim_phase, kube, namespace, "pinned", "Bound"),
-            within=60,
-            what="the PV controller binding claim pinned",
-        )
+    both_bound: dict[str, tuple[str, str, str]] = {}  # their pod: case, their node, ours
+    with upstream(kubeconfig, profile, logs=tmp_path):
+        # The PV controller binds the claims their volumes name before anything counts (a
+        # scheduler that met one unbound would say so: not the same verdict).
+        for claim in ["pinned", *(late for late, _ in scene.late_claims())]:
+            await eventually(
+                functools.partial(claim_phase, kube, namespace, claim, "Bound"),
+                within=60,
+                what=f"the PV controller binding claim {claim}",
+            )
         for i, (labels, extra) in enumerate(scene.generated()):
             theirs = await placed(kube, scene.copy(i, "up", labels, extra), profile)
             ours = await placed(kube, scene.copy(i, "kd", labels, extra), "kopf-dra")
@@ -390,6 +455,9 @@ async def test_kopf_dra_and_kube_scheduler_agree_on_whole_pods(
                 differences.append(f"{case}: kube-scheduler {theirs}, kopf-dra {ours}")
                 continue
             tally[theirs[0]] += 1
+            if theirs[0] == "bound":
+                copy = scene.copy(i, "up", labels, extra)["metadata"]["name"]
+                both_bound[f"{namespace}/{copy}"] = (case, theirs[1], ours[1])
             if theirs[0] == "unschedulable":
                 if reasons(theirs[1]) != reasons(ours[1]):
                     differences.append(
@@ -406,11 +474,21 @@ async def test_kopf_dra_and_kube_scheduler_agree_on_whole_pods(
                 differences.append(
                     f"{case}: kopf-dra chose {ours[1]}, kube-scheduler refuses it: {check}"
                 )
-    print(f"\nside by side: {PODS} pods on {len(scene.nodes)} nodes: {dict(tally)}")
+    top = top_scored((tmp_path / "kube-scheduler.log").read_text())
+    for pod, (case, their_node, our_node) in both_bound.items():
+        first = top.get(pod, {their_node})
+        tally["among upstream's top-scored"] += our_node in first
+        if our_node not in first:
+            differences.append(
+                f"{case}: kopf-dra chose {our_node}, kube-scheduler's top scores: {sorted(first)}"
+            )
+    tally["scored by kube-scheduler"] = len(both_bound.keys() & top.keys())
+    print(f"\nside by side: {len(scene.generated())} pods on {len(scene.nodes)} nodes: {dict(tally)}")
     assert not differences, "\n".join(differences)
     # The set exercises both verdicts.
     assert tally["bound"], tally
     assert tally["unschedulable"], tally
+    assert tally["scored by kube-scheduler"], tally  # its log was read: the check compared
 
 
 async def claim_phase(kube: KubeAPI, namespace: str, name: str, phase: str) -> bool:

@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import functools
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from decimal import Decimal
 from typing import Any, Generic, TypeVar
 
 from operators.allocator import AllocatedState, Allocator, Features, NodeViewCache
@@ -41,18 +43,28 @@ from operators.runtime.indices import IndexView
 from operators.runtime.stores import LocalStore, Stores, by_key
 from operators.scheduling.extended import class_mapping, is_special_claim
 from operators.scheduling.ledger import InFlightLedger
-from operators.scheduling.nodes import Placement, UsageTracker, bound_requests
+from operators.scheduling.nodes import UsageTracker, bound_requests
+from operators.scheduling.plugins.scores import counted_placement
 from operators.scheduling.plugins.volumebinding import PodVolumes
 from operators.scheduling.score import NodeOrder
 from operators.scheduling.snapshot import (
+    Peers,
     Placed,
     Snapshot,
     Storage,
     has_affinity,
     has_required_anti_affinity,
+    has_scoring_affinity,
 )
 
 M = TypeVar("M", bound=KubeModel)
+#: (store, kind) of what the system-default spreading reads (``peers_of``).
+PEER_KINDS = (
+    ("services", "Service"),
+    ("replication_controllers", "ReplicationController"),
+    ("replica_sets", "ReplicaSet"),
+    ("stateful_sets", "StatefulSet"),
+)
 
 
 class ModelCache(Generic[M]):
@@ -157,6 +169,17 @@ class SchedulerCache:
                 ("namespaces", "Namespace", by_name),
             )
         }
+        # What PodTopologySpread's system defaults select a pod's peers by: kept as plain
+        # objects, read by the cycle's worker thread from maps replaced entry by entry.
+        self._peers: dict[str, dict[ObjectKey, Mapping[str, Any]]] = {}
+        self._services: dict[str, tuple[Mapping[str, Any], ...]] = {}
+        for index, kind in PEER_KINDS:
+            self._peers[index] = {}
+            self.listed[index] = LocalStore(
+                kind,
+                {index: by_key},
+                on_change=functools.partial(self._peer_changed, index),
+            )
         # Registered in the view only: the scheduler's informers fill and keep them (their
         # re-list on an expired watch reports deletions), so ``Stores.start`` never runs here.
         self.stores = Stores(self.indices, self.pods, self.claims, *self.listed.values())
@@ -189,6 +212,7 @@ class SchedulerCache:
         # Bound pods with pod (anti-)affinity terms, and those with required anti-affinity.
         self._with_affinity: dict[ObjectKey, Placed] = {}
         self._with_anti: dict[ObjectKey, Placed] = {}
+        self._with_scoring: dict[ObjectKey, Placed] = {}
         self._storage: tuple[tuple[int, ...], Storage] | None = None
         # VolumeBinding's Reserve, by pod (``assume_volumes``).
         self.assumed_volumes: dict[ObjectKey, PodVolumes] = {}
@@ -356,18 +380,55 @@ class SchedulerCache:
         """The snapshot the pod-level plugins filter against (``scheduling.snapshot``)."""
         with_affinity = list(self._with_affinity.values())
         with_anti = list(self._with_anti.values())
+        with_scoring = list(self._with_scoring.values())
         for key, (node, pod) in self.assumed.items():
             if key not in self._with_affinity and has_affinity(pod):
                 with_affinity.append((node, pod))
                 if has_required_anti_affinity(pod):
                     with_anti.append((node, pod))
+                if has_scoring_affinity(pod):
+                    with_scoring.append((node, pod))
         return Snapshot(
             nodes=self.all_nodes(),
             pods_on=self.pods_on,
             with_affinity=with_affinity,
             with_required_anti_affinity=with_anti,
+            with_scoring_affinity=with_scoring,
             namespaces=self.namespace_labels(),
             storage=self.storage(),
+            peers_of=self.peers_of,
+        )
+
+    def _peer_changed(self, index: str, key: ObjectKey, body: Mapping[str, Any] | None) -> None:
+        kept = self._peers[index]
+        if body is None:
+            kept.pop(key, None)
+        else:
+            kept[key] = body
+        if index == "services":
+            self._services[key.namespace] = tuple(
+                b for k, b in list(kept.items()) if k.namespace == key.namespace
+            )
+
+    def peers_of(self, pod: Pod) -> Peers:
+        """The Services of the pod's namespace and the controller that may own it
+        (``snapshot.Peers``)."""
+        namespace = pod.metadata.namespace or ""
+        services = self._services.get(namespace, ())
+        owner = pod.metadata.controller_ref()
+        if owner is None:
+            return Peers(services)
+        key = ObjectKey(namespace, owner.name or "")
+
+        def owned(index: str) -> tuple[Mapping[str, Any], ...]:
+            found = self._peers[index].get(key)
+            return (found,) if found is not None else ()
+
+        return Peers(
+            services,
+            owned("replication_controllers"),
+            owned("replica_sets"),
+            owned("stateful_sets"),
         )
 
     def namespace_labels(self) -> dict[str, Mapping[str, str]]:
@@ -439,10 +500,17 @@ class SchedulerCache:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._storage_event.wait(), seconds)
 
-    def assume(self, key: ObjectKey, pod: Pod, placement: Placement | None) -> None:
-        """This scheduler placed ``pod`` (None: the placement was undone): its node usage, and
-        the pod on its node for the snapshot's plugins."""
-        self.usage.assume(key, placement)
+    def assume(
+        self, key: ObjectKey, pod: Pod, placement: tuple[str, Mapping[str, Decimal]] | None
+    ) -> None:
+        """This scheduler placed ``pod`` on a node with its requests (None: the placement was
+        undone): its node usage, and the pod on its node for the snapshot's plugins."""
+        self.usage.assume(
+            key,
+            None
+            if placement is None
+            else counted_placement(pod, *placement, node_allocatable=self.node_allocatable),
+        )
         if placement is None:
             self._unassume(key)
         elif self.usage.node_of(key) == placement[0]:
@@ -599,6 +667,7 @@ class SchedulerCache:
             self._place(key, None, None)
             self._with_affinity.pop(key, None)
             self._with_anti.pop(key, None)
+            self._with_scoring.pop(key, None)
             return
         node = (body.get("spec") or {}).get("nodeName")
         if not node:
@@ -606,7 +675,15 @@ class SchedulerCache:
             return
         self._unassume(key)  # the store shows it bound: no longer assumed
         pod = self.pod_models.parse(key, body)
-        self.usage.observe(key, (node, bound_requests(pod, self.node_allocatable)))
+        self.usage.observe(
+            key,
+            counted_placement(
+                pod,
+                node,
+                bound_requests(pod, self.node_allocatable),
+                node_allocatable=self.node_allocatable,
+            ),
+        )
         self._place(key, node, pod)
         # Upstream's NodeInfo.PodsWithAffinity and PodsWithRequiredAntiAffinity, kept here
         # so that a cycle never walks every pod to find them.
@@ -618,6 +695,10 @@ class SchedulerCache:
             self._with_anti[key] = (node, pod)
         else:
             self._with_anti.pop(key, None)
+        if has_scoring_affinity(pod):
+            self._with_scoring[key] = (node, pod)
+        else:
+            self._with_scoring.pop(key, None)
 
 
 def _on_node(body: Mapping[str, Any]) -> dict[Any, Any]:

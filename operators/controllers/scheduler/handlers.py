@@ -292,7 +292,7 @@ class Scheduler(Controller[SchedulerSettings]):
                 attempt.nodes,
                 attempt.usage,
                 allocator,
-                policy=self.profile.score_policy,
+                scoring=self.profile.scoring,
                 known_unsatisfiable=(
                     None
                     if attempt.what_if

@@ -28,7 +28,7 @@ from operators.api.keys import ObjectKey
 from operators.api.names import TERMINAL_PHASES
 from operators.api.resource import ResourceClaim
 from operators.controllers.scheduler import metrics
-from operators.controllers.scheduler.cache import ModelCache, SchedulerCache
+from operators.controllers.scheduler.cache import PEER_KINDS, ModelCache, SchedulerCache
 from operators.observability import fields
 from operators.runtime.clock import Clock
 from operators.runtime.informer import EventFeed
@@ -488,7 +488,21 @@ def feeds(
         )
     # Pod affinity's namespaceSelector reads namespaces' labels (upstream registers no event).
     found["Namespace"] = listed("namespaces", cache.namespaces)
+    # PodTopologySpread's system defaults score by them: kept, no pod moved (upstream
+    # registers no event for them either).
+    for index, kind in PEER_KINDS:
+        found[kind] = _kept(cache, index)
     return found
+
+
+def _kept(cache: SchedulerCache, index: str) -> EventFeed:
+    """A kind only kept in its store (its changes make no room for anybody)."""
+    store = cache.listed[index]
+
+    def feed(kw: Mapping[str, Any]) -> None:
+        store.apply(kw["type"], kw["body"])
+
+    return feed
 
 
 def _storage_feed(cache: SchedulerCache, feed: EventFeed) -> EventFeed:

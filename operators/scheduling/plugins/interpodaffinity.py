@@ -756,7 +756,7 @@ def pre_score(
         terms = pod_terms(pod)
     except AffinityParseError as error:
         raise AffinityParseError(f"failed to parse pod: {error}") from None
-    if not incoming_preferred and not snapshot.with_affinity:
+    if not incoming_preferred and not snapshot.with_scoring_affinity:
         return None
     keep = keep_namespace_selector
     preferred = [
@@ -769,7 +769,9 @@ def pre_score(
     ]
     namespace_labels = snapshot.namespaces.get(pod.metadata.namespace or "")
 
-    placed: Iterable[Placed] = snapshot.placed() if incoming_preferred else snapshot.with_affinity
+    placed: Iterable[Placed] = (
+        snapshot.placed() if incoming_preferred else snapshot.with_scoring_affinity
+    )
     labels_of = {n.metadata.name or "": n.metadata.labels for n in snapshot.nodes}
     scores: dict[str, dict[str, int]] = {}
     for node_name, other in placed:

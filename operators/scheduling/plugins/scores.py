@@ -62,6 +62,7 @@ from operators.api.core import (
 from operators.api.quantity import Quantity
 from operators.cel.library.strings import go_quote
 from operators.scheduling.nodes import (
+    Placement,
     bound_requests,
     is_scalar_resource,
     pod_level_resource,
@@ -399,6 +400,14 @@ def _bound_nonzero(
         missing = dict(_DEFAULTS)
     non0 = _requests(pod, missing, pod_level=True, claim_statuses=statuses) if missing else plain
     return _milli(non0.get("cpu", Decimal(0))), _units(non0.get("memory", Decimal(0)))
+
+
+def counted_placement(
+    pod: Pod, node: str, requests: Mapping[str, Decimal], *, node_allocatable: bool = False
+) -> Placement:
+    """What the usage tracker counts of a pod on ``node``: its ``requests`` and its non-zero
+    cpu and memory (``bound_nonzero``)."""
+    return (node, requests, bound_nonzero(pod, node_allocatable=node_allocatable))
 
 
 def requested(pods: Iterable[Pod], *, node_allocatable: bool = False) -> dict[str, int]:

@@ -15,6 +15,7 @@ from operators.allocator.errors import OutOfTimeError
 from operators.api.core import Pod
 from operators.api.ids import DeviceID
 from operators.api.keys import ObjectKey
+from operators.api.meta import OwnerReference
 from operators.api.resource import AllocationResult, ResourceClaim
 from operators.controllers.scheduler import handlers, planning, preemptor, queueing
 from operators.controllers.scheduler.budget import AttemptBudget
@@ -90,6 +91,32 @@ async def test_the_plugins_see_each_nodes_bound_and_assumed_pods() -> None:
     assert [p.metadata.name for p in s.cache.pods_on("node-1")] == ["b"]
 
 
+async def test_the_system_default_spreading_reads_the_watched_services_and_controllers() -> None:
+    """Services, ReplicaSets, ... go from their watch into the store the snapshot's peers come
+    from: the pod's namespace's Services, the controller that owns it; a deletion removes."""
+    s = Scheduler(SchedulerSettings())
+    feeds = s.events_to_register()
+
+    def obj(kind: str, name: str, namespace: str, version: str = "1") -> dict[str, Any]:
+        meta = {"name": name, "namespace": namespace, "resourceVersion": version}
+        return {"kind": kind, "metadata": meta, "spec": {"selector": {"app": name}}}
+
+    feeds["Service"]({"type": "ADDED", "body": obj("Service", "web", "ns")})
+    feeds["Service"]({"type": "ADDED", "body": obj("Service", "other", "elsewhere")})
+    feeds["ReplicaSet"]({"type": "ADDED", "body": obj("ReplicaSet", "web-1", "ns")})
+    owned = Pod.load(_pod("a", None))
+    owned.metadata.owner_references = [
+        OwnerReference(api_version="apps/v1", kind="ReplicaSet", name="web-1", controller=True)
+    ]
+    peers = s.cache.cluster().peers_of(owned)
+    assert [o["metadata"]["name"] for o in peers.services] == ["web"]
+    assert [o["metadata"]["name"] for o in peers.replica_sets] == ["web-1"]
+    assert peers.replication_controllers == peers.stateful_sets == ()
+    feeds["Service"]({"type": "DELETED", "body": obj("Service", "web", "ns", "2")})
+    assert s.cache.cluster().peers_of(owned).services == ()
+    await s.deactivate()
+
+
 async def test_allocations_come_from_cache_and_ledger_and_survive_losing_leadership() -> None:
     s = Scheduler(SchedulerSettings())
     s.cache.claims.apply("ADDED", _claim("5", allocated=True))
@@ -108,7 +135,8 @@ async def test_node_usage_counts_bound_and_assumed_pods() -> None:
     s = Scheduler(SchedulerSettings())
     s.cache.pods.apply("ADDED", _pod("a", "node-1"))
     s.cache.pods.apply("ADDED", _pod("b", None))
-    s.cache.usage.assume(ObjectKey("ns", "b"), ("node-1", {"cpu": Decimal(2)}))
+    s.cache.usage.assume(ObjectKey("ns", "b"), ("node-1", {"cpu": Decimal(2)}, (2000, 0)))
+    assert s.cache.usage.usage["node-1"].nonzero == (3000, 200 * 1024 * 1024)
     usage = s.cache.usage.usage["node-1"]
     assert (usage.pods, usage.requests["cpu"]) == (2, Decimal(3))
     await s.deactivate()  # our assumption goes, the cache's bound pod stays

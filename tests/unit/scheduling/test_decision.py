@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ast
 import pathlib
-from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -53,7 +52,7 @@ POD = Pod.load({"metadata": {"name": "p", "namespace": "ns", "uid": "p"}, "spec"
 
 
 def fit(rank: int) -> NodeFit:
-    return NodeFit("node-2", {}, Score(rank, 0, Decimal(0), "node-2"))
+    return NodeFit("node-2", {}, Score(0, rank, 0, "node-2"))
 
 
 def result(*, unavailable: tuple[str, ...] = (), **kw: Any) -> CycleResult:

@@ -154,8 +154,8 @@ class Slots:
             elif free < need:
                 failures[here] = f"Insufficient {GPU}"
             else:
-                fits.append(NodeFit(here, {}, Score(0, 0, -free, here)))
-        fits.sort(key=lambda f: (f.score.utilisation, f.node))  # most free first
+                fits.append(NodeFit(here, {}, Score(int(free), 0, 0, here)))
+        fits.sort(key=lambda f: f.score.key())  # most free first
         result = CycleResult(tuple(fits), failures, {})
         return result, result.chosen
 
@@ -402,7 +402,7 @@ def test_a_trial_frees_the_victims_node_usage_and_counts_what_it_assumed() -> No
     attempt = trial.attempt(slots.snapshot(Ready(pod("a"), ())))
     assert attempt.what_if
     assert attempt.usage["n1"] == NodeUsage({GPU: Decimal(0)}, 0)
-    trial.took(NodeFit("n1", {}, Score(0, 0, Decimal(0), "n1")))
+    trial.took(NodeFit("n1", {}, Score(0, 0, 0, "n1")))
     assert len(trial.assumed) == 1, "the next pod's state holds what this one took"
 
 

@@ -757,6 +757,7 @@ _placements = st.one_of(
             st.sampled_from([Decimal("0.1"), Decimal("0.25"), Decimal(1), Decimal(2**30)]),
             max_size=2,
         ),
+        st.tuples(st.integers(0, 4000), st.integers(0, 2**31)),
     ),
 )
 _operations = st.lists(
@@ -799,16 +800,18 @@ def test_usage_tracker_matches_summing_every_pod(operations: list[tuple[str, str
             assumed.clear()
         expected: dict[str, NodeUsage] = {}
         for k in {*observed, *assumed}:
-            node, requests = observed.get(k) or assumed[k]
-            have = expected.get(node, NodeUsage())
+            node, requests, (cpu, memory) = observed.get(k) or assumed[k]
+            have = expected.get(node, NodeUsage(nonzero=(0, 0)))
             total = dict(have.requests)
             for name, value in requests.items():
                 total[name] = total.get(name, Decimal(0)) + value
-            expected[node] = NodeUsage(total, have.pods + 1)
+            had_cpu, had_memory = have.nonzero_requested()
+            expected[node] = NodeUsage(total, have.pods + 1, (had_cpu + cpu, had_memory + memory))
         assert set(tracker.usage) == set(expected)
         for node, usage in expected.items():
             got = tracker.usage[node]
             assert got.pods == usage.pods
+            assert got.nonzero == usage.nonzero
             names = {*got.requests, *usage.requests}
             assert all(
                 got.requests.get(n, Decimal(0)) == usage.requests.get(n, Decimal(0)) for n in names

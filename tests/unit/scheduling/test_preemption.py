@@ -245,11 +245,12 @@ class World:
 
     def usage(self) -> dict[str, NodeUsage]:
         from operators.scheduling.nodes import UsageTracker, pod_requests
+        from operators.scheduling.plugins.scores import counted_placement
 
         tracker = UsageTracker()
         for on, pods in self.running.items():
             for p in pods:
-                tracker.observe(p.key, (on, pod_requests(p.pod)))
+                tracker.observe(p.key, counted_placement(p.pod, on, pod_requests(p.pod)))
         return dict(tracker.usage)
 
     def preempt(

@@ -1,20 +1,34 @@
-"""NodeOrder: the ranking kept across cycles is the one a fresh sort of every bound gives."""
+"""Scores: NodeOrder's ranking kept across cycles is the one a fresh sort gives; the default
+profile's totals on the cases of issue 57 (kube-scheduler's choices)."""
 
 from __future__ import annotations
 
-import dataclasses
-import typing
 from decimal import Decimal
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators.api.core import Node
+from operators.api.core import Affinity, Node, Pod
+from operators.api.features import Release
+from operators.api.meta import OwnerReference
+from operators.scheduling.cycle import run_cycle
 from operators.scheduling.nodes import NodeUsage
-from operators.scheduling.score import POLICIES, NodeOrder, Score, ScoreKey, ScorePolicy
+from operators.scheduling.pod_filters import PluginSwitches, PodFilters, pre_filter
+from operators.scheduling.score import (
+    POLICIES,
+    NodeOrder,
+    ResourceScorer,
+    ScoreKey,
+    ScorePolicy,
+    Scoring,
+    resource_key,
+)
+from operators.scheduling.snapshot import peers_from, snapshot_of
 
-from .builders import node
+from .builders import NS, container, node, pod
+
+HOSTNAME = "kubernetes.io/hostname"
 
 # One step of a cluster's life between two cycles, on node i (of at most six):
 # ("usage", i, cpu): a pod lands or leaves (a new NodeUsage, or none at 0);
@@ -35,13 +49,15 @@ def _node(i: int, cpu: int) -> Node:
     return node(f"node-{i}", allocatable={"cpu": str(cpu + 1), "memory": "8Gi", "pods": "10"})
 
 
+def _scorer(cpu: int, policy: ScorePolicy) -> ResourceScorer:
+    containers = [container({"cpu": str(cpu)})] if cpu else []
+    return ResourceScorer.of(pod(containers=containers), Scoring(policy=policy))
+
+
 def _fresh(
-    nodes: list[Node], usage: dict[str, NodeUsage], requests: dict[str, Decimal], p: ScorePolicy
+    nodes: list[Node], usage: dict[str, NodeUsage], scorer: ResourceScorer
 ) -> list[ScoreKey]:
-    return sorted(
-        Score.upper_bound(n, usage.get(n.metadata.name or "", NodeUsage()), requests, p).key()
-        for n in nodes
-    )
+    return sorted(resource_key(n, usage.get(n.metadata.name or ""), scorer) for n in nodes)
 
 
 @pytest.mark.parametrize("policy", POLICIES)
@@ -70,31 +86,129 @@ def test_the_kept_ranking_is_a_fresh_sort(
         elif step == "add" and name not in by_name:
             by_name[name] = _node(i, cpu)
             nodes = list(by_name.values())
-        requests = {"cpu": Decimal(i % 3)} if step == "cycle" else {}
-        keys, ranked = order.ranked(nodes, usage, requests, policy)
-        assert keys == _fresh(nodes, usage, requests, policy)
-        assert [n.metadata.name for n in ranked] == [k[3] for k in keys]
+        scorer = _scorer(i % 3 if step == "cycle" else 0, policy)
+        keys, ranked = order.ranked(nodes, usage, scorer)
+        assert keys == _fresh(nodes, usage, scorer)
+        assert [n.metadata.name for n in ranked] == [k[1] for k in keys]
         assert all(by_name[n.metadata.name or ""] is n for n in ranked)
 
 
 def test_an_unchanged_cluster_is_not_ranked_again() -> None:
     nodes = [_node(i, 3) for i in range(3)]
     order = NodeOrder()
-    first = order.ranked(nodes, {}, {}, "least-allocated")
-    assert order.ranked(nodes, {}, {}, "least-allocated") == first
-    basis = dict(order._rankings[("least-allocated", ())].basis)
-    order.ranked(nodes, {"node-1": NodeUsage({"cpu": Decimal(1)}, 1)}, {}, "least-allocated")
-    after = order._rankings[("least-allocated", ())].basis
-    # Only node-1's bound was computed again: the others keep the very same entries.
+    scorer = _scorer(0, "least-allocated")
+    first = order.ranked(nodes, {}, scorer)
+    assert order.ranked(nodes, {}, scorer) == first
+    basis = dict(order._rankings[scorer].basis)
+    order.ranked(nodes, {"node-1": NodeUsage({"cpu": Decimal(1)}, 1)}, scorer)
+    after = order._rankings[scorer].basis
+    # Only node-1's key was computed again: the others keep the very same entries.
     assert [after[n] is basis[n] for n in ("node-0", "node-1", "node-2")] == [True, False, True]
 
 
-def test_key_is_every_field_of_score_in_order() -> None:
-    """``Score.key()`` is what ranking and search compare, written out field by field: deriving
-    it (``operator.attrgetter`` over the fields) costs half as much again per call, and it runs
-    for every node of every cycle. So a field added to ``Score`` must be added to ``key()`` and
-    to ``ScoreKey`` by hand; this test is what notices when it was not."""
-    fields = dataclasses.fields(Score)
-    values = [object() for _ in fields]
-    assert Score(*values).key() == tuple(values)  # type: ignore[arg-type]
-    assert [a.__name__ for a in typing.get_args(ScoreKey)] == [f.type for f in fields]
+def _prefers_a(weight: int) -> Affinity:
+    return Affinity.model_validate(
+        {
+            "nodeAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": weight,
+                        "preference": {
+                            "matchExpressions": [
+                                {
+                                    "key": "kubernetes.io/hostname",
+                                    "operator": "In",
+                                    "values": ["wp-a"],
+                                }
+                            ]
+                        },
+                    }
+                ]
+            }
+        }
+    )
+
+
+def test_a_preferred_node_beats_two_small_pods_as_with_kube_scheduler() -> None:
+    """Issue 57's case: equal nodes, two small pods running on wp-a, a pod preferring wp-a
+    (weight 100): kube-scheduler 1.37.2 binds it to wp-a (NodeAffinity 100 x 2 against Fit's
+    few points), and so does kopf-dra."""
+    nodes = [
+        node(
+            name,
+            allocatable={"cpu": "8", "memory": "32Gi", "pods": "110"},
+            labels={"kubernetes.io/hostname": name},
+        )
+        for name in ("wp-a", "wp-b")
+    ]
+    usage = {"wp-a": NodeUsage({"cpu": Decimal("0.5"), "memory": Decimal(2**30)}, 2)}
+    p = pod(containers=[container({"cpu": "100m", "memory": "128Mi"})])
+    p.spec.affinity = _prefers_a(100)
+    got = run_cycle(p, [], nodes, usage, None)
+    assert got.chosen is not None
+    assert got.chosen.node == "wp-a"
+    by_node = {f.node: f.score.plugins for f in got.fits}
+    assert (by_node["wp-a"]["NodeAffinity"], by_node["wp-b"]["NodeAffinity"]) == (100, 0)
+    assert by_node["wp-a"]["NodeResourcesFit"] < by_node["wp-b"]["NodeResourcesFit"]
+    p.spec.affinity = None
+    got = run_cycle(p, [], nodes, usage, None)
+    assert got.chosen is not None
+    assert got.chosen.node == "wp-b"  # without the preference, the emptier node
+
+
+@pytest.mark.parametrize(
+    ("release", "weights"),
+    [(36, 3 + 2 + 1 + 1 + 2 + 2 + 2 + 1 + 1), (37, 15), (38, 15)],
+)
+def test_the_default_profiles_weights(release: int, weights: int) -> None:
+    """TaintToleration 3; NodeAffinity, PodTopologySpread, InterPodAffinity, DynamicResources
+    2; NodeResourcesFit, VolumeBinding, BalancedAllocation, ImageLocality 1."""
+    scoring = Scoring(release=Release(1, release), ready_devices=0)
+    assert sum(scoring.weights.values()) == weights
+
+
+def _replica(name: str, owner: str | None) -> Pod:
+    p = pod(name, uid=name, containers=[container({"cpu": "100m"})])
+    p.metadata.labels = {"app": "web"}
+    if owner is not None:
+        p.metadata.owner_references = [
+            OwnerReference(
+                api_version="apps/v1", kind="ReplicaSet", name=owner, uid="rs", controller=True
+            )
+        ]
+    return p
+
+
+@pytest.mark.parametrize(("owner", "chosen"), [("web-1", "node-b"), (None, "node-a")])
+def test_a_replica_sets_pods_spread_by_the_system_defaults(owner: str | None, chosen: str) -> None:
+    """PodTopologySpread's system-default constraints (ScheduleAnyway, hostname and zone) for
+    a pod without its own: two of its ReplicaSet's pods run on node-a, so node-b scores
+    higher; a pod that no controller owns (and no Service selects) is not spread, and the tie
+    goes to node-a by name."""
+    nodes = [
+        node(n, allocatable={"cpu": "8", "memory": "32Gi", "pods": "110"}, labels={HOSTNAME: n})
+        for n in ("node-a", "node-b")
+    ]
+    placed = [("node-a", _replica(f"web-{i}", "web-1")) for i in range(2)]
+    replica_set = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": "web-1", "namespace": NS},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}},
+    }
+    snapshot = snapshot_of(nodes, placed, peers_of=peers_from(replica_sets=[replica_set]))
+    incoming = _replica("web-new", owner)
+    filters = pre_filter(incoming, snapshot, PluginSwitches(release=Release(1, 37)))
+    assert isinstance(filters, PodFilters)
+    # the two placed pods' requests, as the scheduler's usage counts them
+    usage = {"node-a": NodeUsage({"cpu": Decimal("0.2")}, 2)}
+    got = run_cycle(incoming, [], nodes, usage, None, filters=filters, best_only=True)
+    assert got.chosen is not None
+    assert got.chosen.node == chosen
+    spread = {f.node: f.score.plugins.get("PodTopologySpread") for f in got.fits}
+    if owner is not None:
+        # raw: each node's matching pods x log(2 nodes + 2) plus maxSkew - 1, per constraint
+        # (the zone one ignored: no node has a zone); the fewest matching pods score 100
+        assert spread == {"node-a": 40, "node-b": 100}
+    else:
+        assert set(spread.values()) == {None}  # no constraints: the plugin skips
