@@ -483,7 +483,8 @@ async def test_kopf_dra_and_kube_scheduler_agree_on_whole_pods(
                 f"{case}: kopf-dra chose {our_node}, kube-scheduler's top scores: {sorted(first)}"
             )
     tally["scored by kube-scheduler"] = len(both_bound.keys() & top.keys())
-    print(f"\nside by side: {len(scene.generated())} pods on {len(scene.nodes)} nodes: {dict(tally)}")
+    pods = len(scene.generated())
+    print(f"\nside by side: {pods} pods on {len(scene.nodes)} nodes: {dict(tally)}")
     assert not differences, "\n".join(differences)
     # The set exercises both verdicts.
     assert tally["bound"], tally
