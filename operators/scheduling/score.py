@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import functools
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Final, Literal
@@ -93,7 +94,7 @@ class Scoring:
     spread_match_label_keys: bool = True
     taint_comparison_operators: bool = False
 
-    @property
+    @functools.cached_property
     def weights(self) -> Mapping[str, int]:
         return {**DEFAULT_WEIGHTS[str(self.release)], READY_DEVICES: self.ready_devices}
 
@@ -254,6 +255,7 @@ class Candidate:
     volumes: volumebinding.PodVolumes | None
     known: int = 0  # the weighted scores that need no normalisation
     dra: int = 0  # DynamicResources' raw score
+    resources: tuple[int, int] = (0, 0)  # NodeResourcesFit's and BalancedAllocation's
 
     @property
     def name(self) -> str:
@@ -372,8 +374,10 @@ class CycleScorer:
         found.dra = dra_score(claims, results) if claims else 0
         if found.dra == self.dra_best:
             self.dra_settled = True
+        found.resources = fit, balanced = self.resources.scores(node, usage)
         found.known = (
-            self.resources.points(node, usage)
+            self.resources.fit_weight * fit
+            + self.resources.balanced_weight * balanced
             + w[IMAGE_LOCALITY] * self.image_score(node)
             + w[VOLUME_BINDING] * self.volume_score(volumes)
             + w[READY_DEVICES] * ready_devices_score(results)
@@ -398,7 +402,6 @@ class CycleScorer:
             return {}
         pod, w = self.pod, self.weights
         comparison = self.scoring.taint_comparison_operators
-        fits: dict[str, tuple[int, int]] = {}
         per_plugin: dict[str, Mapping[str, int]] = {
             TAINT_TOLERATION: taint_toleration_normalize(
                 {f.name: taint_toleration_score(pod, f.node, comparison=comparison) for f in found}
@@ -427,10 +430,8 @@ class CycleScorer:
                 per_plugin[POD_TOPOLOGY_SPREAD] = podtopologyspread.score_nodes(
                     state, pod, [f.node for f in found]
                 )
-        for f in found:
-            fits[f.name] = self.resources.scores(f.node, f.usage)
-        per_plugin[NODE_RESOURCES_FIT] = {n: s[0] for n, s in fits.items()}
-        per_plugin[BALANCED_ALLOCATION] = {n: s[1] for n, s in fits.items()}
+        per_plugin[NODE_RESOURCES_FIT] = {f.name: f.resources[0] for f in found}
+        per_plugin[BALANCED_ALLOCATION] = {f.name: f.resources[1] for f in found}
         per_plugin[IMAGE_LOCALITY] = {f.name: self.image_score(f.node) for f in found}
         if self.scoring.storage_capacity_scoring:
             per_plugin[VOLUME_BINDING] = {f.name: self.volume_score(f.volumes) for f in found}
