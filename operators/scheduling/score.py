@@ -61,7 +61,6 @@ from operators.scheduling.plugins.scores import (
     image_locality_score,
     image_sizes,
     nonzero_requests,
-    normalized_image_name,
     plain_requests,
     preferred_score,
     preferred_terms,
@@ -165,18 +164,21 @@ class ResourceScorer:
 @dataclasses.dataclass(frozen=True)
 class NodeIndex:
     """What the scores read of all the nodes, built once per node list (``NodeOrder.index``):
-    ImageLocality's image sizes per node and how many nodes have each image; the nodes with a
-    PreferNoSchedule taint (TaintToleration differs between nodes only through them)."""
+    ImageLocality's image sizes per node, how many nodes have each image and its largest size
+    (what no node's score can exceed); the nodes with a PreferNoSchedule taint
+    (TaintToleration differs between nodes only through them)."""
 
     sizes: Mapping[str, Mapping[str, int]]
     counts: Mapping[str, int]
     total: int
     prefer_no_schedule: Sequence[Node]
+    largest: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def of(cls, nodes: Sequence[Node]) -> NodeIndex:
         sizes: dict[str, Mapping[str, int]] = {}
         counts: dict[str, int] = {}
+        largest: dict[str, int] = {}
         tainted = []
         for node in nodes:
             if any(t.effect == "PreferNoSchedule" for t in node.spec.taints):
@@ -185,9 +187,10 @@ class NodeIndex:
                 continue
             of_node = image_sizes(node)
             sizes[node.metadata.name or ""] = of_node
-            for name in of_node:
+            for name, size in of_node.items():
                 counts[name] = counts.get(name, 0) + 1
-        return cls(sizes, counts, len(nodes), tuple(tainted))
+                largest[name] = max(size, largest.get(name, 0))
+        return cls(sizes, counts, len(nodes), tuple(tainted), largest)
 
 
 def dra_score(claims: Sequence[ResourceClaim], results: Mapping[str, AllocationResult]) -> int:
@@ -319,36 +322,43 @@ class CycleScorer:
         )
         self.dra_varies = any(len(r.first_available) > 1 for r in open_requests)
         self.dra_settled = not self.dra_varies
-        images_here = self._pod_images_anywhere()
         self.headroom = (
             self.weights[READY_DEVICES] * MAX_NODE_SCORE
             + (self.weights[DYNAMIC_RESOURCES] * MAX_NODE_SCORE if self.dra_varies else 0)
-            + (self.weights[IMAGE_LOCALITY] * MAX_NODE_SCORE if images_here else 0)
+            # a node with the largest copy of each image: none scores more (the score grows
+            # with the sizes present)
+            + self.weights[IMAGE_LOCALITY] * self._image_score(index.largest)
             + (self.weights[VOLUME_BINDING] * MAX_NODE_SCORE if self._volumes() else 0)
         )
         """The most the plugins beyond Fit and BalancedAllocation may add to a node's
         total in the visit's comparisons (plugins equal on every node count 0)."""
 
-    def _pod_images_anywhere(self) -> bool:
-        if not self.index.counts:
-            return False
-        images = [
-            c.image or "" for c in (*self.pod.spec.init_containers, *self.pod.spec.containers)
-        ]
-        return any(normalized_image_name(i) in self.index.counts for i in images) or any(
-            v.source("image") is not None for v in self.pod.spec.volumes
-        )
-
     def _volumes(self) -> bool:
-        name = self.pod.metadata.name or ""
-        return self.scoring.storage_capacity_scoring and any(
-            v.claim_name(name) is not None for v in self.pod.spec.volumes
-        )
+        """VolumeBinding may score above 0 on some node: a claim of the pod's is not bound
+        yet (a bound one has nothing to bind, and scores 0 everywhere)."""
+        if not self.scoring.storage_capacity_scoring or self.snapshot is None:
+            return False
+        pod = self.pod
+        namespace, name = pod.metadata.namespace or "", pod.metadata.name or ""
+        claims = self.snapshot.storage.claims
+        for volume in pod.spec.volumes:
+            claim = volume.claim_name(name)
+            if claim is None:
+                continue
+            found = claims.get(f"{namespace}/{claim}")
+            if found is None or not found.spec.volume_name:
+                return True
+        return False
 
     def image_score(self, node: Node) -> int:
+        return self._image_score(self.index.sizes.get(node.metadata.name or "", {}))
+
+    def _image_score(self, sizes: Mapping[str, int]) -> int:
+        if not sizes:
+            return 0  # below ImageLocality's threshold whatever the pod's images
         return image_locality_score(
             self.pod,
-            self.index.sizes.get(node.metadata.name or "", {}),
+            sizes,
             self.index.total,
             self.index.counts,
             count_image_volumes=self.scoring.release >= V1_37,

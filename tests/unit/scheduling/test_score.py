@@ -9,14 +9,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators.api.core import Affinity, Node, Pod
+from operators.api.core import Affinity, ContainerImage, Node, Pod, Volume
 from operators.api.features import Release
 from operators.api.meta import OwnerReference
+from operators.api.storage import PersistentVolumeClaim
 from operators.scheduling.cycle import run_cycle
 from operators.scheduling.nodes import NodeUsage
 from operators.scheduling.pod_filters import PluginSwitches, PodFilters, pre_filter
 from operators.scheduling.score import (
     POLICIES,
+    CycleScorer,
+    NodeIndex,
     NodeOrder,
     ResourceScorer,
     ScoreKey,
@@ -24,7 +27,7 @@ from operators.scheduling.score import (
     Scoring,
     resource_key,
 )
-from operators.scheduling.snapshot import peers_from, snapshot_of
+from operators.scheduling.snapshot import Storage, peers_from, snapshot_of
 
 from .builders import NS, container, node, pod
 
@@ -212,3 +215,42 @@ def test_a_replica_sets_pods_spread_by_the_system_defaults(owner: str | None, ch
         assert spread == {"node-a": 40, "node-b": 100}
     else:
         assert set(spread.values()) == {None}  # no constraints: the plugin skips
+
+
+@pytest.mark.parametrize(("volume_name", "headroom"), [("pv-1", 100), (None, 200)])
+def test_only_a_claim_still_to_bind_leaves_volume_binding_room_to_score(
+    volume_name: str | None, headroom: int
+) -> None:
+    """A pod whose claims are bound scores 0 on VolumeBinding everywhere: best-first search
+    must not wait for a node to score more (it visited every node for each such pod)."""
+    claim = PersistentVolumeClaim.model_validate(
+        {"metadata": {"name": "data", "namespace": NS}, "spec": {"volumeName": volume_name}}
+    )
+    snapshot = snapshot_of([], [], storage=Storage(claims={f"{NS}/data": claim}))
+    p = pod()
+    p.spec.volumes = [
+        Volume.model_validate({"name": "d", "persistentVolumeClaim": {"claimName": "data"}})
+    ]
+    scoring = Scoring()
+    scorer = CycleScorer(p, [], scoring, snapshot, NodeIndex.of([]), ResourceScorer.of(p, scoring))
+    assert scorer.headroom == headroom  # ReadyDevices' 100, and VolumeBinding's when unbound
+
+
+def test_the_node_with_the_pods_image_wins_and_best_first_finds_it() -> None:
+    """ImageLocality: a 500MB image on node-b only (the pod's), beside node-a's smaller copy
+    of another image: node-b scores more, and best-first search, bounded by the largest copy
+    of each image, still finds it although node-a comes first by name."""
+    nodes = []
+    for name, image in (("node-a", "other:1"), ("node-b", "trainer:1"), ("node-c", "other:1")):
+        n = node(name, allocatable={"cpu": "8", "memory": "32Gi", "pods": "110"})
+        n.status.images = [ContainerImage(names=[image], size_bytes=500 * 2**20)]
+        nodes.append(n)
+    p = pod(containers=[container({"cpu": "100m"}) | {"image": "trainer:1"}])
+    order = NodeOrder()
+    best = run_cycle(p, [], nodes, {}, None, best_only=True, node_order=order)
+    full = run_cycle(p, [], nodes, {}, None)
+    assert best.chosen is not None
+    assert full.chosen is not None
+    assert best.chosen.node == full.chosen.node == "node-b"
+    assert best.chosen.score == full.chosen.score
+    assert full.chosen.score.plugins["ImageLocality"] > 0
