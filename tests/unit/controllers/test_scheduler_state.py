@@ -450,7 +450,7 @@ async def test_nothing_the_scheduler_started_outlives_deactivate(
     pod = Pod.load(_pod("p", None))
     claim = ResourceClaim.load(_claim("5", allocated=False))
     plan = planning.reservations(pod, [claim], {}, s.clock.now())
-    fit = NodeFit("node-1", {}, Score(0, 0, Decimal(0), "node-1"))
+    fit = NodeFit("node-1", {}, Score(0, 0, 0, "node-1"))
     s.binder.start(Reserved(pod, plan, fit, None, s))
     s.queue.make_room("Node/Add", "a node joined")
     await asyncio.wait_for(blocked.wait(), timeout=10)
@@ -499,7 +499,7 @@ async def test_a_write_refused_by_the_fence_leaves_no_allocation_that_was_not_wr
     assert claim is not None
     allocation = AllocationResult.load(_claim("5", allocated=True)["status"]["allocation"])
     attempt = Attempt(Ready(pod, (claim,)), PodPriority(0, True), [], {})
-    s.reserve(attempt, NodeFit("node-1", {claim.key: allocation}, Score(0, 0, Decimal(0), "n")))
+    s.reserve(attempt, NodeFit("node-1", {claim.key: allocation}, Score(0, 0, 0, "n")))
     assert s.cache.allocated.state().is_allocated(DEVICE)
     await asyncio.wait_for(asyncio.gather(*s.tasks.running()), timeout=10)
     assert requeued == [ObjectKey("ns", "p")]

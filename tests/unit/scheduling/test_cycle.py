@@ -1039,9 +1039,9 @@ def test_best_first_chooses_what_a_full_scan_chooses(
         [c],
         nodes,
         usage,
-        counting,
+        counting,  # type: ignore[arg-type]
         scoring=scoring,
-        best_only=True,  # type: ignore[arg-type]
+        best_only=True,
     )
     assert (best.chosen.node if best.chosen else None) == (
         full.chosen.node if full.chosen else None
