@@ -473,9 +473,7 @@ class _Cycle:
         candidate = self.scorer.candidate(
             node, node_usage, [*self.allocated, *here], results, volumes
         )
-        self.fits.append(
-            _Found(name, candidate, self.scorer.least(candidate), node_claim, statuses)
-        )
+        self.fits.append(_Found(candidate, self.scorer.least(candidate), node_claim, statuses))
         return True
 
     def skipped_fit_elsewhere(self) -> None:
@@ -563,11 +561,14 @@ class _Found:
     """A fit as the visit knows it: its scores before normalising over every fit, the least
     its total can be (``CycleScorer.least``)."""
 
-    node: str
     candidate: Candidate
     least: ScoreKey
     extended: ExtendedClaim | None
     statuses: Statuses
+
+    @property
+    def node(self) -> str:
+        return self.candidate.name
 
 
 def unavailable_claim(claims: Sequence[ResourceClaim], node: Node) -> ResourceClaim | None:

@@ -143,14 +143,10 @@ class Profile:
     @property
     def scoring(self) -> Scoring:
         """The score plugins: the release's default profile, the Fit strategy, ReadyDevices."""
-        switches = self.plugins
         return Scoring(
             policy=self.policies.score_policy,
-            release=switches.release,
             ready_devices=self.policies.ready_devices_weight,
-            storage_capacity_scoring=switches.storage_capacity_scoring,
-            spread_match_label_keys=switches.spread_match_label_keys,
-            taint_comparison_operators=switches.taint_comparison_operators,
+            plugins=self.plugins,
         )
 
     @property

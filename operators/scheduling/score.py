@@ -68,6 +68,7 @@ from operators.scheduling.plugins.scores import (
     taint_toleration_normalize,
     taint_toleration_score,
 )
+from operators.scheduling.pod_filters import PluginSwitches
 from operators.scheduling.snapshot import Snapshot
 
 ScorePolicy = Literal["least-allocated", "most-allocated"]
@@ -82,16 +83,19 @@ FIRST_AVAILABLE_MAX: Final = 8
 
 @dataclasses.dataclass(frozen=True)
 class Scoring:
-    """The score plugins' configuration: the release's default profile, the Fit strategy
-    (``--score-policy``) and kopf-dra's ReadyDevices weight."""
+    """The score plugins' configuration: the Fit strategy (``--score-policy``), kopf-dra's
+    ReadyDevices weight, and what the release and its gates switch in the plugins (the
+    filters' switches: one source for both)."""
 
     policy: ScorePolicy = "least-allocated"
-    release: Release = V1_37
     ready_devices: int = 1
-    #: StorageCapacityScoring (beta and on from 1.37): VolumeBinding scores.
-    storage_capacity_scoring: bool = True
-    spread_match_label_keys: bool = True
-    taint_comparison_operators: bool = False
+    plugins: PluginSwitches = dataclasses.field(
+        default_factory=lambda: PluginSwitches(release=V1_37)
+    )
+
+    @property
+    def release(self) -> Release:
+        return self.plugins.release
 
     @functools.cached_property
     def weights(self) -> Mapping[str, int]:
@@ -252,7 +256,6 @@ class Candidate:
     """What a cycle knows of a fit before the scores are normalised over all fits."""
 
     node: Node
-    usage: NodeUsage
     claims: Sequence[ResourceClaim]  # all the pod's claims on this node (its special one too)
     results: Mapping[str, AllocationResult]
     volumes: volumebinding.PodVolumes | None
@@ -307,7 +310,7 @@ class CycleScorer:
                 peers.stateful_sets,
             )
         self.spread = snapshot is not None and (soft_spread or self.spread_selector is not None)
-        comparison = scoring.taint_comparison_operators
+        comparison = scoring.plugins.taint_comparison_operators
         self.taints = any(
             taint_toleration_score(pod, n, comparison=comparison) for n in index.prefer_no_schedule
         )
@@ -336,7 +339,7 @@ class CycleScorer:
     def _volumes(self) -> bool:
         """VolumeBinding may score above 0 on some node: a claim of the pod's is not bound
         yet (a bound one has nothing to bind, and scores 0 everywhere)."""
-        if not self.scoring.storage_capacity_scoring or self.snapshot is None:
+        if not self.scoring.plugins.storage_capacity_scoring or self.snapshot is None:
             return False
         pod = self.pod
         namespace, name = pod.metadata.namespace or "", pod.metadata.name or ""
@@ -366,7 +369,7 @@ class CycleScorer:
 
     def volume_score(self, volumes: volumebinding.PodVolumes | None) -> int:
         found = volumebinding.score(
-            volumes, storage_capacity_scoring=self.scoring.storage_capacity_scoring
+            volumes, storage_capacity_scoring=self.scoring.plugins.storage_capacity_scoring
         )
         return found or 0
 
@@ -380,7 +383,7 @@ class CycleScorer:
     ) -> Candidate:
         """A fit with the scores known without the other fits."""
         w = self.weights
-        found = Candidate(node, usage, claims, results, volumes)
+        found = Candidate(node, claims, results, volumes)
         found.dra = dra_score(claims, results) if claims else 0
         if found.dra == self.dra_best:
             self.dra_settled = True
@@ -411,7 +414,7 @@ class CycleScorer:
         if not found:
             return {}
         pod, w = self.pod, self.weights
-        comparison = self.scoring.taint_comparison_operators
+        comparison = self.scoring.plugins.taint_comparison_operators
         per_plugin: dict[str, Mapping[str, int]] = {
             TAINT_TOLERATION: taint_toleration_normalize(
                 {f.name: taint_toleration_score(pod, f.node, comparison=comparison) for f in found}
@@ -432,7 +435,7 @@ class CycleScorer:
                 self.snapshot,
                 [f.node for f in found],
                 default_selector=self.spread_selector,
-                match_label_keys=self.scoring.spread_match_label_keys,
+                match_label_keys=self.scoring.plugins.spread_match_label_keys,
                 taint_comparison_operators=comparison,
                 count_empty_selector=self.scoring.release >= V1_38,
             )
@@ -443,7 +446,7 @@ class CycleScorer:
         per_plugin[NODE_RESOURCES_FIT] = {f.name: f.resources[0] for f in found}
         per_plugin[BALANCED_ALLOCATION] = {f.name: f.resources[1] for f in found}
         per_plugin[IMAGE_LOCALITY] = {f.name: self.image_score(f.node) for f in found}
-        if self.scoring.storage_capacity_scoring:
+        if self.scoring.plugins.storage_capacity_scoring:
             per_plugin[VOLUME_BINDING] = {f.name: self.volume_score(f.volumes) for f in found}
         if w[READY_DEVICES]:
             per_plugin[READY_DEVICES] = {f.name: ready_devices_score(f.results) for f in found}

@@ -166,7 +166,7 @@ def test_a_preferred_node_beats_two_small_pods_as_with_kube_scheduler() -> None:
 def test_the_default_profiles_weights(release: int, weights: int) -> None:
     """TaintToleration 3; NodeAffinity, PodTopologySpread, InterPodAffinity, DynamicResources
     2; NodeResourcesFit, VolumeBinding, BalancedAllocation, ImageLocality 1."""
-    scoring = Scoring(release=Release(1, release), ready_devices=0)
+    scoring = Scoring(ready_devices=0, plugins=PluginSwitches(release=Release(1, release)))
     assert sum(scoring.weights.values()) == weights
 
 
