@@ -665,13 +665,19 @@ async def _told_as_predicted(
 
     told = await eventually(all_told, what="every pod of the group told what simulate says")
     if not later:
-        group = await kube.get("PodGroup", GROUP, namespace)
-        (condition,) = [
-            c
-            for c in (group.get("status") or {}).get("conditions") or []
-            if c["type"] == "PodGroupInitiallyScheduled"
-        ]
-        assert condition["message"] == group_cycle.condition(predicted.message or "")
+        # The PodGroup's condition is written after its pods' Events: wait for it to land.
+        async def condition() -> dict[str, Any] | None:
+            group = await kube.get("PodGroup", GROUP, namespace)
+            found = [
+                c
+                for c in (group.get("status") or {}).get("conditions") or []
+                if c["type"] == "PodGroupInitiallyScheduled"
+            ]
+            assert len(found) <= 1, found
+            return found[0] if found else None
+
+        written = await eventually(condition, what="the PodGroup's PodGroupInitiallyScheduled")
+        assert written["message"] == group_cycle.condition(predicted.message or "")
     print(f"told as predicted: {told}")
 
 
