@@ -6,7 +6,8 @@ liveness probe. With ``--metrics-secure`` it speaks HTTPS (the certificate of
 ``--metrics-cert-dir``, else a self-signed one made at start, as kube-scheduler does) and
 ``/metrics`` needs a bearer token that the API server authenticates (TokenReview) and
 authorizes for ``get`` on the path (SubjectAccessReview): kube-scheduler's delegated
-authentication and authorization, with answers cached ten seconds. ``/healthz``, ``/livez``
+authentication and authorization, with answers cached ten seconds and a review that failed
+on the way tried again as it does. ``/healthz``, ``/livez``
 and ``/readyz`` stay open (its ``--authorization-always-allow-paths``), and tell which check
 failed but not why (the why is logged).
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
+import random
 import ssl
 import tempfile
 from collections import OrderedDict
@@ -42,6 +44,21 @@ CACHE_TTL: Final = 10.0
 CACHE_SIZE: Final = 1024
 TOKEN_REVIEWS: Final = "/apis/authentication.k8s.io/v1/tokenreviews"
 ACCESS_REVIEWS: Final = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+#: kube's DefaultAuthWebhookRetryBackoff: 0.5 s, times 1.5 each try, 20% jitter, five tries.
+REVIEW_DELAY: Final = 0.5
+REVIEW_FACTOR: Final = 1.5
+REVIEW_JITTER: Final = 0.2
+REVIEW_TRIES: Final = 5
+
+
+def transient(error: BaseException) -> bool:
+    """A review worth sending again, as kube's webhook.DefaultShouldRetry judges it: an
+    internal error, a timeout, too many requests or a Retry-After from the API server, or a
+    connection that broke (or never opened: a review changes nothing, so resending is safe)."""
+    if isinstance(error, ApiError):
+        details = error.body.get("details") or {}
+        return error.status in (429, 500, 504) or bool(details.get("retryAfterSeconds"))
+    return isinstance(error, ConnectionError)
 
 
 @dataclasses.dataclass
@@ -77,11 +94,32 @@ class _TTLCache:
 class DelegatedAuth:
     """TokenReview then SubjectAccessReview for a request, as kube-scheduler delegates them."""
 
-    def __init__(self, api: Callable[[], Awaitable[KubeAPI]]) -> None:
+    def __init__(
+        self,
+        api: Callable[[], Awaitable[KubeAPI]],
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
         self._api = api
+        self._sleep = sleep
         now = asyncio.get_running_loop().time
         self._users = _TTLCache(now)
         self._decisions = _TTLCache(now)
+
+    async def _review(self, path: str, review: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The review's status, tried again with backoff while the failure is transient."""
+        delay = REVIEW_DELAY
+        for tries in range(1, REVIEW_TRIES + 1):
+            try:
+                answer = await (await self._api()).call("POST", path, body=review)
+                status: Mapping[str, Any] = answer.get("status") or {}
+                return status
+            except (ApiError, OSError) as e:
+                if tries == REVIEW_TRIES or not transient(e):
+                    raise
+                log.info("a metrics request's review failed; trying again", error=str(e))
+            await self._sleep(delay * (1 + REVIEW_JITTER * random.random()))
+            delay *= REVIEW_FACTOR
+        raise AssertionError("unreachable: the last try returns or raises")
 
     async def user(self, token: str) -> dict[str, Any] | None:
         """The authenticated user of ``token``, or None."""
@@ -94,8 +132,7 @@ class DelegatedAuth:
             "kind": "TokenReview",
             "spec": {"token": token},
         }
-        answer = await (await self._api()).call("POST", TOKEN_REVIEWS, body=review)
-        status = answer.get("status") or {}
+        status = await self._review(TOKEN_REVIEWS, review)
         user: dict[str, Any] = status.get("user") or {} if status.get("authenticated") else {}
         self._users.put(key, user)
         return user or None
@@ -119,8 +156,7 @@ class DelegatedAuth:
             "kind": "SubjectAccessReview",
             "spec": spec,
         }
-        answer = await (await self._api()).call("POST", ACCESS_REVIEWS, body=review)
-        allowed = bool((answer.get("status") or {}).get("allowed"))
+        allowed = bool((await self._review(ACCESS_REVIEWS, review)).get("allowed"))
         self._decisions.put(key, allowed)
         return allowed
 

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import aiohttp
 import pytest
 from prometheus_client import Counter
 
+from operators.kube.api import ApiError
 from operators.observability.metrics import registry
 from operators.runtime.controller import Controller
 from operators.runtime.queue import WorkQueue
-from operators.runtime.serving import CACHE_SIZE, Endpoints, Server, _TTLCache
+from operators.runtime.serving import CACHE_SIZE, DelegatedAuth, Endpoints, Server, _TTLCache
 from operators.settings import Settings, SettingsError
 
 
@@ -133,3 +135,71 @@ def test_review_answers_are_cached_but_bounded() -> None:
     assert cache.get(f"token-{CACHE_SIZE + 9}") == CACHE_SIZE + 9
     now[0] = 11.0
     assert cache.get(f"token-{CACHE_SIZE + 9}") is None  # answers expire after ten seconds
+
+
+class Reviews:
+    """The API server's side of the reviews: each POST takes the next outcome."""
+
+    def __init__(self, *outcomes: BaseException | dict[str, Any]) -> None:
+        self.outcomes = list(outcomes)
+        self.posts: list[str] = []
+
+    async def call(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        self.posts.append(path.rsplit("/", 1)[-1])
+        outcome = self.outcomes.pop(0)
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+
+def _auth(reviews: Reviews) -> tuple[DelegatedAuth, list[float]]:
+    slept: list[float] = []
+
+    async def api() -> Any:
+        return reviews
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    return DelegatedAuth(api, sleep=sleep), slept
+
+
+ALICE = {"status": {"authenticated": True, "user": {"username": "alice"}}}
+DENIED = {"status": {"allowed": False}}
+
+
+def _failure(status: int, reason: str, details: dict[str, Any] | None = None) -> ApiError:
+    return ApiError(status, reason, "", {"reason": reason, "details": details or {}})
+
+
+async def test_a_review_that_failed_on_the_way_is_sent_again_with_kubes_backoff() -> None:
+    reviews = Reviews(
+        _failure(500, "InternalError"),
+        ConnectionResetError("reset by peer"),
+        ALICE,
+        _failure(429, "TooManyRequests"),
+        _failure(409, "Conflict", {"retryAfterSeconds": 1}),
+        DENIED,
+    )
+    auth, slept = _auth(reviews)
+    user = await auth.user("token")
+    assert user == {"username": "alice"}
+    assert not await auth.allowed(user, "/metrics", "get")
+    assert reviews.posts == ["tokenreviews"] * 3 + ["subjectaccessreviews"] * 3
+    # 0.5 s, then 1.5 times longer, each up to 20% more.
+    assert all(d <= s <= d * 1.2 for s, d in zip(slept, [0.5, 0.75, 0.5, 0.75], strict=True))
+
+
+async def test_a_review_refused_for_good_or_failing_five_times_is_not_sent_again() -> None:
+    forbidden = _failure(403, "Forbidden")
+    auth, slept = _auth(Reviews(forbidden))
+    with pytest.raises(ApiError) as raised:
+        await auth.user("token")
+    assert raised.value is forbidden
+    assert slept == []
+    reviews = Reviews(*[_failure(504, "Timeout") for _ in range(6)])
+    auth, slept = _auth(reviews)
+    with pytest.raises(ApiError, match="504"):
+        await auth.user("token")
+    assert len(reviews.posts) == 5
+    assert len(slept) == 4
