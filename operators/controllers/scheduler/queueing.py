@@ -528,16 +528,21 @@ def _pod_group_feed(cache: SchedulerCache, queue: SchedulingQueue, watched: Watc
         key = ObjectKey.of(body)
         event = event_name("PodGroup", kw["type"])
         watched.group_changed(key)
-        pods = [
-            ObjectKey(p.metadata.namespace or "", p.metadata.name or "")
-            for p in cache.group_pods(key)
-            if not p.spec.node_name and p.spec.scheduler_name == cache.scheduler_name
-        ]
+        pods = _pending_members(cache, key)
         record(event, Hint(bool(pods), f"pod group {key} changed: its pending pods"))
         for pod in pods:
             queue.add(pod)
 
     return feed
+
+
+def _pending_members(cache: SchedulerCache, group: ObjectKey) -> list[ObjectKey]:
+    """The group's pods this scheduler has yet to place."""
+    return [
+        ObjectKey(p.metadata.namespace or "", p.metadata.name or "")
+        for p in cache.group_pods(group)
+        if not p.spec.node_name and p.spec.scheduler_name == cache.scheduler_name
+    ]
 
 
 def _listed_feed(
@@ -591,6 +596,13 @@ def _pod_feed(cache: SchedulerCache, queue: SchedulingQueue, watched: Watched) -
             return
         queue.bound_unseen.discard(key)
         node = (body.get("spec") or {}).get("nodeName")
+        if group and node and kw["type"] == "ADDED":
+            # A pod created bound may complete its gang's minCount (GangScheduling's
+            # AssignedPod/Add hint): the group's waiting pods try again.
+            members = _pending_members(cache, ObjectKey(key.namespace, group))
+            record(event, Hint(bool(members), f"pod {key} of pod group {group} was added bound"))
+            for member in members:
+                queue.add(member)
         if node and kw["type"] != "DELETED" and (before is not None or kw["type"] == "ADDED"):
             # A pod placed (upstream's AssignedPod/Add): pod affinity or a spread may let a
             # pod that waited go now; its devices are taken, nothing is freed.
