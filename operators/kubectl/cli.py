@@ -18,6 +18,7 @@ import yaml
 from operators.api.core import Pod
 from operators.api.features import KubernetesVersion
 from operators.api.resource import ResourceClaim
+from operators.api.validation import label_name_errors
 from operators.cel import install_zone_loader
 from operators.display import is_terminal
 from operators.kube.api import ApiError, KubeAPI
@@ -39,6 +40,7 @@ EXAMPLES = """examples:
   kubectl dra claims                 # the claims of the current namespace
   kubectl dra claims trainer -o wide # the claims of pod trainer, with device status
   kubectl dra pools --watch          # every pool, refreshed every 2 s
+  kubectl dra pools --by topology.example.com/rack # devices free per rack
   kubectl dra why trainer            # why is pod trainer pending (or what does it hold)?
 
 exit codes: 0 answered (why: the pod is bound or fits), 1 why: the pod fits nowhere or waits,
@@ -66,6 +68,14 @@ def _common(p: argparse.ArgumentParser, *, top: bool) -> None:
     p.add_argument("-o", "--output", choices=OUTPUTS, default=default, help="json, yaml or wide")
 
 
+def _label_key(value: str) -> str:
+    """``--by``'s KEY: a label key, refused at once rather than matching no node."""
+    errors = label_name_errors(value)
+    if errors:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a label key: {'; '.join(errors)}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kubectl dra",
@@ -87,6 +97,14 @@ def build_parser() -> argparse.ArgumentParser:
     pools.add_argument("--watch", "-w", action="store_true", help="refresh until Ctrl-C")
     pools.add_argument(
         "--interval", type=float, default=2.0, metavar="SECONDS", help="--watch's refresh (2)"
+    )
+    pools.add_argument(
+        "--by",
+        type=_label_key,
+        metavar="KEY",
+        help="one row per topology domain (the nodes sharing a value of node label KEY, e.g. "
+        "a rack): its nodes and its pools' devices summed; nodes without KEY (or with an empty "
+        "value) and pools not local to one node are in the row <none>",
     )
     _common(pools, top=False)
     why = sub.add_parser(
@@ -188,6 +206,15 @@ async def pool_objects(
     return slices, found, rules, version
 
 
+async def pool_nodes(api: KubeAPI, err: TextIO | None) -> list[dict[str, Any]] | None:
+    """The Nodes, for ``--by``'s domains; None where listing them is forbidden (the pools are
+    then shown one by one, and a warning on ``err`` says why)."""
+    reader = Reader(api)
+    nodes = await reader.items("Node")
+    _warn(reader, "the pools are shown without domains", err)
+    return nodes
+
+
 async def watch(
     frame: Callable[[], Awaitable[str]],
     out: TextIO,
@@ -217,23 +244,34 @@ async def pools(args: argparse.Namespace, api: KubeAPI, out: TextIO, err: TextIO
 
     warn: list[TextIO | None] = [err]  # --watch warns of a refused read once, not every frame
 
-    async def views() -> list[pool_view.PoolView]:
+    async def views() -> tuple[list[pool_view.PoolView], list[pool_view.DomainView] | None]:
+        """The pools, and with ``--by`` their domains (None where Nodes cannot be read)."""
         objects = await pool_objects(api, namespace, warn[0])
+        nodes = await pool_nodes(api, warn[0]) if args.by else None
         warn[0] = None
-        return pool_view.from_objects(*objects)
+        shown = pool_view.from_objects(*objects)
+        if nodes is None:
+            return shown, None
+        return shown, pool_view.domains_from_objects(shown, nodes, args.by)
+
+    def text(shown: list[pool_view.PoolView], domains: list[pool_view.DomainView] | None) -> str:
+        if domains is None:
+            return pool_view.render(shown, wide=wide, colour=colour)
+        return pool_view.render_domains(domains, shown, args.by, wide=wide, colour=colour)
 
     if args.output in ("json", "yaml"):
-        _write(pool_view.as_json(await views()), args.output, out)
+        _write(pool_view.as_json(*await views()), args.output, out)
         return EXIT_ANSWERED
     if not args.watch:
-        out.write(pool_view.render(await views(), wide=wide, colour=colour))
+        out.write(text(*await views()))
         return EXIT_ANSWERED
 
+    command = f"kubectl dra pools --by {args.by}" if args.by else "kubectl dra pools"
+
     async def frame() -> str:
-        shown = await views()
+        shown = text(*await views())
         now = datetime.datetime.now().strftime("%H:%M:%S")
-        head = f"Every {args.interval:g}s: kubectl dra pools  {now}\n\n"
-        return head + pool_view.render(shown, wide=wide, colour=colour)
+        return f"Every {args.interval:g}s: {command}  {now}\n\n" + shown
 
     return await watch(frame, out, args.interval)
 

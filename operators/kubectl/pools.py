@@ -6,6 +6,8 @@ The counting is the allocator's, as the pool validator counts for ResourcePoolSt
 ``pool_status`` (a device shared by several claims counts once; a device tainted NoSchedule
 or NoExecute, or whose counters the allocated devices used up, is unavailable). A shareable
 device's capacity (KEP-5075) is what its shares consume, as ``AllocatedState`` adds it up.
+``--by KEY`` only sums those counts per topology domain (the nodes sharing a value of node
+label KEY: a rack, an NVLink block), where a gang of pods is placed.
 Pure: everything comes in as arguments.
 """
 
@@ -14,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from operators.allocator.capacity import qualified_name
 from operators.allocator.features import Features
@@ -22,6 +24,7 @@ from operators.allocator.pool_availability import BLOCKING_EFFECTS, pool_status
 from operators.allocator.pool_checks import CounterUsage, check_pool, pool_devices
 from operators.allocator.pools import PoolGeneration, newest_generations
 from operators.allocator.state import AllocatedState
+from operators.api.core import Node
 from operators.api.features import KubernetesVersion
 from operators.api.quantity import Quantity
 from operators.api.resource import DeviceTaint, DeviceTaintRule, ResourceClaim, ResourceSlice
@@ -29,6 +32,11 @@ from operators.display import paint, table, usage
 
 #: ``memory-slice-0`` .. ``memory-slice-7``: one entry, how many of them are in use.
 _NUMBERED = re.compile(r"^(.*?)-?\d+$")
+#: ``PoolView.node`` of a pool not local to one node (no node name starts with ``<``).
+ALL_NODES: Final = "<all nodes>"
+NODE_SELECTOR: Final = "<node selector>"
+#: The row of ``--by`` for what is in no domain.
+NO_DOMAIN: Final = "<none>"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,14 +76,31 @@ class PoolView:
     problems: tuple[str, ...] = ()
 
 
+@dataclasses.dataclass(frozen=True)
+class DomainView:
+    """The pool views of one topology domain, summed; ``domain`` None: of no domain."""
+
+    domain: str | None
+    nodes: int
+    pools: int
+    devices: int = 0
+    allocated: int = 0
+    unavailable: int = 0
+    available: int = 0
+
+    @property
+    def name(self) -> str:
+        return NO_DOMAIN if self.domain is None else self.domain
+
+
 def _node(group: PoolGeneration) -> str:
     """Where the pool's devices are: one node, every node, or chosen by a selector."""
     nodes = {s.spec.node_name for s in group.slices}
     if len(nodes) == 1 and (name := nodes.pop()):
         return name
     if all(s.spec.all_nodes for s in group.slices):
-        return "<all nodes>"
-    return "<node selector>"
+        return ALL_NODES
+    return NODE_SELECTOR
 
 
 def _taints(
@@ -175,6 +200,44 @@ def from_objects(
     )
 
 
+def domain_views(views: Sequence[PoolView], nodes: Sequence[Node], key: str) -> list[DomainView]:
+    """``views`` summed per value of node label ``key`` on the node each pool is local to,
+    sorted by value, so that a gang's free devices per rack show. Then, where there are any,
+    what is in no domain, so that the rows add up to every pool: nodes without the label or
+    with an empty value (a labeling mistake, not a domain, as Kubernetes 1.38 takes it), pools
+    local to them or to a node not read, pools not local to one node."""
+    domain_of = {n.metadata.name: n.metadata.labels.get(key) or None for n in nodes}
+    members: dict[str | None, set[str]] = {}
+    for name, domain in domain_of.items():
+        if name:
+            members.setdefault(domain, set()).add(name)
+    pooled: dict[str | None, list[PoolView]] = {}
+    for view in views:
+        local = view.node not in (ALL_NODES, NODE_SELECTOR)
+        if local and view.node not in domain_of:
+            members.setdefault(None, set()).add(view.node)
+        pooled.setdefault(domain_of.get(view.node) if local else None, []).append(view)
+    return [
+        DomainView(
+            domain=domain,
+            nodes=len(members.get(domain, ())),
+            pools=len(pooled.get(domain, ())),
+            devices=sum(v.devices for v in pooled.get(domain, ())),
+            allocated=sum(v.allocated for v in pooled.get(domain, ())),
+            unavailable=sum(v.unavailable for v in pooled.get(domain, ())),
+            available=sum(v.available for v in pooled.get(domain, ())),
+        )
+        for domain in sorted(members.keys() | pooled.keys(), key=lambda d: (d is None, d or ""))
+    ]
+
+
+def domains_from_objects(
+    views: Sequence[PoolView], nodes: Sequence[Mapping[str, Any]], key: str
+) -> list[DomainView]:
+    """``domain_views`` of the Nodes as read."""
+    return domain_views(views, [Node.load(n) for n in nodes], key)
+
+
 def _counter_text(counters: Sequence[CounterUsage]) -> str:
     """Each counter as used/total with a bar; numbered counters (``memory-slice-0..7``) as one
     entry: how many of them are in use."""
@@ -248,16 +311,49 @@ def render(views: Sequence[PoolView], *, wide: bool = False, colour: bool = Fals
                 [["DEVICE", "TAINT"]] + [[f"{v.pool}/{t.device}", str(t)] for v, t in taints]
             )
         ]
+    return "\n".join(lines + _problems(views, colour)) + "\n"
+
+
+def _problems(views: Sequence[PoolView], colour: bool) -> list[str]:
+    """What is wrong with the pools: a sum over a domain does not say it."""
     problems = [(v, p) for v in views for p in v.problems]
-    if problems:
-        lines += ["", paint("PROBLEMS", "red", colour)]
-        lines += [f"  {v.pool}: {p}" for v, p in problems]
-    return "\n".join(lines) + "\n"
+    if not problems:
+        return []
+    return ["", paint("PROBLEMS", "red", colour)] + [f"  {v.pool}: {p}" for v, p in problems]
 
 
-def as_json(views: Sequence[PoolView]) -> dict[str, Any]:
-    """``-o json|yaml``: per pool the counts, counters, shared devices, taints and problems."""
-    return {
+def domain_rows(domains: Sequence[DomainView], key: str, *, wide: bool = False) -> list[list[str]]:
+    head = [f"DOMAIN ({key})", "NODES", "DEVICES", "ALLOCATED", "UNAVAILABLE", "AVAILABLE"]
+    out = [[*head, "POOLS"] if wide else head]
+    for d in domains:
+        counts = (d.nodes, d.devices, d.allocated, d.unavailable, d.available)
+        row = [d.name, *(str(c) for c in counts)]
+        out.append([*row, str(d.pools)] if wide else row)
+    return out
+
+
+def render_domains(
+    domains: Sequence[DomainView],
+    views: Sequence[PoolView],
+    key: str,
+    *,
+    wide: bool = False,
+    colour: bool = False,
+) -> str:
+    """``--by``: the domains table, then the pools' problems."""
+    if not views:
+        return "No ResourceSlices found.\n"
+    lines = [line.rstrip() for line in table(domain_rows(domains, key, wide=wide), "")]
+    lines[0] = paint(lines[0], "bold", colour)
+    return "\n".join(lines + _problems(views, colour)) + "\n"
+
+
+def as_json(
+    views: Sequence[PoolView], domains: Sequence[DomainView] | None = None
+) -> dict[str, Any]:
+    """``-o json|yaml``: per pool the counts, counters, shared devices, taints and problems;
+    with ``domains`` (``--by``) also their sums per domain (``domain`` null: in none)."""
+    data: dict[str, Any] = {
         "pools": [
             {
                 "pool": v.pool,
@@ -296,3 +392,17 @@ def as_json(views: Sequence[PoolView]) -> dict[str, Any]:
             for v in views
         ]
     }
+    if domains is not None:
+        data["domains"] = [
+            {
+                "domain": d.domain,
+                "nodes": d.nodes,
+                "pools": d.pools,
+                "devices": d.devices,
+                "allocated": d.allocated,
+                "unavailable": d.unavailable,
+                "available": d.available,
+            }
+            for d in domains
+        ]
+    return data
