@@ -163,6 +163,10 @@ class Allocator:
 
     # --- per node ------------------------------------------------------------------------
 
+    def candidates(self, node: Node) -> Sequence[Candidate]:
+        """Every device of the pools ``node`` can use, in pool, slice and device order."""
+        return self._view(node).devices
+
     def _view(self, node: Node) -> NodeView:
         """The node's pools and candidates: gathering and validating pools is the costly part of
         a warm call, so views are cached by node name and labels (NodeViewCache)."""

@@ -1,4 +1,5 @@
-"""Which release serves which field of resource.k8s.io/v1, and the gate each new one is under.
+"""Which release serves which field of resource.k8s.io/v1 (and of a PodGroup), and the gate each
+new one is under.
 
 The models hold the fields of every supported release (a newer server's must survive a round
 trip), but what a given cluster accepts differs: a 1.36 API server does not know 1.37's
@@ -19,6 +20,7 @@ from typing import Any, Final, get_args, get_origin
 from pydantic import BaseModel
 
 from operators.api.features import Release
+from operators.api.groups import PodGroupSpec
 from operators.api.resource import (
     Device,
     DeviceCounterConsumption,
@@ -69,6 +71,7 @@ FIELDS: Final = (
     ReleaseField(ExactDeviceRequest, "derived_attributes", "DRADerivedAttributes", R137),
     ReleaseField(DeviceSubRequest, "derived_attributes", "DRADerivedAttributes", R137),
     ReleaseField(Device, "node_allocatable_resources", "DRANodeAllocatableResources", R137),
+    ReleaseField(PodGroupSpec, "scheduling_constraints", "TopologyAwareWorkloadScheduling", R137),
     ReleaseField(
         Device,
         "node_allocatable_resource_mappings",

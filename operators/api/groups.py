@@ -63,6 +63,19 @@ class PodGroupResourceClaimStatus(KubeModel):
     resource_claim_name: str | None = None
 
 
+class TopologyConstraint(KubeModel):
+    """The node label whose value is the group's domain (a rack, a block)."""
+
+    key: str | None = None
+
+
+class PodGroupSchedulingConstraints(KubeModel):
+    """TopologyAwareWorkloadScheduling (alpha in 1.37, beta in 1.38, off by default): at most
+    one topology constraint."""
+
+    topology: list[TopologyConstraint] = Field(default_factory=list)
+
+
 class WorkloadReference(KubeModel):
     workload_name: str | None = None
     template_name: str | None = None
@@ -71,7 +84,7 @@ class WorkloadReference(KubeModel):
 class PodGroupSpec(KubeModel):
     workload_ref: WorkloadReference | None = None
     scheduling_policy: PodGroupSchedulingPolicy = Field(default_factory=PodGroupSchedulingPolicy)
-    scheduling_constraints: dict[str, object] | None = None
+    scheduling_constraints: PodGroupSchedulingConstraints | None = None
     resource_claims: list[PodGroupResourceClaim] = Field(default_factory=list)
     disruption_mode: dict[str, object] | None = None
     priority_class_name: str | None = None
@@ -98,6 +111,15 @@ class PodGroup(KubeModel):
         (upstream's PlacementFeasible treats basic as a gang of one)."""
         gang = self.spec.scheduling_policy.gang
         return max(gang.min_count or 1, 1) if gang is not None else 1
+
+    @property
+    def topology_key(self) -> str | None:
+        """The label all its pods share a value of (upstream reads the first constraint only:
+        the API allows one)."""
+        constraints = self.spec.scheduling_constraints
+        if constraints is None or not constraints.topology:
+            return None
+        return constraints.topology[0].key or None
 
     @property
     def is_gang(self) -> bool:

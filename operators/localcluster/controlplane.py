@@ -67,13 +67,16 @@ _GATES_1_36: Final = {
 #: at 1.36's version; storage versions) and would be one more flag for every component, where
 #: the gates already reach them all, kopf-dra's own included.
 #: 1.37 adds gang scheduling with devices (GenericWorkload, DRAWorkloadResourceClaims: beta, off
-#: by default), which kopf-dra implements from 1.37 on. 1.38 (its pre-release) takes 1.37's: the
-#: gates it made GA keep the value they have here (locked or not), and none of these is removed.
+#: by default), which kopf-dra implements from 1.37 on, and a group's topology constraint
+#: (TopologyAwareWorkloadScheduling: alpha in 1.37, beta and off in 1.38). 1.38 (its
+#: pre-release) takes 1.37's: the gates it made GA keep the value they have here (locked or
+#: not), and none of these is removed.
 _GATES_1_37: Final = {
     **_GATES_1_36,
     "DRAFractionalCapacityRange": True,
     "GenericWorkload": True,
     "DRAWorkloadResourceClaims": True,
+    "TopologyAwareWorkloadScheduling": True,
 }
 _FEATURE_GATES: Final[Mapping[str, Mapping[str, bool]]] = {
     "1.36": _GATES_1_36,

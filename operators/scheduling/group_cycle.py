@@ -28,14 +28,16 @@ cycle) or writes; simulate answers. Neither repeats a step of it (a test checks)
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncGenerator, Mapping, Sequence
-from typing import Generic, Protocol, TypeVar
+from collections.abc import AsyncGenerator, Collection, Mapping, Sequence
+from typing import Any, Generic, Protocol, TypeVar
 
-from operators.allocator import AllocatedState, Features
-from operators.api.core import Pod
+from operators.allocator import AllocatedState, Allocator, Features
+from operators.api.core import Node, Pod
+from operators.api.features import Release
 from operators.api.groups import PodGroup
 from operators.api.keys import ObjectKey
 from operators.api.resource import ResourceClaim
+from operators.scheduling import topology
 from operators.scheduling.attempt import Attempt, Prepared, Ready
 from operators.scheduling.cycle import CycleResult, NodeFit, unschedulable_message
 from operators.scheduling.group_search import NODE_OPTIONS, restricted, search, variants
@@ -102,6 +104,13 @@ class Host(Protocol[A_co]):
     def began(self, key: ObjectKey) -> None:
         """A pod's attempt begins (not in a preemption's trials): the host's metrics."""
 
+    def nodes(self) -> Sequence[Node]:
+        """Every node of the snapshot (a topology key's domains are made of them)."""
+
+    def allocator(self) -> Allocator:
+        """An allocator on the allocated state with what the cycle assumed so far (no time
+        limit): what a domain's nodes can still give."""
+
     def monotonic(self) -> float: ...
 
 
@@ -153,11 +162,13 @@ async def place(
     *,
     trial: Trial | None = None,
     on: Mapping[ObjectKey, str] | None = None,
+    within: Collection[str] | None = None,
 ) -> Placement[A]:
     """The pods in ``order``, each filtered and, when it fits, assumed for the next. ``on`` (a
     preemption's reprieve): only these pods, each on its node, and every one must fit (the pass
-    stops at the first that does not). What is assumed stays until ``Placement.undo``; an
-    exception undoes it."""
+    stops at the first that does not). ``within``: the only candidate nodes (a topology
+    domain's; a pod's "0/N nodes" counts them). What is assumed stays until
+    ``Placement.undo``; an exception undoes it."""
     out: Placement[A] = Placement(remaining=len(order))
     try:
         for member in order:
@@ -181,6 +192,7 @@ async def place(
             if on is not None:
                 nodes = [n for n in attempt.nodes if n.metadata.name == on[key]]
                 attempt = dataclasses.replace(attempt, nodes=nodes)
+            attempt = inside(attempt, within)
             if not out.assumed:  # before the pass assumed any: as the host has them
                 out.shared.update({c.key: c for c in prepared.claims if c.key in prepared.shared})
             filtered = await host.filter(attempt)
@@ -206,6 +218,15 @@ async def place(
     return out
 
 
+def inside(attempt: Attempt, within: Collection[str] | None) -> Attempt:
+    """The attempt with only the nodes of ``within`` as candidates (None: all of them)."""
+    if within is None:
+        return attempt
+    return dataclasses.replace(
+        attempt, nodes=[n for n in attempt.nodes if n.metadata.name in within]
+    )
+
+
 @dataclasses.dataclass
 class Cycle(Generic[A]):
     """How the group's cycle ended. ``verdict`` is None while a pod is not ready
@@ -218,6 +239,11 @@ class Cycle(Generic[A]):
     verdict: GroupOutcome | None
     greedy: GroupOutcome | None = None
     stranded: tuple[ResourceClaim, ...] = ()
+    #: A topology-constrained group's: each domain tried, in order, the one chosen, and those
+    #: the search did not get to (1.38's percentageOfPlacementsToScore).
+    domains: tuple[DomainTry, ...] = ()
+    domain: str | None = None
+    untried: tuple[topology.Domain, ...] = ()
 
     @property
     def succeeded(self) -> bool:
@@ -243,6 +269,37 @@ class Cycle(Generic[A]):
         return message, told
 
 
+@dataclasses.dataclass(frozen=True)
+class DomainTry:
+    """One domain of a topology-constrained group: its cycle, undone (None when kopf-dra's
+    device count ruled it out first, ``ruled_out`` saying why), and the group's pods it would
+    hold (scheduled and placed now) when it fits."""
+
+    domain: topology.Domain
+    cycle: Cycle[Any] | None = None
+    ruled_out: str | None = None
+    pods: int | None = None
+
+    @property
+    def fits(self) -> bool:
+        return self.pods is not None
+
+    def status(self, release: Release) -> str:
+        """Its reason, as "first placement status" quotes it: 1.37 the status's error (the
+        group's own when the gang waited for more pods), 1.38 its message."""
+        if self.ruled_out is not None:
+            return self.ruled_out
+        assert self.cycle is not None
+        verdict = self.cycle.verdict
+        message = (verdict.message if verdict is not None else None) or UNSCHEDULABLE
+        reason = message.removeprefix(f"{UNSCHEDULABLE}, ")
+        if release >= topology.V1_38:
+            return reason
+        if "cannot be satisfied" in reason and self.cycle.placement.evaluated:
+            return reason
+        return UNSCHEDULABLE
+
+
 def condition(message: str) -> str:
     """The PodGroup's condition message: the group's (``Cycle.told``) without the pods'
     prefix."""
@@ -257,17 +314,19 @@ async def run(
     *,
     gang_search: bool,
     search_timeout: float,
+    within: Collection[str] | None = None,
 ) -> Cycle[A]:
     """The group's cycle over its queued pods in ``order`` (``groups.ordered``), with
-    ``placed_before`` of its pods bound or binding already."""
-    placement = await place(host, group, order, placed_before)
+    ``placed_before`` of its pods bound or binding already; ``within``: the only candidate
+    nodes (a topology domain's)."""
+    placement = await place(host, group, order, placed_before, within=within)
     if placement.waiting is not None:
         return Cycle(placement, None)
     verdict = outcome(group, placed_before, placement.placed, placement.failed, placement.remaining)
     if not verdict.succeeded and placement.assumed and gang_search:
         # Some pods fit: another combination of their choices may fit the whole group.
         placement.undo()
-        found = await _search(host, group, order, placed_before, search_timeout)
+        found = await _search(host, group, order, placed_before, search_timeout, within)
         if found is not None:
             placement.assumed, placement.failed = found, {}
             searched = outcome(group, placed_before, placement.placed, {}, 0)
@@ -282,7 +341,12 @@ async def run(
 
 
 async def _search(
-    host: Host[A], group: PodGroup, order: Sequence[Pod], placed_before: int, budget: float
+    host: Host[A],
+    group: PodGroup,
+    order: Sequence[Pod],
+    placed_before: int,
+    budget: float,
+    within: Collection[str] | None,
 ) -> list[A] | None:
     """The pods placed by searching their prioritized alternatives and the other nodes that fit
     them (``group_search``), within ``budget`` seconds; None (nothing kept) when no combination
@@ -293,12 +357,12 @@ async def _search(
         prepared = host.prepare(member)
         if not isinstance(prepared, Ready):
             return
-        attempt = host.snapshot(prepared)  # assumed with the claims as they are
+        attempt = inside(host.snapshot(prepared), within)  # assumed with the claims as they are
         for variant in variants(prepared.claims):
             tried = dataclasses.replace(
                 prepared, claims=tuple(restricted(prepared.claims, variant))
             )
-            filtered = await host.filter(host.snapshot(tried), every_fit=True)
+            filtered = await host.filter(inside(host.snapshot(tried), within), every_fit=True)
             if filtered is None:
                 continue
             for fit in filtered[0].fits[:NODE_OPTIONS]:
@@ -315,4 +379,195 @@ async def _search(
         lambda option: host.assume(*option),
         undo,
         lambda: host.monotonic() > deadline,
+    )
+
+
+def _feasible(cycle: Cycle[A], placed_before: int) -> int | None:
+    """The group's pods a domain holds when its cycle is a success to the placement search
+    (its verdict, or nothing placed now while the scheduled pods reach ``minCount``); None
+    when it is not."""
+    verdict = cycle.verdict
+    if verdict is None:
+        return None
+    if verdict.succeeded:
+        return placed_before + len(cycle.placement.placed)
+    if verdict.message == UNSCHEDULABLE:
+        return placed_before
+    return None
+
+
+def _needs(
+    host: Host[A], group: PodGroup, order: Sequence[Pod], placed_before: int
+) -> Mapping[str, int] | None:
+    """What the group's pods still to place take from a domain at least, by DeviceClass (None:
+    a pod is not ready; its cycle says so)."""
+    claims: dict[ObjectKey, Sequence[ResourceClaim]] = {}
+    for member in order:
+        prepared = host.prepare(member)
+        if not isinstance(prepared, Ready):
+            return None
+        claims[prepared.key] = prepared.claims
+    return topology.group_needs(claims, max(1, group.min_count - placed_before))
+
+
+async def run_in_domains(
+    host: Host[A],
+    group: PodGroup,
+    order: Sequence[Pod],
+    placed_before: int,
+    placements: Sequence[topology.Domain],
+    rules: topology.TopologyRules,
+    *,
+    nominated: Collection[str] = (),
+    count_devices: bool = True,
+    gang_search: bool,
+    search_timeout: float,
+) -> Cycle[A]:
+    """The cycle of a group with TopologyAwareWorkloadScheduling on (``topology``): ``run``
+    inside each domain in turn, each undone before the next is tried, and the one with the
+    most pods kept (run again unless it was the last tried), its assumptions as ``run`` leaves
+    them. With ``count_devices`` (kopf-dra's), a domain whose free devices cannot hold the
+    group's claims is not tried. When none fits: the first domain's reasons, the group's claims
+    that pin it where it cannot go named for deallocation."""
+    if not placements:
+        return Cycle(Placement(remaining=len(order)), GroupOutcome((), {}, topology.NO_PLACEMENTS))
+    first = topology.nominated_domain(placements, nominated) if rules.nominated_first else None
+    sequence = [first, *(d for d in placements if d is not first)] if first else placements
+    to_find = topology.feasible_to_find(rules, placements)
+    needs = _needs(host, group, order, placed_before) if count_devices else None
+    tries: list[DomainTry] = []
+    kept: tuple[topology.Domain, Cycle[A]] | None = None  # the last try, still assumed
+    for domain in sequence:
+        if kept is not None:
+            kept[1].placement.undo()
+            kept = None
+        if needs:
+            nodes = [n for n in host.nodes() if n.metadata.name in domain.nodes]
+            why = topology.short_of(needs, topology.free_devices(host.allocator(), nodes, needs))
+            if why is not None:
+                tries.append(DomainTry(domain, ruled_out=why))
+                continue
+        cycle = await run(
+            host,
+            group,
+            order,
+            placed_before,
+            gang_search=gang_search,
+            search_timeout=search_timeout,
+            within=domain.nodes,
+        )
+        if cycle.placement.waiting is not None:
+            return cycle
+        pods = _feasible(cycle, placed_before)
+        tries.append(DomainTry(domain, cycle, pods=pods))
+        if cycle.succeeded:
+            kept = (domain, cycle)
+        fits = sum(1 for t in tries if t.fits)
+        if (domain is first and pods is not None and pods > placed_before) or fits >= to_find:
+            break
+    feasible = [(t.domain, t.pods) for t in tries if t.pods is not None]
+    untried = tuple(sequence[len(tries) :])
+    if not feasible:
+        return _none_fits(group, order, placed_before, len(placements), tries, rules)
+    chosen = topology.best(feasible)
+    if kept is not None and kept[0] is chosen:
+        cycle = kept[1]
+    else:
+        if kept is not None:
+            kept[1].placement.undo()
+        cycle = await run(
+            host,
+            group,
+            order,
+            placed_before,
+            gang_search=gang_search,
+            search_timeout=search_timeout,
+            within=chosen.nodes,
+        )
+    return dataclasses.replace(cycle, domains=tuple(tries), domain=chosen.name, untried=untried)
+
+
+def _none_fits(
+    group: PodGroup,
+    order: Sequence[Pod],
+    placed_before: int,
+    placements: int,
+    tries: Sequence[DomainTry],
+    rules: topology.TopologyRules,
+) -> Cycle[Any]:
+    """Every domain failed: the pods are told what the first one said (a pod that fits
+    nowhere there, its own reason), the group "0/N placements are available"."""
+    first = tries[0]
+    shown: Placement[Any] = (
+        first.cycle.placement if first.cycle is not None else Placement(remaining=len(order))
+    )
+    # 1.37's group status carries "pod group is unschedulable" as its error, which the pods'
+    # copy repeats; 1.38's carries the placements' fit error alone.
+    prefix = (
+        UNSCHEDULABLE if rules.release >= topology.V1_38 else f"{UNSCHEDULABLE}, {UNSCHEDULABLE}"
+    )
+    message = f"{prefix}, {topology.unavailable(placements, first.status(rules.release))}"
+    verdict = GroupOutcome((), dict(shown.failed), message)
+    tried = [t.cycle.placement for t in tries if t.cycle is not None]
+    shared = {k: c for p in reversed(tried) for k, c in p.shared.items()}
+    unavailable = {k for p in tried for k in p.unavailable}
+    stranded = stranded_group_claims(group, list(shared.values()), unavailable, placed_before)
+    return Cycle(shown, verdict, stranded=tuple(stranded), domains=tuple(tries))
+
+
+async def run_group(
+    host: Host[A],
+    group: PodGroup,
+    order: Sequence[Pod],
+    placed_before: Mapping[ObjectKey, str],
+    *,
+    rules: topology.TopologyRules | None,
+    nominated: Collection[str] = (),
+    count_devices: bool = True,
+    gang_search: bool,
+    search_timeout: float,
+) -> Cycle[A]:
+    """The group's cycle as its release and gates have it: with TopologyAwareWorkloadScheduling
+    on (``rules``), inside the domains of its topology constraint, or in one placement of every
+    node without one; with the gate off, ``run`` (the constraint is not read).
+    ``placed_before``: its pods bound or binding, with their nodes. Raises
+    ``topology.DomainError`` when those pods fix no single domain."""
+    if rules is None:
+        return await run(
+            host,
+            group,
+            order,
+            len(placed_before),
+            gang_search=gang_search,
+            search_timeout=search_timeout,
+        )
+    key = group.topology_key
+    if key is None:
+        # The gate on, no constraint: upstream's placement algorithm with one placement of
+        # every node (its messages say "0/1 placements"), no domain to count devices in.
+        everything = topology.Domain("", frozenset(n.metadata.name or "" for n in host.nodes()))
+        cycle = await run_in_domains(
+            host,
+            group,
+            order,
+            len(placed_before),
+            [everything],
+            rules,
+            count_devices=False,
+            gang_search=gang_search,
+            search_timeout=search_timeout,
+        )
+        return dataclasses.replace(cycle, domains=(), domain=None, untried=())
+    placements = topology.domains(key, host.nodes(), placed_before, rules)
+    return await run_in_domains(
+        host,
+        group,
+        order,
+        len(placed_before),
+        placements,
+        rules,
+        nominated=nominated,
+        count_devices=count_devices,
+        gang_search=gang_search,
+        search_timeout=search_timeout,
     )

@@ -23,6 +23,13 @@ kube-scheduler 1.37.2's PodGroupEvaluator, with kopf-dra's release of the victim
    without a trial.
 4. What is left is evicted, whole units only; each pod is nominated to its proposed node.
 
+A topology-constrained group (TopologyAwareWorkloadScheduling) is placed inside one domain, so
+its preemption is searched domain by domain (kopf-dra's: upstream's DynamicResources refuses
+such groups at PodGroupPostFilter): steps 2 and 3 with the domain's nodes as the only
+candidates and the units on them, and the domain whose victims are least important (the most
+important victim's priority, then how many pods, then their priorities' sum) wins; ties go to
+the first by name.
+
 Upstream's DynamicResources frees no device when a victim is removed (it has no
 PreFilterExtensions), so kube-scheduler 1.37.2 never preempts for a group's devices; here a
 claim whose every consumer is a victim releases its devices, as single-pod preemption does
@@ -50,6 +57,7 @@ from operators.scheduling.groups import UNSCHEDULABLE, PolicySource, key_of, out
 from operators.scheduling.nodes import NodeUsage, pod_requests
 from operators.scheduling.pod_filters import PodFilters
 from operators.scheduling.preemption import RunningPod, Unit, priority_of, release_blocker
+from operators.scheduling.topology import Domain
 
 #: What kube-scheduler puts before the PodGroupPostFilter's answer in the pods' message.
 PREFIX = "pod group preemption: "
@@ -172,11 +180,13 @@ async def _try(
     placed_before: int,
     removed: Sequence[Unit],
     on: Mapping[ObjectKey, str] | None,
+    within: Collection[str] | None = None,
 ) -> dict[ObjectKey, NodeFit] | str:
     """The group's cycle with the ``removed`` units' pods gone (``on``: each pod on its
-    proposed node); the pods' fits, or why it fails. Nothing of it stays assumed."""
+    proposed node; ``within``: the only candidate nodes); the pods' fits, or why it fails.
+    Nothing of it stays assumed."""
     trial = Trial.of(removed, host.state(), host.features)
-    placement = await place(host, group, order, placed_before, trial=trial, on=on)
+    placement = await place(host, group, order, placed_before, trial=trial, on=on, within=within)
     fits, placed, failed = placement.fits, placement.placed, placement.failed
     placement.undo()
     if on is not None:
@@ -195,11 +205,12 @@ async def select_victims(
     units: Sequence[Unit],
     budgets: Sequence[preemption.Budget],
     now: datetime.datetime,
+    within: Collection[str] | None = None,
 ) -> tuple[list[Unit], dict[ObjectKey, NodeFit]] | str:
     """selectVictimsOnDomain: the group's cycle with every lower-priority unit gone, then each
     unit put back when the placement survives it; the units left and each pod's fit (or why
-    no placement was found)."""
-    fits = await _try(host, group, order, placed_before, units, None)
+    no placement was found). ``within``: a topology domain's nodes, the only candidates."""
+    fits = await _try(host, group, order, placed_before, units, None, within)
     if isinstance(fits, str):
         return fits
     proposed = {k: f.node for k, f in fits.items()}
@@ -211,7 +222,7 @@ async def select_victims(
     for unit in [u for u, _ in violating] + other:
         rest = [u for u in removed if u is not unit]
         if touches(unit, nodes):
-            kept = await _try(host, group, order, placed_before, rest, proposed)
+            kept = await _try(host, group, order, placed_before, rest, proposed, within)
             if isinstance(kept, str):
                 victims.append(unit)
                 continue
@@ -252,6 +263,7 @@ async def preempt(
     nominated: Collection[str] = (),
     budgets: Sequence[preemption.Budget] = (),
     now: datetime.datetime,
+    placements: Sequence[Domain] | None = None,
 ) -> GroupPreemption:
     """The group's preemption after a cycle that placed nothing (the host read first what it
     needs): ``victims_gone``, claims on the pods' nominated nodes whose consumers are gone;
@@ -268,12 +280,55 @@ async def preempt(
     units = preemption.units_of(
         [r for pods in lower.values() for r in pods], preemption.members(lower)
     )
-    chosen = (
-        await select_victims(host, group, order, placed_before, units, budgets, now)
-        if units
-        else None
-    )
+    if placements is not None:
+        chosen = await _in_domains(
+            host, group, order, placed_before, units, budgets, now, placements
+        )
+    elif units:
+        chosen = await select_victims(host, group, order, placed_before, units, budgets, now)
+    else:
+        chosen = None
     if not isinstance(chosen, tuple):
         return GroupPreemption(chosen or NO_VICTIMS, clear=True)
     victims, fits = chosen
     return GroupPreemption(found(sum(len(u.pods) for u in victims)), tuple(victims), fits)
+
+
+def _cost(victims: Sequence[Unit]) -> tuple[int, int, int]:
+    """How much a domain's victims matter: the most important's priority, how many pods,
+    their priorities' sum (smaller is better)."""
+    pods = [p for unit in victims for p in unit.pods]
+    return (
+        max((p.priority for p in pods), default=-(2**31)),
+        len(pods),
+        sum(p.priority for p in pods),
+    )
+
+
+async def _in_domains(
+    host: Host[A],
+    group: PodGroup,
+    order: Sequence[Pod],
+    placed_before: int,
+    units: Sequence[Unit],
+    budgets: Sequence[preemption.Budget],
+    now: datetime.datetime,
+    placements: Sequence[Domain],
+) -> tuple[list[Unit], dict[ObjectKey, NodeFit]] | str | None:
+    """``select_victims`` inside each domain, with the units that have a pod there; the
+    domain whose victims cost least (``_cost``), or the first domain's reason."""
+    best: tuple[list[Unit], dict[ObjectKey, NodeFit]] | None = None
+    first: str | None = None
+    for domain in placements:
+        inside = [u for u in units if touches(u, domain.nodes)]
+        if not inside:
+            continue
+        chosen = await select_victims(
+            host, group, order, placed_before, inside, budgets, now, domain.nodes
+        )
+        if isinstance(chosen, str):
+            first = first or chosen
+            continue
+        if best is None or _cost(chosen[0]) < _cost(best[0]):
+            best = chosen
+    return best if best is not None else first

@@ -76,13 +76,7 @@ def refused(
     """Upstream's validation over the group's pods, the queued ones first, then those already
     placed, each checked for its scheduler name (the first queued pod's), its priority (the
     PodGroup's) and its preemption policy (``rules.policy``); and what kopf-dra does not place
-    yet (topology constraints and composite groups). None: nothing to refuse."""
-    if group.spec.scheduling_constraints:
-        return Refusal(
-            f"PodGroup {group.metadata.key} has schedulingConstraints: topology-aware "
-            "placement (TopologyAwareWorkloadScheduling) is not implemented by kopf-dra",
-            SCHEDULER_ERROR,
-        )
+    yet (composite groups). None: nothing to refuse."""
     if group.spec.parent_composite_pod_group_name:
         return Refusal(
             f"PodGroup {group.metadata.key} is part of CompositePodGroup "

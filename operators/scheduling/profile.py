@@ -23,6 +23,7 @@ from operators.scheduling.groups import GroupRules
 from operators.scheduling.pod_filters import PluginSwitches
 from operators.scheduling.preemption import AlternativesPolicy
 from operators.scheduling.score import ScorePolicy, Scoring
+from operators.scheduling.topology import TopologyRules
 
 
 class Policies(BaseModel):
@@ -70,6 +71,21 @@ class Policies(BaseModel):
         "and other nodes for a placement of the whole group, within the filter timeout "
         "(kube-scheduler 1.37 takes each pod's first choice; false: as it does)",
     )
+    percentage_of_placements_to_score: int = Field(
+        default=0,
+        ge=0,
+        le=100,
+        description="Kubernetes 1.38: a topology-constrained pod group's search stops once "
+        "this share of its domains fit (kube-scheduler's percentageOfPlacementsToScore, in "
+        "percent; 0: adaptive, all of them down to a twentieth as the domains' nodes add up to "
+        "5,000); 1.37 tries every domain",
+    )
+    domain_device_count: bool = Field(
+        default=True,
+        description="Rule out a topology domain whose free devices cannot hold a pod group's "
+        "claims before any pod is filtered in it (false: every domain is tried, as "
+        "kube-scheduler does)",
+    )
 
 
 def group_rules(release: Release, gates: Mapping[str, bool]) -> GroupRules:
@@ -107,6 +123,9 @@ class Profile:
     #: What the release and gates switch in the default profile's other plugins (ports,
     #: volumes, pod affinity, topology spread, declared features).
     plugins: PluginSwitches
+    #: TopologyAwareWorkloadScheduling: how a group with a topology constraint is placed
+    #: (None: off, and the constraint is not read, as upstream with the gate off).
+    topology: TopologyRules | None = None
 
     @classmethod
     def of(
@@ -128,6 +147,11 @@ class Profile:
             group_claims=groups and gates["DRAWorkloadResourceClaims"],
             group_rules=group_rules(features.kubernetes, gates),
             plugins=PluginSwitches.of(features.kubernetes, gates),
+            topology=(
+                TopologyRules.of(features.kubernetes, policies.percentage_of_placements_to_score)
+                if groups and gates["TopologyAwareWorkloadScheduling"]
+                else None
+            ),
         )
 
     @property

@@ -167,12 +167,13 @@ def allocated_state(
     return AllocatedState.from_claims(allocated, profile.features)
 
 
-def _allocator(
+def allocator_of(
     snapshot: Snapshot,
     profile: Profile,
     state: AllocatedState,
     out_of_time: Callable[[], bool] | None = None,
 ) -> Allocator:
+    """The scheduler's allocator, on the snapshot's objects and ``state``."""
     return Allocator(
         profile.features,
         state,
@@ -313,7 +314,7 @@ def filter_attempt(
     nominated = ready.pod.status.nominated_node_name
     assert attempt.state is not None
     allocator = (
-        _allocator(snapshot, profile, attempt.state, deadline(monotonic, profile.filter_timeout))
+        allocator_of(snapshot, profile, attempt.state, deadline(monotonic, profile.filter_timeout))
         if attempt.allocating
         else None
     )
@@ -496,7 +497,7 @@ def _explain(
     """--explain: per node that fits nowhere (and the chosen one), which classes, selectors
     and checks eliminated which devices."""
     state = allocated_state(snapshot, options.profile, released)
-    allocator = _allocator(snapshot, options.profile, state)
+    allocator = allocator_of(snapshot, options.profile, state)
     unallocated = [c for c in ready.claims if not c.is_allocated]
     for name, node_answer in answer.nodes.items():
         if node_answer.outcome == "unsatisfiable" or node_answer.chosen:
@@ -588,7 +589,7 @@ def _preemption(
     if reason is not None:
         return PreemptionAnswer("not-eligible", reason, priority.value)
     assert attempt.state is not None
-    allocator = _allocator(
+    allocator = allocator_of(
         snapshot, profile, attempt.state, deadline(monotonic, profile.filter_timeout)
     )
     try:
@@ -681,7 +682,7 @@ def node_answer(
     profile = options.profile
     state = allocated_state(snapshot, profile, {c.key for c in claims})
     out_of_time = deadline(monotonic, profile.filter_timeout)
-    allocator = _allocator(snapshot, profile, state, out_of_time)
+    allocator = allocator_of(snapshot, profile, state, out_of_time)
     try:
         outcome: Outcome = allocator.allocate(node, pending)
     except InvalidInputError as e:  # the claims themselves are wrong
@@ -699,10 +700,10 @@ def node_answer(
         reasons = [str(r) for r in outcome.reasons]
         answer = NodeAnswer("unsatisfiable", reason="; ".join(reasons))
         if options.explain:  # what --explain adds is not bound by the filter timeout
-            answer.explanation = _allocator(snapshot, profile, state).breakdown(node, pending)
+            answer.explanation = allocator_of(snapshot, profile, state).breakdown(node, pending)
         return Answer("unsatisfiable", reasons=reasons, nodes={node_name: answer})
     allocations = dict(zip((c.key for c in pending), outcome.results, strict=True))
     answer.chosen = True
     if options.explain:
-        answer.explanation = _allocator(snapshot, profile, state).breakdown(node, pending)
+        answer.explanation = allocator_of(snapshot, profile, state).breakdown(node, pending)
     return Answer("success", node=node_name, allocations=allocations, nodes={node_name: answer})

@@ -27,8 +27,8 @@ import time
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Literal, TypeVar, cast
 
-from operators.allocator import AllocatedState, Features
-from operators.api.core import Pod
+from operators.allocator import AllocatedState, Allocator, Features
+from operators.api.core import Node, Pod
 from operators.api.groups import (
     PodGroup,
     PodGroupResourceClaim,
@@ -46,6 +46,7 @@ from operators.scheduling.group_cycle import Cycle, Filtered
 from operators.scheduling.groups import key_of, not_placed, ordered, refused, waits
 from operators.scheduling.node_allocatable import NODE_ALLOCATABLE_FIELD, dump_statuses
 from operators.scheduling.reserve import reserved_claims
+from operators.scheduling.topology import Domain, DomainError
 from operators.simulate import engine
 from operators.simulate.engine import Options, PreparedPod, Verdict, deallocated
 from operators.simulate.snapshot import InputError, Snapshot
@@ -83,6 +84,21 @@ class GroupPreemptionAnswer:
 
 
 @dataclasses.dataclass
+class DomainAnswer:
+    """One domain of a topology-constrained group: ``chosen``, ``fits`` (another that would
+    hold the group, with fewer of its pods or later by name), ``unschedulable`` (with each
+    pod's own reason there), ``ruled-out`` (its free devices cannot hold the group's claims:
+    no pod was filtered in it) or ``not-tried`` (1.38's search stopped before it)."""
+
+    name: str
+    nodes: int
+    outcome: Literal["chosen", "fits", "unschedulable", "ruled-out", "not-tried"]
+    pods: int | None = None
+    message: str | None = None
+    failed: dict[ObjectKey, str] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
 class GroupAnswer:
     """The group's cycle: its verdict and message (None on success, else what its pods are
     told of the group, or why it waits or is refused), its pods by key in the order the cycle
@@ -99,6 +115,10 @@ class GroupAnswer:
     shared: dict[str, AllocationResult] = dataclasses.field(default_factory=dict)
     preemption: GroupPreemptionAnswer | None = None
     notes: list[str] = dataclasses.field(default_factory=list)
+    #: A topology-constrained group's key, domains and the one chosen.
+    topology_key: str | None = None
+    domain: str | None = None
+    domains: list[DomainAnswer] = dataclasses.field(default_factory=list)
 
 
 #: What assuming a placement replaced in the working copy (None: nothing was there).
@@ -169,6 +189,12 @@ class _Host:
 
     def began(self, key: ObjectKey) -> None:
         pass
+
+    def nodes(self) -> Sequence[Node]:
+        return sorted(self.working.nodes.values(), key=lambda n: n.metadata.name or "")
+
+    def allocator(self) -> Allocator:
+        return engine.allocator_of(self.working, self.options.profile, self.state())
 
     def monotonic(self) -> float:
         return self.clock()
@@ -341,23 +367,25 @@ def _answer(
     memory) and the cycle runs again, as the scheduler's next one would; then, when it still
     places nothing, the group's preemption."""
     profile = host.options.profile
-    placed_before = answer.placed_before
     working = host.working
     for claim_key in group_claims:  # allocated before the cycle
         claim = working.claims.get(claim_key)
         if claim is not None and claim.status.allocation is not None:
             answer.shared[claim.key] = claim.status.allocation
+    rules = profile.topology
+    if rules is not None:
+        answer.topology_key = group.topology_key
     for _ in range(len(group_claims) + 1):
-        cycle: Cycle[_Assumed] = _to_the_end(
-            group_cycle.run(
-                host,
-                group,
-                queued,
-                placed_before,
-                gang_search=profile.gang_search,
-                search_timeout=profile.search_timeout,
-            )
-        )
+        try:
+            cycle = _cycle(answer, host, group, queued)
+        except DomainError as e:
+            assert rules is not None
+            answer.outcome, answer.message = "error", str(e)
+            each = e.told(rules, answer.group.name)
+            for member in queued:
+                answer.members[key_of(member)] = MemberAnswer("error", message=each)
+            return
+        _domains(answer, cycle)
         if not cycle.stranded:
             break
         for claim in cycle.stranded:
@@ -387,7 +415,9 @@ def _answer(
         return
     said = None
     if not cycle.stranded and profile.preemption is not None:
-        said = group_preemption.PREFIX + _preempt(answer, host, group, queued)
+        constrained = rules is not None and group.topology_key is not None
+        domains = [t.domain for t in cycle.domains] if constrained else None
+        said = group_preemption.PREFIX + _preempt(answer, host, group, queued, domains)
     message, told = cycle.told([key_of(m) for m in queued], said)
     answer.outcome, answer.message = "unsatisfiable", message
     evaluated = set(placement.evaluated)
@@ -401,6 +431,55 @@ def _answer(
             else "fits"
         )
         answer.members[mkey] = MemberAnswer(outcome, message=told[mkey])
+
+
+def _cycle(
+    answer: GroupAnswer, host: _Host, group: PodGroup, queued: Sequence[Pod]
+) -> Cycle[_Assumed]:
+    """One cycle of the group, as the scheduler's (``group_cycle.run_group``)."""
+    profile = host.options.profile
+    bound = {
+        key_of(p): p.spec.node_name or ""
+        for p in _members(host.working, answer.group)
+        if p.spec.node_name
+    }
+    return _to_the_end(
+        group_cycle.run_group(
+            host,
+            group,
+            queued,
+            bound,
+            rules=profile.topology,
+            nominated={n for p in queued if (n := p.status.nominated_node_name)},
+            count_devices=profile.policies.domain_device_count,
+            gang_search=profile.gang_search,
+            search_timeout=profile.search_timeout,
+        )
+    )
+
+
+def _domains(answer: GroupAnswer, cycle: Cycle[_Assumed]) -> None:
+    """Each domain the cycle considered, and what it found there."""
+    answer.domain = cycle.domain
+    answer.domains = []
+    for tried in cycle.domains:
+        name, nodes = tried.domain.name, len(tried.domain.nodes)
+        if tried.ruled_out is not None:
+            answer.domains.append(DomainAnswer(name, nodes, "ruled-out", message=tried.ruled_out))
+            continue
+        assert tried.cycle is not None
+        verdict = tried.cycle.verdict
+        failed = dict(tried.cycle.placement.failed)
+        if tried.fits:
+            outcome: Literal["chosen", "fits"] = "chosen" if name == cycle.domain else "fits"
+            answer.domains.append(DomainAnswer(name, nodes, outcome, tried.pods, failed=failed))
+        else:
+            message = verdict.message if verdict is not None else None
+            answer.domains.append(
+                DomainAnswer(name, nodes, "unschedulable", message=message, failed=failed)
+            )
+    for domain in cycle.untried:
+        answer.domains.append(DomainAnswer(domain.name, len(domain.nodes), "not-tried"))
 
 
 def _placed(answer: GroupAnswer, cycle: Cycle[_Assumed], queued: Sequence[Pod]) -> None:
@@ -431,7 +510,13 @@ def _placed(answer: GroupAnswer, cycle: Cycle[_Assumed], queued: Sequence[Pod]) 
             answer.members[mkey] = MemberAnswer("left-out")
 
 
-def _preempt(answer: GroupAnswer, host: _Host, group: PodGroup, queued: Sequence[Pod]) -> str:
+def _preempt(
+    answer: GroupAnswer,
+    host: _Host,
+    group: PodGroup,
+    queued: Sequence[Pod],
+    placements: Sequence[Domain] | None,
+) -> str:
     """The group's preemption on the snapshot (``group_preemption.preempt``), as the
     scheduler's: nothing in flight (no evictions awaited, no victims' claims to release);
     what it would do goes into the answer."""
@@ -450,6 +535,7 @@ def _preempt(answer: GroupAnswer, host: _Host, group: PodGroup, queued: Sequence
             nominated={n for p in queued if (n := p.status.nominated_node_name)},
             budgets=[preemption.Budget.of(b) for b in working.budgets.values()],
             now=host.now,
+            placements=placements,
         )
     )
     if decided.victims:

@@ -17,7 +17,11 @@ placed, bound, fits, unschedulable, not-tried, left-out, waiting or error; ``nod
 (the group's claims' allocations, each once), ``preemption`` (when the group fits nowhere:
 ``outcome`` victims, none or not-eligible, the group's ``priority``, the ``victims`` with their
 node and priority, the node each pod would be ``nominated`` to, and the ``message``; nothing is
-evicted) and ``notes``. Bad input keeps the pod answer's shape (``error``).
+evicted), ``notes``, and for a topology-constrained group ``topology``: its ``key``, the
+``domain`` chosen and every ``domains`` entry (``name``, ``nodes``, ``outcome`` chosen, fits,
+unschedulable, ruled-out or not-tried, the group's ``pods`` it would hold, its ``message`` and
+each pod's own reason there, ``pods`` by key in ``failed``). Bad input keeps the pod answer's
+shape (``error``).
 """
 
 from __future__ import annotations
@@ -122,6 +126,27 @@ def group_json(answer: GroupAnswer) -> dict[str, Any]:
         "sharedClaims": {k: v.dump() for k, v in sorted(answer.shared.items())},
         "preemption": _group_preemption_json(answer.preemption),
         "notes": answer.notes,
+        "topology": _topology_json(answer),
+    }
+
+
+def _topology_json(answer: GroupAnswer) -> dict[str, Any] | None:
+    if answer.topology_key is None:
+        return None
+    return {
+        "key": answer.topology_key,
+        "domain": answer.domain,
+        "domains": [
+            {
+                "name": d.name,
+                "nodes": d.nodes,
+                "outcome": d.outcome,
+                "pods": d.pods,
+                "message": d.message,
+                "failed": {str(k): v for k, v in d.failed.items()},
+            }
+            for d in answer.domains
+        ],
     }
 
 
@@ -245,6 +270,23 @@ def group_preemption_lines(p: GroupPreemptionAnswer | None) -> list[str]:
     return lines
 
 
+def domain_lines(answer: GroupAnswer) -> list[str]:
+    """A topology-constrained group's domains: the one chosen, and why not each other."""
+    if answer.topology_key is None:
+        return []
+    lines = ["", f"TOPOLOGY {answer.topology_key}: " + (answer.domain or "no domain chosen")]
+    if not answer.domains:
+        lines.append("  no node carries the key")
+    for d in answer.domains:
+        held = f", {d.pods} of the group's pods" if d.pods is not None else ""
+        lines.append(f"  DOMAIN {d.name} ({d.nodes} nodes): {d.outcome}{held}")
+        if d.message:
+            lines.append(f"    {d.message}")
+        for pod, why in d.failed.items():
+            lines.append(f"    {pod}: {why}")
+    return lines
+
+
 def group_table(answer: GroupAnswer) -> str:
     """The group's verdict, its shared claims' devices, then one row per pod: where it goes
     and its own devices, or what it is told."""
@@ -269,6 +311,7 @@ def group_table(answer: GroupAnswer) -> str:
             devices = _listed(d for a in member.allocations.values() for d in _devices(a))
             what = member.message or devices or "-"
             lines.append(f"  {pod!s:28} {member.outcome:14} {member.node or '-':20} {what}")
+    lines += domain_lines(answer)
     lines += group_preemption_lines(answer.preemption)
     for note in answer.notes:
         lines.append(f"NOTE     {note}")

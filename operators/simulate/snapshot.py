@@ -92,7 +92,7 @@ KINDS: dict[str, Kind] = {
             complete=False,
         ),
         # 1.37's GenericWorkload: the pod groups the scheduler places together (``--pod-group``).
-        # Not complete: its alpha fields (schedulingConstraints, disruptionMode) are plain maps.
+        # Not complete: its alpha disruptionMode is a plain map.
         Kind(
             "PodGroup",
             PodGroup,

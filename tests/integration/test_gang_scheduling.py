@@ -17,6 +17,8 @@ import pytest
 from operators.api.features import Release
 from operators.controllers.scheduler.handlers import Scheduler
 from operators.kube.api import KubeAPI
+from operators.localcluster import controlplane
+from operators.localcluster.controlplane import feature_gates
 from tests.integration.helpers import (
     claim_body,
     create_node,
@@ -30,6 +32,23 @@ from tests.integration.helpers import (
     start_scheduler,
     unique,
 )
+
+
+def as_the_group_says(reason: str, *, wrapped: bool = True) -> tuple[str, str]:
+    """What a pod that fits and the PodGroup are told when a gang's cycle ends with ``reason``,
+    as the control plane's release and gates say it. With TopologyAwareWorkloadScheduling on,
+    every group goes through upstream's placement algorithm, one placement of every node for a
+    group without a constraint (``wrapped``: say so; a constrained group's ``reason`` says
+    it); 1.37's group status carries "pod group is unschedulable" as its error (the pods' copy
+    repeats it), 1.38's the placements' fit error alone."""
+    if not feature_gates().get("TopologyAwareWorkloadScheduling"):
+        return f"pod group is unschedulable, {reason}", reason
+    if wrapped:
+        reason = f"0/1 placements are available, first placement status: {reason}"
+    if Release.parse(controlplane.kubernetes_version()) >= Release(1, 38):
+        return f"pod group is unschedulable, {reason}", reason
+    group = f"pod group is unschedulable, {reason}"
+    return f"pod group is unschedulable, {group}", group
 
 
 @pytest.fixture
@@ -164,10 +183,11 @@ async def test_a_gang_one_gpu_short_holds_nothing_and_every_pod_says_why(
 
     told = await eventually(all_told, what="every worker told why it waits")
     # Upstream appends the answer of the group's preemption (nobody of lower priority here).
-    group_says = (
-        "pod group is unschedulable, minCount (3) cannot be satisfied: 2 scheduled, 0 remaining, "
-        "pod group preemption: No preemption victims found for incoming preemptor"
+    preemption = ", pod group preemption: No preemption victims found for incoming preemptor"
+    pods_told, condition_says = as_the_group_says(
+        "minCount (3) cannot be satisfied: 2 scheduled, 0 remaining"
     )
+    group_says = pods_told + preemption
     assert sorted(told.values()).count(group_says) == 2, told
     (own,) = [m for m in told.values() if m != group_says]
     assert own.startswith("0/"), own
@@ -182,7 +202,7 @@ async def test_a_gang_one_gpu_short_holds_nothing_and_every_pod_says_why(
     assert (said["status"], said["reason"], said["message"]) == (
         "False",
         "Unschedulable",
-        group_says.removeprefix("pod group is unschedulable, "),
+        condition_says + preemption,
     )
 
 

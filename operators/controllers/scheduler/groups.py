@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import structlog
 
-from operators.allocator import AllocatedState, Features
-from operators.api.core import Pod
+from operators.allocator import AllocatedState, Allocator, Features
+from operators.api.core import Node, Pod
 from operators.api.groups import INITIALLY_SCHEDULED, SCHEDULED_REASON, PodGroup, group_name
 from operators.api.keys import ObjectKey
 from operators.api.resource import ResourceClaim
@@ -51,6 +52,7 @@ from operators.scheduling.attempt import Attempt, Prepared, Ready
 from operators.scheduling.cycle import NodeFit
 from operators.scheduling.group_cycle import Cycle, Filtered
 from operators.scheduling.groups import (
+    SCHEDULER_ERROR,
     FailedCycle,
     key_of,
     not_placed,
@@ -60,6 +62,7 @@ from operators.scheduling.groups import (
     waits,
 )
 from operators.scheduling.profile import Profile
+from operators.scheduling.topology import Domain, DomainError
 
 log = structlog.get_logger(__name__)
 
@@ -80,6 +83,14 @@ class Scheduler(SchedulerIO, Protocol):
     def snapshot(self, ready: Ready) -> Attempt: ...
 
     async def filter(self, attempt: Attempt, *, every_fit: bool = False) -> Filtered | None: ...
+
+    def allocator(
+        self,
+        state: AllocatedState | None,
+        out_of_time: Callable[[], bool] | None,
+        *,
+        timed: bool = False,
+    ) -> Allocator: ...
 
     async def prepared(self, key: ObjectKey, pod: Pod, prepared: Prepared) -> Ready | None: ...
 
@@ -117,6 +128,12 @@ class _Host:
 
     def began(self, key: ObjectKey) -> None:
         self.scheduler.queue.record(key).begin_attempt(time.perf_counter())
+
+    def nodes(self) -> Sequence[Node]:
+        return self.scheduler.cache.all_nodes()
+
+    def allocator(self) -> Allocator:
+        return self.scheduler.allocator(None, None)
 
     def monotonic(self) -> float:
         return self.scheduler.clock.monotonic()
@@ -195,18 +212,31 @@ class GroupScheduler:
         for gone in [k for k in self.failed if s.cache.pod_group(k) is None]:
             del self.failed[gone]  # PodGroups deleted since their last cycle
         moves, version = s.queue.moves, group.metadata.resource_version
-        placed_before = s.permit.placed(group_key)
+        placed_on = s.permit.placed_on(group_key)
+        placed_before = len(placed_on)
         attempts = {key_of(p): s.queue.record(key_of(p)).attempts for p in queued}
         order = ordered(queued, attempts)
         host = _Host(s, group if s.profile.group_claims else None)
-        cycle = await group_cycle.run(
-            host,
-            group,
-            order,
-            placed_before,
-            gang_search=s.profile.gang_search,
-            search_timeout=s.profile.search_timeout,
-        )
+        rules = s.profile.topology
+        try:
+            cycle = await group_cycle.run_group(
+                host,
+                group,
+                order,
+                placed_on,
+                rules=rules,
+                nominated={n for m in order if (n := s.queue.nominated_node(m))},
+                count_devices=s.profile.policies.domain_device_count,
+                gang_search=s.profile.gang_search,
+                search_timeout=s.profile.search_timeout,
+            )
+        except DomainError as e:
+            assert rules is not None
+            log.info("pod group has no single domain", group=str(group_key), error=str(e))
+            for member in order:
+                await s.unschedulable(member, e.told(rules, group_key.name), SCHEDULER_ERROR)
+            await self._condition(group, "False", SCHEDULER_ERROR, str(e))
+            raise Requeue(s.queue.backoff_of(popped), str(e)) from None
         placement = cycle.placement
         if placement.waiting is not None:
             # The whole group waits for, or retries after, what this pod needs first.
@@ -232,7 +262,11 @@ class GroupScheduler:
         if not cycle.stranded and s.profile.preemption is not None:
             # PodGroupPostFilter: DynamicResources' deallocation first, then preemption, whose
             # answer upstream appends to the group's reason.
-            said = group_preemption.PREFIX + await self._preempt(host, group, order, placed_before)
+            constrained = rules is not None and group.topology_key is not None
+            domains = [t.domain for t in cycle.domains] if constrained else None
+            said = group_preemption.PREFIX + await self._preempt(
+                host, group, order, placed_before, domains
+            )
         message, told = cycle.told([key_of(m) for m in order], said)
         for member in order:
             mkey = key_of(member)
@@ -268,6 +302,7 @@ class GroupScheduler:
             group=str(group_key),
             pods=[str(a.key) for a in assumed],
             placed_before=placed_before,
+            domain=cycle.domain,
         )
         s.binder.start_group(group_key, group.min_count, assumed)
         failed = cycle.placement.failed
@@ -277,7 +312,12 @@ class GroupScheduler:
         await self._condition(group, "True", SCHEDULED_REASON, "")
 
     async def _preempt(
-        self, host: _Host, group: PodGroup, order: list[Pod], placed_before: int
+        self,
+        host: _Host,
+        group: PodGroup,
+        order: list[Pod],
+        placed_before: int,
+        placements: list[Domain] | None,
     ) -> str:
         """The group's preemption (``scheduling.group_preemption``): the reads it needs, then
         its writes; what follows "pod group preemption: " in the pods' message."""
@@ -297,6 +337,7 @@ class GroupScheduler:
             nominated={n for m in order if (n := s.queue.nominated_node(m))},
             budgets=[preemption.Budget.of(b) for b in s.cache.all_of(s.cache.budgets, "pdbs")],
             now=s.clock.now(),
+            placements=placements,
         )
         if decided.release:
             await p.release_victim_claims(order[0], releases)

@@ -59,6 +59,20 @@ class Permit:
             if pod.spec.node_name or (key := key_of(pod)) in s.binder or key in s.queue.bound_unseen
         )
 
+    def placed_on(self, group: ObjectKey) -> dict[ObjectKey, str]:
+        """The pods ``placed`` counts, with their nodes (a binding pod's where it is assumed):
+        what fixes a topology-constrained group's domain."""
+        s = self.scheduler
+        out: dict[ObjectKey, str] = {}
+        for pod in s.cache.group_pods(group):
+            key = key_of(pod)
+            node = pod.spec.node_name
+            if not node and (key in s.binder or key in s.queue.bound_unseen):
+                node = s.cache.usage.node_of(key)
+            if node:
+                out[key] = node
+        return out
+
     async def wait(self, group: ObjectKey, min_count: int) -> bool:
         """Until ``min_count`` pods of the group are placed; False when the timeout passes
         first."""

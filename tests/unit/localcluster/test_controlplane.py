@@ -45,6 +45,7 @@ def test_1_37_turns_on_fractional_capacity_ranges_and_pod_groups_besides_the_gat
         "DRAFractionalCapacityRange": True,
         "GenericWorkload": True,
         "DRAWorkloadResourceClaims": True,
+        "TopologyAwareWorkloadScheduling": True,
     }
     assert "scheduling.k8s.io/v1beta1=true" in runtime_config("v1.37.2").split(",")
     assert "scheduling.k8s.io/v1beta1=true" not in runtime_config("v1.36.3").split(",")

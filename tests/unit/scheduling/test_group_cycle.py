@@ -13,8 +13,10 @@ from typing import Any
 
 import pytest
 
-from operators.allocator import AllocatedState, Features
-from operators.api.core import Pod
+from operators.allocator import AllocatedState, Allocator, Features
+from operators.allocator.selectors import CelSelectorEngine
+from operators.api.core import Node, Pod
+from operators.api.features import Release
 from operators.api.groups import PodGroup
 from operators.api.keys import ObjectKey
 from operators.controllers.scheduler import groups as scheduler_groups
@@ -22,7 +24,14 @@ from operators.controllers.scheduler import preemptor
 from operators.scheduling import group_preemption
 from operators.scheduling.attempt import Attempt, Prepared, Ready, Wait
 from operators.scheduling.cycle import CycleResult, NodeFit
-from operators.scheduling.group_cycle import GAVE_WAY, Cycle, condition, place, run
+from operators.scheduling.group_cycle import (
+    GAVE_WAY,
+    Cycle,
+    condition,
+    place,
+    run,
+    run_in_domains,
+)
 from operators.scheduling.group_preemption import (
     NO_VICTIMS,
     ONGOING,
@@ -41,6 +50,7 @@ from operators.scheduling.preemption import (
     units_of,
 )
 from operators.scheduling.score import Score
+from operators.scheduling.topology import TopologyRules, domains
 from operators.simulate import engine
 from operators.simulate import group as simulate_group
 from tests.unit.scheduling.builders import node
@@ -111,8 +121,14 @@ class Slots:
 
     features = Features()
 
-    def __init__(self, capacity: dict[str, int], bound: Sequence[Pod] = ()) -> None:
+    def __init__(
+        self,
+        capacity: dict[str, int],
+        bound: Sequence[Pod] = (),
+        labels: dict[str, dict[str, str]] | None = None,
+    ) -> None:
         self.capacity = capacity
+        self.labels = labels or {}
         self.used = dict.fromkeys(capacity, 0)
         for p in bound:
             self.used[p.spec.node_name or ""] += 1
@@ -129,8 +145,15 @@ class Slots:
 
     def snapshot(self, ready: Ready) -> Attempt:
         usage = {n: NodeUsage({GPU: Decimal(u)}, u) for n, u in self.used.items()}
-        nodes = [node(n) for n in sorted(self.capacity)]
-        return Attempt(ready, PodPriority(0, True), nodes, usage, AllocatedState())
+        return Attempt(ready, PodPriority(0, True), self.nodes(), usage, AllocatedState())
+
+    def nodes(self) -> list[Node]:
+        return [node(n, labels=self.labels.get(n)) for n in sorted(self.capacity)]
+
+    def allocator(self) -> Allocator:
+        return Allocator(
+            self.features, AllocatedState(), [], [], CelSelectorEngine(), share_ids=lambda: "x"
+        )
 
     def state(self) -> AllocatedState:
         return AllocatedState()
@@ -428,6 +451,12 @@ GROUP_STEPS = {
     "found",
     "Trial",
     "Removed",
+    "run",
+    "run_in_domains",
+    "domains",
+    "best",
+    "short_of",
+    "free_devices",
 }
 
 
@@ -437,10 +466,99 @@ def test_the_scheduler_and_simulate_run_one_group_cycle_and_repeat_none_of_it() 
     single pod's preemption and the group's, in the scheduler and in simulate."""
     for module in (scheduler_groups, simulate_group):
         calls = _calls(module)
-        assert {"run", "preempt", "told"} <= calls, module.__name__
+        assert {"run_group", "preempt", "told"} <= calls, module.__name__
         assert not calls & GROUP_STEPS, (module.__name__, calls & GROUP_STEPS)
     assert vars(scheduler_groups)["group_cycle"] is vars(simulate_group)["group_cycle"]
     for module in (preemptor, engine):
         calls = _calls(module)
         assert "lower_priority_pods" in calls, module.__name__
         assert "running_pod" not in calls, module.__name__
+
+
+# --- topology-constrained groups (TopologyAwareWorkloadScheduling) ----------------------------
+
+RACK = "rack"
+#: Two racks of two nodes, two GPU slots each.
+TWO_RACKS = {"n1": {RACK: "a"}, "n2": {RACK: "a"}, "n3": {RACK: "b"}, "n4": {RACK: "b"}}
+V137_RULES = TopologyRules.of(Release(1, 37), 0)
+
+
+def racked(bound: Sequence[Pod] = ()) -> Slots:
+    return Slots(dict.fromkeys(TWO_RACKS, 2), bound, TWO_RACKS)
+
+
+async def in_domains(slots: Slots, group: PodGroup, order: Sequence[Pod]) -> Cycle[Taken]:
+    placements = domains(RACK, slots.nodes(), {}, V137_RULES)
+    return await run_in_domains(
+        slots, group, order, 0, placements, V137_RULES, gang_search=True, search_timeout=10.0
+    )
+
+
+async def test_each_rack_is_tried_undone_and_the_chosen_one_assumed_again() -> None:
+    slots = racked([pod("busy", on="n1", group=None)])
+    cycle = await in_domains(slots, gang(4), members("a", "b", "c", "d"))
+    assert cycle.succeeded
+    assert cycle.domain == "b", "rack a has three slots left"
+    assert [(t.domain.name, t.pods) for t in cycle.domains] == [("a", None), ("b", 4)]
+    assert set(nodes_of(cycle.placement.assumed).values()) == {"n3", "n4"}
+    assert slots.used == {"n1": 1, "n2": 0, "n3": 2, "n4": 2}, "rack a's trial left nothing"
+
+
+async def test_no_rack_holds_the_gang_nothing_stays_and_the_first_racks_reasons_are_told() -> None:
+    slots = racked()
+    cycle = await in_domains(slots, gang(5), members("a", "b", "c", "d", "e"))
+    assert not cycle.succeeded
+    assert slots.used == dict.fromkeys(TWO_RACKS, 0)
+    message, told = cycle.told([key_of(p) for p in members("a", "b", "c", "d", "e")])
+    # 1.37: the group's status says "pod group is unschedulable" (its error) before the
+    # placements' reason, and each pod's copy says it once more.
+    assert message == (
+        "pod group is unschedulable, pod group is unschedulable, 0/2 placements are available, "
+        "first placement status: minCount (5) cannot be satisfied: 4 scheduled, 0 remaining"
+    )
+    assert condition(message).startswith("pod group is unschedulable, 0/2 placements")
+    assert told[ObjectKey("ns", "e")] == "0/2 nodes are available: 2 Insufficient example.com/gpu."
+
+
+async def test_group_preemption_searches_the_racks_for_the_least_important_victims() -> None:
+    """Each rack is full but one slot; the gang of three must evict two pods in either. Rack
+    a's victims are of priority 5, rack b's of priority 1: rack b's go (upstream's
+    DynamicResources refuses to preempt for a topology-constrained group)."""
+    bound = [
+        low("a-1", "n1", priority=5),
+        low("a-2", "n1", priority=5),
+        low("a-3", "n2", priority=5),
+        low("b-1", "n3", priority=1),
+        low("b-2", "n3", priority=1),
+        low("b-3", "n4", priority=1),
+    ]
+    slots = racked(bound)
+    order = members("x", "y", "z", priority=10)
+    decided = await preempt(
+        slots,
+        gang(3),
+        order,
+        0,
+        classes={},
+        policy="pods",
+        victims_gone=False,
+        lower=lower(bound),
+        now=NOW,
+        placements=domains(RACK, slots.nodes(), {}, V137_RULES),
+    )
+    assert decided.message == "found a placement for podgroup, preempting 2 victims"
+    assert {v.key.split("/")[1][0] for v in decided.evicted} == {"b"}
+    assert {f.node for f in decided.fits.values()} <= {"n3", "n4"}
+    # Without the racks the cheapest victims anywhere go, across both racks.
+    anywhere = await preempt(
+        slots,
+        gang(3),
+        order,
+        0,
+        classes={},
+        policy="pods",
+        victims_gone=False,
+        lower=lower(bound),
+        now=NOW,
+    )
+    assert anywhere.victims

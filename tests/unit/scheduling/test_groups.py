@@ -315,11 +315,10 @@ def test_a_groups_claim_no_pod_can_use_is_deallocated_only_while_none_is_placed(
     assert stranded_group_claims(g, [in_use], {in_use.key}, placed_before=0) == []
 
 
-def test_topology_constraints_and_composite_groups_are_refused_with_a_reason() -> None:
+def test_composite_groups_are_refused_with_a_reason_topology_constraints_are_not() -> None:
     constrained = group(schedulingConstraints={"topology": [{"key": "zone"}]})
-    refusal = refused(constrained, [pod("a")], [], V1_38)
-    assert refusal is not None
-    assert "topology-aware placement" in refusal.message
+    assert constrained.topology_key == "zone"
+    assert refused(constrained, [pod("a")], [], V1_38) is None
     nested = group(parentCompositePodGroupName="job")
     refusal = refused(nested, [pod("a")], [], V1_37_OFF)
     assert refusal is not None

@@ -424,6 +424,7 @@ def test_cli_gang_placed_exit_0_and_json_shape(tmp_path: Path) -> None:
         "sharedClaims",
         "preemption",
         "notes",
+        "topology",
     ]
     assert result["preemption"] is None
     assert (result["podGroup"], result["outcome"], result["minCount"]) == (
