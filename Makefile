@@ -131,7 +131,7 @@ RELEASE_TESTS := tests/integration/test_smoke.py tests/integration/test_feature_
 # Pod groups and 1.37's new fields, which 1.36 does not have.
 NEXT_TESTS := $(RELEASE_TESTS) tests/integration/test_gang_scheduling.py \
   tests/integration/test_group_preemption.py tests/integration/test_podgroup_claims.py \
-  tests/integration/test_api_137.py
+  tests/integration/test_api_137.py tests/integration/test_topology_groups.py
 test-release: $(STAMP)
 	@[ -n "$(RELEASE)" ] || { echo "RELEASE=v1.X.Y: one of $$(paste -sd' ' hack/controlplane/VERSIONS)"; exit 2; }
 	KOPF_DRA_KUBERNETES_VERSION=$(RELEASE) hack/controlplane/build.sh >/dev/null

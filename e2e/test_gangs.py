@@ -9,16 +9,27 @@ import pytest
 
 from e2e.conftest import Scenario, VariantApply
 from e2e.test_scenarios import bound, by_name
+from operators.api.features import Release
 from operators.demo.bringup import RACK_LABEL, gang_one_gpu_short
 from operators.demo.view import allocated_devices, scheduled_condition
 from operators.kube.api import KubeAPI
+from operators.localcluster import controlplane
 from tests.integration.helpers import eventually
 
 # Not collected where the cluster serves no PodGroups (e2e/conftest.py).
 pytestmark = pytest.mark.pod_groups
 NAMESPACE = "kopf-dra-gang"
 GROUP_CONDITION = "PodGroupInitiallyScheduled"
-GROUP_SAYS = "minCount (5) cannot be satisfied: 4 scheduled, 0 remaining"
+#: What a trainer that fits is told, and what the PodGroup says: 1.38 tells the pod only that
+#: its group is unschedulable, and words the gang's minimum as the scheduling policy's.
+if Release.parse(controlplane.kubernetes_version()) >= Release(1, 38):
+    POD_SAYS = 'parent pod group "training-short" is unschedulable'
+    GROUP_SAYS = (
+        "scheduling policy's minimum threshold (5) cannot be satisfied: 4 scheduled, "
+        "1 unschedulable, 0 not-evaluated"
+    )
+else:
+    POD_SAYS = GROUP_SAYS = "minCount (5) cannot be satisfied: 4 scheduled, 0 remaining"
 
 
 async def group_condition(kube: KubeAPI, name: str) -> dict[str, Any] | None:
@@ -69,7 +80,7 @@ async def test_gang_training_one_gpu_short_binds_none(
         claims were still being freed tells the pods a different count, and is tried again."""
         pods = await s.pods()
         messages = [(scheduled_condition(p) or {}).get("message") or "" for p in pods]
-        return pods if sum(GROUP_SAYS in m for m in messages) == 4 else None
+        return pods if sum(POD_SAYS in m for m in messages) == 4 else None
 
     pods = await eventually(told, within=60, what="four trainers told the group's reason")
     await assert_nothing_held(s, kube, pods)
@@ -84,7 +95,7 @@ async def assert_nothing_held(s: Scenario, kube: KubeAPI, pods: list[dict[str, A
     reserved = [name for name, c in claims.items() if (c.get("status") or {}).get("reservedFor")]
     assert not reserved, reserved
     messages = {p["metadata"]["name"]: (scheduled_condition(p) or {})["message"] for p in pods}
-    (fifth,) = [m for m in messages.values() if GROUP_SAYS not in m]
+    (fifth,) = [m for m in messages.values() if POD_SAYS not in m]
     assert "cannot allocate" in fifth, fifth
     # The PodGroup's condition is written after the pods are told.
     condition = await eventually(

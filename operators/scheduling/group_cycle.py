@@ -47,6 +47,7 @@ from operators.scheduling.groups import (
     cannot_be_satisfied,
     key_of,
     outcome,
+    parent_unschedulable,
     pod_message,
     stranded_group_claims,
 )
@@ -315,21 +316,29 @@ async def run(
     gang_search: bool,
     search_timeout: float,
     within: Collection[str] | None = None,
+    fit_errors: bool = False,
 ) -> Cycle[A]:
     """The group's cycle over its queued pods in ``order`` (``groups.ordered``), with
     ``placed_before`` of its pods bound or binding already; ``within``: the only candidate
-    nodes (a topology domain's)."""
+    nodes (a topology domain's); ``fit_errors``: 1.38's wording (``GroupRules``)."""
     placement = await place(host, group, order, placed_before, within=within)
     if placement.waiting is not None:
         return Cycle(placement, None)
-    verdict = outcome(group, placed_before, placement.placed, placement.failed, placement.remaining)
+    verdict = outcome(
+        group,
+        placed_before,
+        placement.placed,
+        placement.failed,
+        placement.remaining,
+        fit_errors=fit_errors,
+    )
     if not verdict.succeeded and placement.assumed and gang_search:
         # Some pods fit: another combination of their choices may fit the whole group.
         placement.undo()
         found = await _search(host, group, order, placed_before, search_timeout, within)
         if found is not None:
             placement.assumed, placement.failed = found, {}
-            searched = outcome(group, placed_before, placement.placed, {}, 0)
+            searched = outcome(group, placed_before, placement.placed, {}, 0, fit_errors=fit_errors)
             return Cycle(placement, searched, greedy=verdict)
     if verdict.succeeded:
         return Cycle(placement, verdict)
@@ -391,9 +400,7 @@ def _feasible(cycle: Cycle[A], placed_before: int) -> int | None:
         return None
     if verdict.succeeded:
         return placed_before + len(cycle.placement.placed)
-    if verdict.message == UNSCHEDULABLE:
-        return placed_before
-    return None
+    return placed_before if verdict.minimum_met else None
 
 
 def _needs(
@@ -455,6 +462,7 @@ async def run_in_domains(
             gang_search=gang_search,
             search_timeout=search_timeout,
             within=domain.nodes,
+            fit_errors=rules.fit_errors,
         )
         if cycle.placement.waiting is not None:
             return cycle
@@ -483,6 +491,7 @@ async def run_in_domains(
             gang_search=gang_search,
             search_timeout=search_timeout,
             within=chosen.nodes,
+            fit_errors=rules.fit_errors,
         )
     return dataclasses.replace(cycle, domains=tuple(tries), domain=chosen.name, untried=untried)
 
@@ -507,7 +516,8 @@ def _none_fits(
         UNSCHEDULABLE if rules.release >= topology.V1_38 else f"{UNSCHEDULABLE}, {UNSCHEDULABLE}"
     )
     message = f"{prefix}, {topology.unavailable(placements, first.status(rules.release))}"
-    verdict = GroupOutcome((), dict(shown.failed), message)
+    parent = parent_unschedulable(group) if rules.fit_errors else None
+    verdict = GroupOutcome((), dict(shown.failed), message, parent)
     tried = [t.cycle.placement for t in tries if t.cycle is not None]
     shared = {k: c for p in reversed(tried) for k, c in p.shared.items()}
     unavailable = {k for p in tried for k in p.unavailable}
@@ -526,8 +536,10 @@ async def run_group(
     count_devices: bool = True,
     gang_search: bool,
     search_timeout: float,
+    fit_errors: bool = False,
 ) -> Cycle[A]:
-    """The group's cycle as its release and gates have it: with TopologyAwareWorkloadScheduling
+    """The group's cycle as its release and gates have it (``fit_errors``: 1.38's wording,
+    which ``rules`` carry too where given): with TopologyAwareWorkloadScheduling
     on (``rules``), inside the domains of its topology constraint, or in one placement of every
     node without one; with the gate off, ``run`` (the constraint is not read).
     ``placed_before``: its pods bound or binding, with their nodes. Raises
@@ -540,6 +552,7 @@ async def run_group(
             len(placed_before),
             gang_search=gang_search,
             search_timeout=search_timeout,
+            fit_errors=fit_errors,
         )
     key = group.topology_key
     if key is None:

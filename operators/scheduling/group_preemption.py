@@ -181,6 +181,7 @@ async def _try(
     removed: Sequence[Unit],
     on: Mapping[ObjectKey, str] | None,
     within: Collection[str] | None = None,
+    fit_errors: bool = False,
 ) -> dict[ObjectKey, NodeFit] | str:
     """The group's cycle with the ``removed`` units' pods gone (``on``: each pod on its
     proposed node; ``within``: the only candidate nodes); the pods' fits, or why it fails.
@@ -193,7 +194,9 @@ async def _try(
         return fits if len(placed) == len(on) else "a proposed node no longer fits"
     if placement.waiting is not None:
         return "a pod of the group is not ready to be scheduled"
-    verdict = outcome(group, placed_before, placed, failed, placement.remaining)
+    verdict = outcome(
+        group, placed_before, placed, failed, placement.remaining, fit_errors=fit_errors
+    )
     return fits if verdict.succeeded else verdict.message or UNSCHEDULABLE
 
 
@@ -206,11 +209,12 @@ async def select_victims(
     budgets: Sequence[preemption.Budget],
     now: datetime.datetime,
     within: Collection[str] | None = None,
+    fit_errors: bool = False,
 ) -> tuple[list[Unit], dict[ObjectKey, NodeFit]] | str:
     """selectVictimsOnDomain: the group's cycle with every lower-priority unit gone, then each
     unit put back when the placement survives it; the units left and each pod's fit (or why
     no placement was found). ``within``: a topology domain's nodes, the only candidates."""
-    fits = await _try(host, group, order, placed_before, units, None, within)
+    fits = await _try(host, group, order, placed_before, units, None, within, fit_errors)
     if isinstance(fits, str):
         return fits
     proposed = {k: f.node for k, f in fits.items()}
@@ -222,7 +226,7 @@ async def select_victims(
     for unit in [u for u, _ in violating] + other:
         rest = [u for u in removed if u is not unit]
         if touches(unit, nodes):
-            kept = await _try(host, group, order, placed_before, rest, proposed, within)
+            kept = await _try(host, group, order, placed_before, rest, proposed, within, fit_errors)
             if isinstance(kept, str):
                 victims.append(unit)
                 continue
@@ -264,6 +268,7 @@ async def preempt(
     budgets: Sequence[preemption.Budget] = (),
     now: datetime.datetime,
     placements: Sequence[Domain] | None = None,
+    fit_errors: bool = False,
 ) -> GroupPreemption:
     """The group's preemption after a cycle that placed nothing (the host read first what it
     needs): ``victims_gone``, claims on the pods' nominated nodes whose consumers are gone;
@@ -282,10 +287,12 @@ async def preempt(
     )
     if placements is not None:
         chosen = await _in_domains(
-            host, group, order, placed_before, units, budgets, now, placements
+            host, group, order, placed_before, units, budgets, now, placements, fit_errors
         )
     elif units:
-        chosen = await select_victims(host, group, order, placed_before, units, budgets, now)
+        chosen = await select_victims(
+            host, group, order, placed_before, units, budgets, now, fit_errors=fit_errors
+        )
     else:
         chosen = None
     if not isinstance(chosen, tuple):
@@ -314,6 +321,7 @@ async def _in_domains(
     budgets: Sequence[preemption.Budget],
     now: datetime.datetime,
     placements: Sequence[Domain],
+    fit_errors: bool,
 ) -> tuple[list[Unit], dict[ObjectKey, NodeFit]] | str | None:
     """``select_victims`` inside each domain, with the units that have a pod there; the
     domain whose victims cost least (``_cost``), or the first domain's reason."""
@@ -324,7 +332,7 @@ async def _in_domains(
         if not inside:
             continue
         chosen = await select_victims(
-            host, group, order, placed_before, inside, budgets, now, domain.nodes
+            host, group, order, placed_before, inside, budgets, now, domain.nodes, fit_errors
         )
         if isinstance(chosen, str):
             first = first or chosen

@@ -60,6 +60,9 @@ class GroupRules:
     #: 1.38's ``validatePodGroupHierarchy``: messages that name the pods, and the reason
     #: PodGroupError (1.37: SchedulerError) on the PodGroup and its pods.
     hierarchy: bool = False
+    #: 1.38's podGroupFitError: the scheduling policy's "minimum threshold" wording, "no pods
+    #: were schedulable", and a pod that fits told only that its parent group is unschedulable.
+    fit_errors: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -179,25 +182,65 @@ def ordered(pods: Sequence[Pod], attempts: Mapping[ObjectKey, int]) -> list[Pod]
     )
 
 
-def cannot_be_satisfied(min_count: int, scheduled: int, remaining: int) -> str | None:
-    """GangScheduling's PlacementFeasible: the message once ``minCount`` is out of reach."""
-    if remaining + scheduled < min_count:
+def cannot_be_satisfied(
+    min_count: int,
+    scheduled: int,
+    remaining: int,
+    unschedulable: int = 0,
+    *,
+    fit_errors: bool = False,
+) -> str | None:
+    """GangScheduling's PlacementFeasible: the message once ``minCount`` is out of reach (1.38,
+    ``fit_errors``: the scheduling policy's minimum threshold, the pods that fit nowhere
+    counted)."""
+    if remaining + scheduled >= min_count:
+        return None
+    if fit_errors:
         return (
-            f"minCount ({min_count}) cannot be satisfied: {scheduled} scheduled, "
-            f"{remaining} remaining"
+            f"scheduling policy's minimum threshold ({min_count}) cannot be satisfied: "
+            f"{scheduled} scheduled, {unschedulable} unschedulable, {remaining} not-evaluated"
         )
-    return None
+    return (
+        f"minCount ({min_count}) cannot be satisfied: {scheduled} scheduled, {remaining} remaining"
+    )
+
+
+def not_yet_satisfied(
+    min_count: int, scheduled: int, remaining: int, unschedulable: int, *, fit_errors: bool
+) -> str:
+    """PlacementFeasible's Wait: ``minCount`` still in reach but not reached."""
+    if fit_errors:
+        return (
+            f"scheduling policy's minimum threshold ({min_count}) is not yet satisfied: "
+            f"{scheduled} scheduled, {unschedulable} unschedulable, {remaining} not-evaluated"
+        )
+    return (
+        f"minCount ({min_count}) is not yet satisfied: {scheduled} scheduled, {remaining} remaining"
+    )
+
+
+#: 1.38's reason when nothing was placed although the pods already scheduled reach minCount.
+NO_PODS_SCHEDULABLE = "no pods were schedulable"
+
+
+def parent_unschedulable(group: PodGroup) -> str:
+    """What 1.38 tells a pod of a group that is not placed, where the pod itself fits."""
+    return f"parent pod group {go_quote(group.metadata.name or '')} is unschedulable"
 
 
 @dataclasses.dataclass(frozen=True)
 class GroupOutcome:
     """How one cycle of a group ended: ``placed`` the pods it placed (kept only on success);
     ``failed`` each pod that fits nowhere, with its own message; ``message`` the group's
-    (None on success)."""
+    (None on success); ``parent`` what a pod that fits is told instead of the group's message
+    (1.38); ``minimum_met`` the scheduled pods reach ``minCount`` (nothing placed now: to a
+    topology search, a domain that fits)."""
 
     placed: tuple[ObjectKey, ...]
     failed: Mapping[ObjectKey, str]
     message: str | None
+    parent: str | None = None
+    minimum_met: bool = False
 
     @property
     def succeeded(self) -> bool:
@@ -210,20 +253,23 @@ def outcome(
     placed: Sequence[ObjectKey],
     failed: Mapping[ObjectKey, str],
     remaining: int,
+    *,
+    fit_errors: bool = False,
 ) -> GroupOutcome:
-    """The group's verdict after its cycle (``remaining``: the pods it did not get to)."""
+    """The group's verdict after its cycle (``remaining``: the pods it did not get to;
+    ``fit_errors``: 1.38's wording, ``GroupRules``)."""
     scheduled = scheduled_before + len(placed)
-    reason = cannot_be_satisfied(group.min_count, scheduled, remaining)
+    count = (group.min_count, scheduled, remaining, len(failed))
+    reason = cannot_be_satisfied(*count, fit_errors=fit_errors)
     if reason is None and scheduled < group.min_count:
-        reason = (
-            f"minCount ({group.min_count}) is not yet satisfied: {scheduled} scheduled, "
-            f"{remaining} remaining"
-        )
+        reason = not_yet_satisfied(*count, fit_errors=fit_errors)
+    parent = parent_unschedulable(group) if fit_errors else None
     if reason is not None:
-        return GroupOutcome(tuple(placed), dict(failed), f"{UNSCHEDULABLE}, {reason}")
+        return GroupOutcome(tuple(placed), dict(failed), f"{UNSCHEDULABLE}, {reason}", parent)
     if not placed:
-        return GroupOutcome((), dict(failed), UNSCHEDULABLE)
-    return GroupOutcome(tuple(placed), dict(failed), None)
+        message = f"{UNSCHEDULABLE}, {NO_PODS_SCHEDULABLE}" if fit_errors else UNSCHEDULABLE
+        return GroupOutcome((), dict(failed), message, parent, minimum_met=True)
+    return GroupOutcome(tuple(placed), dict(failed), None, minimum_met=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -283,12 +329,13 @@ def stranded_group_claims(
 
 def pod_message(result: GroupOutcome, key: ObjectKey, evaluated: bool) -> str:
     """What a pod of a group that was not placed is told: its own reason when it fits nowhere;
-    the group's otherwise (it fits, or was not tried once the gang was out of reach).
-    Upstream prefixes a fitting pod's copy with "pod group is unschedulable, " a second time."""
+    1.38's parent message, or the group's, otherwise (it fits, or was not tried once the gang
+    was out of reach). Upstream prefixes a fitting pod's copy with "pod group is
+    unschedulable, " a second time."""
     own = result.failed.get(key)
     if own is not None and evaluated:
         return own
-    return result.message or UNSCHEDULABLE
+    return result.parent or result.message or UNSCHEDULABLE
 
 
 def not_placed(pod: Pod, why: str) -> str:

@@ -92,7 +92,7 @@ def group_rules(release: Release, gates: Mapping[str, bool]) -> GroupRules:
     """1.38 dropped PodGroupPreemptionPolicy (the field is served ungated) and validates a
     group's hierarchy; 1.37 reads the PodGroup's policy only with the gate on."""
     if release >= V1_38:
-        return GroupRules(policy="group-else-pods", hierarchy=True)
+        return GroupRules(policy="group-else-pods", hierarchy=True, fit_errors=True)
     return GroupRules(policy="group" if gates.get("PodGroupPreemptionPolicy") else "pods")
 
 

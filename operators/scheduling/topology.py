@@ -73,6 +73,11 @@ class TopologyRules:
     def nominated_first(self) -> bool:
         return self.release >= V1_38
 
+    @property
+    def fit_errors(self) -> bool:
+        """1.38's group messages (``groups.GroupRules.fit_errors``)."""
+        return self.release >= V1_38
+
 
 class DomainError(Exception):
     """The group's scheduled pods name no single domain: the cycle's error (SchedulerError)."""

@@ -454,6 +454,7 @@ def _cycle(
             count_devices=profile.policies.domain_device_count,
             gang_search=profile.gang_search,
             search_timeout=profile.search_timeout,
+            fit_errors=profile.group_rules.fit_errors,
         )
     )
 
@@ -536,6 +537,7 @@ def _preempt(
             budgets=[preemption.Budget.of(b) for b in working.budgets.values()],
             now=host.now,
             placements=placements,
+            fit_errors=options.profile.group_rules.fit_errors,
         )
     )
     if decided.victims:

@@ -34,21 +34,41 @@ from tests.integration.helpers import (
 )
 
 
-def as_the_group_says(reason: str, *, wrapped: bool = True) -> tuple[str, str]:
-    """What a pod that fits and the PodGroup are told when a gang's cycle ends with ``reason``,
-    as the control plane's release and gates say it. With TopologyAwareWorkloadScheduling on,
-    every group goes through upstream's placement algorithm, one placement of every node for a
-    group without a constraint (``wrapped``: say so; a constrained group's ``reason`` says
-    it); 1.37's group status carries "pod group is unschedulable" as its error (the pods' copy
-    repeats it), 1.38's the placements' fit error alone."""
-    if not feature_gates().get("TopologyAwareWorkloadScheduling"):
-        return f"pod group is unschedulable, {reason}", reason
-    if wrapped:
+def as_the_group_says(
+    reason: str, *, preemption: str = "", wrapped: bool = True, group: str = "job"
+) -> tuple[str, str]:
+    """What a pod that fits and the PodGroup are told when a gang's cycle ends with ``reason``
+    (1.37's wording) and its preemption says ``preemption``, as the control plane's release and
+    gates say it. With TopologyAwareWorkloadScheduling on, every group goes through upstream's
+    placement algorithm, one placement of every node for a group without a constraint
+    (``wrapped``: say so; a constrained group's ``reason`` says it). 1.37's group status carries
+    "pod group is unschedulable" as its error (the pods' copy repeats it); 1.38 tells a pod
+    that fits only that its group is unschedulable, in the words of its minimum threshold."""
+    release = Release.parse(controlplane.kubernetes_version())
+    if release >= Release(1, 38):
+        reason = _threshold(reason)
+    if feature_gates().get("TopologyAwareWorkloadScheduling") and wrapped:
         reason = f"0/1 placements are available, first placement status: {reason}"
-    if Release.parse(controlplane.kubernetes_version()) >= Release(1, 38):
-        return f"pod group is unschedulable, {reason}", reason
-    group = f"pod group is unschedulable, {reason}"
-    return f"pod group is unschedulable, {group}", group
+    if release >= Release(1, 38):
+        return f'parent pod group "{group}" is unschedulable', reason + preemption
+    if feature_gates().get("TopologyAwareWorkloadScheduling"):
+        reason = f"pod group is unschedulable, {reason}"
+    return f"pod group is unschedulable, {reason}{preemption}", reason + preemption
+
+
+def _threshold(reason: str) -> str:
+    """1.37's "minCount (N) cannot be satisfied: S scheduled, R remaining" in 1.38's words,
+    every pod not evaluated having failed (the gangs here: one pod fits nowhere)."""
+    found = re.fullmatch(
+        r"minCount \((\d+)\) cannot be satisfied: (\d+) scheduled, (\d+) remaining", reason
+    )
+    if found is None:
+        return reason
+    wanted, scheduled, remaining = found.groups()
+    return (
+        f"scheduling policy's minimum threshold ({wanted}) cannot be satisfied: {scheduled} "
+        f"scheduled, 1 unschedulable, {remaining} not-evaluated"
+    )
 
 
 @pytest.fixture
@@ -183,11 +203,10 @@ async def test_a_gang_one_gpu_short_holds_nothing_and_every_pod_says_why(
 
     told = await eventually(all_told, what="every worker told why it waits")
     # Upstream appends the answer of the group's preemption (nobody of lower priority here).
-    preemption = ", pod group preemption: No preemption victims found for incoming preemptor"
-    pods_told, condition_says = as_the_group_says(
-        "minCount (3) cannot be satisfied: 2 scheduled, 0 remaining"
+    group_says, condition_says = as_the_group_says(
+        "minCount (3) cannot be satisfied: 2 scheduled, 0 remaining",
+        preemption=", pod group preemption: No preemption victims found for incoming preemptor",
     )
-    group_says = pods_told + preemption
     assert sorted(told.values()).count(group_says) == 2, told
     (own,) = [m for m in told.values() if m != group_says]
     assert own.startswith("0/"), own
@@ -202,7 +221,7 @@ async def test_a_gang_one_gpu_short_holds_nothing_and_every_pod_says_why(
     assert (said["status"], said["reason"], said["message"]) == (
         "False",
         "Unschedulable",
-        condition_says + preemption,
+        condition_says,
     )
 
 
@@ -306,7 +325,8 @@ async def test_a_gang_that_cannot_be_completed_holds_no_device_a_plain_pod_could
         return [str(c["message"]) for c in told if c is not None]
 
     told = await eventually(all_told, what="every worker of the gang told why it waits")
-    assert any("minCount (3) cannot be satisfied" in m for m in told), told
+    group_says, _ = as_the_group_says("minCount (3) cannot be satisfied")
+    assert any(group_says.split(" cannot be satisfied")[0] in m for m in told), told
     for name in [*names, "worker-2"]:
         claim = await kube.get("ResourceClaim", f"{name}-gpu", namespace)
         assert not (claim.get("status") or {}).get("allocation"), f"{name} holds its GPU"

@@ -249,7 +249,8 @@ async def test_kube_scheduler_and_kopf_dra_side_by_side_place_a_rack_constrained
                 messages = []
                 for i in range(3):
                     condition = await pod_condition(kube, namespace, f"{who}-job-{i}")
-                    messages.append(_upstreams_words((condition or {}).get("message") or ""))
+                    message = (condition or {}).get("message") or ""
+                    messages.append(_upstreams_words(message.replace(f"{who}-job", "job")))
                 own = [m for m in messages if m.startswith("0/2 nodes")]
                 return sorted(messages) if len(own) == 1 else None
 

@@ -229,6 +229,7 @@ class GroupScheduler:
                 count_devices=s.profile.policies.domain_device_count,
                 gang_search=s.profile.gang_search,
                 search_timeout=s.profile.search_timeout,
+                fit_errors=s.profile.group_rules.fit_errors,
             )
         except DomainError as e:
             assert rules is not None
@@ -338,6 +339,7 @@ class GroupScheduler:
             budgets=[preemption.Budget.of(b) for b in s.cache.all_of(s.cache.budgets, "pdbs")],
             now=s.clock.now(),
             placements=placements,
+            fit_errors=s.profile.group_rules.fit_errors,
         )
         if decided.release:
             await p.release_victim_claims(order[0], releases)

@@ -341,3 +341,39 @@ def test_a_pod_tried_in_its_groups_failed_cycle_rides_on_it_until_something_chan
     assert not rides(b, [a, b, c]), "a new pod of the group"
     assert not rides(c, [c]), "not tried in that cycle"
     assert not rides(b, [a, b], now=105.0), "the periodic retry runs the cycle again"
+
+
+def test_1_38_words_the_gang_as_its_policys_minimum_and_tells_a_pod_that_fits_of_its_parent() -> (
+    None
+):
+    """kube-scheduler 1.38's GangScheduling PlacementFeasible and podGroupFitError."""
+    a, b, c = ObjectKey("ns", "a"), ObjectKey("ns", "b"), ObjectKey("ns", "c")
+    verdict = outcome(group(4), 0, [a, b], {c: "0/2 nodes are available"}, 0, fit_errors=True)
+    assert verdict.message == (
+        "pod group is unschedulable, scheduling policy's minimum threshold (4) cannot be "
+        "satisfied: 2 scheduled, 1 unschedulable, 0 not-evaluated"
+    )
+    assert pod_message(verdict, a, evaluated=True) == 'parent pod group "training" is unschedulable'
+    assert pod_message(verdict, c, evaluated=True) == "0/2 nodes are available"
+    waiting = outcome(group(4), 0, [a], {}, 1, fit_errors=True)
+    assert waiting.message == (
+        "pod group is unschedulable, scheduling policy's minimum threshold (4) cannot be "
+        "satisfied: 1 scheduled, 0 unschedulable, 1 not-evaluated"
+    )
+    short = outcome(group(4), 2, [a], {}, 2, fit_errors=True)
+    assert short.message == (
+        "pod group is unschedulable, scheduling policy's minimum threshold (4) is not yet "
+        "satisfied: 3 scheduled, 0 unschedulable, 2 not-evaluated"
+    )
+    nothing = outcome(group(2), 2, [], {c: "0/2 nodes are available"}, 0, fit_errors=True)
+    assert (nothing.message, nothing.minimum_met) == (
+        "pod group is unschedulable, no pods were schedulable",
+        True,
+    )
+    # 1.37: the same cycles in minCount's words, the pods told the group's message.
+    old = outcome(group(4), 0, [a, b], {c: "0/2 nodes are available"}, 0)
+    assert old.message == (
+        "pod group is unschedulable, minCount (4) cannot be satisfied: 2 scheduled, 0 remaining"
+    )
+    assert pod_message(old, a, evaluated=True) == old.message
+    assert outcome(group(2), 2, [], {}, 0).message == "pod group is unschedulable"
