@@ -31,7 +31,7 @@ DEMO_ARGS += $(if $(REAL_NODE),--real-node)
 DEMO_ARGS += $(if $(CLUSTER),--in-cluster)
 PY_PATHS := operators tests bench e2e hack/config_reference.py hack/node/oci-image.py hack/image/oci-pack.py
 
-.PHONY: help venv lint fmt test unit integration e2e e2e-node e2e-cluster cluster e2e-kind chaos image docs helm promtool bench bench-scheduler bench-compare bench-tenants bench-fabric simulate-differential \
+.PHONY: help venv lint fmt test unit integration e2e e2e-node e2e-cluster cluster e2e-kind chaos image docs helm promtool bench bench-scheduler bench-compare bench-tenants bench-fabric bench-topology simulate-differential \
         control-plane control-plane-up control-plane-down run clean cel-oracle allocator-oracle \
         test-previous test-next test-release
 
@@ -64,6 +64,7 @@ help:
 	@echo "make bench-fabric      fabric attach-to-bind latency on the local control plane"
 	@echo "make bench-compare     kopf-dra against kube-scheduler + kube-controller-manager, side by side"
 	@echo "make bench-tenants     one tenant's expensive selectors against another's pod, beside kube-scheduler"
+	@echo "make bench-topology    a rack-constrained gang: the attempts kopf-dra's device count per rack saves"
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -278,6 +279,9 @@ bench-tenants: $(STAMP) control-plane
 
 bench-fabric: $(STAMP) control-plane
 	$(PY) bench/bench_fabric.py $(BENCH_ARGS)
+
+bench-topology: $(STAMP)
+	$(PY) -m bench.bench_topology $(BENCH_ARGS)
 
 control-plane-up: control-plane
 	@$(VENV)/bin/kopf-dra control-plane up

@@ -461,7 +461,7 @@ async def run_in_domains(
             placed_before,
             gang_search=gang_search,
             search_timeout=search_timeout,
-            within=domain.nodes,
+            within=domain.within,
             fit_errors=rules.fit_errors,
         )
         if cycle.placement.waiting is not None:
@@ -490,7 +490,7 @@ async def run_in_domains(
             placed_before,
             gang_search=gang_search,
             search_timeout=search_timeout,
-            within=chosen.nodes,
+            within=chosen.within,
             fit_errors=rules.fit_errors,
         )
     return dataclasses.replace(cycle, domains=tuple(tries), domain=chosen.name, untried=untried)
@@ -558,7 +558,8 @@ async def run_group(
     if key is None:
         # The gate on, no constraint: upstream's placement algorithm with one placement of
         # every node (its messages say "0/1 placements"), no domain to count devices in.
-        everything = topology.Domain("", frozenset(n.metadata.name or "" for n in host.nodes()))
+        names = frozenset(n.metadata.name or "" for n in host.nodes())
+        everything = topology.Domain("", names, everywhere=True)
         cycle = await run_in_domains(
             host,
             group,

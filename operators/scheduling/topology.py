@@ -47,10 +47,17 @@ MIN_ADAPTIVE_PERCENTAGE = 5
 
 @dataclasses.dataclass(frozen=True)
 class Domain:
-    """One placement: a value of the key and the nodes that carry it."""
+    """One placement: a value of the key and the nodes that carry it (``everywhere``: the one
+    placement of a group without a constraint, every node, no candidate left out)."""
 
     name: str
     nodes: frozenset[str]
+    everywhere: bool = False
+
+    @property
+    def within(self) -> frozenset[str] | None:
+        """The candidate nodes a cycle in it is restricted to (None: all)."""
+        return None if self.everywhere else self.nodes
 
 
 @dataclasses.dataclass(frozen=True)

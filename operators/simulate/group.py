@@ -96,6 +96,8 @@ class DomainAnswer:
     pods: int | None = None
     message: str | None = None
     failed: dict[ObjectKey, str] = dataclasses.field(default_factory=dict)
+    #: How many of the group's pods were filtered there (0: ruled out, or not tried).
+    filtered: int = 0
 
 
 @dataclasses.dataclass
@@ -471,13 +473,18 @@ def _domains(answer: GroupAnswer, cycle: Cycle[_Assumed]) -> None:
         assert tried.cycle is not None
         verdict = tried.cycle.verdict
         failed = dict(tried.cycle.placement.failed)
+        filtered = len(tried.cycle.placement.evaluated)
         if tried.fits:
             outcome: Literal["chosen", "fits"] = "chosen" if name == cycle.domain else "fits"
-            answer.domains.append(DomainAnswer(name, nodes, outcome, tried.pods, failed=failed))
+            answer.domains.append(
+                DomainAnswer(name, nodes, outcome, tried.pods, failed=failed, filtered=filtered)
+            )
         else:
             message = verdict.message if verdict is not None else None
             answer.domains.append(
-                DomainAnswer(name, nodes, "unschedulable", message=message, failed=failed)
+                DomainAnswer(
+                    name, nodes, "unschedulable", message=message, failed=failed, filtered=filtered
+                )
             )
     for domain in cycle.untried:
         answer.domains.append(DomainAnswer(domain.name, len(domain.nodes), "not-tried"))

@@ -20,7 +20,8 @@ node and priority, the node each pod would be ``nominated`` to, and the ``messag
 evicted), ``notes``, and for a topology-constrained group ``topology``: its ``key``, the
 ``domain`` chosen and every ``domains`` entry (``name``, ``nodes``, ``outcome`` chosen, fits,
 unschedulable, ruled-out or not-tried, the group's ``pods`` it would hold, its ``message`` and
-each pod's own reason there, ``pods`` by key in ``failed``). Bad input keeps the pod answer's
+each pod's own reason there, ``pods`` by key in ``failed``, and how many pods were
+``filtered`` there). Bad input keeps the pod answer's
 shape (``error``).
 """
 
@@ -144,6 +145,7 @@ def _topology_json(answer: GroupAnswer) -> dict[str, Any] | None:
                 "pods": d.pods,
                 "message": d.message,
                 "failed": {str(k): v for k, v in d.failed.items()},
+                "filtered": d.filtered,
             }
             for d in answer.domains
         ],
@@ -279,7 +281,8 @@ def domain_lines(answer: GroupAnswer) -> list[str]:
         lines.append("  no node carries the key")
     for d in answer.domains:
         held = f", {d.pods} of the group's pods" if d.pods is not None else ""
-        lines.append(f"  DOMAIN {d.name} ({d.nodes} nodes): {d.outcome}{held}")
+        filtered = f", {d.filtered} pods filtered" if d.filtered else ""
+        lines.append(f"  DOMAIN {d.name} ({d.nodes} nodes): {d.outcome}{held}{filtered}")
         if d.message:
             lines.append(f"    {d.message}")
         for pod, why in d.failed.items():

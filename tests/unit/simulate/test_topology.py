@@ -366,7 +366,8 @@ def test_a_rack_whose_free_gpus_cannot_hold_the_gang_is_ruled_out_before_any_pod
         "the domain's free devices cannot hold the pod group's claims: 8 of DeviceClass gpu "
         "needed, 4 free"
     )
-    assert a.failed == {}, "no pod was filtered there"
+    assert (a.failed, a.filtered) == ({}, 0), "no pod was filtered there"
+    assert answer.domains[1].filtered == 8
     lines = domain_lines(answer)
     assert lines[2:4] == [
         "  DOMAIN a (2 nodes): ruled-out",
