@@ -286,19 +286,32 @@ class DomainTry:
         return self.pods is not None
 
     def status(self, release: Release) -> str:
-        """Its reason, as "first placement status" quotes it: 1.37 the status's error (the
-        group's own when the gang waited for more pods), 1.38 its message."""
+        """Its reason, as "first placement status" quotes it (``first_status``)."""
         if self.ruled_out is not None:
             return self.ruled_out
         assert self.cycle is not None
-        verdict = self.cycle.verdict
-        message = (verdict.message if verdict is not None else None) or UNSCHEDULABLE
-        reason = message.removeprefix(f"{UNSCHEDULABLE}, ")
-        if release >= topology.V1_38:
-            return reason
-        if "cannot be satisfied" in reason and self.cycle.placement.evaluated:
-            return reason
-        return UNSCHEDULABLE
+        return first_status(self.cycle.verdict, bool(self.cycle.placement.evaluated), release)
+
+
+def first_status(verdict: GroupOutcome | None, evaluated: bool, release: Release) -> str:
+    """A failed placement's reason as "first placement status" quotes it: 1.37 the status's
+    error (the group's own, "pod group is unschedulable", unless the gang's minimum went out
+    of reach after a pod was evaluated), 1.38 its message."""
+    message = (verdict.message if verdict is not None else None) or UNSCHEDULABLE
+    reason = message.removeprefix(f"{UNSCHEDULABLE}, ")
+    if release >= topology.V1_38:
+        return reason
+    if "cannot be satisfied" in reason and evaluated:
+        return reason
+    return UNSCHEDULABLE
+
+
+def placements_status(release: Release, placements: int, first: str) -> str:
+    """The group's status message when no placement fits (the PodGroup's condition; what
+    a preemption's trial says): 1.37's carries "pod group is unschedulable" as its error,
+    1.38's the placements' fit error alone."""
+    said = topology.unavailable(placements, first)
+    return said if release >= topology.V1_38 else f"{UNSCHEDULABLE}, {said}"
 
 
 def condition(message: str) -> str:
@@ -433,8 +446,9 @@ async def run_in_domains(
     """The cycle of a group with TopologyAwareWorkloadScheduling on (``topology``): ``run``
     inside each domain in turn, each undone before the next is tried, and the one with the
     most pods kept (run again unless it was the last tried), its assumptions as ``run`` leaves
-    them. With ``count_devices`` (kopf-dra's), a domain whose free devices cannot hold the
-    group's claims is not tried. When none fits: the first domain's reasons, the group's claims
+    them; the gang search's ``search_timeout`` is for all the domains together. With
+    ``count_devices`` (kopf-dra's), a domain whose free devices cannot hold the group's claims
+    is not tried. When none fits: the first domain's reasons, the group's claims
     that pin it where it cannot go named for deallocation."""
     if not placements:
         return Cycle(Placement(remaining=len(order)), GroupOutcome((), {}, topology.NO_PLACEMENTS))
@@ -442,6 +456,9 @@ async def run_in_domains(
     sequence = [first, *(d for d in placements if d is not first)] if first else placements
     to_find = topology.feasible_to_find(rules, placements)
     needs = _needs(host, group, order, placed_before) if count_devices else None
+    # One search budget for the whole cycle: each domain's search gets what the ones before
+    # it left (a gang that fits nowhere would otherwise search every rack to its timeout).
+    deadline = host.monotonic() + search_timeout
     tries: list[DomainTry] = []
     kept: tuple[topology.Domain, Cycle[A]] | None = None  # the last try, still assumed
     for domain in sequence:
@@ -460,7 +477,7 @@ async def run_in_domains(
             order,
             placed_before,
             gang_search=gang_search,
-            search_timeout=search_timeout,
+            search_timeout=max(0.0, deadline - host.monotonic()),
             within=domain.within,
             fit_errors=rules.fit_errors,
         )
@@ -510,12 +527,10 @@ def _none_fits(
     shown: Placement[Any] = (
         first.cycle.placement if first.cycle is not None else Placement(remaining=len(order))
     )
-    # 1.37's group status carries "pod group is unschedulable" as its error, which the pods'
-    # copy repeats; 1.38's carries the placements' fit error alone.
-    prefix = (
-        UNSCHEDULABLE if rules.release >= topology.V1_38 else f"{UNSCHEDULABLE}, {UNSCHEDULABLE}"
-    )
-    message = f"{prefix}, {topology.unavailable(placements, first.status(rules.release))}"
+    # What a pod that fits is told: the status's message after the group's error (1.37 thus
+    # says "pod group is unschedulable" twice; 1.38 tells it of its parent, below).
+    status = placements_status(rules.release, placements, first.status(rules.release))
+    message = f"{UNSCHEDULABLE}, {status}"
     parent = parent_unschedulable(group) if rules.fit_errors else None
     verdict = GroupOutcome((), dict(shown.failed), message, parent)
     tried = [t.cycle.placement for t in tries if t.cycle is not None]

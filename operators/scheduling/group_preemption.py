@@ -47,12 +47,13 @@ from decimal import Decimal
 from operators.allocator import AllocatedState, Features
 from operators.allocator.state import Holding
 from operators.api.core import PREEMPT_NEVER, Pod, PriorityClass
+from operators.api.features import Release
 from operators.api.groups import PodGroup
 from operators.api.keys import ObjectKey
 from operators.scheduling import preemption
 from operators.scheduling.attempt import Attempt
 from operators.scheduling.cycle import NodeFit
-from operators.scheduling.group_cycle import A, Host, place
+from operators.scheduling.group_cycle import A, Host, first_status, place, placements_status
 from operators.scheduling.groups import UNSCHEDULABLE, PolicySource, key_of, outcome
 from operators.scheduling.nodes import NodeUsage, pod_requests
 from operators.scheduling.pod_filters import PodFilters
@@ -182,10 +183,12 @@ async def _try(
     on: Mapping[ObjectKey, str] | None,
     within: Collection[str] | None = None,
     fit_errors: bool = False,
+    placements: Release | None = None,
 ) -> dict[ObjectKey, NodeFit] | str:
     """The group's cycle with the ``removed`` units' pods gone (``on``: each pod on its
-    proposed node; ``within``: the only candidate nodes); the pods' fits, or why it fails.
-    Nothing of it stays assumed."""
+    proposed node; ``within``: the only candidate nodes); the pods' fits, or why it fails
+    (``placements``: the release whose placement algorithm runs the trial, its one placement
+    quoted as upstream's TopologyAwareWorkloadScheduling does). Nothing of it stays assumed."""
     trial = Trial.of(removed, host.state(), host.features)
     placement = await place(host, group, order, placed_before, trial=trial, on=on, within=within)
     fits, placed, failed = placement.fits, placement.placed, placement.failed
@@ -197,7 +200,12 @@ async def _try(
     verdict = outcome(
         group, placed_before, placed, failed, placement.remaining, fit_errors=fit_errors
     )
-    return fits if verdict.succeeded else verdict.message or UNSCHEDULABLE
+    if verdict.succeeded:
+        return fits
+    if placements is not None:
+        first = first_status(verdict, bool(placement.evaluated), placements)
+        return placements_status(placements, 1, first)
+    return verdict.message or UNSCHEDULABLE
 
 
 async def select_victims(
@@ -210,11 +218,14 @@ async def select_victims(
     now: datetime.datetime,
     within: Collection[str] | None = None,
     fit_errors: bool = False,
+    placements: Release | None = None,
 ) -> tuple[list[Unit], dict[ObjectKey, NodeFit]] | str:
     """selectVictimsOnDomain: the group's cycle with every lower-priority unit gone, then each
     unit put back when the placement survives it; the units left and each pod's fit (or why
     no placement was found). ``within``: a topology domain's nodes, the only candidates."""
-    fits = await _try(host, group, order, placed_before, units, None, within, fit_errors)
+    fits = await _try(
+        host, group, order, placed_before, units, None, within, fit_errors, placements
+    )
     if isinstance(fits, str):
         return fits
     proposed = {k: f.node for k, f in fits.items()}
@@ -269,6 +280,7 @@ async def preempt(
     now: datetime.datetime,
     placements: Sequence[Domain] | None = None,
     fit_errors: bool = False,
+    release: Release | None = None,
 ) -> GroupPreemption:
     """The group's preemption after a cycle that placed nothing (the host read first what it
     needs): ``victims_gone``, claims on the pods' nominated nodes whose consumers are gone;
@@ -291,7 +303,15 @@ async def preempt(
         )
     elif units:
         chosen = await select_victims(
-            host, group, order, placed_before, units, budgets, now, fit_errors=fit_errors
+            host,
+            group,
+            order,
+            placed_before,
+            units,
+            budgets,
+            now,
+            fit_errors=fit_errors,
+            placements=release,
         )
     else:
         chosen = None

@@ -545,6 +545,7 @@ def _preempt(
             now=host.now,
             placements=placements,
             fit_errors=options.profile.group_rules.fit_errors,
+            release=options.profile.topology.release if options.profile.topology else None,
         )
     )
     if decided.victims:

@@ -340,6 +340,7 @@ class GroupScheduler:
             now=s.clock.now(),
             placements=placements,
             fit_errors=s.profile.group_rules.fit_errors,
+            release=s.profile.topology.release if s.profile.topology else None,
         )
         if decided.release:
             await p.release_victim_claims(order[0], releases)
