@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from e2e.conftest import Scenario, VariantApply
+from e2e.conftest import IN_CLUSTER, Scenario, VariantApply
 from e2e.test_scenarios import bound, by_name
 from operators.api.features import Release
-from operators.demo.bringup import RACK_LABEL, gang_one_gpu_short
+from operators.demo.bringup import DRIVER, RACK_LABEL, gang_one_gpu_short
 from operators.demo.view import allocated_devices, scheduled_condition
 from operators.kube.api import KubeAPI
 from operators.localcluster import controlplane
-from tests.integration.helpers import eventually
+from tests.integration.helpers import create_node, eventually
 
 # Not collected where the cluster serves no PodGroups (e2e/conftest.py).
 pytestmark = pytest.mark.pod_groups
@@ -32,8 +32,10 @@ else:
     POD_SAYS = GROUP_SAYS = "minCount (5) cannot be satisfied: 4 scheduled, 0 remaining"
 
 
-async def group_condition(kube: KubeAPI, name: str) -> dict[str, Any] | None:
-    group = await kube.get("PodGroup", name, NAMESPACE)
+async def group_condition(
+    kube: KubeAPI, name: str, namespace: str = NAMESPACE
+) -> dict[str, Any] | None:
+    group = await kube.get("PodGroup", name, namespace)
     for condition in (group.get("status") or {}).get("conditions") or []:
         if condition.get("type") == GROUP_CONDITION:
             return dict(condition)
@@ -110,3 +112,56 @@ def claim_name(pod: dict[str, Any], entry: str) -> str:
         if status["name"] == entry:
             return str(status["resourceClaimName"])
     raise AssertionError(f"{pod['metadata']['name']}: no claim for {entry!r} in its status")
+
+
+RACK_B = [f"kopf-dra-rack-b-{i}" for i in range(4)]
+
+
+async def _second_rack(kube: KubeAPI) -> None:
+    """Rack-b: four virtual nodes with two whole GPUs each, their slices published here as
+    the example driver would (the e2e nodes' rack-a holds four GPUs)."""
+    for name in RACK_B:
+        await create_node(kube, name, {RACK_LABEL: "rack-b"})
+        await kube.create(
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceSlice",
+                "metadata": {"name": f"{name}-gpus"},
+                "spec": {
+                    "driver": DRIVER,
+                    "nodeName": name,
+                    "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+                    "devices": [
+                        {"name": f"gpu-{i}", "attributes": {"type": {"string": "gpu"}}}
+                        for i in range(2)
+                    ],
+                },
+            }
+        )
+
+
+@pytest.mark.skipif(IN_CLUSTER, reason="adds virtual nodes: kind's nodes are kind's own")
+async def test_rack_training_eight_trainers_bound_in_the_one_rack_that_holds_them(
+    scenario: VariantApply, kube: KubeAPI
+) -> None:
+    try:
+        await _second_rack(kube)
+        s = await scenario("rack-training")
+        pods = await s.settled(expected_pods=8, bound=8)
+        racks = set()
+        for pod in pods:
+            node = await kube.get("Node", pod["spec"]["nodeName"])
+            racks.add(node["metadata"]["labels"][RACK_LABEL])
+            (gpu,) = await s.devices(pod)
+            assert gpu["pool"] == pod["spec"]["nodeName"]
+        assert racks == {"rack-b"}
+        condition = await eventually(
+            lambda: group_condition(kube, "training", "kopf-dra-rack"),
+            what="the PodGroup's condition",
+        )
+        assert condition["status"] == "True", condition
+        await s.cleanup()
+    finally:
+        for name in RACK_B:
+            await kube.delete("ResourceSlice", f"{name}-gpus")
+            await kube.delete("Node", name)

@@ -40,7 +40,7 @@ OPERATORS: Final = ("claim-templates", "reservations", "scheduler", "pool-valida
 FABRIC_EXAMPLES: Final = frozenset({"fabric-gpu"})
 #: Examples of pod groups (scheduling.k8s.io/v1beta1): Kubernetes 1.37 with GenericWorkload and
 #: DRAWorkloadResourceClaims on.
-GROUP_EXAMPLES: Final = frozenset({"gang-training"})
+GROUP_EXAMPLES: Final = frozenset({"gang-training", "rack-training"})
 #: Examples of 1.37's alpha features, with the gate each needs on: the API server drops their
 #: fields with it off, so they run only where it is on (e2e/test_alpha_features.py).
 ALPHA_EXAMPLES: Final = {
@@ -48,8 +48,9 @@ ALPHA_EXAMPLES: Final = {
     "derived-attributes": "DRADerivedAttributes",
     "node-allocatable": "DRANodeAllocatableResources",
 }
-#: Examples that hold whole GPUs the others partition: never among "all", run when named.
-ALONE_EXAMPLES: Final = frozenset({"numa-alignment"})
+#: Examples that hold whole GPUs the others partition, or more GPUs in one rack than the demo
+#: has: never among "all", run when named.
+ALONE_EXAMPLES: Final = frozenset({"numa-alignment", "rack-training"})
 
 
 # --- virtual nodes -------------------------------------------------------------------------
