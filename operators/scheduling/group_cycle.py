@@ -471,16 +471,8 @@ async def run_in_domains(
             if why is not None:
                 tries.append(DomainTry(domain, ruled_out=why))
                 continue
-        cycle = await run(
-            host,
-            group,
-            order,
-            placed_before,
-            gang_search=gang_search,
-            search_timeout=max(0.0, deadline - host.monotonic()),
-            within=domain.within,
-            fit_errors=rules.fit_errors,
-        )
+        budget = max(0.0, deadline - host.monotonic())
+        cycle = await _run_in(host, group, order, placed_before, domain, rules, gang_search, budget)
         if cycle.placement.waiting is not None:
             return cycle
         pods = _feasible(cycle, placed_before)
@@ -500,17 +492,34 @@ async def run_in_domains(
     else:
         if kept is not None:
             kept[1].placement.undo()
-        cycle = await run(
-            host,
-            group,
-            order,
-            placed_before,
-            gang_search=gang_search,
-            search_timeout=search_timeout,
-            within=chosen.within,
-            fit_errors=rules.fit_errors,
+        # Its own budget again: a placement the search found is found again the same way.
+        cycle = await _run_in(
+            host, group, order, placed_before, chosen, rules, gang_search, search_timeout
         )
     return dataclasses.replace(cycle, domains=tuple(tries), domain=chosen.name, untried=untried)
+
+
+async def _run_in(
+    host: Host[A],
+    group: PodGroup,
+    order: Sequence[Pod],
+    placed_before: int,
+    domain: topology.Domain,
+    rules: topology.TopologyRules,
+    gang_search: bool,
+    budget: float,
+) -> Cycle[A]:
+    """``run`` with the domain's nodes as the only candidates."""
+    return await run(
+        host,
+        group,
+        order,
+        placed_before,
+        gang_search=gang_search,
+        search_timeout=budget,
+        within=domain.within,
+        fit_errors=rules.fit_errors,
+    )
 
 
 def _none_fits(
