@@ -3,14 +3,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from e2e.conftest import IN_CLUSTER, Scenario, VariantApply
 from e2e.test_scenarios import bound, by_name
-from operators.api.features import Release
-from operators.demo.bringup import DRIVER, RACK_LABEL, gang_one_gpu_short
+from operators.api.features import Release, format_feature_gates
+from operators.demo.bringup import DRIVER, EXAMPLES, RACK_LABEL, gang_one_gpu_short
 from operators.demo.view import allocated_devices, scheduled_condition
 from operators.kube.api import KubeAPI
 from operators.localcluster import controlplane
@@ -142,10 +148,37 @@ async def _second_rack(kube: KubeAPI) -> None:
 
 @pytest.mark.skipif(IN_CLUSTER, reason="adds virtual nodes: kind's nodes are kind's own")
 async def test_rack_training_eight_trainers_bound_in_the_one_rack_that_holds_them(
-    scenario: VariantApply, kube: KubeAPI
+    scenario: VariantApply, kube: KubeAPI, kubeconfig: Path
 ) -> None:
     try:
         await _second_rack(kube)
+        # Before it is applied: simulate names the rack the scheduler will choose, and why not
+        # the other (the README's command, with the cluster's gates).
+        gates = format_feature_gates(controlplane.feature_gates())
+        done = await asyncio.to_thread(
+            subprocess.run,
+            [
+                str(Path(sys.executable).parent / "kopf-dra"),
+                "simulate",
+                "--kubeconfig",
+                str(kubeconfig),
+                "-f",
+                str(EXAMPLES / "rack-training"),
+                "--pod-group",
+                "kopf-dra-rack/training",
+                "--feature-gates",
+                gates,
+                "-o",
+                "json",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        predicted = json.loads(done.stdout)["topology"]
+        assert predicted["domain"] == "rack-b", done.stdout
+        outcomes = {d["name"]: d["outcome"] for d in predicted["domains"]}
+        assert outcomes == {"rack-a": "ruled-out", "rack-b": "chosen"}, done.stdout
         s = await scenario("rack-training")
         pods = await s.settled(expected_pods=8, bound=8)
         racks = set()
@@ -160,6 +193,19 @@ async def test_rack_training_eight_trainers_bound_in_the_one_rack_that_holds_the
             what="the PodGroup's condition",
         )
         assert condition["status"] == "True", condition
+        # The README's view of it: rack-b's eight GPUs taken, rack-a's left.
+        done = await asyncio.to_thread(
+            subprocess.run,
+            [str(Path(sys.executable).parent / "kubectl-dra"), "pools", "--by", RACK_LABEL],
+            env={**os.environ, "KUBECONFIG": str(kubeconfig)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        shown = done.stdout
+        rows = {line.split()[0]: line.split()[1:] for line in shown.splitlines()[1:] if line}
+        assert rows["rack-b"][:3] == ["4", "8", "8"], shown  # nodes, devices, allocated
         await s.cleanup()
     finally:
         for name in RACK_B:

@@ -418,9 +418,9 @@ def _feasible(cycle: Cycle[A], placed_before: int) -> int | None:
 
 def _needs(
     host: Host[A], group: PodGroup, order: Sequence[Pod], placed_before: int
-) -> Mapping[str, int] | None:
-    """What the group's pods still to place take from a domain at least, by DeviceClass (None:
-    a pod is not ready; its cycle says so)."""
+) -> Mapping[topology.Need, int] | None:
+    """What the group's pods still to place take from a domain at least, by DeviceClass and
+    selectors (None: a pod is not ready; its cycle says so)."""
     claims: dict[ObjectKey, Sequence[ResourceClaim]] = {}
     for member in order:
         prepared = host.prepare(member)

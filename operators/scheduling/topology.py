@@ -34,7 +34,7 @@ from operators.api.core import Node
 from operators.api.features import Release
 from operators.api.ids import DeviceID
 from operators.api.keys import ObjectKey
-from operators.api.resource import Device, DeviceClass, DeviceRequest, ResourceClaim
+from operators.api.resource import Device, DeviceRequest, DeviceSelector, ResourceClaim
 from operators.cel.errors import SelectorError
 from operators.cel.library.strings import go_quote
 
@@ -198,27 +198,44 @@ def unavailable(placements: int, first: str) -> str:
 # --- kopf-dra's device count per domain ---------------------------------------------------------
 
 
-def _exact(request: DeviceRequest) -> tuple[str, int] | None:
-    """(class, count) a request certainly takes from a domain's free devices, if any: an
+@dataclasses.dataclass(frozen=True, order=True)
+class Need:
+    """Devices a request takes: of a DeviceClass, and matching the request's own CEL
+    selectors (a class is often broad: every GPU, partitions included)."""
+
+    device_class: str
+    selectors: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        matching = " matching the request's selectors" if self.selectors else ""
+        return f"DeviceClass {self.device_class}{matching}"
+
+
+def _selectors(selectors: Sequence[DeviceSelector]) -> tuple[str, ...]:
+    return tuple(s.cel.expression or "" for s in selectors if s.cel is not None)
+
+
+def _exact(request: DeviceRequest) -> tuple[Need, int] | None:
+    """What a request certainly takes from a domain's free devices, if anything: an
     ExactCount request without adminAccess; for prioritized alternatives, the fewest of one
-    class when every alternative is of that class."""
+    class (whatever their selectors) when every alternative is of that class."""
     if request.exactly is not None:
         e = request.exactly
         if e.admin_access or (e.allocation_mode or "ExactCount") != "ExactCount":
             return None
-        return e.device_class_name or "", e.count or 1
+        return Need(e.device_class_name or "", _selectors(e.selectors)), e.count or 1
     subs = request.first_available
     if not subs:
         return None
     classes = {s.device_class_name for s in subs}
     if len(classes) != 1 or any((s.allocation_mode or "ExactCount") != "ExactCount" for s in subs):
         return None
-    return subs[0].device_class_name or "", min(s.count or 1 for s in subs)
+    return Need(subs[0].device_class_name or ""), min(s.count or 1 for s in subs)
 
 
-def claim_needs(claim: ResourceClaim) -> Counter[str]:
-    """Devices by class the claim takes from a domain, at least (an allocated claim: none)."""
-    needs: Counter[str] = Counter()
+def claim_needs(claim: ResourceClaim) -> Counter[Need]:
+    """Devices the claim takes from a domain, at least (an allocated claim: none)."""
+    needs: Counter[Need] = Counter()
     if claim.is_allocated:
         return needs
     for request in claim.spec.devices.requests:
@@ -230,17 +247,17 @@ def claim_needs(claim: ResourceClaim) -> Counter[str]:
 
 def group_needs(
     claims: Mapping[ObjectKey, Sequence[ResourceClaim]], still_to_place: int
-) -> Counter[str]:
-    """What ``still_to_place`` of the pods (``claims``: each pod's) take at least, class by
-    class: a claim several pods share once, when so many are placed that one of its holders
+) -> Counter[Need]:
+    """What ``still_to_place`` of the pods (``claims``: each pod's) take at least, need by
+    need: a claim several pods share once, when so many are placed that one of its holders
     must be; the pods' own claims of the pods that need fewest."""
     holders: Counter[str] = Counter(k for cs in claims.values() for k in {c.key for c in cs})
     pods = len(claims)
-    needs: Counter[str] = Counter()
-    own: list[Counter[str]] = []
+    needs: Counter[Need] = Counter()
+    own: list[Counter[Need]] = []
     counted: set[str] = set()
     for pod_claims in claims.values():
-        mine: Counter[str] = Counter()
+        mine: Counter[Need] = Counter()
         for claim in pod_claims:
             held = holders[claim.key]
             if held == 1:
@@ -250,31 +267,32 @@ def group_needs(
                 needs.update(claim_needs(claim))
         own.append(mine)
     fewest = max(0, min(still_to_place, pods))
-    for cls in {c for mine in own for c in mine}:
-        needs[cls] += sum(sorted(mine[cls] for mine in own)[:fewest])
+    for need in {n for mine in own for n in mine}:
+        needs[need] += sum(sorted(mine[need] for mine in own)[:fewest])
     return +needs
 
 
-def _matches(allocator: Allocator, device_class: DeviceClass, driver: str, device: Device) -> bool:
+def _matches(allocator: Allocator, expressions: Iterable[str], driver: str, device: Device) -> bool:
     try:
-        return all(
-            allocator.device_matches(s.cel.expression or "", driver, device)
-            for s in device_class.spec.selectors
-            if s.cel is not None
-        )
+        return all(allocator.device_matches(e, driver, device) for e in expressions)
     except SelectorError:
         return True  # counted: only the allocator may refuse a device for its selector's error
 
 
 def free_devices(
-    allocator: Allocator, nodes: Iterable[Node], classes: Collection[str]
-) -> Counter[str]:
-    """The devices of each class the domain's nodes can reach that no claim holds (a
-    shareable device counts while shares are possible): an upper bound of what the allocator
-    may give, so that a domain it rules out could not have held the group."""
-    free: Counter[str] = Counter()
+    allocator: Allocator, nodes: Iterable[Node], needs: Collection[Need]
+) -> Counter[Need]:
+    """The devices of each need (its class's and its own selectors) that the domain's nodes
+    can reach and no claim holds (a shareable device counts while shares are possible): an
+    upper bound of what the allocator may give, so that a domain it rules out could not have
+    held the group."""
+    free: Counter[Need] = Counter()
     seen: set[DeviceID] = set()
-    wanted = [allocator.classes[c] for c in classes if c in allocator.classes]
+    wanted = [
+        (need, (*_selectors(allocator.classes[need.device_class].spec.selectors), *need.selectors))
+        for need in needs
+        if need.device_class in allocator.classes
+    ]
     for node in nodes:
         for candidate in allocator.candidates(node):
             if candidate.id in seen:
@@ -287,18 +305,18 @@ def free_devices(
             ):
                 continue
             driver = candidate.slice.spec.driver or ""
-            for device_class in wanted:
-                if _matches(allocator, device_class, driver, device):
-                    free[device_class.metadata.name or ""] += 1
+            for need, expressions in wanted:
+                if _matches(allocator, expressions, driver, device):
+                    free[need] += 1
     return free
 
 
-def short_of(needs: Mapping[str, int], free: Mapping[str, int]) -> str | None:
+def short_of(needs: Mapping[Need, int], free: Mapping[Need, int]) -> str | None:
     """Why a domain cannot hold the group's claims (None: it may)."""
-    for cls in sorted(needs):
-        if free.get(cls, 0) < needs[cls]:
+    for need in sorted(needs):
+        if free.get(need, 0) < needs[need]:
             return (
                 f"the domain's free devices cannot hold the pod group's claims: "
-                f"{needs[cls]} of DeviceClass {cls} needed, {free.get(cls, 0)} free"
+                f"{needs[need]} of {need} needed, {free.get(need, 0)} free"
             )
     return None

@@ -445,3 +445,26 @@ def test_a_file_with_the_gate_off_loses_the_constraint_as_the_api_server_drops_i
     on = {**gates, "TopologyAwareWorkloadScheduling": True}
     assert drop_disabled(PodGroup, kept, on, V138.release) == []
     assert kept["spec"]["schedulingConstraints"] == {"topology": [{"key": RACK}]}
+
+
+def test_the_device_count_reads_the_requests_own_selectors_not_only_the_class() -> None:
+    """Each node's second GPU is a T4; the trainers ask for an A100 (their template's
+    selector): rack a's four GPUs are only two A100s, short of four."""
+    bodies = cluster(pods=4, racks={"a": 2, "b": 4})
+    for body in bodies:
+        if body["kind"] == "ResourceSlice" and body["spec"]["driver"] == "gpu.example.com":
+            for device, model in zip(body["spec"]["devices"], ["a100", "t4"], strict=True):
+                device["attributes"] = {"model": {"string": model}}
+        if body["kind"] == "ResourceClaimTemplate" and body["metadata"]["name"] == "gpu":
+            (request,) = body["spec"]["spec"]["devices"]["requests"]
+            expression = 'device.attributes["gpu.example.com"].model == "a100"'
+            request["exactly"]["selectors"] = [{"cel": {"expression": expression}}]
+    answer = answer_of(bodies)
+    assert answer.outcome == "success"
+    assert racks_of(answer) == {"b"}
+    (a, _) = answer.domains
+    assert (a.outcome, a.message) == (
+        "ruled-out",
+        "the domain's free devices cannot hold the pod group's claims: 4 of DeviceClass gpu "
+        "matching the request's selectors needed, 2 free",
+    )
