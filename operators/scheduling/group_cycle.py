@@ -461,13 +461,16 @@ async def run_in_domains(
     deadline = host.monotonic() + search_timeout
     tries: list[DomainTry] = []
     kept: tuple[topology.Domain, Cycle[A]] | None = None  # the last try, still assumed
+    # Each domain is counted on the state before the cycle (every try is undone before the
+    # next is counted): one allocator and one node list serve them all.
+    allocator, nodes = (host.allocator(), host.nodes()) if needs else (None, ())
     for domain in sequence:
         if kept is not None:
             kept[1].placement.undo()
             kept = None
-        if needs:
-            nodes = [n for n in host.nodes() if n.metadata.name in domain.nodes]
-            why = topology.short_of(needs, topology.free_devices(host.allocator(), nodes, needs))
+        if needs and allocator is not None:
+            members = [n for n in nodes if n.metadata.name in domain.nodes]
+            why = topology.short_of(needs, topology.free_devices(allocator, members, needs))
             if why is not None:
                 tries.append(DomainTry(domain, ruled_out=why))
                 continue

@@ -97,10 +97,6 @@ class DomainError(Exception):
         return str(self)
 
 
-def _pod_name(key: ObjectKey) -> str:
-    return f"{key.namespace}/{key.name}" if key.namespace else key.name
-
-
 def scheduled_domain(
     key: str,
     placed: Mapping[ObjectKey, str],
@@ -115,18 +111,18 @@ def scheduled_domain(
         if node is None:
             raise DomainError(
                 f"cannot determine domain for already scheduled pods: getting node for pod "
-                f"{_pod_name(pod)}: nodeinfo not found for node name {go_quote(node_name)}"
+                f"{pod}: nodeinfo not found for node name {go_quote(node_name)}"
             )
         domain = node.metadata.labels.get(key)
         if domain is None:
             raise DomainError(
                 "cannot determine domain for already scheduled pods: no topology domain found "
-                f"for pod {_pod_name(pod)}"
+                f"for pod {pod}"
             )
         if domain == "" and not rules.empty_is_domain:
             raise DomainError(
                 "cannot determine domain for already scheduled pods: empty topology domain "
-                f"found for pod {_pod_name(pod)}"
+                f"found for pod {pod}"
             )
         if found and found != domain:
             pair = (

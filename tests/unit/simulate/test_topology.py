@@ -22,6 +22,7 @@ from operators.simulate.group import GroupAnswer, group_answer
 from operators.simulate.output import domain_lines, group_json
 from operators.simulate.snapshot import Document, Snapshot, Source
 from operators.simulate.validate import build
+from tests.unit.simulate.test_group import device_class, gpu_slice, template
 
 J = dict[str, Any]
 
@@ -49,29 +50,6 @@ def node(name: str, rack: str | None) -> J:
     }
 
 
-def device_class(name: str) -> J:
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "DeviceClass",
-        "metadata": {"name": name},
-        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{name}.example.com"'}}]},
-    }
-
-
-def gpu_slice(node_name: str) -> J:
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": f"{node_name}-gpus"},
-        "spec": {
-            "driver": "gpu.example.com",
-            "nodeName": node_name,
-            "pool": {"name": node_name, "generation": 1, "resourceSliceCount": 1},
-            "devices": [{"name": "gpu-0"}, {"name": "gpu-1"}],
-        },
-    }
-
-
 def link_slice(rack: str) -> J:
     """The rack's interconnect: one device every node of the rack reaches."""
     term = {"matchExpressions": [{"key": RACK, "operator": "In", "values": [rack]}]}
@@ -84,19 +62,6 @@ def link_slice(rack: str) -> J:
             "nodeSelector": {"nodeSelectorTerms": [term]},
             "pool": {"name": f"fabric-{rack}", "generation": 1, "resourceSliceCount": 1},
             "devices": [{"name": "link-0"}],
-        },
-    }
-
-
-def template(name: str) -> J:
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaimTemplate",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "spec": {
-                "devices": {"requests": [{"name": name, "exactly": {"deviceClassName": name}}]}
-            }
         },
     }
 
