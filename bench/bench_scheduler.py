@@ -51,9 +51,15 @@ WORKLOADS = {
     # (required podAntiAffinity on the hostname) and mounting a bound volume: the whole pod's
     # plugins at work (InterPodAffinity is kube-scheduler's costliest filter).
     "whole": (500, 10, 5000),
+    # Gangs of GANG_SIZE each constrained to one rack (TopologyAwareWorkloadScheduling on) of
+    # RACK_NODES nodes: 16 racks of 80 GPUs, ten gangs a rack, every rack tried for each gang.
+    "racked-gangs": (160, 8, 1280),
 }
 WHOLE_APPS = 100
 GANG_SIZE = 8
+RACK_NODES = 10
+RACK_KEY = "topology.bench.example.com/rack"
+GANG_WORKLOADS = ("gangs", "racked-gangs")
 DRIVER = "bench.example.com"
 NAMESPACE = "bench"
 WRITE_VERBS = ("POST", "PUT", "PATCH", "APPLY", "DELETE")  # APPLY: server-side apply
@@ -160,7 +166,9 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def setup(kube: KubeAPI, nodes: int, devices: int) -> None:
+async def setup(kube: KubeAPI, nodes: int, devices: int, *, racks: bool = False) -> None:
+    """The namespace, class, template and ``nodes`` nodes of ``devices`` GPUs (``racks``:
+    labelled RACK_KEY in racks of RACK_NODES)."""
     for _kind, body in (
         ("Namespace", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}),
         (
@@ -205,7 +213,13 @@ async def setup(kube: KubeAPI, nodes: int, devices: int) -> None:
                 {
                     "apiVersion": "v1",
                     "kind": "Node",
-                    "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+                    "metadata": {
+                        "name": name,
+                        "labels": {
+                            "kubernetes.io/hostname": name,
+                            **({RACK_KEY: f"rack-{i // RACK_NODES:02d}"} if racks else {}),
+                        },
+                    },
                 }
             )
             created["status"] = {
@@ -336,10 +350,11 @@ async def run(
     """
     nodes, devices, pods = WORKLOADS[workload]
     fits = min(pods, nodes * devices)
-    gang = GANG_SIZE if workload == "gangs" else 0
+    gang = GANG_SIZE if workload in GANG_WORKLOADS else 0
+    racked = workload == "racked-gangs"
     async with await make_api_client(kubeconfig) as api_client:
         kube = KubeAPI(api_client)
-        await setup(kube, nodes, devices)
+        await setup(kube, nodes, devices, racks=racked)
         if workload == "whole":
             await bound_volume(kube)
         for g in range(pods // gang if gang else 0):  # the PodGroups exist before their pods
@@ -348,7 +363,14 @@ async def run(
                     "apiVersion": "scheduling.k8s.io/v1beta1",
                     "kind": "PodGroup",
                     "metadata": {"name": f"gang-{g:04d}", "namespace": NAMESPACE},
-                    "spec": {"schedulingPolicy": {"gang": {"minCount": gang}}},
+                    "spec": {
+                        "schedulingPolicy": {"gang": {"minCount": gang}},
+                        **(
+                            {"schedulingConstraints": {"topology": [{"key": RACK_KEY}]}}
+                            if racked
+                            else {}
+                        ),
+                    },
                 }
             )
         # Let the operators finish their initial lists before the clock starts.

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import subprocess
@@ -206,6 +207,35 @@ async def test_rack_training_eight_trainers_bound_in_the_one_rack_that_holds_the
         shown = done.stdout
         rows = {line.split()[0]: line.split()[1:] for line in shown.splitlines()[1:] if line}
         assert rows["rack-b"][:3] == ["4", "8", "8"], shown  # nodes, devices, allocated
+        await s.cleanup()
+    finally:
+        for name in RACK_B:
+            await kube.delete("ResourceSlice", f"{name}-gpus")
+            await kube.delete("Node", name)
+
+
+@pytest.mark.skipif(IN_CLUSTER, reason="adds virtual nodes: kind's nodes are kind's own")
+async def test_composite_training_leader_and_workers_bound_in_the_one_rack_that_holds_them(
+    scenario: VariantApply, kube: KubeAPI
+) -> None:
+    """The tree of the README: the leader's group and the workers' under one parent, six GPUs
+    in one rack; rack-a has four, so all six go to rack-b."""
+    try:
+        await _second_rack(kube)
+        s = await scenario("composite-training")
+        pods = await s.settled(expected_pods=6, bound=6)
+        racks = set()
+        for pod in pods:
+            node = await kube.get("Node", pod["spec"]["nodeName"])
+            racks.add(node["metadata"]["labels"][RACK_LABEL])
+        assert racks == {"rack-b"}
+        assert len({p["spec"]["nodeName"] for p in pods}) <= 4
+        for group in ("leader", "workers"):
+            condition = await eventually(
+                functools.partial(group_condition, kube, group, "kopf-dra-composite"),
+                what=f"PodGroup {group}'s condition",
+            )
+            assert condition["status"] == "True", condition
         await s.cleanup()
     finally:
         for name in RACK_B:

@@ -51,6 +51,7 @@ PENDING_PODS_FIT_NOWHERE: Final = "pending-pods-fit-nowhere"
 UNRESERVED_ALLOCATIONS: Final = "unreserved-allocations"
 GENERATED_CLAIMS: Final = "generated-claims"
 GANGS_WHOLE: Final = "gangs-whole"
+GANGS_IN_ONE_DOMAIN: Final = "gangs-in-one-domain"
 GROUP_CLAIMS: Final = "group-claims"
 PROCESSES: Final = "processes"
 
@@ -68,6 +69,7 @@ INVARIANTS: Final = {
     GENERATED_CLAIMS: "generated claims belong to live pods, one per pod and entry, none missing",
     GANGS_WHOLE: "no partial gang: a gang's bound pods are none or at least its minCount, and "
     "the pods of a gang with none bound hold no device",
+    GANGS_IN_ONE_DOMAIN: "a topology-constrained gang's bound pods share one value of its key",
     GROUP_CLAIMS: "a PodGroup's claim is reserved for its PodGroup alone; a PodGroup in a "
     "reservation exists",
     PROCESSES: "every process of the system alive, no traceback in a log",
@@ -142,6 +144,7 @@ def check(snapshot: Snapshot, *, unreserved_limit: float = UNRESERVED_LIMIT) -> 
         *unreserved_allocations(snapshot, unreserved_limit),
         *generated_claims(snapshot),
         *gangs_whole(snapshot),
+        *gangs_in_one_domain(snapshot),
         *group_claims(snapshot),
         *processes(snapshot),
     ]
@@ -613,7 +616,7 @@ def gangs_whole(snapshot: Snapshot) -> list[Violation]:
                         )
                     )
         if len(members) >= group.min_count:
-            fit = _gang_fits(snapshot, members)
+            fit = max(_gang_fits(snapshot, members, nodes) for nodes in _domains(snapshot, group))
             if fit >= group.min_count:
                 out.append(
                     Violation(
@@ -636,10 +639,48 @@ def gangs_whole(snapshot: Snapshot) -> list[Violation]:
     return out
 
 
-def _gang_fits(snapshot: Snapshot, members: Sequence[Pod]) -> int:
-    """How many of a gang's pending pods the scheduler's own cycle places one after another,
-    each placement taken for the next (a group's claim allocated once), on the devices nobody
-    else holds."""
+def _domains(snapshot: Snapshot, group: PodGroup) -> list[tuple[Node, ...]]:
+    """The nodes a gang may go to: every node, or (a topology key) each domain's."""
+    key = group.topology_key
+    if key is None:
+        return [snapshot.nodes]
+    domains: dict[str, list[Node]] = {}
+    for node in snapshot.nodes:
+        value = node.metadata.labels.get(key)
+        if value is not None:
+            domains.setdefault(value, []).append(node)
+    return [tuple(nodes) for _, nodes in sorted(domains.items())] or [()]
+
+
+def gangs_in_one_domain(snapshot: Snapshot) -> list[Violation]:
+    """A gang with a topology key has its bound pods on nodes of one value of it."""
+    nodes = {n.metadata.name: n for n in snapshot.nodes}
+    out = []
+    for group in snapshot.groups:
+        key = group.topology_key
+        if key is None:
+            continue
+        values: dict[str, list[str]] = {}
+        for pod in _members(snapshot, group):
+            node = nodes.get(pod.spec.node_name or "")
+            if node is not None:
+                value = node.metadata.labels.get(key, "(none)")
+                values.setdefault(value, []).append(_pod(pod))
+        if len(values) > 1:
+            out.append(
+                Violation(
+                    GANGS_IN_ONE_DOMAIN,
+                    f"bound in {len(values)} domains of {key}: {', '.join(sorted(values))}",
+                    (f"podgroup {group.metadata.namespace}/{group.metadata.name}",),
+                )
+            )
+    return out
+
+
+def _gang_fits(snapshot: Snapshot, members: Sequence[Pod], nodes: Sequence[Node]) -> int:
+    """How many of a gang's pending pods the scheduler's own cycle places one after another
+    on ``nodes`` (a domain's, for a gang with a topology key), each placement taken for the
+    next (a group's claim allocated once), on the devices nobody else holds."""
     features = Features.all()
     selectors = CelSelectorEngine(CELEnvironment())
     usage = _bound_usage(snapshot)
@@ -659,7 +700,7 @@ def _gang_fits(snapshot: Snapshot, members: Sequence[Pod]) -> int:
             selectors,
             share_ids=_share_ids(),
         )
-        fit = run_cycle(pod, resolved, snapshot.nodes, usage.usage, allocator).chosen
+        fit = run_cycle(pod, resolved, nodes, usage.usage, allocator).chosen
         if fit is None:
             continue
         placed += 1

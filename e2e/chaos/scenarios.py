@@ -49,6 +49,8 @@ GANG_PERMIT_TIMEOUT: Final = 10.0
 GANG_SIZE: Final = 8
 LINK_DRIVER: Final = "link.chaos.kopf-dra.io"
 LINK_TEMPLATE: Final = "link"
+#: The rack scenarios' node label: each gang constrained to one value of it (topology).
+RACK_KEY: Final = "topology.chaos.kopf-dra.io/rack"
 
 # Flags of every scheduler replica; each also gets --identity <its component name>.
 SCHEDULER: Final = (
@@ -96,10 +98,16 @@ class Scenario:
     pods: int = 110
     burst_seconds: float = 15.0  # the pace of pod creation after the canary
     seeds: tuple[int, ...] = (1, 2)  # run by default
+    #: Racks the nodes are spread over (RACK_KEY), and each gang constrained to one (0: none).
+    racks: int = 0
 
     def node_list(self) -> list[VirtualNode]:
         return [
-            VirtualNode(f"chaos-node-{i + 1}", {}, node_profile(self.devices))
+            VirtualNode(
+                f"chaos-node-{i + 1}",
+                {RACK_KEY: f"rack-{i % self.racks}"} if self.racks else {},
+                node_profile(self.devices),
+            )
             for i in range(self.nodes)
         ]
 
@@ -381,14 +389,17 @@ def member_name(g: int, i: int) -> str:
 
 
 async def create_group(ctx: Context, g: int) -> None:
+    spec: dict[str, Any] = {
+        "schedulingPolicy": {"gang": {"minCount": GANG_SIZE}},
+        "resourceClaims": [{"name": "link", "resourceClaimTemplateName": LINK_TEMPLATE}],
+    }
+    if ctx.scenario.racks:
+        spec["schedulingConstraints"] = {"topology": [{"key": RACK_KEY}]}
     body = {
         "apiVersion": "scheduling.k8s.io/v1beta1",
         "kind": "PodGroup",
         "metadata": {"name": gang_name(g), "namespace": NAMESPACE},
-        "spec": {
-            "schedulingPolicy": {"gang": {"minCount": GANG_SIZE}},
-            "resourceClaims": [{"name": "link", "resourceClaimTemplateName": LINK_TEMPLATE}],
-        },
+        "spec": spec,
     }
     with contextlib.suppress(ConflictError):
         await retrying(lambda: ctx.api.create(body), f"creating PodGroup {gang_name(g)}")
@@ -468,6 +479,38 @@ async def gang_leader_killed(ctx: Context) -> None:
                 ctx.say(f"kill {caught + 1}: no gang caught partly bound in 60 attempts")
 
     await gang_burst(ctx, kill_mid_gang())
+
+
+async def rack_node_lost(ctx: Context) -> None:
+    """Caught (SIGSTOP at a random moment) with a gang partly bound in its rack, a node of
+    that rack is cordoned or marked NotReady (drawn by the seed) before the scheduler goes on:
+    the gang's other pods go to that rack's other nodes, or the gang waits whole."""
+    node_faults = {"cordon": faults.cordon, "not-ready": faults.mark_not_ready}
+    fault = ctx.rng.choice(sorted(node_faults))
+    ctx.say(f"node fault: {fault}")
+
+    async def lose_a_node() -> None:
+        name = ctx.schedulers[0]
+        for _attempt in range(1, 61):
+            await asyncio.sleep(ctx.rng.uniform(0.05, 0.3))  # a random moment of the burst
+            await faults.pause(ctx.system, name)
+            partial = await partial_gangs(ctx)
+            if not partial:
+                await faults.resume(ctx.system, name)
+                continue
+            nodes = sorted(
+                p["spec"]["nodeName"]
+                for p in await workload_pods(ctx)
+                if (p["spec"].get("schedulingGroup") or {}).get("podGroupName") == partial[0]
+                and p["spec"].get("nodeName")
+            )
+            ctx.say(f"caught {name} between members' bindings of {partial[0]} (on {nodes[0]})")
+            await node_faults[fault](ctx.system, nodes[0])
+            await faults.resume(ctx.system, name)
+            return
+        ctx.say("no gang caught partly bound in 60 attempts")
+
+    await gang_burst(ctx, lose_a_node())
 
 
 async def gang_member_deleted(ctx: Context) -> None:
@@ -577,6 +620,28 @@ SCENARIOS: Final = {
             gang_member_deleted,
             pods=12 * GANG_SIZE,
             burst_seconds=15.0,
+        ),
+        # The same gangs, each constrained to one of two racks of two nodes (48 GPUs a rack:
+        # six gangs each; the last gang a GPU short).
+        Scenario(
+            "rack-gang-leader-killed",
+            "two --leader-elect replicas; rack-constrained gangs; the leader SIGKILLed with a "
+            "gang partly bound in its rack (caught by SIGSTOP), once or twice",
+            gang_leader_killed,
+            schedulers=(ELECT, ELECT),
+            pods=12 * GANG_SIZE,
+            burst_seconds=10.0,
+            racks=2,
+        ),
+        Scenario(
+            "rack-node-lost",
+            "rack-constrained gangs; a node of the rack a gang is being bound in cordoned or "
+            "marked NotReady between its members' bindings",
+            rack_node_lost,
+            pods=12 * GANG_SIZE,
+            burst_seconds=10.0,
+            racks=2,
+            seeds=(1, 5),  # the node fault: cordon, NotReady
         ),
         Scenario(
             "gang-apiserver-restart",

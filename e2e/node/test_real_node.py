@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 import yaml
 
-from e2e.conftest import Scenario
+from e2e.conftest import Scenario, VariantApply
 from operators.api.core import Node
 from operators.api.names import EXTENDED_RESOURCE_CLAIM_ANNOTATION
-from operators.demo.bringup import DRIVER, MANIFESTS, System
+from operators.demo.bringup import DRIVER, MANIFESTS, RACK_LABEL, System, in_one_rack
 from operators.demo.view import allocated_devices
 from operators.driver import cdi
 from operators.driver.health import taint_key
@@ -151,6 +151,25 @@ async def test_gang_training_runs_each_trainer_with_its_gpu_and_the_shared_inter
     assert len(identities) == 1, identities
     assert len({p["spec"]["nodeName"] for p in pods.values()}) == 2, "both nodes' GPUs"
     uids = {c["metadata"]["uid"] for c in claims.values()}
+    await assert_unprepared(s, real_nodes, uids)
+
+
+@pytest.mark.pod_groups
+@pytest.mark.parametrize(("example", "keep"), [("rack-training", 4), ("composite-training", 3)])
+async def test_a_rack_constrained_group_runs_in_its_rack_on_the_real_kubelets(
+    scenario: VariantApply, kube: KubeAPI, real_nodes: realnode.RealNodes, example: str, keep: int
+) -> None:
+    """rack-training (four trainers) and composite-training (the leader and three workers), cut
+    to the real nodes' one rack of four GPUs: placed in it, every pod running with its GPU."""
+    s = await scenario(example, in_one_rack(example, keep))
+    pods = await running_pods(s, 4)
+    for name, pod in pods.items():
+        node = await kube.get("Node", pod["spec"]["nodeName"])
+        assert node["metadata"]["labels"][RACK_LABEL] == "rack-a", name
+        (gpu,) = await s.devices(pod)
+        log = await log_of(kube, pod)
+        assert f"{env_key(gpu)}=" in log, (name, gpu["device"], log)
+    uids = {c["metadata"]["uid"] for c in (await s.claims()).values()}
     await assert_unprepared(s, real_nodes, uids)
 
 

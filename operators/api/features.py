@@ -180,6 +180,10 @@ IMPLEMENTED: Final = frozenset(
         "DRAWorkloadResourceClaims",
         "GenericWorkload",
         "PodGroupPreemptionPolicy",
+        # 1.37 alpha, 1.38 beta: a group's topology constraint, and trees of groups
+        # (scheduling.topology, scheduling.composite).
+        "TopologyAwareWorkloadScheduling",
+        "CompositePodGroup",
     }
 )
 

@@ -72,6 +72,7 @@ FIELDS: Final = (
     ReleaseField(DeviceSubRequest, "derived_attributes", "DRADerivedAttributes", R137),
     ReleaseField(Device, "node_allocatable_resources", "DRANodeAllocatableResources", R137),
     ReleaseField(PodGroupSpec, "scheduling_constraints", "TopologyAwareWorkloadScheduling", R137),
+    ReleaseField(PodGroupSpec, "parent_composite_pod_group_name", "CompositePodGroup", R137),
     ReleaseField(
         Device,
         "node_allocatable_resource_mappings",

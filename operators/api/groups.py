@@ -31,6 +31,8 @@ API_VERSION: Final = "scheduling.k8s.io/v1beta1"
 INITIALLY_SCHEDULED: Final = "PodGroupInitiallyScheduled"
 #: The reason upstream's scheduler writes with INITIALLY_SCHEDULED=True.
 SCHEDULED_REASON: Final = "Scheduled"
+#: 1.38's condition on a CompositePodGroup (1.37 writes none there).
+COMPOSITE_INITIALLY_SCHEDULED: Final = "CompositePodGroupInitiallyScheduled"
 #: kube-scheduler 1.37's GangScheduling Permit timeout (a constant there, a flag here).
 DEFAULT_PERMIT_TIMEOUT: Final = 300.0
 
@@ -75,6 +77,12 @@ class PodGroupSchedulingConstraints(KubeModel):
 
     topology: list[TopologyConstraint] = Field(default_factory=list)
 
+    @property
+    def topology_key(self) -> str | None:
+        """The label all the group's pods share a value of (upstream reads the first
+        constraint only: the API allows one)."""
+        return (self.topology[0].key or None) if self.topology else None
+
 
 class WorkloadReference(KubeModel):
     workload_name: str | None = None
@@ -97,6 +105,9 @@ class PodGroupStatus(KubeModel):
     conditions: list[Condition] = Field(default_factory=list)
     resource_claim_statuses: list[PodGroupResourceClaimStatus] = Field(default_factory=list)
 
+    def condition(self, type_: str) -> Condition | None:
+        return next((c for c in self.conditions if c.type == type_), None)
+
 
 class PodGroup(KubeModel):
     api_version: str | None = API_VERSION
@@ -114,12 +125,8 @@ class PodGroup(KubeModel):
 
     @property
     def topology_key(self) -> str | None:
-        """The label all its pods share a value of (upstream reads the first constraint only:
-        the API allows one)."""
         constraints = self.spec.scheduling_constraints
-        if constraints is None or not constraints.topology:
-            return None
-        return constraints.topology[0].key or None
+        return constraints.topology_key if constraints is not None else None
 
     @property
     def is_gang(self) -> bool:
@@ -136,7 +143,64 @@ class PodGroup(KubeModel):
         return False, None
 
     def condition(self, type_: str) -> Condition | None:
-        return next((c for c in self.status.conditions if c.type == type_), None)
+        return self.status.condition(type_)
+
+
+class CompositeGangSchedulingPolicy(KubeModel):
+    min_group_count: int | None = None
+
+
+class CompositePodGroupSchedulingPolicy(KubeModel):
+    """A union: exactly one of ``basic`` (its children placed independently) and ``gang``
+    (at least ``minGroupCount`` of them placed together)."""
+
+    basic: BasicSchedulingPolicy | None = None
+    gang: CompositeGangSchedulingPolicy | None = None
+
+
+class CompositePodGroupSpec(KubeModel):
+    parent_composite_pod_group_name: str | None = None
+    workload_ref: WorkloadReference | None = None
+    scheduling_policy: CompositePodGroupSchedulingPolicy = Field(
+        default_factory=CompositePodGroupSchedulingPolicy
+    )
+    scheduling_constraints: PodGroupSchedulingConstraints | None = None
+    disruption_mode: dict[str, object] | None = None
+    priority_class_name: str | None = None
+    priority: int | None = None
+    preemption_policy: str | None = None
+
+
+class CompositePodGroup(KubeModel):
+    """A node of a workload's group tree (CompositePodGroup: alpha in 1.37, served in
+    ``scheduling.k8s.io/v1alpha3``; beta in 1.38, ``v1beta1``; off by default in both): its
+    children are the PodGroups and CompositePodGroups that name it as their parent. It owns
+    no pods and no claims."""
+
+    api_version: str | None = API_VERSION
+    kind: str | None = "CompositePodGroup"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: CompositePodGroupSpec = Field(default_factory=CompositePodGroupSpec)
+    status: PodGroupStatus = Field(default_factory=PodGroupStatus)
+
+    @property
+    def min_count(self) -> int:
+        """How many children must be placed: ``gang.minGroupCount``, 1 for ``basic``
+        (GangScheduling's ``getMinCount``)."""
+        gang = self.spec.scheduling_policy.gang
+        return max(gang.min_group_count or 1, 1) if gang is not None else 1
+
+    @property
+    def topology_key(self) -> str | None:
+        constraints = self.spec.scheduling_constraints
+        return constraints.topology_key if constraints is not None else None
+
+    @property
+    def is_gang(self) -> bool:
+        return self.spec.scheduling_policy.gang is not None
+
+    def condition(self, type_: str) -> Condition | None:
+        return self.status.condition(type_)
 
 
 class PodGroupTemplate(KubeModel):

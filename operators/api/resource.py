@@ -592,6 +592,11 @@ KINDS: dict[str, type[KubeModel]] = {
 #: is beta (v1beta2, off unless the cluster enables it) in 1.36 and GA in v1 from 1.37.
 SERVED_VERSIONS: dict[str, tuple[tuple[Release, str], ...]] = {
     "DeviceTaintRule": ((Release(1, 36), API_VERSION_V1BETA2), (Release(1, 37), API_VERSION)),
+    # Alpha in 1.37 (v1alpha3 only), beta in 1.38 (v1beta1, beside PodGroup).
+    "CompositePodGroup": (
+        (Release(1, 37), "scheduling.k8s.io/v1alpha3"),
+        (Release(1, 38), "scheduling.k8s.io/v1beta1"),
+    ),
 }
 
 

@@ -40,7 +40,7 @@ OPERATORS: Final = ("claim-templates", "reservations", "scheduler", "pool-valida
 FABRIC_EXAMPLES: Final = frozenset({"fabric-gpu"})
 #: Examples of pod groups (scheduling.k8s.io/v1beta1): Kubernetes 1.37 with GenericWorkload and
 #: DRAWorkloadResourceClaims on.
-GROUP_EXAMPLES: Final = frozenset({"gang-training", "rack-training"})
+GROUP_EXAMPLES: Final = frozenset({"composite-training", "gang-training", "rack-training"})
 #: Examples of 1.37's alpha features, with the gate each needs on: the API server drops their
 #: fields with it off, so they run only where it is on (e2e/test_alpha_features.py).
 ALPHA_EXAMPLES: Final = {
@@ -50,7 +50,7 @@ ALPHA_EXAMPLES: Final = {
 }
 #: Examples that hold whole GPUs the others partition, or more GPUs in one rack than the demo
 #: has: never among "all", run when named.
-ALONE_EXAMPLES: Final = frozenset({"numa-alignment", "rack-training"})
+ALONE_EXAMPLES: Final = frozenset({"composite-training", "numa-alignment", "rack-training"})
 
 
 # --- virtual nodes -------------------------------------------------------------------------
@@ -339,6 +339,23 @@ def gang_one_gpu_short(group: str = "training") -> list[dict[str, Any]]:
         elif obj["kind"] == "Pod":
             obj["spec"]["schedulingGroup"]["podGroupName"] = group
     return objects
+
+
+def in_one_rack(example: str, keep: int) -> list[dict[str, Any]]:
+    """``rack-training`` or ``composite-training`` cut to what one rack of the two real nodes
+    (four GPUs) holds: the first ``keep`` pods of its last PodGroup (the trainers, the
+    workers), that group's ``minCount`` lowered to match."""
+    objects = example_objects(example)
+    groups = [o for o in objects if o["kind"] == "PodGroup"]
+    last = groups[-1]["metadata"]["name"]
+    members = [
+        o
+        for o in objects
+        if o["kind"] == "Pod" and o["spec"]["schedulingGroup"]["podGroupName"] == last
+    ]
+    dropped = {id(o) for o in members[keep:]}
+    groups[-1]["spec"]["schedulingPolicy"]["gang"]["minCount"] = keep
+    return [o for o in objects if id(o) not in dropped]
 
 
 async def ensure_default_service_account(api: KubeAPI, namespace: str) -> None:

@@ -81,6 +81,8 @@ RESOURCES: Final[dict[str, Resource]] = {
         # config (1.37; kopf-dra's local control plane serves both).
         Resource("scheduling.k8s.io/v1beta1", "podgroups", True, "PodGroup"),
         Resource("scheduling.k8s.io/v1beta1", "workloads", True, "Workload"),
+        # CompositePodGroup on (1.37: v1alpha3 in the runtime config; 1.38: v1beta1).
+        Resource("scheduling.k8s.io/v1beta1", "compositepodgroups", True, "CompositePodGroup"),
         Resource("policy/v1", "poddisruptionbudgets", True, "PodDisruptionBudget"),
         # What PodTopologySpread's system defaults select a pod's peers by (and Services,
         # below, which the deployment manifests hold too).

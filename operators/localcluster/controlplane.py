@@ -16,6 +16,7 @@ import ctypes
 import dataclasses
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -67,16 +68,18 @@ _GATES_1_36: Final = {
 #: at 1.36's version; storage versions) and would be one more flag for every component, where
 #: the gates already reach them all, kopf-dra's own included.
 #: 1.37 adds gang scheduling with devices (GenericWorkload, DRAWorkloadResourceClaims: beta, off
-#: by default), which kopf-dra implements from 1.37 on, and a group's topology constraint
-#: (TopologyAwareWorkloadScheduling: alpha in 1.37, beta and off in 1.38). 1.38 (its
-#: pre-release) takes 1.37's: the gates it made GA keep the value they have here (locked or
-#: not), and none of these is removed.
+#: by default), which kopf-dra implements from 1.37 on, a group's topology constraint
+#: (TopologyAwareWorkloadScheduling: alpha in 1.37, beta and off in 1.38) and groups of groups
+#: (CompositePodGroup: alpha in 1.37, beta and off in 1.38; it needs GenericWorkload and
+#: TopologyAwareWorkloadScheduling). 1.38 (its pre-release) takes 1.37's: the gates it made GA
+#: keep the value they have here (locked or not), and none of these is removed.
 _GATES_1_37: Final = {
     **_GATES_1_36,
     "DRAFractionalCapacityRange": True,
     "GenericWorkload": True,
     "DRAWorkloadResourceClaims": True,
     "TopologyAwareWorkloadScheduling": True,
+    "CompositePodGroup": True,
 }
 _FEATURE_GATES: Final[Mapping[str, Mapping[str, bool]]] = {
     "1.36": _GATES_1_36,
@@ -87,10 +90,14 @@ _FEATURE_GATES: Final[Mapping[str, Mapping[str, bool]]] = {
 #: kopf-dra reads them: both versions are still served, off by default, by 1.36 and 1.37.
 RUNTIME_CONFIG = "resource.k8s.io/v1beta2=true,resource.k8s.io/v1alpha3=true"
 #: Beyond RUNTIME_CONFIG, by minor release: 1.37 serves Workload and PodGroup in
-#: scheduling.k8s.io/v1beta1 only when it is switched on (GenericWorkload alone is not enough).
+#: scheduling.k8s.io/v1beta1 only when it is switched on (GenericWorkload alone is not enough),
+#: and CompositePodGroup only in scheduling.k8s.io/v1alpha3 (the gate alone is not enough
+#: either: kube-scheduler 1.37 with the gate on watches them there and schedules nothing until
+#: they are served). 1.38 serves CompositePodGroup in v1beta1, and in v1alpha3 where that is
+#: switched on, as here: one manifest (manifests/examples/composite-training) for both.
 _RUNTIME_CONFIG_EXTRA: Final[Mapping[str, str]] = {
-    "1.37": "scheduling.k8s.io/v1beta1=true",
-    "1.38": "scheduling.k8s.io/v1beta1=true",
+    "1.37": "scheduling.k8s.io/v1beta1=true,scheduling.k8s.io/v1alpha3=true",
+    "1.38": "scheduling.k8s.io/v1beta1=true,scheduling.k8s.io/v1alpha3=true",
 }
 #: Service ClusterIPs: the benchmarking range (RFC 2544) beside the real nodes' pod subnets
 #: (198.18.x.0/24), so that no packet for a Service ever leaves this machine, routed or not.
@@ -191,11 +198,35 @@ def ensure_binaries(version: str | None = None) -> Path:
     return Path(proc.stdout.strip().splitlines()[-1])
 
 
+#: Where listening ports are chosen: below Kubernetes' NodePort range (30000-32767, which the
+#: complete cluster's kube-proxy holds) and below the kernel's ephemeral range.
+_LISTEN_RANGE: Final = (20000, 30000)
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return _LISTEN_RANGE[1]
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+    """A port nothing listens on now, for a component to listen on, chosen at random below
+    the kernel's ephemeral range: a port the kernel hands out itself (bind to 0) is one an
+    outgoing connection may take as its source port before the component binds it ("address
+    already in use"), which the machine's other clients do all the time; below the range only
+    another listener can take it."""
+    high = min(_ephemeral_low(), _LISTEN_RANGE[1])
+    low = min(_LISTEN_RANGE[0], high - 1000)
+    for _ in range(200):
+        port = random.randrange(low, high)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise ControlPlaneError(f"no free port in {low}-{high - 1} after 200 tries")
 
 
 def _openssl(*args: str, cwd: Path) -> None:

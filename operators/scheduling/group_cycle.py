@@ -564,12 +564,14 @@ async def run_group(
     gang_search: bool,
     search_timeout: float,
     fit_errors: bool = False,
+    parent: topology.Domain | None = None,
 ) -> Cycle[A]:
     """The group's cycle as its release and gates have it (``fit_errors``: 1.38's wording,
     which ``rules`` carry too where given): with TopologyAwareWorkloadScheduling
     on (``rules``), inside the domains of its topology constraint, or in one placement of every
     node without one; with the gate off, ``run`` (the constraint is not read).
-    ``placed_before``: its pods bound or binding, with their nodes. Raises
+    ``placed_before``: its pods bound or binding, with their nodes. ``parent``: the placement
+    of the CompositePodGroup it is a child of (its domains are among those nodes). Raises
     ``topology.DomainError`` when those pods fix no single domain."""
     if rules is None:
         return await run(
@@ -583,23 +585,22 @@ async def run_group(
         )
     key = group.topology_key
     if key is None:
-        # The gate on, no constraint: upstream's placement algorithm with one placement of
-        # every node (its messages say "0/1 placements"), no domain to count devices in.
-        names = frozenset(n.metadata.name or "" for n in host.nodes())
-        everything = topology.Domain("", names, everywhere=True)
+        # The gate on, no constraint: upstream's placement algorithm with one placement, its
+        # parent's or every node (its messages say "0/1 placements"), no domain to count
+        # devices in.
         cycle = await run_in_domains(
             host,
             group,
             order,
             len(placed_before),
-            [everything],
+            [parent or topology.everywhere(host.nodes())],
             rules,
             count_devices=False,
             gang_search=gang_search,
             search_timeout=search_timeout,
         )
         return dataclasses.replace(cycle, domains=(), domain=None, untried=())
-    placements = topology.domains(key, host.nodes(), placed_before, rules)
+    placements = topology.domains(key, topology.among(host.nodes(), parent), placed_before, rules)
     return await run_in_domains(
         host,
         group,

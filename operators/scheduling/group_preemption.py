@@ -41,14 +41,14 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from decimal import Decimal
 
 from operators.allocator import AllocatedState, Features
 from operators.allocator.state import Holding
 from operators.api.core import PREEMPT_NEVER, Pod, PriorityClass
 from operators.api.features import Release
-from operators.api.groups import PodGroup
+from operators.api.groups import CompositePodGroup, PodGroup
 from operators.api.keys import ObjectKey
 from operators.scheduling import preemption
 from operators.scheduling.attempt import Attempt
@@ -68,7 +68,10 @@ RELEASING = "the claims of preempted pods are being released"
 
 
 def preempts(
-    group: PodGroup, pods: Sequence[Pod], classes: Mapping[str, PriorityClass], policy: PolicySource
+    group: PodGroup | CompositePodGroup,
+    pods: Sequence[Pod],
+    classes: Mapping[str, PriorityClass],
+    policy: PolicySource,
 ) -> bool:
     """resolvePreemptionPolicy: whether the group may preempt at all."""
     if policy == "group" or (policy == "group-else-pods" and group.spec.preemption_policy):
@@ -223,9 +226,36 @@ async def select_victims(
     """selectVictimsOnDomain: the group's cycle with every lower-priority unit gone, then each
     unit put back when the placement survives it; the units left and each pod's fit (or why
     no placement was found). ``within``: a topology domain's nodes, the only candidates."""
-    fits = await _try(
-        host, group, order, placed_before, units, None, within, fit_errors, placements
-    )
+
+    async def trial(
+        removed: Sequence[Unit], on: Mapping[ObjectKey, str] | None
+    ) -> dict[ObjectKey, NodeFit] | str:
+        quoted = placements if on is None else None
+        return await _try(
+            host, group, order, placed_before, removed, on, within, fit_errors, quoted
+        )
+
+    return await reprieve(units, budgets, now, trial)
+
+
+#: A trial of a cycle with some units gone (``on``: each pod on its proposed node): the pods'
+#: fits, or why it fails.
+TrialRun = Callable[
+    [Sequence[Unit], Mapping[ObjectKey, str] | None],
+    Awaitable[dict[ObjectKey, NodeFit] | str],
+]
+
+
+async def reprieve(
+    units: Sequence[Unit],
+    budgets: Sequence[preemption.Budget],
+    now: datetime.datetime,
+    trial: TrialRun,
+) -> tuple[list[Unit], dict[ObjectKey, NodeFit]] | str:
+    """The trial with every unit gone, then each unit put back, most important first (budget
+    violators first), when the placement survives it: the units left and each pod's fit, or
+    why no placement was found (a group's, or a tree's: ``trial`` runs its cycle)."""
+    fits = await trial(units, None)
     if isinstance(fits, str):
         return fits
     proposed = {k: f.node for k, f in fits.items()}
@@ -237,7 +267,7 @@ async def select_victims(
     for unit in [u for u, _ in violating] + other:
         rest = [u for u in removed if u is not unit]
         if touches(unit, nodes):
-            kept = await _try(host, group, order, placed_before, rest, proposed, within, fit_errors)
+            kept = await trial(rest, proposed)
             if isinstance(kept, str):
                 victims.append(unit)
                 continue
@@ -264,6 +294,31 @@ class GroupPreemption:
         return [p for unit in self.victims for p in unit.pods]
 
 
+def candidates(
+    group: PodGroup | CompositePodGroup,
+    pods: Sequence[Pod],
+    classes: Mapping[str, PriorityClass],
+    policy: PolicySource,
+    victims_gone: bool,
+    lower: Mapping[str, Sequence[RunningPod]],
+    evicting: Collection[ObjectKey],
+    nominated: Collection[str],
+) -> GroupPreemption | list[Unit]:
+    """Steps 1 and 2's start, a PodGroup's or a tree's (``group``: its root; ``pods``: its
+    queued pods): the answer when no victims are sought (not eligible, victims' claims to
+    release, victims still going), else every unit of lower priority."""
+    if not preempts(group, pods, classes, policy):
+        return GroupPreemption(preemption.NEVER)
+    if victims_gone:
+        # Victims gone: their devices are about to be free, no more evictions.
+        return GroupPreemption(RELEASING, release=True)
+    if ongoing(pods, lower, evicting, nominated):
+        return GroupPreemption(ONGOING)
+    return preemption.units_of(
+        [r for running in lower.values() for r in running], preemption.members(lower)
+    )
+
+
 async def preempt(
     host: Host[A],
     group: PodGroup,
@@ -287,16 +342,9 @@ async def preempt(
     ``lower``, the bound pods of lower priority than the group's, by node
     (``preemption.lower_priority_pods``); ``evicting`` and ``nominated`` as ``ongoing`` takes
     them."""
-    if not preempts(group, order, classes, policy):
-        return GroupPreemption(preemption.NEVER)
-    if victims_gone:
-        # Victims gone: their devices are about to be free, no more evictions.
-        return GroupPreemption(RELEASING, release=True)
-    if ongoing(order, lower, evicting, nominated):
-        return GroupPreemption(ONGOING)
-    units = preemption.units_of(
-        [r for pods in lower.values() for r in pods], preemption.members(lower)
-    )
+    units = candidates(group, order, classes, policy, victims_gone, lower, evicting, nominated)
+    if isinstance(units, GroupPreemption):
+        return units
     if placements is not None:
         chosen = await _in_domains(
             host, group, order, placed_before, units, budgets, now, placements, fit_errors

@@ -20,7 +20,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Literal
 
 from operators.api.core import PREEMPT_LOWER_PRIORITY, Pod
-from operators.api.groups import PodGroup
+from operators.api.groups import CompositePodGroup, PodGroup
 from operators.api.keys import ObjectKey
 from operators.api.resource import ResourceClaim
 from operators.cel.library.strings import go_quote
@@ -78,61 +78,69 @@ def refused(
 ) -> Refusal | None:
     """Upstream's validation over the group's pods, the queued ones first, then those already
     placed, each checked for its scheduler name (the first queued pod's), its priority (the
-    PodGroup's) and its preemption policy (``rules.policy``); and what kopf-dra does not place
-    yet (composite groups). None: nothing to refuse."""
+    PodGroup's) and its preemption policy (``rules.policy``); and a group with a parent where
+    kopf-dra runs with CompositePodGroup off (the caller places trees where it is on). None:
+    nothing to refuse."""
     if group.spec.parent_composite_pod_group_name:
         return Refusal(
             f"PodGroup {group.metadata.key} is part of CompositePodGroup "
-            f"{group.spec.parent_composite_pod_group_name!r}: composite pod groups are not "
-            "implemented by kopf-dra",
+            f"{group.spec.parent_composite_pod_group_name!r}: kopf-dra runs with the "
+            "CompositePodGroup feature gate off, so it places no composite pod groups "
+            "(--feature-gates CompositePodGroup=true)",
             SCHEDULER_ERROR,
         )
     if not queued:
         return None
-    message = (_hierarchy if rules.hierarchy else _single)(group, queued, placed, rules.policy)
+    message = (_hierarchy if rules.hierarchy else single_group_refusal)(
+        group, queued, placed, rules.policy
+    )
     if message is None:
         return None
     return Refusal(message, POD_GROUP_ERROR if rules.hierarchy else SCHEDULER_ERROR)
 
 
-def _policy(pod: Pod) -> str:
+def policy_of(pod: Pod) -> str:
     return pod.spec.preemption_policy or PREEMPT_LOWER_PRIORITY
 
 
-def _scheduler(pod: Pod) -> str:
+def scheduler_of(pod: Pod) -> str:
     return pod.spec.scheduler_name or "default-scheduler"
 
 
-def _single(
-    group: PodGroup, queued: Sequence[Pod], placed: Sequence[Pod], policy: PolicySource
+def single_group_refusal(
+    group: PodGroup | CompositePodGroup,
+    queued: Sequence[Pod],
+    placed: Sequence[Pod],
+    policy: PolicySource,
 ) -> str | None:
-    """1.37.2's ``validatePodGroup``: the first pod that breaks a rule, its first rule."""
-    first = _scheduler(queued[0])
+    """1.37.2's ``validatePodGroup``: the first pod that breaks a rule, its first rule
+    (``group``: the root of the pods' hierarchy, whose priority and policy they must have)."""
+    first = scheduler_of(queued[0])
     priority = group.spec.priority or 0
     gated = policy != "pods"
     expected = (group.spec.preemption_policy or PREEMPT_LOWER_PRIORITY) if gated else ""
     for pod in (*queued, *placed):
-        if _scheduler(pod) != first:
+        if scheduler_of(pod) != first:
             return (
                 "all pods in a single pod group should have the same .spec.schedulerName set, "
-                f"got: {go_quote(_scheduler(pod))} and {go_quote(first)}"
+                f"got: {go_quote(scheduler_of(pod))} and {go_quote(first)}"
             )
         if (pod.spec.priority or 0) != priority:
             return (
                 "all pods in a single pod group should have the same priority as the pod "
                 f"group's priority, got {pod.spec.priority or 0} and {priority}"
             )
-        if gated and _policy(pod) != expected:
+        if gated and policy_of(pod) != expected:
             return (
                 "all pods in a single pod group should have the same preemption policy as the "
-                f"pod group's preemption policy, got {_policy(pod)} and {expected}"
+                f"pod group's preemption policy, got {policy_of(pod)} and {expected}"
             )
         if not expected:
-            expected = _policy(pod)
-        elif _policy(pod) != expected:
+            expected = policy_of(pod)
+        elif policy_of(pod) != expected:
             return (
                 "all pods in a single pod group should have the same preemption policy, "
-                f"got {_policy(pod)} and {expected}"
+                f"got {policy_of(pod)} and {expected}"
             )
     return None
 
@@ -142,27 +150,37 @@ def _hierarchy(
 ) -> str | None:
     """1.38's ``validatePodGroupHierarchy`` for a group without a parent: the pods named."""
     first = queued[0]
-    priority = group.spec.priority or 0
-    expected = group.spec.preemption_policy or _policy(first)
-    root = go_quote(f"podgroup/{group.metadata.namespace or ''}/{group.metadata.name or ''}")
-    for pod in (*queued, *placed):
+    ref = f"podgroup/{group.metadata.namespace or ''}/{group.metadata.name or ''}"
+    return hierarchy_pods((*queued, *placed), first, group, ref)
+
+
+def hierarchy_pods(
+    pods: Sequence[Pod], first: Pod, root: PodGroup | CompositePodGroup, root_ref: str
+) -> str | None:
+    """1.38's pod checks of a hierarchy (``validatePod``): the scheduler name of ``first``
+    (the first queued pod), the root's priority, and its preemption policy (else the first
+    pod's), each pod named."""
+    priority = root.spec.priority or 0
+    expected = root.spec.preemption_policy or policy_of(first)
+    quoted = go_quote(root_ref)
+    for pod in pods:
         name = go_quote(pod.metadata.name or "")
-        if _scheduler(pod) != _scheduler(first):
+        if scheduler_of(pod) != scheduler_of(first):
             return (
                 "all pods in a pod group hierarchy should have the same .spec.schedulerName "
-                f"set, got: {go_quote(_scheduler(pod))} ({name}) and "
-                f"{go_quote(_scheduler(first))} ({go_quote(first.metadata.name or '')})"
+                f"set, got: {go_quote(scheduler_of(pod))} ({name}) and "
+                f"{go_quote(scheduler_of(first))} ({go_quote(first.metadata.name or '')})"
             )
         if (pod.spec.priority or 0) != priority:
             return (
                 "all pods in a pod group hierarchy should have the same priority as the root "
                 f"pod group's priority, got {pod.spec.priority or 0} ({name}) and {priority} "
-                f"({root})"
+                f"({quoted})"
             )
-        if _policy(pod) != expected:
+        if policy_of(pod) != expected:
             return (
                 "all pods in a pod group hierarchy should have the same preemption policy, "
-                f"got {_policy(pod)} ({name}) and {expected}"
+                f"got {policy_of(pod)} ({name}) and {expected}"
             )
     return None
 

@@ -126,6 +126,9 @@ class Profile:
     #: TopologyAwareWorkloadScheduling: how a group with a topology constraint is placed
     #: (None: off, and the constraint is not read, as upstream with the gate off).
     topology: TopologyRules | None = None
+    #: CompositePodGroup (alpha in 1.37, beta in 1.38, off by default; needs the topology's
+    #: gate): trees of groups placed in one cycle (``scheduling.composite``).
+    composite: bool = False
 
     @classmethod
     def of(
@@ -151,6 +154,11 @@ class Profile:
                 TopologyRules.of(features.kubernetes, policies.percentage_of_placements_to_score)
                 if groups and gates["TopologyAwareWorkloadScheduling"]
                 else None
+            ),
+            composite=(
+                groups
+                and gates["TopologyAwareWorkloadScheduling"]
+                and gates.get("CompositePodGroup", False)
             ),
         )
 

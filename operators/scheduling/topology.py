@@ -138,6 +138,18 @@ def scheduled_domain(
     return found if placed else None
 
 
+def everywhere(nodes: Iterable[Node]) -> Domain:
+    """The one placement of a group without a constraint and without a parent: every node."""
+    return Domain("", frozenset(n.metadata.name or "" for n in nodes), everywhere=True)
+
+
+def among(nodes: Sequence[Node], parent: Domain | None) -> Sequence[Node]:
+    """The nodes of a parent's placement (None, or one of every node: all of them)."""
+    if parent is None or parent.everywhere:
+        return nodes
+    return [n for n in nodes if n.metadata.name in parent.nodes]
+
+
 def domains(
     key: str,
     nodes: Sequence[Node],

@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Literal, TypeVar, cast
 
 from operators.allocator import AllocatedState, Allocator, Features
@@ -39,7 +39,14 @@ from operators.api.keys import ObjectKey
 from operators.api.names import TERMINAL_PHASES
 from operators.api.resource import AllocationResult, ResourceClaim
 from operators.api.templates import claim_from_template
-from operators.scheduling import group_cycle, group_preemption, preemption
+from operators.scheduling import (
+    composite,
+    group_cycle,
+    group_preemption,
+    preemption,
+    topology,
+    tree_preemption,
+)
 from operators.scheduling.attempt import Attempt, Prepared, Ready, SharedDevice, Wait
 from operators.scheduling.cycle import NodeFit
 from operators.scheduling.group_cycle import Cycle, Filtered
@@ -121,6 +128,22 @@ class GroupAnswer:
     topology_key: str | None = None
     domain: str | None = None
     domains: list[DomainAnswer] = dataclasses.field(default_factory=list)
+    #: A PodGroup of a tree (CompositePodGroup): every group of the tree, its root first.
+    tree: list[TreeGroupAnswer] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class TreeGroupAnswer:
+    """One group of a tree: ``ref`` (``podgroup/NS/NAME`` or ``compositepodgroup/NS/NAME``),
+    its depth (the root's is 0), ``placed`` (a PodGroup whose pods are placed), ``fits`` (a
+    CompositePodGroup whose subtree is placed), ``unschedulable`` (with its status), and its
+    domain where it has a topology key and one was chosen."""
+
+    ref: str
+    depth: int
+    outcome: Literal["placed", "fits", "unschedulable"]
+    message: str | None = None
+    domain: str | None = None
 
 
 #: What assuming a placement replaced in the working copy (None: nothing was there).
@@ -156,12 +179,15 @@ class _Host:
         now: datetime.datetime,
         monotonic: Callable[[], float],
         group: PodGroup | None,
+        tree: Mapping[str, PodGroup] | None = None,
     ) -> None:
         self.working = working
         self.options = options
         self.now = now
         self.clock = monotonic
         self.group = group
+        #: A tree's PodGroups by name: each pod prepared with its own (claims on).
+        self.tree = tree
         #: Each pod's last preparation (its notes, the claims it freed in memory).
         self.prepared: dict[ObjectKey, PreparedPod] = {}
 
@@ -171,7 +197,8 @@ class _Host:
 
     def prepare(self, pod: Pod) -> Prepared:
         key = key_of(pod)
-        got = engine.prepare_pod(self.working, key, self.options, self.now, self.group)
+        group = self.tree.get(group_name(pod) or "") if self.tree is not None else self.group
+        got = engine.prepare_pod(self.working, key, self.options, self.now, group)
         self.prepared[key] = got
         return got.prepared
 
@@ -220,6 +247,8 @@ def group_answer(
         waiting = f" ({len(members)} pods name it: the scheduler keeps them waiting)"
         raise InputError(f"PodGroup {key} is not in the input{waiting if members else ''}")
     group = _with_uid(group)
+    if group.spec.parent_composite_pod_group_name and options.profile.composite:
+        return _tree_answer(snapshot, key, group, options, now, monotonic)
     answer = _empty(key, "success", group)
     bound = [p for p in members if p.spec.node_name]
     answer.placed_before = len(bound)
@@ -548,6 +577,13 @@ def _preempt(
             release=options.profile.topology.release if options.profile.topology else None,
         )
     )
+    return _preemption_answer(answer, decided, priority)
+
+
+def _preemption_answer(
+    answer: GroupAnswer, decided: group_preemption.GroupPreemption, priority: int
+) -> str:
+    """What the preemption would do, into the answer; its message."""
     if decided.victims:
         outcome: Literal["victims", "none", "not-eligible"] = "victims"
     elif decided.message in (preemption.NEVER, group_preemption.ONGOING):
@@ -641,3 +677,193 @@ def _own(ready: Ready, fit: NodeFit) -> dict[str, AllocationResult]:
             key = f"{namespace}/{fit.extended.claim.metadata.generate_name}*"
         own[key] = allocation
     return own
+
+
+# --- trees of groups (CompositePodGroup) ---------------------------------------------------------
+
+
+def _tree_answer(
+    snapshot: Snapshot,
+    key: ObjectKey,
+    group: PodGroup,
+    options: Options,
+    now: datetime.datetime,
+    monotonic: Callable[[], float],
+) -> GroupAnswer:
+    """The cycle of the tree PodGroup ``key`` is a leaf of (``scheduling.composite``), as the
+    scheduler's ``trees``: the answer is ``key``'s pods, and every group of the tree."""
+    answer = _empty(key, "success", group)
+    namespace = key.namespace
+    composites = {
+        k.name: c for k, c in snapshot.composite_groups.items() if k.namespace == namespace
+    }
+    parent = group.spec.parent_composite_pod_group_name or ""
+    root, chain = composite.root_name(parent, composites)
+    if root is None:
+        missing = f"CompositePodGroup {namespace}/{chain[-1]} is not in the input: the tree waits"
+        return _all(answer, snapshot, "waiting", missing)
+    working, leaves, bound = _tree_leaves(snapshot, namespace, options, answer.notes)
+    tree = composite.build(composites[root], list(composites.values()), leaves)
+    answer.notes.append(
+        f"PodGroup {key} is in the tree of CompositePodGroup {namespace}/{root}: "
+        "the tree is placed in one cycle"
+    )
+    why = composite.waits(tree)
+    rules = options.profile.group_rules
+    refusal = composite.refused(
+        tree, bound, hierarchy=rules.hierarchy, gated=rules.policy != "pods"
+    )
+    if why is not None or refusal is not None:
+        return _all(answer, snapshot, "waiting" if why else "error", why or refusal)
+    topology_rules = options.profile.topology
+    assert topology_rules is not None  # CompositePodGroup needs its gate
+    by_name = {leaf.key.name: leaf.group for leaf in composite.leaves(tree)}
+    claims = by_name if options.profile.group_claims else None
+    host = _Host(working, options, now, monotonic, None, claims)
+    settings = composite.Settings(
+        topology_rules,
+        count_devices=options.profile.policies.domain_device_count,
+        gang_search=options.profile.gang_search,
+        search_timeout=options.profile.search_timeout,
+    )
+    try:
+        cycle = _to_the_end(composite.run_tree(host, tree, settings))
+    except DomainError as e:
+        return _all(answer, snapshot, "error", str(e))
+    if cycle.waiting is not None:
+        pod, prepared = cycle.waiting
+        reason = prepared.reason if isinstance(prepared, Wait | SharedDevice) else ""
+        return _all(answer, snapshot, "waiting", f"pod {key_of(pod)} waits: {reason}")
+    _tree_members(answer, snapshot, tree, cycle, host, settings)
+    return answer
+
+
+def _all(
+    answer: GroupAnswer, snapshot: Snapshot, outcome: Verdict, message: str | None
+) -> GroupAnswer:
+    """Every pod of the group waits or is refused with the tree."""
+    answer.outcome, answer.message = outcome, message
+    member: MemberOutcome = "waiting" if outcome == "waiting" else "error"
+    for pod in _members(snapshot, answer.group):
+        if pod.spec.node_name:
+            answer.members[key_of(pod)] = MemberAnswer("bound", node=pod.spec.node_name)
+        else:
+            each = message if outcome == "error" else None
+            answer.members[key_of(pod)] = MemberAnswer(member, message=each)
+    return answer
+
+
+def _tree_leaves(
+    snapshot: Snapshot, namespace: str, options: Options, notes: list[str]
+) -> tuple[Snapshot, dict[ObjectKey, composite.Leaf], dict[ObjectKey, list[Pod]]]:
+    """The working copy with each PodGroup's claims there (as ``_group_claims``), each
+    PodGroup with a parent as a leaf, and each one's bound pods."""
+    working = _copy(snapshot)
+    leaves: dict[ObjectKey, composite.Leaf] = {}
+    bound: dict[ObjectKey, list[Pod]] = {}
+    for gkey, pod_group in sorted(snapshot.pod_groups.items()):
+        if gkey.namespace != namespace or not pod_group.spec.parent_composite_pod_group_name:
+            continue
+        pod_group = _with_uid(pod_group)
+        members = _members(snapshot, gkey)
+        queued = ordered(
+            [p for p in members if not p.spec.node_name and not p.metadata.is_deleting], {}
+        )
+        working, _ = _group_claims(working, pod_group, queued, options.profile.group_claims, notes)
+        placed = {key_of(p): p.spec.node_name or "" for p in members if p.spec.node_name}
+        order = tuple(working.pods[key_of(p)] for p in queued)
+        leaves[gkey] = composite.Leaf(pod_group, order, placed, len(members))
+        bound[gkey] = [p for p in members if p.spec.node_name]
+    return working, leaves, bound
+
+
+def _tree_members(
+    answer: GroupAnswer,
+    snapshot: Snapshot,
+    tree: composite.Composite,
+    cycle: composite.TreeCycle[_Assumed],
+    host: _Host,
+    settings: composite.Settings,
+) -> None:
+    """The asked PodGroup's pods, and every group of the tree, from the tree's cycle (and
+    its preemption when it is not placed)."""
+    options = host.options
+    rules = options.profile.topology
+    assert rules is not None
+    said = None
+    if not cycle.succeeded and options.profile.preemption is not None:
+        said = group_preemption.PREFIX + _preempt_tree(answer, host, tree, settings)
+    _tree_groups(answer, tree, cycle, rules, said)
+    mine = next(leaf for leaf in composite.leaves(tree) if leaf.key == answer.group)
+    placed = {leaf.key: c for leaf, c in cycle.placed()}
+    if mine.key in placed:
+        _placed(answer, placed[mine.key], mine.order)
+    else:
+        told = composite.told(cycle, rules, said)
+        answer.outcome = "unsatisfiable"
+        answer.message = composite.condition_of(cycle, mine.ref, rules, said)
+        own = cycle.outcomes.get(mine.ref)
+        own_cycle = own.cycle if own is not None and own.inherited is None else None
+        for pod in mine.order:
+            pkey = key_of(pod)
+            outcome: MemberOutcome = "fits"
+            if own_cycle is not None and pkey in own_cycle.placement.failed:
+                outcome = "unschedulable"
+            elif own_cycle is not None and pkey not in own_cycle.placement.evaluated:
+                outcome = "not-tried"
+            answer.members[pkey] = MemberAnswer(outcome, message=told.get(pkey))
+    for pod in _members(snapshot, answer.group):
+        if pod.spec.node_name:
+            answer.members[key_of(pod)] = MemberAnswer("bound", node=pod.spec.node_name)
+
+
+def _preempt_tree(
+    answer: GroupAnswer, host: _Host, tree: composite.Composite, settings: composite.Settings
+) -> str:
+    """The tree's preemption on the snapshot (``tree_preemption.preempt``), as the
+    scheduler's, nobody evicted; what it would do goes into the answer."""
+    working, options = host.working, host.options
+    priority = tree.group.spec.priority or 0
+    queued = [p for leaf in composite.leaves(tree) for p in leaf.order]
+    decided = _to_the_end(
+        tree_preemption.preempt(
+            host,
+            tree,
+            settings,
+            classes=working.priority_classes,
+            policy=options.profile.group_rules.policy,
+            victims_gone=False,
+            lower=engine.lower_priority_pods(working, options, priority),
+            nominated={n for p in queued if (n := p.status.nominated_node_name)},
+            budgets=[preemption.Budget.of(b) for b in working.budgets.values()],
+            now=host.now,
+        )
+    )
+    return _preemption_answer(answer, decided, priority)
+
+
+def _tree_groups(
+    answer: GroupAnswer,
+    tree: composite.Composite,
+    cycle: composite.TreeCycle[_Assumed],
+    rules: topology.TopologyRules,
+    said: str | None,
+) -> None:
+    """Every group of the tree: placed (a PodGroup), fits (a CompositePodGroup), or
+    unschedulable with its status; its domain."""
+    placed = {leaf.key for leaf, _ in cycle.placed()}
+    for node, depth in composite.walk(tree):
+        outcome = cycle.outcomes.get(node.ref)
+        if outcome is None:
+            continue
+        done: Literal["placed", "fits", "unschedulable"]
+        if isinstance(node, composite.Leaf):
+            done = "placed" if node.key in placed else "unschedulable"
+        else:
+            done = "fits" if cycle.succeeded and outcome.fits else "unschedulable"
+        message = (
+            composite.condition_of(cycle, node.ref, rules, said)
+            if done == "unschedulable"
+            else None
+        )
+        answer.tree.append(TreeGroupAnswer(node.ref, depth, done, message, outcome.domain))

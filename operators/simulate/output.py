@@ -21,8 +21,10 @@ evicted), ``notes``, and for a topology-constrained group ``topology``: its ``ke
 ``domain`` chosen and every ``domains`` entry (``name``, ``nodes``, ``outcome`` chosen, fits,
 unschedulable, ruled-out or not-tried, the group's ``pods`` it would hold, its ``message`` and
 each pod's own reason there, ``pods`` by key in ``failed``, and how many pods were
-``filtered`` there). Bad input keeps the pod answer's
-shape (``error``).
+``filtered`` there); for a PodGroup of a tree (CompositePodGroup) ``tree``: every group, the
+root first (``group`` as ``podgroup/NS/NAME`` or ``compositepodgroup/NS/NAME``, ``depth``,
+``outcome`` placed, fits or unschedulable, its ``message`` and ``domain``). Bad input keeps
+the pod answer's shape (``error``).
 """
 
 from __future__ import annotations
@@ -128,6 +130,17 @@ def group_json(answer: GroupAnswer) -> dict[str, Any]:
         "preemption": _group_preemption_json(answer.preemption),
         "notes": answer.notes,
         "topology": _topology_json(answer),
+        "tree": [
+            {
+                "group": t.ref,
+                "depth": t.depth,
+                "outcome": t.outcome,
+                "message": t.message,
+                "domain": t.domain,
+            }
+            for t in answer.tree
+        ]
+        or None,
     }
 
 
@@ -290,6 +303,20 @@ def domain_lines(answer: GroupAnswer) -> list[str]:
     return lines
 
 
+def tree_lines(answer: GroupAnswer) -> list[str]:
+    """A PodGroup of a tree: every group of the tree, indented by depth, with its outcome,
+    its domain, and why where it is not placed."""
+    if not answer.tree:
+        return []
+    lines = ["", "TREE"]
+    for t in answer.tree:
+        domain = f" in {t.domain}" if t.domain else ""
+        lines.append(f"  {'  ' * t.depth}{t.ref}: {t.outcome}{domain}")
+        if t.message:
+            lines.append(f"  {'  ' * t.depth}  {t.message}")
+    return lines
+
+
 def group_table(answer: GroupAnswer) -> str:
     """The group's verdict, its shared claims' devices, then one row per pod: where it goes
     and its own devices, or what it is told."""
@@ -315,6 +342,7 @@ def group_table(answer: GroupAnswer) -> str:
             what = member.message or devices or "-"
             lines.append(f"  {pod!s:28} {member.outcome:14} {member.node or '-':20} {what}")
     lines += domain_lines(answer)
+    lines += tree_lines(answer)
     lines += group_preemption_lines(answer.preemption)
     for note in answer.notes:
         lines.append(f"NOTE     {note}")

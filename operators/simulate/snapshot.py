@@ -18,7 +18,7 @@ from operators.api.base import KubeModel
 from operators.api.core import Node, Pod, PodDisruptionBudget, PriorityClass
 from operators.api.features import Release
 from operators.api.groups import API_VERSION as GROUP_API_VERSION
-from operators.api.groups import PodGroup
+from operators.api.groups import CompositePodGroup, PodGroup
 from operators.api.keys import ObjectKey
 from operators.api.names import TERMINAL_PHASES
 from operators.api.resource import (
@@ -97,6 +97,15 @@ KINDS: dict[str, Kind] = {
             "PodGroup",
             PodGroup,
             (GROUP_API_VERSION,),
+            True,
+            complete=False,
+            since=Release(1, 37),
+        ),
+        # CompositePodGroup (1.37 alpha in v1alpha3, 1.38 beta in v1beta1): trees of groups.
+        Kind(
+            "CompositePodGroup",
+            CompositePodGroup,
+            ("scheduling.k8s.io/v1alpha3", GROUP_API_VERSION),
             True,
             complete=False,
             since=Release(1, 37),
@@ -217,6 +226,7 @@ class Snapshot:
     priority_classes: dict[str, PriorityClass] = dataclasses.field(default_factory=dict)
     budgets: dict[ObjectKey, PodDisruptionBudget] = dataclasses.field(default_factory=dict)
     pod_groups: dict[ObjectKey, PodGroup] = dataclasses.field(default_factory=dict)
+    composite_groups: dict[ObjectKey, CompositePodGroup] = dataclasses.field(default_factory=dict)
     bodies: dict[tuple[str, ObjectKey], dict[str, Any]] = dataclasses.field(default_factory=dict)
     #: ``PLUGIN_KINDS`` by kind, then key.
     others: dict[str, dict[ObjectKey, Any]] = dataclasses.field(default_factory=dict)
@@ -245,6 +255,8 @@ class Snapshot:
             self.budgets[key] = obj
         elif isinstance(obj, PodGroup):
             self.pod_groups[key] = obj
+        elif isinstance(obj, CompositePodGroup):
+            self.composite_groups[key] = obj
         elif kind in PLUGIN_KINDS:
             self.others.setdefault(kind, {})[key] = obj
 

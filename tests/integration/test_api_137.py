@@ -81,9 +81,15 @@ def gated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[controlplane.Con
     with controlplane.running(
         tmp_path_factory.mktemp("gated-control-plane"),
         extra_gates=GATES_137,
-        # PodGroups too: the 1.37 gates have GenericWorkload on, and a scheduler with it on
-        # watches them (as kube-scheduler, it does not start where they are not served).
-        runtime_config="resource.k8s.io/v1alpha3=true,scheduling.k8s.io/v1beta1=true",
+        # PodGroups and CompositePodGroups too (the local control plane's scheduling.k8s.io
+        # versions): the 1.37 gates have GenericWorkload and CompositePodGroup on, and a
+        # scheduler with them on watches them (as kube-scheduler, it does not start where they
+        # are not served).
+        runtime_config=",".join(
+            item
+            for item in controlplane.runtime_config(VERSION).split(",")
+            if item != "resource.k8s.io/v1beta2=true"
+        ),
     ) as cp:
         yield cp
 

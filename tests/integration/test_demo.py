@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.requires import require_control_plane
 
 
@@ -58,3 +60,34 @@ def test_demo_once_shows_bound_pods_and_leaves_nothing_running(tmp_path: Path) -
         ["pgrep", "-f", str(tmp_path)], capture_output=True, text=True, check=False
     ).stdout.split()
     assert leftovers == []
+
+
+@pytest.mark.parametrize(
+    ("example", "pods", "groups"),
+    [
+        ("rack-training", 8, ("kopf-dra-rack/training",)),
+        ("composite-training", 6, ("kopf-dra-composite/leader", "kopf-dra-composite/workers")),
+    ],
+)
+def test_demo_shows_a_rack_constrained_example_placed_in_its_rack(
+    tmp_path: Path, example: str, pods: int, groups: tuple[str, ...]
+) -> None:
+    """The examples' READMEs' ``make run DEMO_ARGS="--examples NAME"``: every pod bound in the
+    demo's one rack (eight GPUs), each PodGroup scheduled."""
+    require_control_plane()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KOPF_DRA_")}
+    env.pop("KUBECONFIG", None)
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "operators.cli", "demo", "--once",
+            "--examples", example,
+            "--state-dir", str(tmp_path / "state"), "--timeout", "90",
+        ],
+        capture_output=True, text=True, env=env, timeout=180, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    view = proc.stdout
+    assert f"PODS  {pods} bound, 0 pending" in view, view
+    for group in groups:
+        (row,) = [line for line in view.splitlines() if f"{group} " in line]
+        assert row.rstrip().endswith("True Scheduled"), row

@@ -53,7 +53,13 @@ def gated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[controlplane.Con
     with controlplane.running(
         tmp_path_factory.mktemp("node-allocatable-control-plane"),
         extra_gates=GATES_137,
-        runtime_config="resource.k8s.io/v1alpha3=true,scheduling.k8s.io/v1beta1=true",
+        # The local control plane's scheduling.k8s.io versions (1.37: CompositePodGroup in
+        # v1alpha3, which kube-scheduler watches with the gate on), DeviceTaintRule in v1 only.
+        runtime_config=",".join(
+            item
+            for item in controlplane.runtime_config(VERSION).split(",")
+            if item != "resource.k8s.io/v1beta2=true"
+        ),
     ) as cp:
         yield cp
 

@@ -17,7 +17,7 @@ import shutil
 import subprocess
 import tempfile
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from kubernetes_asyncio import client
 
 from operators.allocator.pool_availability import PREFIX_INCOMPLETE, VIEWS_SINCE
 from operators.api.ids import PoolID
+from operators.controllers.pool_validator import metrics as pool_metrics
 from operators.controllers.pool_validator.handlers import (
     COMPONENT,
     RESOURCE,
@@ -48,7 +49,13 @@ from operators.kube.api import (
 from operators.localcluster.controlplane import feature_gates, free_port
 from operators.localcluster.manifests import render
 from operators.runtime.app import register_login
-from tests.integration.helpers import eventually, mint_token, running_operator, unique
+from tests.integration.helpers import (
+    create_node,
+    eventually,
+    mint_token,
+    running_operator,
+    unique,
+)
 from tests.requires import require_program
 
 CRD_FILE = Path(__file__).resolve().parents[2] / "crds" / "resourcepoolstatuses.yaml"
@@ -1088,3 +1095,49 @@ async def test_requests_wait_for_incomplete_pools_and_go_at_their_ttl(
             lambda: _gone(kube, waiting["metadata"]["name"], "ResourcePoolStatusRequest"),
             what="the answered request deleted at its completed TTL",
         )
+
+
+@pytest.mark.usefixtures("crd")
+async def test_devices_are_published_per_topology_domain(
+    kube: KubeAPI, kubeconfig: Any, driver: str
+) -> None:
+    """With --domain-key, the devices of the pools local to each rack's nodes, summed per
+    rack; a node relabelled moves its pool's devices to its new rack."""
+    key = f"topology.example.com/{unique('rack')}"
+    nodes = {}
+    for rack, devices in (("a", 2), ("a", 2), ("b", 3)):
+        name = unique(f"node-{rack}")
+        await create_node(kube, name, {key: rack})
+        body = slice_body(name, driver, devices=[{"name": f"gpu-{i}"} for i in range(devices)])
+        body["spec"]["pool"]["name"] = name
+        body["spec"]["pool"]["resourceSliceCount"] = 1
+        body["spec"]["nodeName"] = name
+        await kube.create(body)
+        nodes[name] = rack
+
+    def shown() -> dict[tuple[str, str], float | None]:
+        return {
+            (domain, state): pool_metrics.REGISTRY.get_sample_value(
+                "kopf_dra_topology_domain_devices",
+                {"key": key, "domain": domain, "state": state},
+            )
+            for domain in ("a", "b")
+            for state in ("total", "allocated", "free")
+        }
+
+    async def published(expected: Mapping[tuple[str, str], float | None]) -> bool:
+        return shown() == expected
+
+    async with validator(kubeconfig, domain_key=key):
+        first = {
+            ("a", "total"): 4.0, ("a", "allocated"): 0.0, ("a", "free"): 4.0,
+            ("b", "total"): 3.0, ("b", "allocated"): 0.0, ("b", "free"): 3.0,
+        }  # fmt: skip
+        await eventually(lambda: published(first), what="devices per rack")
+        moved = next(n for n, rack in nodes.items() if rack == "b")
+        await kube.patch("Node", moved, {"metadata": {"labels": {key: "a"}}})
+        after = {
+            ("a", "total"): 7.0, ("a", "allocated"): 0.0, ("a", "free"): 7.0,
+            ("b", "total"): None, ("b", "allocated"): None, ("b", "free"): None,
+        }  # fmt: skip
+        await eventually(lambda: published(after), what="rack b's node moved to rack a")

@@ -57,10 +57,11 @@ def test_the_kind_config_disables_the_upstream_claim_controller_and_labels_worke
 SCENARIOS = sorted(p.name for p in EXAMPLES.iterdir() if p.is_dir())
 
 
-def test_the_fifteen_scenarios_exist() -> None:
+def test_the_sixteen_scenarios_exist() -> None:
     assert SCENARIOS == [
         "admin-access",
         "compatibility-groups",
+        "composite-training",
         "derived-attributes",
         "extended-resources",
         "fabric-gpu",

@@ -295,8 +295,15 @@ POOL_VALIDATOR_GATES = {"DRAResourcePoolStatus", "DRAPartitionableDevicesType"}
 # Gates the API server enforces on kopf-dra's writes, which the manifests' RBAC satisfies
 # (tests/integration/test_rbac.py runs the components under them).
 API_SERVER_GATES = {"DRAResourceClaimGranularStatusAuthorization"}
-# 1.37's pod groups: the scheduler's group cycle and preemption, the claim controllers' claims.
-GROUP_GATES = {"GenericWorkload", "DRAWorkloadResourceClaims", "PodGroupPreemptionPolicy"}
+# 1.37's pod groups: the scheduler's group cycle and preemption, the claim controllers' claims,
+# a group's topology constraint and trees of groups.
+GROUP_GATES = {
+    "GenericWorkload",
+    "DRAWorkloadResourceClaims",
+    "PodGroupPreemptionPolicy",
+    "TopologyAwareWorkloadScheduling",
+    "CompositePodGroup",
+}
 
 
 def flipped(name: str, table: Mapping[str, Gate] = GATES) -> dict[str, bool]:

@@ -99,6 +99,7 @@ class Verdict:
     codes: tuple[str, ...]
     devices: tuple[int, int]  # total, allocated
     counters: tuple[tuple[str, str, float], ...]  # counter set, counter, consumed/total
+    node: str | None = None  # the one node its slices name, if so
 
 
 class PoolValidatorController(Controller[PoolValidatorSettings]):
@@ -123,6 +124,8 @@ class PoolValidatorController(Controller[PoolValidatorSettings]):
         # Our last write per pool, with the resourceVersion it replaced: the cache may lag.
         self._written: dict[PoolKey, tuple[str | None, dict[str, Any]]] = {}
         self._labels: dict[PoolKey, list[tuple[str, ...]]] = {}
+        #: Each node's value of ``settings.domain_key`` (nodes without it left out).
+        self.node_domains: dict[str, str] = {}
         # ResourcePoolStatusRequests: answered here in place of kube-controller-manager's
         # resourcepoolstatusrequest-controller, which must then be off (one writer).
         self.answers_requests = settings.gate(POOL_STATUS_GATE)
@@ -330,6 +333,16 @@ class PoolValidatorController(Controller[PoolValidatorSettings]):
 
     # --- metrics --------------------------------------------------------------------------
 
+    def _node_of(self, key: PoolKey) -> str | None:
+        """The one node the pool's slices name (None: several, every node, a selector)."""
+        nodes = {
+            (body.get("spec") or {}).get("nodeName") or ""
+            for body in self.indices.values("slices_by_pool", key)
+        }
+        if len(nodes) != 1:
+            return None
+        return next(iter(nodes)) or None
+
     def _publish(self, key: PoolKey, plan: planning.PoolPlan, report: PoolReport) -> None:
         self.verdicts[key] = Verdict(
             state=plan.state,
@@ -343,6 +356,7 @@ class PoolValidatorController(Controller[PoolValidatorSettings]):
                 )
                 for u in report.counters
             ),
+            node=self._node_of(key),
         )
         self._republish(key)
 
@@ -350,7 +364,23 @@ class PoolValidatorController(Controller[PoolValidatorSettings]):
         self.verdicts.pop(key, None)
         self._republish(key)
 
+    def republish_domains(self) -> None:
+        """The devices per topology domain (``--domain-key``), from every pool's verdict."""
+        key = self.settings.domain_key
+        if not key:
+            return
+        pools = {k: (v.node, *v.devices) for k, v in self.verdicts.items()}
+        metrics.DOMAIN_DEVICES.clear()
+        for domain, (total, allocated) in planning.domain_devices(pools, self.node_domains).items():
+            for state, value in (
+                ("total", total),
+                ("allocated", allocated),
+                ("free", total - allocated),
+            ):
+                metrics.DOMAIN_DEVICES.labels(key, domain, state).set(value)
+
     def _republish(self, key: PoolKey) -> None:
+        self.republish_domains()
         states = collections.Counter(v.state for v in self.verdicts.values())
         for state in planning.STATES:
             metrics.POOLS.labels(state=state).set(states[state])
@@ -466,10 +496,31 @@ class PoolValidatorController(Controller[PoolValidatorSettings]):
 
         del slices_by_pool, claims_by_pool, statuses
         del slice_changed, claim_changed, status_changed
+        if self.settings.domain_key:
+            self._register_nodes(registry, self.settings.domain_key)
         if self.answers_requests:
             self._register_requests(registry)
         if self.settings.webhook:
             self._register_webhook(registry)
+
+    def _register_nodes(self, registry: kopf.OperatorRegistry, key: str) -> None:
+        """Watch Nodes for their value of ``--domain-key`` (only where it is set)."""
+        controller = self
+
+        @kopf.on.event("", "v1", "nodes", registry=registry)
+        async def node_changed(**kw: Any) -> None:
+            name = kw["body"]["metadata"]["name"]
+            labels = kw["body"]["metadata"].get("labels") or {}
+            domain = None if kw.get("type") == "DELETED" else labels.get(key) or None
+            if controller.node_domains.get(name) == domain:
+                return
+            if domain is None:
+                controller.node_domains.pop(name, None)
+            else:
+                controller.node_domains[name] = domain
+            controller.republish_domains()
+
+        del node_changed
 
     def _register_requests(self, registry: kopf.OperatorRegistry) -> None:
         """Watch ResourcePoolStatusRequests (only with the gate on: off, none are served)."""

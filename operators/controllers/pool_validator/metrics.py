@@ -36,6 +36,13 @@ DEVICES = Gauge(
     ["driver", "pool", "state"],
     registry=REGISTRY,
 )
+DOMAIN_DEVICES = Gauge(
+    "kopf_dra_topology_domain_devices",
+    "Devices of the pools local to the nodes of each value of the --domain-key node label "
+    "(state: total, allocated or free)",
+    ["key", "domain", "state"],
+    registry=REGISTRY,
+)
 ADMISSION_REVIEWS = Counter(
     "kopf_dra_resource_slice_admission_reviews_total",
     "ResourceSlice admission reviews answered by the webhook, by result (allowed, denied)",

@@ -441,3 +441,20 @@ def plan_request(
 
 def _dump(status: ResourcePoolStatusRequestStatus) -> dict[str, Any]:
     return status.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+
+def domain_devices(
+    pools: Mapping[tuple[str, str], tuple[str | None, int, int]],
+    domain_of: Mapping[str, str],
+) -> dict[str, tuple[int, int]]:
+    """Devices (total, allocated) per topology domain: the pools (each with the node it is
+    local to, if one, and its devices) summed by the domain of their node (``domain_of``:
+    node -> its label's value, nodes without one left out, as a pool not local to one node)."""
+    out: dict[str, tuple[int, int]] = {}
+    for node, total, allocated in pools.values():
+        domain = domain_of.get(node or "")
+        if not domain:
+            continue
+        have = out.get(domain, (0, 0))
+        out[domain] = (have[0] + total, have[1] + allocated)
+    return dict(sorted(out.items()))

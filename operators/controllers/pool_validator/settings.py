@@ -45,6 +45,13 @@ class PoolValidatorSettings(LeaderElectionSettings):
         "unreachable (failurePolicy Fail); default fail open (Ignore): publishing never "
         "depends on the validator being up",
     )
+    domain_key: str | None = Field(
+        default=None,
+        description="A node label whose values are topology domains (a rack, a block): the "
+        "devices of the pools local to each domain's nodes are published per domain "
+        "(kopf_dra_topology_domain_devices), as kubectl dra pools --by shows them; needs "
+        "read access to Nodes",
+    )
     lease_name: str = Field(default="kopf-dra-pool-validator", description="Name of the Lease")
     request_completed_ttl: float = Field(
         default=3600.0,

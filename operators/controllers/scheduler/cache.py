@@ -23,7 +23,7 @@ from operators.allocator.state import AllocatedTracker, Holding
 from operators.api.base import KubeModel
 from operators.api.consumers import pod_summary
 from operators.api.core import Node, Pod, PodDisruptionBudget, PriorityClass
-from operators.api.groups import PodGroup
+from operators.api.groups import CompositePodGroup, PodGroup
 from operators.api.ids import DeviceID
 from operators.api.keys import ObjectKey, controller_pod
 from operators.api.names import EXTENDED_RESOURCE_CLAIM_ANNOTATION, TERMINAL_PHASES
@@ -159,6 +159,7 @@ class SchedulerCache:
                 ("priority_classes", "PriorityClass", by_name),
                 ("pdbs", "PodDisruptionBudget", by_key),
                 ("pod_groups", "PodGroup", by_key),
+                ("composite_groups", "CompositePodGroup", by_key),
                 # What the volume plugins and pod affinity's namespaceSelector read.
                 ("pvcs", "PersistentVolumeClaim", by_key),
                 ("pvs", "PersistentVolume", by_name),
@@ -195,6 +196,7 @@ class SchedulerCache:
         self.priority_classes: ModelCache[PriorityClass] = ModelCache(PriorityClass)
         self.budgets: ModelCache[PodDisruptionBudget] = ModelCache(PodDisruptionBudget)
         self.pod_groups: ModelCache[PodGroup] = ModelCache(PodGroup)
+        self.composite_groups: ModelCache[CompositePodGroup] = ModelCache(CompositePodGroup)
         self.pvcs: ModelCache[PersistentVolumeClaim] = ModelCache(PersistentVolumeClaim)
         self.pvs: ModelCache[PersistentVolume] = ModelCache(PersistentVolume)
         self.storage_classes: ModelCache[StorageClass] = ModelCache(StorageClass)
@@ -341,6 +343,20 @@ class SchedulerCache:
     def pod_group(self, key: ObjectKey) -> PodGroup | None:
         body = self.indices.one("pod_groups", key) if self.indices.has("pod_groups") else None
         return None if body is None else self.pod_groups.parse(key, body)
+
+    def composites_in(self, namespace: str) -> dict[str, CompositePodGroup]:
+        """The namespace's CompositePodGroups by name (none where the gate is off)."""
+        if not self.indices.has("composite_groups"):
+            return {}
+        found = self.all_of(self.composite_groups, "composite_groups")
+        return {c.metadata.name or "": c for c in found if c.metadata.namespace == namespace}
+
+    def pod_groups_in(self, namespace: str) -> list[PodGroup]:
+        return [
+            g
+            for g in self.all_of(self.pod_groups, "pod_groups")
+            if g.metadata.namespace == namespace
+        ]
 
     def group_pods(self, key: ObjectKey) -> list[Pod]:
         """The pods that name PodGroup ``key`` and are not finished, any scheduler's, bound or

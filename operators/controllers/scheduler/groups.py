@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 import structlog
@@ -44,6 +44,7 @@ from operators.controllers.scheduler.protocol import SchedulerIO
 from operators.controllers.scheduler.queueing import PodState, SchedulingQueue
 from operators.controllers.scheduler.reserve import Reserved, assume
 from operators.controllers.scheduler.settings import SchedulerSettings
+from operators.controllers.scheduler.trees import TreeScheduler
 from operators.kube.api import NotFoundError
 from operators.observability import fields
 from operators.runtime.errors import Requeue
@@ -106,12 +107,16 @@ class _Host:
 
     scheduler: Scheduler
     group: PodGroup | None
+    #: A tree's PodGroups by name: each pod prepared with its own (``trees``).
+    tree: Mapping[str, PodGroup] | None = None
 
     @property
     def features(self) -> Features:
         return self.scheduler.profile.features
 
     def prepare(self, pod: Pod) -> Prepared:
+        if self.tree is not None and self.scheduler.profile.group_claims:
+            return self.scheduler.prepare_pod(pod, self.tree.get(group_name(pod) or ""))
         return self.scheduler.prepare_pod(pod, self.group)
 
     def snapshot(self, ready: Ready) -> Attempt:
@@ -146,10 +151,28 @@ class GroupScheduler:
         self.scheduler = scheduler
         #: PodGroup -> its last cycle, while that placed nothing.
         self.failed: dict[ObjectKey, FailedCycle] = {}
+        self.trees = TreeScheduler(self)
 
-    def _in_flight(self, key: ObjectKey) -> bool:
+    def in_flight(self, key: ObjectKey) -> bool:
         s = self.scheduler
         return key in s.binder or key in s.queue.bound_unseen
+
+    def queued(self, members: Sequence[Pod]) -> list[Pod]:
+        """The group's pods this replica is to place now: not bound, not binding, its own,
+        not being deleted."""
+        s = self.scheduler
+        return [
+            p
+            for p in members
+            if not p.spec.node_name
+            and not self.in_flight(key_of(p))
+            and p.spec.scheduler_name == s.settings.scheduler_name
+            and not p.metadata.is_deleting
+        ]
+
+    def host(self, tree: Mapping[str, PodGroup] | None = None) -> _Host:
+        """The cycle's host (``tree``: a tree's PodGroups, each pod prepared with its own)."""
+        return _Host(self.scheduler, None, tree)
 
     async def schedule(self, pod: Pod) -> None:
         """The cycle of the group ``pod`` names, for every queued pod of it."""
@@ -162,6 +185,9 @@ class GroupScheduler:
             return
         group_key = ObjectKey(key.namespace, group_name(pod) or "")
         group = s.cache.pod_group(group_key)
+        if group is not None and group.spec.parent_composite_pod_group_name and s.profile.composite:
+            await self.trees.schedule(pod, group)
+            return
         members = s.cache.group_pods(group_key)
         reason = waits(group, group_key, len(members))
         if group is None or reason is not None:
@@ -169,14 +195,7 @@ class GroupScheduler:
             # brings the group back.
             log.debug("pod group waits", **{fields.POD: str(key)}, group=str(group_key), why=reason)
             return
-        queued = [
-            p
-            for p in members
-            if not p.spec.node_name
-            and not self._in_flight(key_of(p))
-            and p.spec.scheduler_name == s.settings.scheduler_name
-            and not p.metadata.is_deleting
-        ]
+        queued = self.queued(members)
         if not queued:
             return
         if any(p.spec.scheduling_gates for p in queued):
@@ -200,7 +219,7 @@ class GroupScheduler:
         if refusal is not None:
             for member in queued:
                 await s.unschedulable(member, refusal.message, refusal.reason)
-            await self._condition(group, "False", refusal.reason, refusal.message)
+            await self.condition(group, "False", refusal.reason, refusal.message)
             raise Requeue(s.queue.backoff_of(key), refusal.message)
         await self._cycle(group_key, group, queued, key)
 
@@ -236,7 +255,7 @@ class GroupScheduler:
             log.info("pod group has no single domain", group=str(group_key), error=str(e))
             for member in order:
                 await s.unschedulable(member, e.told(rules, group_key.name), SCHEDULER_ERROR)
-            await self._condition(group, "False", SCHEDULER_ERROR, str(e))
+            await self.condition(group, "False", SCHEDULER_ERROR, str(e))
             raise Requeue(s.queue.backoff_of(popped), str(e)) from None
         placement = cycle.placement
         if placement.waiting is not None:
@@ -247,7 +266,7 @@ class GroupScheduler:
         for mkey in placement.failed:
             s.queue.attempt_ended(mkey, "unschedulable")
         if cycle.succeeded:
-            await self._placed(group_key, group, order, cycle, placed_before)
+            await self.placed(group_key, group, order, cycle, placed_before)
             return
         verdict = cycle.verdict
         assert verdict is not None
@@ -274,13 +293,13 @@ class GroupScheduler:
             if mkey not in placement.failed:
                 s.queue.attempt_ended(mkey, "unschedulable")
             await s.unschedulable(member, told[mkey])
-        await self._condition(group, "False", "Unschedulable", group_cycle.condition(message))
+        await self.condition(group, "False", "Unschedulable", group_cycle.condition(message))
         tried = frozenset(key_of(p) for p in order)
         self.failed[group_key] = FailedCycle(moves, version, tried, s.clock.monotonic())
         s.queue.set_state(popped, PodState.UNSCHEDULABLE)
         raise Requeue(s.settings.unschedulable_retry, "pod group unschedulable")
 
-    async def _placed(
+    async def placed(
         self,
         group_key: ObjectKey,
         group: PodGroup,
@@ -310,7 +329,7 @@ class GroupScheduler:
         for member in order:
             if key_of(member) in failed:
                 await s.unschedulable(member, failed[key_of(member)])
-        await self._condition(group, "True", SCHEDULED_REASON, "")
+        await self.condition(group, "True", SCHEDULED_REASON, "")
 
     async def _preempt(
         self,
@@ -342,17 +361,10 @@ class GroupScheduler:
             fit_errors=s.profile.group_rules.fit_errors,
             release=s.profile.topology.release if s.profile.topology else None,
         )
-        if decided.release:
-            await p.release_victim_claims(order[0], releases)
-        elif decided.victims:
-            await p.evict_group(group, order, decided.fits, decided.evicted)
-        elif decided.clear:
-            for member in order:
-                if s.queue.nominated_node(member):
-                    await p.clear_nomination(member)
+        await p.carry_out(group, order, decided, releases)
         return decided.message
 
-    async def _condition(self, group: PodGroup, status: str, reason: str, message: str) -> None:
+    async def condition(self, group: PodGroup, status: str, reason: str, message: str) -> None:
         """The PodGroup's PodGroupInitiallyScheduled, as upstream: written when it changes,
         never from True back to False."""
         s = self.scheduler

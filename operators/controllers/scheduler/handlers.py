@@ -498,4 +498,5 @@ class Scheduler(Controller[SchedulerSettings]):
             ),
             taint_rules=self.profile.taint_rules,
             pod_groups=self.profile.groups,
+            composites=self.profile.composite,
         )

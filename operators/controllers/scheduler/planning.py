@@ -29,7 +29,7 @@ from typing import Any
 from operators.api import consumers
 from operators.api.claim_status import edited_status
 from operators.api.core import Pod
-from operators.api.groups import PodGroup
+from operators.api.groups import CompositePodGroup, PodGroup
 from operators.api.keys import ObjectKey
 from operators.api.names import DELETE_PROTECTION_FINALIZER
 from operators.api.resource import AllocationResult, ResourceClaim
@@ -323,7 +323,7 @@ def unschedulable(
 
 
 def group_condition(
-    group: PodGroup,
+    group: PodGroup | CompositePodGroup,
     type_: str,
     status: str,
     reason: str,
@@ -343,7 +343,7 @@ def group_condition(
         return None
     changed = shown is None or shown.status != status
     return Patch(
-        kind="PodGroup",
+        kind=group.kind or "PodGroup",
         key=ObjectKey(group.metadata.namespace or "", group.metadata.name or ""),
         patch={
             "status": {

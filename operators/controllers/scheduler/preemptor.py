@@ -17,7 +17,7 @@ import structlog
 from operators.allocator import AllocatedState, Allocator, OutOfTimeError
 from operators.api.consumers import PodInfo, pods_to_look_up
 from operators.api.core import Node, Pod
-from operators.api.groups import PodGroup, group_name
+from operators.api.groups import CompositePodGroup, PodGroup, group_name
 from operators.api.keys import ObjectKey
 from operators.api.names import TERMINAL_PHASES
 from operators.api.resource import ResourceClaim
@@ -33,6 +33,7 @@ from operators.scheduling import preemption
 from operators.scheduling.attempt import Attempt, deadline
 from operators.scheduling.binding_conditions import allocated_node
 from operators.scheduling.cycle import NodeFit
+from operators.scheduling.group_preemption import GroupPreemption
 from operators.scheduling.nodes import pod_requests
 from operators.scheduling.preemption import Nomination, PodPriority, RunningPod
 from operators.scheduling.profile import Profile
@@ -196,7 +197,7 @@ class Preemptor:
 
     async def evict_group(
         self,
-        group: PodGroup,
+        group: PodGroup | CompositePodGroup,
         pods: Sequence[Pod],
         fits: Mapping[ObjectKey, NodeFit],
         victims: Sequence[RunningPod],
@@ -235,7 +236,7 @@ class Preemptor:
             victims,
             nominated[0],
             lambda victim: planning.preempted_event(
-                victim, f"podgroup {group.metadata.uid}", "cluster"
+                victim, f"{(group.kind or 'PodGroup').lower()} {group.metadata.uid}", "cluster"
             ),
         )
         await s.post(planning.preempting_event(body, description))
@@ -361,6 +362,25 @@ class Preemptor:
             if action is not None:
                 found.append((claim, action))
         return found
+
+    async def carry_out(
+        self,
+        group: PodGroup | CompositePodGroup,
+        pods: Sequence[Pod],
+        decided: GroupPreemption,
+        releases: Sequence[tuple[ResourceClaim, ReplaceStatus]],
+    ) -> None:
+        """What a group's or a tree's preemption decided (``group``: the PodGroup, or the
+        tree's root; ``pods``: its queued pods): the victims' claims released, the victims
+        evicted, or the pods' nominations dropped."""
+        if decided.release:
+            await self.release_victim_claims(pods[0], releases)
+        elif decided.victims:
+            await self.evict_group(group, pods, decided.fits, decided.evicted)
+        elif decided.clear:
+            for member in pods:
+                if self.scheduler.queue.nominated_node(member):
+                    await self.clear_nomination(member)
 
     async def release_victim_claims(
         self, pod: Pod, releases: Sequence[tuple[ResourceClaim, ReplaceStatus]]

@@ -34,6 +34,7 @@ from operators.runtime.clock import Clock
 from operators.runtime.informer import EventFeed
 from operators.runtime.queue import WorkQueue
 from operators.runtime.tasks import TaskOwner
+from operators.scheduling import composite
 from operators.scheduling.cycle import KnownOutcome
 
 log = structlog.get_logger(__name__)
@@ -445,6 +446,7 @@ def feeds(
     *,
     taint_rules: bool,
     pod_groups: bool = False,
+    composites: bool = False,
 ) -> dict[str, EventFeed]:
     """Every watched kind to its feed (kube-scheduler's EventsToRegister): each event into
     its store, then its hint: the pods it may help, queued. kube-scheduler watches
@@ -469,7 +471,9 @@ def feeds(
             "taint_rules", cache.taint_rules, any_change("DeviceTaintRule")
         )
     if pod_groups:
-        found["PodGroup"] = _pod_group_feed(cache, queue, watched)
+        found["PodGroup"] = _pod_group_feed(cache, queue, watched, composites)
+    if composites:
+        found["CompositePodGroup"] = _composite_feed(cache, queue)
     # The volume plugins' kinds (VolumeBinding, VolumeZone, NodeVolumeLimits): a volume bound,
     # provisioned or published, a class or a node's CSI drivers changed.
     for index, models in (
@@ -515,9 +519,13 @@ def _storage_feed(cache: SchedulerCache, feed: EventFeed) -> EventFeed:
     return storage
 
 
-def _pod_group_feed(cache: SchedulerCache, queue: SchedulingQueue, watched: Watched) -> EventFeed:
+def _pod_group_feed(
+    cache: SchedulerCache, queue: SchedulingQueue, watched: Watched, composites: bool
+) -> EventFeed:
     """A PodGroup into its store; its pending pods, queued (upstream's PodGroup/Add and, for a
-    smaller minCount, PodGroup/Update hints: kopf-dra queues them on any change)."""
+    smaller minCount, PodGroup/Update hints: kopf-dra queues them on any change); with
+    CompositePodGroup on, a group with a parent brings back its whole tree's (GangScheduling's
+    hint for a group of the same hierarchy)."""
     store = cache.listed["pod_groups"]
 
     def feed(kw: Mapping[str, Any]) -> None:
@@ -528,12 +536,57 @@ def _pod_group_feed(cache: SchedulerCache, queue: SchedulingQueue, watched: Watc
         key = ObjectKey.of(body)
         event = event_name("PodGroup", kw["type"])
         watched.group_changed(key)
-        pods = _pending_members(cache, key)
+        parent = ((body.get("spec") or {}).get("parentCompositePodGroupName")) or None
+        if composites and parent:
+            pods = _tree_pending(cache, key.namespace, parent)
+        else:
+            pods = _pending_members(cache, key)
         record(event, Hint(bool(pods), f"pod group {key} changed: its pending pods"))
         for pod in pods:
             queue.add(pod)
 
     return feed
+
+
+def _composite_feed(cache: SchedulerCache, queue: SchedulingQueue) -> EventFeed:
+    """A CompositePodGroup into its store; the pending pods of its tree, queued (its Add is
+    what a tree waiting for its quorum or its parent needs)."""
+    store = cache.listed["composite_groups"]
+
+    def feed(kw: Mapping[str, Any]) -> None:
+        body = kw["body"]
+        if not store.apply(kw["type"], body):
+            return
+        cache.composite_groups.changed()
+        key = ObjectKey.of(body)
+        pods = _tree_pending(cache, key.namespace, key.name)
+        event = event_name("CompositePodGroup", kw["type"])
+        record(event, Hint(bool(pods), f"composite pod group {key} changed: its tree's pods"))
+        for pod in pods:
+            queue.add(pod)
+
+    return feed
+
+
+def _tree_pending(cache: SchedulerCache, namespace: str, start: str) -> list[ObjectKey]:
+    """The pending pods of every PodGroup in the tree above and below CompositePodGroup
+    ``start`` (its root's tree; only ``start``'s subtree while the root is not known)."""
+    composites = cache.composites_in(namespace)
+    root, chain = composite.root_name(start, composites)
+    top = root or chain[-1]
+    below = {top}
+    changed = True
+    while changed:  # every CompositePodGroup under the top (the parents form a tree)
+        grown = below | {
+            n for n, c in composites.items() if c.spec.parent_composite_pod_group_name in below
+        }
+        changed, below = grown != below, grown
+    return [
+        pod
+        for group in cache.pod_groups_in(namespace)
+        if group.spec.parent_composite_pod_group_name in below
+        for pod in _pending_members(cache, ObjectKey(namespace, group.metadata.name or ""))
+    ]
 
 
 def _pending_members(cache: SchedulerCache, group: ObjectKey) -> list[ObjectKey]:

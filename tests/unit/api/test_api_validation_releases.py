@@ -10,6 +10,7 @@ import pytest
 
 from operators.api.features import Release
 from operators.api.fields import FIELDS, drop_disabled, unserved
+from operators.api.groups import PodGroup
 from operators.api.resource import (
     KINDS,
     Device,
@@ -32,7 +33,7 @@ from tests.unit.api.release_cases import (
     slice_137,
 )
 
-R136, R137 = Release(1, 36), Release(1, 37)
+R136, R137, R138 = Release(1, 36), Release(1, 37), Release(1, 38)
 
 
 def _check(doc: Doc, release: Release) -> list[FieldViolation]:
@@ -191,6 +192,31 @@ def test_a_gate_that_is_off_drops_its_field_on_create() -> None:
     kept = slice_137()
     assert drop_disabled(ResourceSlice, kept, GATES_137, R137) == []
     assert kept == slice_137()
+
+
+def test_a_pod_groups_parent_is_dropped_on_create_with_composite_pod_groups_off() -> None:
+    """As 1.37's and 1.38's PodGroup strategy (dropDisabledParentCompositePodGroupNameField)."""
+
+    def group() -> Doc:
+        return {
+            "apiVersion": "scheduling.k8s.io/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": "leaf", "namespace": "team-a"},
+            "spec": {
+                "schedulingPolicy": {"gang": {"minCount": 2}},
+                "schedulingConstraints": {"topology": [{"key": "example.com/rack"}]},
+                "parentCompositePodGroupName": "job",
+            },
+        }
+
+    gates = {"GenericWorkload": True, "TopologyAwareWorkloadScheduling": True}
+    off = group()
+    assert drop_disabled(PodGroup, off, gates, R137) == ["spec.parentCompositePodGroupName"]
+    assert "parentCompositePodGroupName" not in off["spec"]
+    assert off["spec"]["schedulingConstraints"] == {"topology": [{"key": "example.com/rack"}]}
+    on = group()
+    assert drop_disabled(PodGroup, on, {**gates, "CompositePodGroup": True}, R138) == []
+    assert on == group()
 
 
 @pytest.mark.parametrize(

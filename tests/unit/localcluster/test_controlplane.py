@@ -16,6 +16,7 @@ from operators.localcluster.controlplane import (
     ControlPlaneError,
     default_version,
     feature_gates,
+    free_port,
     kubernetes_version,
     runtime_config,
     supported_versions,
@@ -46,9 +47,21 @@ def test_1_37_turns_on_fractional_capacity_ranges_and_pod_groups_besides_the_gat
         "GenericWorkload": True,
         "DRAWorkloadResourceClaims": True,
         "TopologyAwareWorkloadScheduling": True,
+        "CompositePodGroup": True,
     }
     assert "scheduling.k8s.io/v1beta1=true" in runtime_config("v1.37.2").split(",")
     assert "scheduling.k8s.io/v1beta1=true" not in runtime_config("v1.36.3").split(",")
+
+
+def test_composite_pod_groups_are_served_where_their_gate_is_on() -> None:
+    """1.37 serves CompositePodGroup in scheduling.k8s.io/v1alpha3 only; 1.38 in v1beta1, and
+    in v1alpha3 where switched on, as here (one example manifest for both releases)."""
+    assert feature_gates("v1.38.0-beta.0")["CompositePodGroup"] is True
+    for version in ("v1.37.2", "v1.38.0-beta.0"):
+        assert "scheduling.k8s.io/v1alpha3=true" in runtime_config(version).split(",")
+    assert "scheduling.k8s.io/v1alpha3=true" not in runtime_config("v1.36.3").split(",")
+    assert "scheduling.k8s.io/v1beta1=true" in runtime_config("v1.38.0-beta.0").split(",")
+    assert "CompositePodGroup" not in feature_gates("v1.36.3")
 
 
 def test_the_environment_chooses_a_listed_release(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -106,3 +119,10 @@ def test_the_api_server_gets_its_releases_gates(tmp_path: Path) -> None:
         (flag,) = [a for a in argv if a.startswith("--feature-gates=")]
         given = dict(item.split("=") for item in flag.removeprefix("--feature-gates=").split(","))
         assert given == {g: str(on).lower() for g, on in feature_gates(version).items()}
+
+
+def test_a_free_port_is_below_the_ephemeral_range_where_no_client_takes_it() -> None:
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    ports = {free_port() for _ in range(20)}
+    assert all(p < low for p in ports), ports
+    assert len(ports) > 1, "chosen at random: two control planes started at once differ"

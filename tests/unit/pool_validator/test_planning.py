@@ -275,3 +275,17 @@ def test_printer_columns_point_at_declared_fields() -> None:
         path = column["jsonPath"]
         if path.startswith(".status."):
             assert path.split(".")[2].split("[")[0] in status, path
+
+
+def test_devices_per_domain_sum_the_pools_local_to_each_domains_nodes() -> None:
+    pools = {
+        ("gpu", "n1"): ("n1", 2, 1),
+        ("gpu", "n2"): ("n2", 2, 0),
+        ("gpu", "n3"): ("n3", 4, 4),
+        ("net", "fabric"): (None, 8, 2),  # not local to one node: in no domain
+        ("gpu", "n4"): ("n4", 1, 0),  # its node has no value of the key
+    }
+    assert planning.domain_devices(pools, {"n1": "a", "n2": "a", "n3": "b"}) == {
+        "a": (4, 1),
+        "b": (4, 4),
+    }

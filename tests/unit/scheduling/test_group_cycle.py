@@ -562,3 +562,26 @@ async def test_group_preemption_searches_the_racks_for_the_least_important_victi
         now=NOW,
     )
     assert anywhere.victims
+
+
+async def test_1_38_tries_the_nominated_rack_first_and_alone_when_the_group_fits_there() -> None:
+    """1.38's nominatedPlacement: the one rack holding the pods' nominated node is tried
+    first, and when the group fits there no other rack is tried; 1.37 tries every rack."""
+    rules = TopologyRules.of(Release(1, 38), 100)
+    slots = racked()
+    placements = domains(RACK, slots.nodes(), {}, rules)
+    cycle = await run_in_domains(
+        slots,
+        gang(2),
+        members("a", "b"),
+        0,
+        placements,
+        rules,
+        nominated={"n3"},
+        gang_search=True,
+        search_timeout=10.0,
+    )
+    assert cycle.domain == "b"
+    assert [t.domain.name for t in cycle.domains] == ["b"], "rack a is never tried"
+    everything = await in_domains(racked(), gang(2), members("a", "b"))
+    assert [t.domain.name for t in everything.domains] == ["a", "b"]

@@ -315,14 +315,14 @@ def test_a_groups_claim_no_pod_can_use_is_deallocated_only_while_none_is_placed(
     assert stranded_group_claims(g, [in_use], {in_use.key}, placed_before=0) == []
 
 
-def test_composite_groups_are_refused_with_a_reason_topology_constraints_are_not() -> None:
+def test_a_parent_is_refused_where_composite_groups_are_off_a_topology_constraint_is_not() -> None:
     constrained = group(schedulingConstraints={"topology": [{"key": "zone"}]})
     assert constrained.topology_key == "zone"
     assert refused(constrained, [pod("a")], [], V1_38) is None
     nested = group(parentCompositePodGroupName="job")
     refusal = refused(nested, [pod("a")], [], V1_37_OFF)
     assert refusal is not None
-    assert "composite pod groups are not implemented" in refusal.message
+    assert "CompositePodGroup feature gate off" in refusal.message
     assert refusal.reason == "SchedulerError"
 
 

@@ -425,6 +425,7 @@ def test_cli_gang_placed_exit_0_and_json_shape(tmp_path: Path) -> None:
         "preemption",
         "notes",
         "topology",
+        "tree",
     ]
     assert result["preemption"] is None
     assert (result["podGroup"], result["outcome"], result["minCount"]) == (
