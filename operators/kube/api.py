@@ -66,6 +66,8 @@ RESOURCES: Final[dict[str, Resource]] = {
         Resource("v1", "pods", True, "Pod"),
         Resource("v1", "nodes", False, "Node"),
         Resource("v1", "namespaces", False, "Namespace"),
+        # What a namespace's device quota is (the claim controllers report its refusals).
+        Resource("v1", "resourcequotas", True, "ResourceQuota"),
         # What kube-scheduler's volume plugins read (the scheduler's snapshot).
         Resource("v1", "persistentvolumeclaims", True, "PersistentVolumeClaim"),
         Resource("v1", "persistentvolumes", False, "PersistentVolume"),

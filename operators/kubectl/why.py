@@ -42,8 +42,12 @@ SCHEDULING_REASONS = frozenset(
         "FailedBinding",
         "NotTriggerScaleUp",
         "TriggeredScaleUp",
+        # The claim controllers': a claim not created (a template missing, a quota refusing).
+        "FailedResourceClaimCreation",
     }
 )
+#: What the ResourceQuota admission plugin says when a claim would exceed a quota.
+EXCEEDED_QUOTA = "exceeded quota: "
 LAST_EVENTS = 5
 SHOWN_NODES = 20
 
@@ -61,12 +65,33 @@ class Why:
     events: list[Event] = dataclasses.field(default_factory=list)
     notes: list[str] = dataclasses.field(default_factory=list)
     refused: list[Refusal] = dataclasses.field(default_factory=list)
+    #: The pod's claim refused by a ResourceQuota and not created since: the refusal.
+    quota: str | None = None
 
     @property
     def fits(self) -> bool:
-        return self.node is not None or (
-            self.answer is not None and self.answer.outcome == "success"
+        return self.quota is None and (
+            self.node is not None or (self.answer is not None and self.answer.outcome == "success")
         )
+
+
+def quota_wait(pod: Pod, events: Sequence[Event]) -> str | None:
+    """The message of the pod's last FailedResourceClaimCreation Event that names a quota,
+    while a claim from a template is not recorded yet: the pod waits for quota (the claim
+    controllers retry once the quota changes)."""
+    unrecorded = [
+        e
+        for e in pod.spec.resource_claims
+        if e.resource_claim_template_name and not pod.claim_status(e)[0]
+    ]
+    if not unrecorded:
+        return None
+    refusals = [
+        e.message
+        for e in events
+        if e.reason == "FailedResourceClaimCreation" and EXCEEDED_QUOTA in (e.message or "")
+    ]
+    return refusals[-1] if refusals else None
 
 
 def _seen(event: Event) -> str:
@@ -135,6 +160,7 @@ def answer(
         notes=scope_notes(pod_body, refused),
         refused=list(refused),
     )
+    why.quota = None if pod.spec.node_name else quota_wait(pod, why.events)
     snapshot, problems = build(
         [*documents, Document(Source("pod"), dict(pod_body))],
         strict=False,
@@ -185,6 +211,8 @@ def node_rows(result: engine.Answer, *, wide: bool = False) -> list[list[str]]:
 def _headline(why: Why) -> str:
     if why.node is not None:
         return f"bound to node {why.node}"
+    if why.quota is not None:
+        return f"waits for quota: its claim was refused ({why.quota})"
     if why.error is not None:
         return f"cannot be answered: {why.error}"
     assert why.answer is not None
@@ -269,4 +297,5 @@ def as_json(why: Why) -> dict[str, Any]:
         "events": [e.dump() for e in why.events],
         "notes": why.notes,
         "forbidden": [str(r) for r in why.refused],
+        "quota": why.quota,
     }

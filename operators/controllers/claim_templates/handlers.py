@@ -99,6 +99,8 @@ class ClaimTemplateController(Controller[ClaimTemplateSettings]):
         # Claims we created that the store has not shown yet: (namespace, pod or PodGroup
         # uid) -> bodies.
         self._created: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+        #: Namespace -> its pods whose claim a ResourceQuota refused (``on_quota``).
+        self._over_quota: dict[str, set[ObjectKey]] = {}
         #: Pod, claim and template events, when this controller runs alone (``claims`` feeds
         #: it itself).
         self.feeds: Feeds | None = None
@@ -183,7 +185,7 @@ class ClaimTemplateController(Controller[ClaimTemplateSettings]):
         records: list[planning.RecordStatus] = []
         for action in actions:
             if isinstance(action, planning.CreateClaim):
-                record = await self._create(pod, action)
+                record = await self._create_or_report(pod, action)
                 if record is not None:
                     records.append(record)
             elif isinstance(action, planning.RecordStatus):
@@ -202,6 +204,24 @@ class ClaimTemplateController(Controller[ClaimTemplateSettings]):
             version = ((written or {}).get("metadata") or {}).get("resourceVersion")
             if version:
                 self._written[key] = version
+
+    async def _create_or_report(
+        self, pod: Pod, action: planning.CreateClaim
+    ) -> planning.RecordStatus | None:
+        """``_create``; refused by the API server (a ResourceQuota on devices, an admission
+        policy), the refusal is an Event on the pod as kube-controller-manager words it, and
+        the pod is retried with backoff, or at once when a quota of its namespace changes."""
+        key = ObjectKey(pod.metadata.namespace or "", pod.metadata.name or "")
+        try:
+            record = await self._create(pod, action)
+        except ApiError as e:
+            if e.status in (403, 422):
+                if planning.over_quota(e.message):
+                    self._over_quota.setdefault(key.namespace, set()).add(key)
+                await self.post(planning.warning(pod, planning.refused(action, e.message)))
+            raise
+        self._over_quota.get(key.namespace, set()).discard(key)
+        return record
 
     async def _create(self, pod: Pod, action: planning.CreateClaim) -> planning.RecordStatus | None:
         """Create the claim, unless the live pod shows one recorded since our cache saw it.
@@ -410,7 +430,15 @@ class ClaimTemplateController(Controller[ClaimTemplateSettings]):
         }
         if self.group_claims:
             feeds["PodGroup"] = self.on_podgroup
+        feeds["ResourceQuota"] = self.on_quota
         return feeds
+
+    def on_quota(self, kw: Mapping[str, Any]) -> None:
+        """A ResourceQuota changed (its usage recounted, its limits raised): the pods of its
+        namespace whose claim it refused are tried again at once, not after their backoff."""
+        namespace = ObjectKey.of(kw["body"]).namespace
+        for key in sorted(self._over_quota.pop(namespace, set())):
+            self.queue.add(key)
 
     def on_template(self, kw: Mapping[str, Any]) -> None:
         """A template event: into the store; the pods and PodGroups that name it."""

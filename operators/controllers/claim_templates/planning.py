@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from operators.api.core import Pod
 from operators.api.groups import API_VERSION as GROUP_API_VERSION
@@ -451,3 +451,23 @@ def deletion(pod: Pod, action: DeleteDuplicate) -> Delete:
 
 def warning(pod: Pod, action: Warn) -> PostEvent:
     return PostEvent(obj=pod.dump(), type="Warning", reason=action.reason, message=action.message)
+
+
+#: What the ResourceQuota admission plugin says when a create would exceed a quota.
+EXCEEDED_QUOTA: Final = "exceeded quota: "
+
+
+def over_quota(message: str) -> bool:
+    """The API server refused a create for a ResourceQuota of its namespace."""
+    return EXCEEDED_QUOTA in message
+
+
+def refused(action: CreateClaim, message: str) -> Warn:
+    """The Event on a pod whose claim the API server refused, as kube-controller-manager's
+    resourceclaim controller words it ("PodResourceClaim E: create ResourceClaim N: ...",
+    N the body's name: empty, as the claim is created with a generateName)."""
+    name = (action.claim.get("metadata") or {}).get("name") or ""
+    return Warn(
+        "FailedResourceClaimCreation",
+        f"PodResourceClaim {action.entry}: create ResourceClaim {name}: {message}",
+    )

@@ -313,3 +313,15 @@ def test_a_claim_matters_to_its_pods_plan_until_the_pod_records_it() -> None:
     assert not planning.records(recording, duplicate)
     someone_elses = generated("trainer-gpu-abcde", "gpu", uid="another-pod").dump()
     assert not planning.records(recording, someone_elses)
+
+
+def test_a_refused_create_is_worded_as_kube_controller_managers_and_a_quota_is_told_apart() -> None:
+    action = planning.CreateClaim("gpu", {"metadata": {"generateName": "p-gpu-"}})
+    quota = 'resourceclaims.resource.k8s.io "p-gpu-ab12c" is forbidden: exceeded quota: gpus'
+    warn = planning.refused(action, quota)
+    assert (warn.reason, warn.message) == (
+        "FailedResourceClaimCreation",
+        f"PodResourceClaim gpu: create ResourceClaim : {quota}",
+    )
+    assert planning.over_quota(quota)
+    assert not planning.over_quota("admission webhook denied the request")

@@ -165,3 +165,27 @@ def test_many_nodes_are_cut_unless_wide() -> None:
     assert len(short) == 1 + why.SHOWN_NODES + 1
     assert short[-1][0] == "(7 more nodes: -o wide lists them all)"
     assert len(why.node_rows(answer.answer, wide=True)) == 1 + 27
+
+
+def test_a_pod_whose_claim_a_quota_refused_waits_for_quota() -> None:
+    """The claim controllers' FailedResourceClaimCreation naming a quota, the claim from the
+    template not recorded: the pod waits for quota, not for a node."""
+    trainer = pod("trainer", resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "gpu"}])
+    refusal = (
+        'PodResourceClaim gpu: create ResourceClaim : resourceclaims.resource.k8s.io "trainer-'
+        'gpu-x7k2p" is forbidden: exceeded quota: gpus, requested: gpu.example.com.deviceclass.'
+        "resource.k8s.io/devices=1, used: gpu.example.com.deviceclass.resource.k8s.io/devices=2,"
+        " limited: gpu.example.com.deviceclass.resource.k8s.io/devices=2"
+    )
+    events = [_event("FailedResourceClaimCreation", refusal, "2026-12-05T10:00:00Z")]
+    answer = _ask(trainer, events=events)
+    assert answer.quota == refusal
+    assert not answer.fits
+    assert f"ANSWER     waits for quota: its claim was refused ({refusal})" in why.render(
+        answer, NOW
+    )
+    assert why.as_json(answer)["quota"] == refusal
+    recorded = {**trainer, "status": {"phase": "Pending", "resourceClaimStatuses": [
+        {"name": "gpu", "resourceClaimName": "trainer-gpu-x7k2p"}
+    ]}}  # fmt: skip
+    assert _ask(recorded, events=events).quota is None, "created since: no longer waiting"
