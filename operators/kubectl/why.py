@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from operators.api.core import Event, Pod
 from operators.api.features import KubernetesVersion
+from operators.api.groups import group_name
 from operators.api.keys import ObjectKey
 from operators.api.resource import ResourceClaim
 from operators.api.timestamps import age
@@ -28,6 +29,7 @@ from operators.display import paint, short_age, table
 from operators.kubectl import claims as claim_view
 from operators.simulate import engine, output
 from operators.simulate.cluster import Refusal
+from operators.simulate.group import GroupAnswer, group_answer
 from operators.simulate.snapshot import Document, InputError, Source
 from operators.simulate.validate import build, defaulted
 
@@ -67,11 +69,19 @@ class Why:
     refused: list[Refusal] = dataclasses.field(default_factory=list)
     #: The pod's claim refused by a ResourceQuota and not created since: the refusal.
     quota: str | None = None
+    #: The pod names a PodGroup: the group's cycle (``--pod-group``), which is what places
+    #: it (its domains, where the group is constrained to one; its tree).
+    group: GroupAnswer | None = None
 
     @property
     def fits(self) -> bool:
-        return self.quota is None and (
-            self.node is not None or (self.answer is not None and self.answer.outcome == "success")
+        if self.node is not None:
+            return True
+        placed = self.group is None or self.group.outcome == "success"
+        return (
+            self.quota is None
+            and placed
+            and (self.answer is not None and self.answer.outcome == "success")
         )
 
 
@@ -176,9 +186,29 @@ def answer(
         if key not in snapshot.pods:
             snapshot.add("Pod", defaulted("Pod", pod_body))
         why.answer = engine.pod_answer(snapshot, key, options, now, monotonic)
+        name = group_name(snapshot.pods[key])
+        if name is not None and ObjectKey(key.namespace, name) in snapshot.pod_groups:
+            why.group = group_answer(
+                snapshot, ObjectKey(key.namespace, name), options, now, monotonic
+            )
     except (InputError, ValidationError) as e:
         why.error = str(e)
     return why
+
+
+def group_lines(answer: GroupAnswer, pod: str) -> list[str]:
+    """The answer for a pod of a PodGroup is its group's cycle (not the pod alone): the
+    group's verdict, where this pod goes or what it is told, then the group's domains (the one
+    chosen, why not each other) and its tree, as ``simulate --pod-group`` shows them."""
+    said = f": {answer.message}" if answer.message else ""
+    member = answer.members.get(ObjectKey.parse(pod))
+    lines = ["", f"POD GROUP  {answer.group}: {answer.outcome}{said}"]
+    if member is not None:
+        told = (
+            f" on {member.node}" if member.node else f": {member.message}" if member.message else ""
+        )
+        lines.append(f"THIS POD   {member.outcome}{told}")
+    return [*lines, *output.domain_lines(answer)[1:], *output.tree_lines(answer)[1:]]
 
 
 def _verdict(node: engine.NodeAnswer) -> str:
@@ -215,14 +245,20 @@ def _headline(why: Why) -> str:
         return f"waits for quota: its claim was refused ({why.quota})"
     if why.error is not None:
         return f"cannot be answered: {why.error}"
+    later = (
+        "the scheduler has not placed it yet"
+        if why.scheduler == KOPF_DRA
+        else f"placing it is up to {why.scheduler}"
+    )
+    if why.group is not None:
+        member = why.group.members.get(ObjectKey.parse(why.pod))
+        if why.group.outcome == "success" and member is not None and member.node:
+            return f"fits: its PodGroup's cycle would place it on {member.node} now ({later})"
+        said = f": {why.group.message}" if why.group.message else ""
+        return f"its PodGroup {why.group.group} is not placed ({why.group.outcome}{said})"
     assert why.answer is not None
     result = why.answer
     if result.outcome == "success":
-        later = (
-            "the scheduler has not placed it yet"
-            if why.scheduler == KOPF_DRA
-            else f"placing it is up to {why.scheduler}"
-        )
         return f"fits: kopf-dra would place it on {result.node} now ({later})"
     if result.outcome == "waiting":
         return f"waits: {result.error}"
@@ -264,6 +300,8 @@ def render(why: Why, now: datetime.datetime, *, wide: bool = False, colour: bool
         held = claim_view.rows(why.held, now, wide=wide)
         lines += [line.rstrip() for line in table(held)] if why.held else ["  (no claims)"]
         lines += [f"  {m}" for m in why.missing]
+    elif why.group is not None:
+        lines += group_lines(why.group, why.pod)
     elif why.answer is not None:
         if why.answer.nodes:
             lines += ["", *(line.rstrip() for line in table(node_rows(why.answer, wide=wide), ""))]
@@ -275,6 +313,8 @@ def render(why: Why, now: datetime.datetime, *, wide: bool = False, colour: bool
     else:
         lines.append("  (no scheduling events)")
     notes = [*(why.answer.notes if why.answer is not None else []), *why.notes]
+    if why.group is not None:  # the group's cycle, not the pod alone, is the answer
+        notes = [*why.group.notes, *why.notes]
     if notes:
         lines.append("")
         lines += [f"NOTE  {n}" for n in notes]
@@ -298,4 +338,5 @@ def as_json(why: Why) -> dict[str, Any]:
         "notes": why.notes,
         "forbidden": [str(r) for r in why.refused],
         "quota": why.quota,
+        "podGroup": output.group_json(why.group) if why.group is not None else None,
     }

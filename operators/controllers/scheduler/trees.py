@@ -10,8 +10,10 @@ cache, each leaf's pods through the single pod's steps as a PodGroup's are (``gr
   PodGroupInitiallyScheduled says so (1.38: each CompositePodGroup's
   CompositePodGroupInitiallyScheduled too).
 
-Not done for trees yet (the README says so): group preemption, and the deallocation of a
-tree's claims allocated where none of its pods can go.
+- not placed and allowed to: tree preemption (``scheduling.tree_preemption``), as a PodGroup's.
+
+Not done for trees yet (the README says so): the deallocation of a tree's claims allocated
+where none of its pods can go.
 """
 
 from __future__ import annotations

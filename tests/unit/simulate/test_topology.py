@@ -16,6 +16,7 @@ from operators.api.features import KubernetesVersion, parse_feature_gates, resol
 from operators.api.fields import drop_disabled
 from operators.api.groups import PodGroup
 from operators.api.keys import ObjectKey
+from operators.kubectl import why
 from operators.scheduling.profile import Policies
 from operators.simulate.engine import Options
 from operators.simulate.group import GroupAnswer, group_answer
@@ -433,3 +434,37 @@ def test_the_device_count_reads_the_requests_own_selectors_not_only_the_class() 
         "the domain's free devices cannot hold the pod group's claims: 4 of DeviceClass gpu "
         "matching the request's selectors needed, 2 free",
     )
+
+
+def _why(bodies: list[J], name: str) -> why.Why:
+    """``kubectl dra why`` for one of the group's pods, the cluster as read."""
+    documents = [Document(Source("cluster"), copy.deepcopy(b)) for b in bodies]
+    (pod,) = [b for b in bodies if b["kind"] == "Pod" and b["metadata"]["name"] == name]
+    return why.answer(pod, documents, [], V137, options(V137), NOW)
+
+
+def test_kubectl_dra_why_names_the_groups_domain_and_why_not_each_other() -> None:
+    answer = _why(cluster(pods=8), "worker-0")
+    assert answer.fits
+    assert answer.group is not None
+    assert answer.group.domain == "b"
+    text = why.render(answer, NOW)
+    assert "POD GROUP  team-a/training: success" in text
+    assert "THIS POD   placed on b-" in text
+    assert "ANSWER     fits: its PodGroup's cycle would place it on b-" in text
+    assert f"TOPOLOGY {RACK}: b" in text
+    assert "  DOMAIN a (2 nodes): ruled-out" in text
+    assert "  DOMAIN b (4 nodes): chosen, 8 of the group's pods" in text
+    assert why.as_json(answer)["podGroup"]["topology"]["domain"] == "b"
+
+
+def test_kubectl_dra_why_says_a_pod_waits_with_its_group_that_no_rack_holds() -> None:
+    answer = _why(cluster(pods=8, racks={"a": 2, "b": 2}), "worker-0")
+    assert not answer.fits, "the pod alone fits; its gang does not"
+    assert answer.answer is not None
+    assert answer.answer.outcome == "success"
+    text = why.render(answer, NOW)
+    assert "ANSWER     its PodGroup team-a/training is not placed (unsatisfiable: " in text
+    assert "fits (chosen)" not in text, "no node table for the pod alone"
+    assert "  DOMAIN a (2 nodes): ruled-out" in text
+    assert "  DOMAIN b (2 nodes): ruled-out" in text
