@@ -242,6 +242,7 @@ def generate_pki(pki: Path, addresses: tuple[str, ...] = ()) -> None:
     The serving cert names loopback, the ``kubernetes`` Service (its names and ClusterIP, as
     pods reach it) and ``addresses`` (the host's, where it serves pods on real nodes)."""
     pki.mkdir(parents=True, exist_ok=True)
+    _front_proxy_pki(pki)
     if (pki / "admin.crt").exists():
         return
     ips = ",".join(f"IP:{a}" for a in ("127.0.0.1", KUBERNETES_SERVICE_IP, *addresses))
@@ -321,6 +322,32 @@ def generate_pki(pki: Path, addresses: tuple[str, ...] = ()) -> None:
         ("genrsa", "-out", "sa.key", "2048"),
         ("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub"),
     ]
+    for step in steps:
+        _openssl(*step, cwd=pki)
+
+
+#: The client the API server proxies aggregated APIs as (Kueue's visibility API, metrics-server):
+#: the only name ``--requestheader-allowed-names`` lets assert a user, as kubeadm sets it up.
+FRONT_PROXY_CLIENT = "front-proxy-client"
+
+
+def _front_proxy_pki(pki: Path) -> None:
+    """The aggregation layer's own CA and the API server's proxy client cert, apart from the
+    cluster's CA as kubeadm keeps them (an extension API server trusts only this CA for the
+    requesting user's headers). Also for a state directory made before the layer was on."""
+    if (pki / "front-proxy-client.crt").exists():
+        return
+    steps: list[tuple[str, ...]] = [
+        ("genrsa", "-out", "front-proxy-ca.key", "2048"),
+        ("req", "-x509", "-new", "-key", "front-proxy-ca.key", "-days", "3650",
+         "-subj", "/CN=kopf-dra-front-proxy-ca", "-out", "front-proxy-ca.crt"),
+        ("genrsa", "-out", "front-proxy-client.key", "2048"),
+        ("req", "-new", "-key", "front-proxy-client.key", "-subj", f"/CN={FRONT_PROXY_CLIENT}",
+         "-out", "front-proxy-client.csr"),
+        ("x509", "-req", "-in", "front-proxy-client.csr", "-CA", "front-proxy-ca.crt",
+         "-CAkey", "front-proxy-ca.key", "-CAcreateserial", "-days", "3650",
+         "-out", "front-proxy-client.crt"),
+    ]  # fmt: skip
     for step in steps:
         _openssl(*step, cwd=pki)
 
@@ -462,6 +489,15 @@ class ControlPlane:
             f"--runtime-config={self.runtime_config or runtime_config(self.version)}",
             f"--feature-gates={format_feature_gates(self.gates)}",
             "--enable-priority-and-fairness=false",
+            # The aggregation layer, as kubeadm configures it: APIServices of extension API
+            # servers (Kueue's visibility API) are proxied with the requesting user's headers.
+            f"--requestheader-client-ca-file={pki / 'front-proxy-ca.crt'}",
+            f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            f"--proxy-client-cert-file={pki / 'front-proxy-client.crt'}",
+            f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
             # No node lifecycle controller would ever lift its not-ready taint from test nodes.
             "--disable-admission-plugins=TaintNodesByCondition",
             # Logs and exec of pods on real nodes (operators/localcluster/realnode.py): reach the

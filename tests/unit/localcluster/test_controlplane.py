@@ -17,6 +17,7 @@ from operators.localcluster.controlplane import (
     default_version,
     feature_gates,
     free_port,
+    generate_pki,
     kubernetes_version,
     runtime_config,
     supported_versions,
@@ -126,3 +127,24 @@ def test_a_free_port_is_below_the_ephemeral_range_where_no_client_takes_it() -> 
     ports = {free_port() for _ in range(20)}
     assert all(p < low for p in ports), ports
     assert len(ports) > 1, "chosen at random: two control planes started at once differ"
+
+
+def test_the_aggregation_layer_has_its_own_ca_also_for_a_state_dir_made_before(
+    tmp_path: Path,
+) -> None:
+    """Kueue's visibility API is served through the aggregation layer: the API server proxies
+    as front-proxy-client, signed by a CA of its own (not the cluster's), as kubeadm does."""
+    pki = tmp_path / "pki"
+    generate_pki(pki)
+    (pki / "front-proxy-client.crt").unlink()  # a state directory from before the layer
+    generate_pki(pki)
+    client = str(pki / "front-proxy-client.crt")
+    subject = subprocess.run(
+        ["openssl", "x509", "-noout", "-subject", "-issuer", "-in", client],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert "CN = front-proxy-client" in subject
+    assert "kopf-dra-front-proxy-ca" in subject
+    argv = ControlPlane(state_dir=tmp_path, bin_dir=tmp_path).apiserver_argv()
+    assert f"--requestheader-client-ca-file={pki / 'front-proxy-ca.crt'}" in argv
+    assert "--requestheader-allowed-names=front-proxy-client" in argv
