@@ -15,8 +15,10 @@ from typing import Any, TextIO
 
 import yaml
 
+from operators.api import holdings
 from operators.api.core import Pod
 from operators.api.features import KubernetesVersion
+from operators.api.holdings import KUEUE_QUEUE_LABEL
 from operators.api.resource import ResourceClaim
 from operators.api.validation import label_name_errors
 from operators.cel import install_zone_loader
@@ -41,6 +43,7 @@ EXAMPLES = """examples:
   kubectl dra claims trainer -o wide # the claims of pod trainer, with device status
   kubectl dra pools --watch          # every pool, refreshed every 2 s
   kubectl dra pools --by topology.example.com/rack # devices free per rack
+  kubectl dra pools --held           # devices allocated per namespace and Kueue queue
   kubectl dra why trainer            # why is pod trainer pending (or what does it hold)?
 
 exit codes: 0 answered (why: the pod is bound or fits), 1 why: the pod fits nowhere or waits,
@@ -105,6 +108,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="one row per topology domain (the nodes sharing a value of node label KEY, e.g. "
         "a rack): its nodes and its pools' devices summed; nodes without KEY (or with an empty "
         "value) and pools not local to one node are in the row <none>",
+    )
+    pools.add_argument(
+        "--held",
+        action="store_true",
+        help="devices allocated per namespace and per queue (the --queue-label of the pods "
+        "holding them), to compare with a queue's usage (Kueue's ClusterQueue status)",
+    )
+    pools.add_argument(
+        "--queue-label",
+        type=_label_key,
+        default=KUEUE_QUEUE_LABEL,
+        metavar="KEY",
+        help=f"--held's pod label naming a queue (default {KUEUE_QUEUE_LABEL}: Kueue's)",
     )
     _common(pools, top=False)
     why = sub.add_parser(
@@ -237,10 +253,31 @@ async def watch(
     return EXIT_ANSWERED
 
 
+async def held(
+    api: KubeAPI, namespace: str, label: str, err: TextIO | None
+) -> dict[tuple[str, str], tuple[int, int]]:
+    """Devices and claims per (namespace, queue): the allocated claims this user may read,
+    the queue label of the pods carrying it (only those are listed)."""
+    _, found, _, _ = await pool_objects(api, namespace, err)
+    reader = Reader(api)
+    pods = await reader.items("Pod", label_selector=label)
+    if pods is None:
+        pods = await reader.items("Pod", namespace, label_selector=label) or []
+    _warn(reader, "devices are counted without their queues", err)
+    return holdings.held(found, pods, label)
+
+
 async def pools(args: argparse.Namespace, api: KubeAPI, out: TextIO, err: TextIO) -> int:
     namespace = namespace_of(_target(args))
     colour = _colour(out)
     wide = args.output == "wide"
+    if args.held:
+        sums = await held(api, namespace, args.queue_label, err)
+        if args.output in ("json", "yaml"):
+            _write(pool_view.held_json(sums), args.output, out)
+        else:
+            out.write(pool_view.render_held(sums, args.queue_label, colour=colour))
+        return EXIT_ANSWERED
 
     warn: list[TextIO | None] = [err]  # --watch warns of a refused read once, not every frame
 

@@ -406,3 +406,31 @@ def as_json(
             for d in domains
         ]
     return data
+
+
+def held_rows(held: Mapping[tuple[str, str], tuple[int, int]], label: str) -> list[list[str]]:
+    out = [["NAMESPACE", f"QUEUE ({label})", "DEVICES", "CLAIMS"]]
+    for (namespace, queue), (devices, claims) in held.items():
+        out.append([namespace, queue or "<none>", str(devices), str(claims)])
+    return out
+
+
+def render_held(
+    held: Mapping[tuple[str, str], tuple[int, int]], label: str, *, colour: bool = False
+) -> str:
+    """``--held``: devices allocated per namespace and per queue label of the pods holding
+    them, what a queue's usage (Kueue's ClusterQueue status) can be compared with."""
+    if not held:
+        return "No devices are allocated.\n"
+    lines = [line.rstrip() for line in table(held_rows(held, label), "")]
+    lines[0] = paint(lines[0], "bold", colour)
+    return "\n".join(lines) + "\n"
+
+
+def held_json(held: Mapping[tuple[str, str], tuple[int, int]]) -> dict[str, Any]:
+    return {
+        "held": [
+            {"namespace": ns, "queue": queue or None, "devices": devices, "claims": claims}
+            for (ns, queue), (devices, claims) in held.items()
+        ]
+    }

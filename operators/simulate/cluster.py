@@ -53,15 +53,22 @@ class Reader:
         self.refused: list[Refusal] = []
 
     async def items(
-        self, kind: str, namespace: str | None = None, *, field_selector: str | None = None
+        self,
+        kind: str,
+        namespace: str | None = None,
+        *,
+        field_selector: str | None = None,
+        label_selector: str | None = None,
     ) -> list[dict[str, Any]] | None:
         """The kind's objects (see ``items_of``); [] where the cluster does not serve it (a
         DeviceTaintRule, a PodGroup where its gates are off); None where listing was refused."""
         try:
-            if namespace is None and field_selector is None:
+            if namespace is None and field_selector is None and label_selector is None:
                 listing = await self.api.list(kind)
             else:
-                listing = await self.api.list(kind, namespace, field_selector=field_selector)
+                listing = await self.api.list(
+                    kind, namespace, field_selector=field_selector, label_selector=label_selector
+                )
         except NotFoundError:
             return []
         except ApiError as e:

@@ -185,6 +185,26 @@ async def test_pools_from_the_api_alone(scene: Scene, kubeconfig: Path) -> None:
     ]
 
 
+async def test_devices_held_per_namespace_and_queue(
+    scene: Scene, kube: KubeAPI, kubeconfig: Path
+) -> None:
+    """``--held``: the runner's GPU counts for its pod's Kueue queue label; the two NIC
+    shares reserved for no pod count for the namespace alone."""
+    ns, config = scene.namespace, str(kubeconfig)
+    labels = {"metadata": {"labels": {"kueue.x-k8s.io/cluster-queue-name": "team-a-queue"}}}
+    await kube.patch("Pod", "runner", labels, ns)
+    code, out, _ = await _dra("pools", "--held", "-n", ns, "--kubeconfig", config, "-o", "json")
+    assert code == 0
+    mine = [h for h in json.loads(out)["held"] if h["namespace"] == ns]
+    assert mine == [
+        {"namespace": ns, "queue": None, "devices": 2, "claims": 2},
+        {"namespace": ns, "queue": "team-a-queue", "devices": 1, "claims": 1},
+    ]
+    code, out, _ = await _dra("pools", "--held", "-n", ns, "--kubeconfig", config)
+    rows = [line.split() for line in out.splitlines() if line.startswith(ns)]
+    assert rows == [[ns, "<none>", "2", "2"], [ns, "team-a-queue", "1", "1"]]
+
+
 async def test_why_a_pod_is_pending_and_what_a_bound_one_holds(
     scene: Scene, kubeconfig: Path
 ) -> None:

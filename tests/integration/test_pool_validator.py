@@ -50,9 +50,11 @@ from operators.localcluster.controlplane import feature_gates, free_port
 from operators.localcluster.manifests import render
 from operators.runtime.app import register_login
 from tests.integration.helpers import (
+    claim_body,
     create_node,
     eventually,
     mint_token,
+    pod_body,
     running_operator,
     unique,
 )
@@ -1141,3 +1143,43 @@ async def test_devices_are_published_per_topology_domain(
             ("b", "total"): None, ("b", "allocated"): None, ("b", "free"): None,
         }  # fmt: skip
         await eventually(lambda: published(after), what="rack b's node moved to rack a")
+
+
+async def test_devices_held_are_published_per_namespace_and_queue(
+    kube: KubeAPI, kubeconfig: Any, driver: str, namespace: str
+) -> None:
+    """With --queue-label, a claim's devices count for the queue label of the pod it is
+    reserved for; the pod relabelled moves them; the claim deallocated leaves no series."""
+    label = f"example.com/{unique('queue')}"
+    pod = pod_body("trainer", namespace, {"name": "gpu", "resourceClaimName": "gpus"})
+    pod["metadata"]["labels"] = {label: "team-a"}
+    created = await kube.create(pod)
+    await kube.create(claim_body("gpus", namespace, driver))
+    results = [
+        {"request": "gpu", "driver": driver, "pool": "p", "device": f"gpu-{i}"} for i in range(2)
+    ]
+    reserved = [{"resource": "pods", "name": "trainer", "uid": created["metadata"]["uid"]}]
+    status = {"allocation": {"devices": {"results": results}}, "reservedFor": reserved}
+
+    def shown(queue: str) -> float | None:
+        return pool_metrics.REGISTRY.get_sample_value(
+            "kopf_dra_namespace_devices", {"namespace": namespace, "queue": queue}
+        )
+
+    async def published(expected: Mapping[str, float | None]) -> bool:
+        return {q: shown(q) for q in expected} == expected
+
+    async with validator(kubeconfig, queue_label=label):
+        await kube.patch(
+            "ResourceClaim", "gpus", {"status": status}, namespace, subresource="status"
+        )
+        await eventually(lambda: published({"team-a": 2.0, "": None}), what="team-a's devices")
+        await kube.patch("Pod", "trainer", {"metadata": {"labels": {label: "team-b"}}}, namespace)
+        await eventually(
+            lambda: published({"team-a": None, "team-b": 2.0}), what="moved to team-b's queue"
+        )
+        await kube.patch(
+            "ResourceClaim", "gpus", {"status": {"allocation": None, "reservedFor": None}},
+            namespace, subresource="status",
+        )  # fmt: skip
+        await eventually(lambda: published({"team-b": None, "": None}), what="no series left")

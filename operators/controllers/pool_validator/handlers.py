@@ -30,6 +30,7 @@ from operators.allocator.pool_checks import (
     check_pool,
 )
 from operators.allocator.pools import newest_generations
+from operators.api.holdings import Holdings
 from operators.api.ids import PoolID
 from operators.api.keys import ObjectKey
 from operators.api.poolstatus import KIND as REQUEST_KIND
@@ -126,6 +127,8 @@ class PoolValidatorController(Controller[PoolValidatorSettings]):
         self._labels: dict[PoolKey, list[tuple[str, ...]]] = {}
         #: Each node's value of ``settings.domain_key`` (nodes without it left out).
         self.node_domains: dict[str, str] = {}
+        #: Devices held per namespace and queue (``settings.queue_label``).
+        self.holdings = Holdings()
         # ResourcePoolStatusRequests: answered here in place of kube-controller-manager's
         # resourcepoolstatusrequest-controller, which must then be off (one writer).
         self.answers_requests = settings.gate(POOL_STATUS_GATE)
@@ -485,6 +488,10 @@ class PoolValidatorController(Controller[PoolValidatorSettings]):
                 controller._claim_pools[key] = pools
             for pool in pools | before:
                 controller.queue.add(pool)
+            gone = kw.get("type") == "DELETED"
+            controller.publish_holdings(
+                controller.holdings.set_claim(key, None if gone else kw["body"])
+            )
 
         @kopf.on.event(*STATUSES, registry=registry)
         async def status_changed(**kw: Any) -> None:
@@ -498,10 +505,35 @@ class PoolValidatorController(Controller[PoolValidatorSettings]):
         del slice_changed, claim_changed, status_changed
         if self.settings.domain_key:
             self._register_nodes(registry, self.settings.domain_key)
+        if self.settings.queue_label:
+            self._register_pods(registry, self.settings.queue_label)
         if self.answers_requests:
             self._register_requests(registry)
         if self.settings.webhook:
             self._register_webhook(registry)
+
+    def _register_pods(self, registry: kopf.OperatorRegistry, label: str) -> None:
+        """Watch Pods for their value of ``--queue-label`` (only where it is set)."""
+        controller = self
+
+        @kopf.on.event("", "v1", "pods", registry=registry)
+        async def pod_changed(**kw: Any) -> None:
+            labels = kw["body"]["metadata"].get("labels") or {}
+            queue = None if kw.get("type") == "DELETED" else labels.get(label)
+            moved = controller.holdings.set_pod(ObjectKey.of(kw["body"]), queue)
+            controller.publish_holdings(moved)
+
+        del pod_changed
+
+    def publish_holdings(self, labels: set[tuple[str, str]]) -> None:
+        """The devices held of each (namespace, queue) that moved; none held: no series."""
+        for namespace, queue in labels:
+            devices = self.holdings.sums.get((namespace, queue), 0)
+            if devices:
+                metrics.NAMESPACE_DEVICES.labels(namespace, queue).set(devices)
+            else:
+                with contextlib.suppress(KeyError):
+                    metrics.NAMESPACE_DEVICES.remove(namespace, queue)
 
     def _register_nodes(self, registry: kopf.OperatorRegistry, key: str) -> None:
         """Watch Nodes for their value of ``--domain-key`` (only where it is set)."""

@@ -43,6 +43,13 @@ DOMAIN_DEVICES = Gauge(
     ["key", "domain", "state"],
     registry=REGISTRY,
 )
+NAMESPACE_DEVICES = Gauge(
+    "kopf_dra_namespace_devices",
+    "Devices allocated to the claims of each namespace, by the --queue-label value of the pods "
+    "they are reserved for (queue: empty where none, or without --queue-label)",
+    ["namespace", "queue"],
+    registry=REGISTRY,
+)
 ADMISSION_REVIEWS = Counter(
     "kopf_dra_resource_slice_admission_reviews_total",
     "ResourceSlice admission reviews answered by the webhook, by result (allowed, denied)",

@@ -52,6 +52,13 @@ class PoolValidatorSettings(LeaderElectionSettings):
         "(kopf_dra_topology_domain_devices), as kubectl dra pools --by shows them; needs "
         "read access to Nodes",
     )
+    queue_label: str | None = Field(
+        default=None,
+        description="A pod label naming a queue (Kueue's kueue.x-k8s.io/cluster-queue-name, "
+        "on the pods it admits): the devices held per namespace (kopf_dra_namespace_devices) "
+        "are also split by the value of this label on the pods holding them, to compare with "
+        "the queue's usage; needs read access to Pods",
+    )
     lease_name: str = Field(default="kopf-dra-pool-validator", description="Name of the Lease")
     request_completed_ttl: float = Field(
         default=3600.0,
