@@ -687,3 +687,24 @@ def upstream(kubeconfig: Path, profile: str | None, logs: Path | None = None) ->
                 except subprocess.TimeoutExpired:
                     p.kill()
                     p.wait()
+
+
+async def device_quota(kube: KubeAPI, namespace: str, hard: int, used: int) -> dict[str, Any]:
+    """A ResourceQuota on the template's class's devices, its status written as the quota
+    controller of kube-controller-manager would (none runs here): the admission plugin refuses
+    against ``used``."""
+    resource = "gpu.example.com.deviceclass.resource.k8s.io/devices"
+    try:
+        quota = await kube.create(
+            {
+                "apiVersion": "v1",
+                "kind": "ResourceQuota",
+                "metadata": {"name": "gpus", "namespace": namespace},
+                "spec": {"hard": {resource: str(hard)}},
+            }
+        )
+    except ConflictError:
+        quota = await kube.get("ResourceQuota", "gpus", namespace)
+    quota["status"] = {"hard": {resource: str(hard)}, "used": {resource: str(used)}}
+    written: dict[str, Any] = await kube.replace_status(quota)
+    return written

@@ -26,11 +26,12 @@ from operators.controllers.claims.settings import ClaimsSettings
 from operators.controllers.reservations import app as reservations_app
 from operators.controllers.reservations.handlers import ReservationController
 from operators.controllers.reservations.settings import ReservationSettings
-from operators.kube.api import ConflictError, KubeAPI, NotFoundError
+from operators.kube.api import KubeAPI, NotFoundError
 from operators.runtime.app import OperatorApp, register_login
 from tests.integration.helpers import (
     ALLOCATION,
     claim_body,
+    device_quota,
     eventually,
     pod_body,
     running_operator,
@@ -463,32 +464,11 @@ async def test_two_replicas_each_one_leads_and_the_other_takes_over(
 # --- ResourceQuota on devices --------------------------------------------------------------------
 
 
-async def _device_quota(kube: KubeAPI, namespace: str, hard: int, used: int) -> dict[str, Any]:
-    """A ResourceQuota on the template's class's devices, its status written as the quota
-    controller of kube-controller-manager would (none runs here): the admission plugin refuses
-    against ``used``."""
-    resource = "gpu.example.com.deviceclass.resource.k8s.io/devices"
-    try:
-        quota = await kube.create(
-            {
-                "apiVersion": "v1",
-                "kind": "ResourceQuota",
-                "metadata": {"name": "gpus", "namespace": namespace},
-                "spec": {"hard": {resource: str(hard)}},
-            }
-        )
-    except ConflictError:
-        quota = await kube.get("ResourceQuota", "gpus", namespace)
-    quota["status"] = {"hard": {resource: str(hard)}, "used": {resource: str(used)}}
-    written: dict[str, Any] = await kube.replace_status(quota)
-    return written
-
-
 @pytest.mark.usefixtures("claim_templates")
 async def test_a_claim_over_its_device_quota_is_reported_and_created_once_quota_frees(
     kube: KubeAPI, namespace: str
 ) -> None:
-    await _device_quota(kube, namespace, hard=2, used=2)
+    await device_quota(kube, namespace, hard=2, used=2)
     await kube.create(template_body("gpu-template", namespace))
     await kube.create(pod_body("third", namespace, TEMPLATE_ENTRY))
     events = await eventually(
@@ -499,7 +479,7 @@ async def test_a_claim_over_its_device_quota_is_reported_and_created_once_quota_
     assert message.startswith("PodResourceClaim gpu: create ResourceClaim : "), message
     assert "exceeded quota: gpus" in message, message
     assert await recorded_claim(kube, namespace, "third") is None
-    await _device_quota(kube, namespace, hard=2, used=1)  # a claim of the namespace went
+    await device_quota(kube, namespace, hard=2, used=1)  # a claim of the namespace went
     await eventually(
         lambda: recorded_claim(kube, namespace, "third"),
         within=60,

@@ -32,6 +32,7 @@ from operators.localcluster.controlplane import feature_gates
 from operators.runtime.app import register_login
 from tests.integration.helpers import (
     ALLOCATION,
+    device_quota,
     eventually,
     pod_body,
     running_operator,
@@ -302,3 +303,31 @@ async def _idle(controller: ReservationController, after: int) -> bool:
 
 async def _equals(value: Any, expected: Any) -> bool:
     return bool(await value == expected)
+
+
+@pytest.mark.usefixtures("claim_templates")
+async def test_a_group_claim_over_its_device_quota_is_an_event_on_the_podgroup_until_it_frees(
+    kube: KubeAPI, namespace: str
+) -> None:
+    """As kube-controller-manager: the quota's refusal is a FailedResourceClaimCreation Event
+    on the PodGroup ("PodGroupResourceClaim E: create ResourceClaim : ..."); the claim is made
+    once the quota's usage drops (a ResourceQuota change retries the group at once)."""
+    await device_quota(kube, namespace, hard=1, used=1)
+    await kube.create(template_body("link-template", namespace))
+    group = await kube.create(group_body(namespace, LINK))
+
+    async def warnings() -> list[dict[str, Any]]:
+        items = (await kube.list("Event", namespace))["items"]
+        return [
+            e
+            for e in items
+            if e["involvedObject"].get("uid") == group["metadata"]["uid"]
+            and e["reason"] == "FailedResourceClaimCreation"
+        ]
+
+    (event, *_) = await eventually(warnings, what="a Warning event on the PodGroup")
+    assert event["message"].startswith("PodGroupResourceClaim link: create ResourceClaim : ")
+    assert "exceeded quota: gpus" in event["message"]
+    assert await group_claim(kube, namespace) is None
+    await device_quota(kube, namespace, hard=1, used=0)
+    await eventually(lambda: group_claim(kube, namespace), within=60, what="the claim made")

@@ -99,8 +99,10 @@ class ClaimTemplateController(Controller[ClaimTemplateSettings]):
         # Claims we created that the store has not shown yet: (namespace, pod or PodGroup
         # uid) -> bodies.
         self._created: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
-        #: Namespace -> its pods whose claim a ResourceQuota refused (``on_quota``).
+        #: Namespace -> its pods (and PodGroups) whose claim a ResourceQuota refused
+        #: (``on_quota``).
         self._over_quota: dict[str, set[ObjectKey]] = {}
+        self._over_quota_groups: dict[str, set[ObjectKey]] = {}
         #: Pod, claim and template events, when this controller runs alone (``claims`` feeds
         #: it itself).
         self.feeds: Feeds | None = None
@@ -311,7 +313,15 @@ class ClaimTemplateController(Controller[ClaimTemplateSettings]):
         records: list[planning.RecordGroupStatus] = []
         for action in actions:
             if isinstance(action, planning.CreateGroupClaim):
-                record = await self._create_for_group(group, action)
+                try:
+                    record = await self._create_for_group(group, action)
+                except ApiError as e:
+                    if e.status in (403, 422):  # a quota on devices, an admission policy
+                        if planning.over_quota(e.message):
+                            self._over_quota_groups.setdefault(key.namespace, set()).add(key)
+                        refusal = planning.refused(action, e.message)
+                        await self.post(planning.group_warning(group, refusal))
+                    raise
                 if record is not None:
                     records.append(record)
             elif isinstance(action, planning.RecordGroupStatus):
@@ -439,6 +449,9 @@ class ClaimTemplateController(Controller[ClaimTemplateSettings]):
         namespace = ObjectKey.of(kw["body"]).namespace
         for key in sorted(self._over_quota.pop(namespace, set())):
             self.queue.add(key)
+        for key in sorted(self._over_quota_groups.pop(namespace, set())):
+            if self.group_queue is not None:
+                self.group_queue.add(key)
 
     def on_template(self, kw: Mapping[str, Any]) -> None:
         """A template event: into the store; the pods and PodGroups that name it."""

@@ -462,12 +462,14 @@ def over_quota(message: str) -> bool:
     return EXCEEDED_QUOTA in message
 
 
-def refused(action: CreateClaim, message: str) -> Warn:
-    """The Event on a pod whose claim the API server refused, as kube-controller-manager's
-    resourceclaim controller words it ("PodResourceClaim E: create ResourceClaim N: ...",
-    N the body's name: empty, as the claim is created with a generateName)."""
+def refused(action: CreateClaim | CreateGroupClaim, message: str) -> Warn:
+    """The Event on a pod (or PodGroup) whose claim the API server refused, as
+    kube-controller-manager's resourceclaim controller words it ("PodResourceClaim E: create
+    ResourceClaim N: ...", "PodGroupResourceClaim E: ..." for a group's; N the body's name:
+    empty, as the claim is created with a generateName)."""
     name = (action.claim.get("metadata") or {}).get("name") or ""
+    owner = "PodGroupResourceClaim" if isinstance(action, CreateGroupClaim) else "PodResourceClaim"
     return Warn(
         "FailedResourceClaimCreation",
-        f"PodResourceClaim {action.entry}: create ResourceClaim {name}: {message}",
+        f"{owner} {action.entry}: create ResourceClaim {name}: {message}",
     )

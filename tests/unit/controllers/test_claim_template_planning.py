@@ -325,3 +325,11 @@ def test_a_refused_create_is_worded_as_kube_controller_managers_and_a_quota_is_t
     )
     assert planning.over_quota(quota)
     assert not planning.over_quota("admission webhook denied the request")
+
+
+def test_a_refused_group_claim_is_worded_as_kube_controller_managers_podgroup_event() -> None:
+    action = planning.CreateGroupClaim("link", {"metadata": {"generateName": "training-link-"}})
+    warn = planning.refused(action, "exceeded quota: links")
+    assert (
+        warn.message == "PodGroupResourceClaim link: create ResourceClaim : exceeded quota: links"
+    )
