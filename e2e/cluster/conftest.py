@@ -8,7 +8,8 @@ each node, installs kopf-dra as the README says and waits for every rollout:
 ``KOPF_DRA_E2E_INSTALL=kustomize`` (the default) applies the overlay and creates the fabric
 manager's token Secret; ``KOPF_DRA_E2E_INSTALL=helm`` runs the README's Helm commands with the
 values of ``hack/cluster/helm-values.yaml``, and adds the Helm-only checks
-(``test_helm_upgrade.py``, ``test_uninstalled.py``: upgrade, uninstall). Every other check holds
+(``test_helm_upgrade.py``, ``test_uninstalled.py``: upgrade, uninstall; ``test_kueue.py``:
+Kueue in front of kopf-dra, its image imported into the nodes at start). Every other check holds
 for both. The e2e suite's fixtures then see an in-cluster install (``KOPF_DRA_E2E_IN_CLUSTER=1``,
 set by the Makefile): no operator runs outside the cluster. ``KOPF_DRA_E2E_INSTALL=demo`` runs
 ``make run CLUSTER=1`` instead (``test_demo.py``), which starts a cluster of its own.
@@ -38,12 +39,14 @@ INSTALL = os.environ.get("KOPF_DRA_E2E_INSTALL", "kustomize")
 INSTALLS = ("kustomize", "helm", "demo", "upgrade")
 if INSTALL not in INSTALLS:
     raise pytest.UsageError(f"KOPF_DRA_E2E_INSTALL={INSTALL!r}: one of {', '.join(INSTALLS)}")
-#: Helm's own checks run on the Helm install; `make run CLUSTER=1` (test_demo.py) starts a
-#: cluster of its own, in a session of its own (KOPF_DRA_E2E_INSTALL=demo); the live upgrade of
-#: the control plane (test_upgrade.py) too (KOPF_DRA_E2E_INSTALL=upgrade, Helm on the minor
-#: before). Every other file runs on the kustomize and the Helm install.
+#: Helm's own checks (and Kueue in front of kopf-dra) run on the Helm install; `make run
+#: CLUSTER=1` (test_demo.py) starts a cluster of its own, in a session of its own
+#: (KOPF_DRA_E2E_INSTALL=demo); the live upgrade of the control plane (test_upgrade.py) too
+#: (KOPF_DRA_E2E_INSTALL=upgrade, Helm on the minor before). Every other file runs on the
+#: kustomize and the Helm install.
 ONLY = {
     "test_helm_upgrade.py": "helm",
+    "test_kueue.py": "helm",
     "test_uninstalled.py": "helm",
     "test_demo.py": "demo",
     "test_upgrade.py": "upgrade",
@@ -83,13 +86,23 @@ def build_image() -> Path:
         pytest.fail(f"make image failed: {e}")
 
 
+def build_kueue() -> Path:
+    """Kueue's build (``hack/kueue/build.sh``: binary, image, chart; cached)."""
+    try:
+        return cluster.build_kueue()
+    except cluster.ClusterError as e:
+        pytest.fail(f"hack/kueue/build.sh failed: {e}")
+
+
 @pytest.fixture(scope="session")
 def local_cluster(
     prerequisites: None, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[cluster.Cluster]:
-    image = build_image()
+    images = [build_image()]
+    if INSTALL == "helm":  # Kueue in front of kopf-dra (test_kueue.py): its image, as built
+        images.append(build_kueue() / "images" / "kueue.tar")
     with cluster.running(
-        tmp_path_factory.mktemp("cluster"), cluster.node_names(2), [image]
+        tmp_path_factory.mktemp("cluster"), cluster.node_names(2), images
     ) as running:
         print(f"\nlocal cluster: {running.timings}")
         yield running

@@ -5,6 +5,9 @@ There is no registry on the test machines, so the real-node e2e brings its two i
 busybox) this way. Standard library only: it runs before the project's venv matters.
 
 usage: oci-image.py OUT.tar NAME:TAG ENTRYPOINT SRC:DEST [SRC:DEST ...] [--busybox-applets]
+                    [--user UID:GID]
+(--user: the image's user, as a Dockerfile's USER; Kueue's image runs as 65532:65532, which its
+chart's runAsNonRoot needs.)
 """
 
 from __future__ import annotations
@@ -64,6 +67,11 @@ def _blob(tar: tarfile.TarFile, data: bytes) -> str:
 def main(argv: list[str]) -> int:
     applets = "--busybox-applets" in argv
     args = [a for a in argv if a != "--busybox-applets"]
+    user = ""
+    if "--user" in args:
+        at = args.index("--user")
+        user = args[at + 1]
+        del args[at : at + 2]
     out, name, entrypoint, *specs = args
     files = [(s.split(":", 1)[0], s.split(":", 1)[1]) for s in specs]
     layer = _layer(files, applets)
@@ -72,7 +80,12 @@ def main(argv: list[str]) -> int:
             ["go", "env", "GOARCH"], capture_output=True, text=True, check=True
         ).stdout.strip(),
         "os": "linux",
-        "config": {"Entrypoint": [entrypoint], "Env": ["PATH=/bin"], "WorkingDir": "/"},
+        "config": {
+            "Entrypoint": [entrypoint],
+            "Env": ["PATH=/bin"],
+            "WorkingDir": "/",
+            **({"User": user} if user else {}),
+        },
         "rootfs": {"type": "layers", "diff_ids": [f"sha256:{hashlib.sha256(layer).hexdigest()}"]},
     }
     with tarfile.open(out, "w") as tar:

@@ -41,6 +41,18 @@ HELM_BUILD_SCRIPT = project_root() / "hack" / "helm" / "build.sh"
 #: The chart's values for this cluster's nodes (a driver group per node, the cluster's gates).
 HELM_VALUES = project_root() / "hack" / "cluster" / "helm-values.yaml"
 NAMESPACE = "kopf-dra"
+#: Kueue (sigs.k8s.io/kueue, hack/kueue/VERSION) for this cluster: built from its Go module, its
+#: image imported into the nodes at start (``kopf-dra cluster up --image``), installed with its
+#: own chart as the README's "Queues and quotas" says.
+KUEUE_BUILD_SCRIPT = project_root() / "hack" / "kueue" / "build.sh"
+KUEUE_NAMESPACE = "kueue-system"
+KUEUE_HELM_COMMAND = (
+    'helm install kueue "$(hack/kueue/build.sh)/chart" --namespace kueue-system '
+    "--create-namespace \\\n"
+    "  -f manifests/kueue/values.yaml -f hack/kueue/values-local.yaml --wait --timeout 5m"
+)
+#: Kueue's visibility API, served through the aggregation layer: available once Kueue answers.
+KUEUE_APISERVICE = "v1beta2.visibility.kueue.x-k8s.io"
 #: The fabric manager's token Secret, exactly as the README tells users to create it.
 TOKEN_COMMAND = (
     "kubectl -n kopf-dra create secret generic kopf-dra-fabric-tokens \\\n"
@@ -127,6 +139,12 @@ def _as_cluster_error() -> Iterator[None]:
 def build_image() -> Path:
     """kopf-dra's image archive from this checkout (``make image``; cached by its inputs)."""
     return _build(IMAGE_BUILD_SCRIPT, timeout=1200)
+
+
+def build_kueue() -> Path:
+    """Kueue's build directory (``hack/kueue/build.sh``: its binary, image and chart),
+    built unless cached."""
+    return _build(KUEUE_BUILD_SCRIPT, timeout=2400)
 
 
 @functools.cache
@@ -229,6 +247,19 @@ class Cluster:
         )
         self.shell(" ".join([install, "-f", str(given), *extra]))
         self.wait_rollouts()
+
+    def install_kueue(self) -> None:
+        """Kueue installed with its own chart as the README says (its image imported at
+        start), its webhooks answering and its visibility API available."""
+        self.shell(KUEUE_HELM_COMMAND)
+        self.shell(
+            f"kubectl wait --for=condition=Available apiservice/{KUEUE_APISERVICE} --timeout=300s"
+        )
+
+    def uninstall_kueue(self) -> None:
+        """Kueue's release and namespace gone (its CRDs with the release: its objects too)."""
+        self.shell(f"helm uninstall kueue --namespace {KUEUE_NAMESPACE} --wait --timeout 4m")
+        self.shell(f"kubectl delete namespace {KUEUE_NAMESPACE} --wait --timeout=300s")
 
     def wait_rollouts(self) -> None:
         for kind in ("deployment", "daemonset"):

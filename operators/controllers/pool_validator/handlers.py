@@ -440,11 +440,13 @@ class PoolValidatorController(Controller[PoolValidatorSettings]):
                     self.queue.add(pool)
         for name in sorted(self._request_names):
             self.requests.add(name)
+        self.publish_holdings(set(self.holdings.sums))
 
     async def deactivate(self) -> None:
         await self.queue.stop()
         await self.requests.stop()
         self._written.clear()
+        metrics.NAMESPACE_DEVICES.clear()  # the leader publishes them
 
     def register_handlers(self, registry: kopf.OperatorRegistry) -> None:
         """Indices (the cache) and event handlers (enqueue only)."""
@@ -526,7 +528,11 @@ class PoolValidatorController(Controller[PoolValidatorSettings]):
         del pod_changed
 
     def publish_holdings(self, labels: set[tuple[str, str]]) -> None:
-        """The devices held of each (namespace, queue) that moved; none held: no series."""
+        """The devices held of each (namespace, queue) that moved; none held: no series.
+        Kept on every replica (a new leader publishes at once), published by the leader only,
+        as the pools' gauges are: summed over replicas they count once."""
+        if not self.active:
+            return
         for namespace, queue in labels:
             devices = self.holdings.sums.get((namespace, queue), 0)
             if devices:

@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from operators.localcluster import cluster, controlplane
+from operators.localcluster.files import project_root
 
 
 def _cluster(tmp_path: Path, version: str) -> cluster.Cluster:
@@ -42,3 +44,29 @@ def test_the_components_get_the_control_planes_release_gates(tmp_path: Path) -> 
     old, new = _cluster(tmp_path, "v1.36.3"), _cluster(tmp_path, "v1.37.2")
     assert "DRAFractionalCapacityRange" not in old.gates
     assert "DRAFractionalCapacityRange=true" in new.gates
+
+
+def test_kueues_values_name_the_version_built_and_a_gpu_class_the_driver_has() -> None:
+    """The local values name the image hack/kueue/build.sh makes; the user's values turn DRA
+    accounting on and map a DeviceClass the example driver installs."""
+    root = cluster.KUEUE_BUILD_SCRIPT.parent
+    version = (root / "VERSION").read_text().strip()
+    local = yaml.safe_load((root / "values-local.yaml").read_text())
+    assert local["controllerManager"]["manager"]["image"]["tag"] == version
+    assert '"$(hack/kueue/build.sh)/chart"' in cluster.KUEUE_HELM_COMMAND
+    values = yaml.safe_load((project_root() / "manifests" / "kueue" / "values.yaml").read_text())
+    assert {"name": "DynamicResourceAllocation", "enabled": True} in values["controllerManager"][
+        "featureGates"
+    ]
+    config = yaml.safe_load(values["managerConfig"]["controllerManagerConfigYaml"])
+    classes = {c for m in config["resources"]["deviceClassMappings"] for c in m["deviceClassNames"]}
+    installed = {
+        d["metadata"]["name"]
+        for d in yaml.safe_load_all(
+            (project_root() / "manifests" / "driver" / "deviceclasses.yaml").read_text()
+        )
+        if d
+    }
+    assert classes
+    assert classes <= installed
+    assert {"batch/job", "pod"} <= set(config["integrations"]["frameworks"])
