@@ -585,3 +585,29 @@ async def test_1_38_tries_the_nominated_rack_first_and_alone_when_the_group_fits
     assert [t.domain.name for t in cycle.domains] == ["b"], "rack a is never tried"
     everything = await in_domains(racked(), gang(2), members("a", "b"))
     assert [t.domain.name for t in everything.domains] == ["a", "b"]
+
+
+async def test_the_gang_search_runs_inside_the_rack_it_places_the_gang_in() -> None:
+    """Beyond upstream (which has no gang search): in rack b, a takes the roomier n3 first
+    and b (n3 only) finds no room; the search inside the rack moves a to n4. Without the
+    search no rack holds the gang."""
+    labels = {"n1": {RACK: "a"}, "n3": {RACK: "b"}, "n4": {RACK: "b"}}
+    order = [pod("a"), pod("b", only="n3")]
+
+    def slots() -> Slots:
+        s = Slots({"n1": 0, "n3": 2, "n4": 1}, (), labels)
+        s.used["n3"] = 1
+        return s
+
+    async def attempt(search: bool) -> Cycle[Taken]:
+        s = slots()
+        placements = domains(RACK, s.nodes(), {}, V137_RULES)
+        return await run_in_domains(
+            s, gang(2), order, 0, placements, V137_RULES, gang_search=search, search_timeout=10.0
+        )
+
+    assert not (await attempt(search=False)).succeeded
+    cycle = await attempt(search=True)
+    assert cycle.succeeded
+    assert cycle.domain == "b"
+    assert nodes_of(cycle.placement.assumed) == {"a": "n4", "b": "n3"}
