@@ -86,6 +86,7 @@ POOL_VALIDATOR = RUNTIME | {
     "kopf_dra_resource_pool_counter_utilization_ratio",
     "kopf_dra_resource_pool_devices",
     "kopf_dra_topology_domain_devices",
+    "kopf_dra_namespace_devices",
     "kopf_dra_resource_slice_admission_reviews_total",
     "kopf_dra_resource_pool_double_allocations_total",
 }
