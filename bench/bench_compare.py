@@ -342,11 +342,19 @@ def main() -> int:
         "DIR, and print where it went for the first round of each system",
     )
     parser.add_argument("--profile-seconds", type=int, default=PROFILE_SECONDS)
+    parser.add_argument(
+        "--system",
+        action="append",
+        metavar="NAME",
+        help="only these systems (kopf-dra, upstream, upstream+hints; kopf-dra always runs)",
+    )
     args = parser.parse_args()
     rounds = args.rounds if args.rounds % 2 else args.rounds + 1
     bin_dir = upstream_bin()
     version = controlplane.kubernetes_version()
     chosen = systems(version, not args.no_hints)
+    if args.system:
+        chosen = {k: v for k, v in chosen.items() if k == "kopf-dra" or k in args.system}
     for workload in args.workload or ["default", "upstream"]:
         results: dict[str, list[dict[str, Any]]] = {name: [] for name in chosen}
         names = list(chosen)
@@ -419,6 +427,21 @@ def compare(
         f"  against {name}: whole-system CPU per bound pod (every process, medians): kopf-dra "
         f"{per_pod['kopf-dra']:.1f} ms, {name} {per_pod[name]:.1f} ms "
         f"({per_pod['kopf-dra'] / per_pod[name]:.2f}x)"
+    )
+    ours_n, theirs_n = max(bound["kopf-dra"], 1), max(bound[name], 1)
+    mine = {c: s for c, s in ours.items() if c in (*CLAIM_CONTROLLERS, "scheduler")}
+    each = ", ".join(f"{c} {1000 * s / ours_n:.2f}" for c, s in mine.items())
+    own = (ours_cpu / ours_n) / (theirs_cpu / theirs_n) if theirs_cpu else float("nan")
+    print(
+        f"    own CPU per bound pod: kopf-dra {1000 * ours_cpu / ours_n:.2f} ms ({each}), "
+        f"{name} {1000 * theirs_cpu / theirs_n:.2f} ms ({own:.2f}x, target <= 0.5)"
+    )
+    ceilings = ", ".join(f"{c} {ours_n / s:.0f}" for c, s in mine.items() if s)
+    scheduler = theirs.get("kube-scheduler", 0.0)
+    print(
+        f"    single-core ceiling (bound pods per CPU-second): kopf-dra {ceilings}; "
+        f"kube-scheduler {theirs_n / scheduler if scheduler else float('nan'):.0f} "
+        f"(its pods/s here {theirs['rate']:.1f})"
     )
     print(
         f"    ratio of medians (kopf-dra / {name}): pods/s {ratio:.2f} "
