@@ -33,6 +33,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from bench import bench_steady
 from bench.bench_scheduler import COMPONENTS, KOPF_DRA_ENV, SEPARATE, WORKLOADS, churn, run
 from operators.api.features import (
     KubernetesVersion,
@@ -135,6 +136,34 @@ def started(
                 p.wait()
 
 
+def launch(
+    system: str,
+    cp: controlplane.ControlPlane,
+    logs: Path,
+    bin_dir: Path,
+    separate: bool,
+    scheduler_gates: Mapping[str, bool] | None,
+) -> tuple[dict[str, list[str]], str, dict[str, str]]:
+    """The system's processes (argv), the scheduler name its pods carry, their environment."""
+    # Both systems get the control plane's gates (1.37: GenericWorkload among them).
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(cp.kubeconfig),
+        **KOPF_DRA_ENV,
+        "KOPF_DRA_FEATURE_GATES": gates(),
+    }
+    if system == "kopf-dra":
+        return kopf_dra_argv(cp.kubeconfig, separate), "kopf-dra", env
+    return upstream_argv(bin_dir, cp.kubeconfig, logs, scheduler_gates), "default-scheduler", env
+
+
+def with_control_plane(pids: dict[str, int], cp: controlplane.ControlPlane) -> dict[str, int]:
+    return {
+        **pids,
+        **{Path(f"/proc/{p.pid}/comm").read_text().strip(): p.pid for p in cp.processes},
+    }
+
+
 def one_round(
     system: str,
     workload: str,
@@ -147,22 +176,18 @@ def one_round(
 ) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp, controlplane.running(Path(tmp) / "cp") as cp:
         logs = Path(tmp)
-        # Both systems get the control plane's gates (1.37: GenericWorkload among them).
-        env = {
-            **os.environ,
-            "KUBECONFIG": str(cp.kubeconfig),
-            **KOPF_DRA_ENV,
-            "KOPF_DRA_FEATURE_GATES": gates(),
-        }
-        if system == "kopf-dra":
-            argv, scheduler_name = kopf_dra_argv(cp.kubeconfig, separate), "kopf-dra"
-        else:
-            argv = upstream_argv(bin_dir, cp.kubeconfig, logs, scheduler_gates)
-            scheduler_name = "default-scheduler"
+        argv, scheduler_name, env = launch(system, cp, logs, bin_dir, separate, scheduler_gates)
+        if workload in bench_steady.STEADY:
+            nodes = bench_steady.STEADY[workload]
+            asyncio.run(bench_steady.prepare(cp.kubeconfig, nodes, scheduler_name))
+            with started(argv, logs, env) as pids:
+                return asyncio.run(
+                    bench_steady.measure(
+                        cp.kubeconfig, nodes, with_control_plane(pids, cp), scheduler_name
+                    )
+                )
         with started(argv, logs, env) as pids:
-            pids.update(
-                {Path(f"/proc/{p.pid}/comm").read_text().strip(): p.pid for p in cp.processes}
-            )
+            pids = with_control_plane(pids, cp)
             nodes = WORKLOADS[workload][0]
 
             async def measured() -> dict[str, Any]:
@@ -316,7 +341,9 @@ def systems(version: str, hints: bool) -> dict[str, dict[str, bool] | None]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workload", choices=sorted(WORKLOADS), action="append")
+    parser.add_argument(
+        "--workload", choices=sorted([*WORKLOADS, *bench_steady.STEADY]), action="append"
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--churn", action="store_true", help="republish 10%% of slices a second")
     parser.add_argument(
@@ -378,6 +405,24 @@ def main() -> int:
                         args.profile_seconds,
                     )
                 )
+        if workload in bench_steady.STEADY:
+            nodes = bench_steady.STEADY[workload]
+            devices = nodes * bench_steady.DEVICES
+            free = devices - len(
+                bench_steady.fill_slots(nodes, bench_steady.DEVICES, bench_steady.FILL)
+            )
+            print(
+                f"{workload} ({nodes} nodes x {bench_steady.DEVICES} devices, "
+                f"{bench_steady.FILL:.0%} full: {free} free), {rounds} alternating rounds, "
+                f"Kubernetes {version}; creation to binding of pods living "
+                f"{bench_steady.LIFETIME:.0f} s"
+            )
+            for name in chosen:
+                bench_steady.summary(name, results[name], free)
+            for name in chosen:
+                if name != "kopf-dra":
+                    bench_steady.compare(results, name)
+            continue
         title = WORKLOADS[workload]
         extra_gates = format_feature_gates(args.kube_scheduler_gates)
         print(

@@ -9,6 +9,10 @@ processed is processed again afterwards.
 With ``lane_of``, keys wait in lanes (a tenant's namespace, say) served in turn: a lane with a
 thousand keys gets one turn per round like a lane with one, so no tenant's backlog holds
 another's key for long.
+
+``add_backoff`` is kube-scheduler's backoff queue: the key is ready when its backoff ends, and
+with ``backoff_pops`` (SchedulerPopFromBackoffQ) taken earlier when no ready key waits, the
+earliest-ending first. A key that waits out a backoff never goes before one that is ready.
 """
 
 from __future__ import annotations
@@ -94,6 +98,7 @@ class WorkQueue(Generic[K]):
         max_delay: float = 60.0,
         clock: Clock = SYSTEM_CLOCK,
         lane_of: Callable[[K], Hashable] = _one_lane,
+        backoff_pops: bool = False,
     ) -> None:
         self._reconcile = reconcile
         self.name = name
@@ -103,12 +108,17 @@ class WorkQueue(Generic[K]):
         self._clock = clock.monotonic
         self._ready: _Lanes[K] = _Lanes(lane_of)
         self._available = asyncio.Semaphore(0)  # one release per key put in _ready
-        self._queued: set[K] = set()  # in _ready, not yet taken
+        self._queued: set[K] = set()  # in _ready or backing off, not yet taken
         self._active: set[K] = set()  # being reconciled now
         self._dirty: set[K] = set()  # added while active: run again afterwards
         self._failures: dict[K, int] = {}
         self._yielded: set[K] = set()  # keys whose attempt gave way, to be resumed
         self._delayed: list[tuple[float, int, K]] = []
+        # The backoff queue (``add_backoff``): (ends, entry, key), and the live entry per key
+        # (an entry of a key since made ready, or backing off anew, is skipped).
+        self._backoff: list[tuple[float, int, K]] = []
+        self._backing_off: dict[K, int] = {}
+        self._backoff_pops = backoff_pops
         self._counter = itertools.count()
         self._wakeup = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -122,9 +132,16 @@ class WorkQueue(Generic[K]):
         self._work = metrics.QUEUE_WORK.labels(name)
 
     def add(self, key: K) -> None:
-        """Reconcile ``key`` soon; a no-op when it is already waiting."""
+        """Reconcile ``key`` soon; a no-op when it is already waiting (one backing off is
+        ready now)."""
         if key in self._active:
             self._dirty.add(key)
+        elif key in self._backing_off:
+            del self._backing_off[key]
+            self._ready.put(key)
+            if not self._backoff_pops:
+                self._available.release()  # not counted while it backed off
+            self._depth.set(len(self._ready))
         elif key not in self._queued:
             self._queued.add(key)
             self._ready.put(key)
@@ -141,6 +158,35 @@ class WorkQueue(Generic[K]):
         heapq.heappush(self._delayed, (self._clock() + delay, next(self._counter), key))
         self._wakeup.set()
 
+    def add_backoff(self, key: K, delay: float) -> None:
+        """Reconcile ``key`` once ``delay`` seconds of backoff are over, or before when no
+        other key is ready (``backoff_pops``); a no-op when it already waits."""
+        if delay <= 0:
+            self.add(key)
+            return
+        if key in self._active:
+            self._dirty.add(key)
+            return
+        if key in self._queued:
+            return
+        entry = next(self._counter)
+        heapq.heappush(self._backoff, (self._clock() + delay, entry, key))
+        self._backing_off[key] = entry
+        self._queued.add(key)
+        self._added_at[key] = self._clock()
+        self._adds.inc()
+        if self._backoff_pops:
+            self._available.release()
+        self._wakeup.set()
+
+    def _pop_backoff(self) -> K:
+        """The key whose backoff ends first (taken early: nothing else is ready)."""
+        while True:
+            _, entry, key = heapq.heappop(self._backoff)
+            if self._backing_off.get(key) == entry:
+                del self._backing_off[key]
+                return key
+
     def backoff(self, key: K) -> float:
         failures = self._failures.get(key, 0)
         return float(min(self._max_delay, self._base_delay * (2**failures)))
@@ -153,8 +199,9 @@ class WorkQueue(Generic[K]):
         return key, self._clock() - self._started_at[key]
 
     def waiting(self) -> tuple[int, int]:
-        """Keys waiting for a worker, and keys waiting for their retry time."""
-        return len(self._queued), len(self._delayed)
+        """Keys waiting for a worker, and keys waiting for their retry time or backoff."""
+        backing_off = len(self._backing_off)
+        return len(self._queued) - backing_off, len(self._delayed) + backing_off
 
     def others_waiting(self, key: K) -> bool:
         """Keys of other lanes wait for a worker: a long reconcile of ``key`` may yield."""
@@ -181,14 +228,19 @@ class WorkQueue(Generic[K]):
             while self._delayed and self._delayed[0][0] <= now:
                 _, _, key = heapq.heappop(self._delayed)
                 self.add(key)
-            timeout = self._delayed[0][0] - now if self._delayed else None
+            while self._backoff and self._backoff[0][0] <= now:
+                _, entry, key = heapq.heappop(self._backoff)
+                if self._backing_off.get(key) == entry:
+                    self.add(key)  # its backoff is over: ready
+            ends = [h[0][0] for h in (self._delayed, self._backoff) if h]
+            timeout = min(ends) - now if ends else None
             self._wakeup.clear()
             await wait_at_most(self._wakeup.wait(), timeout)
 
     async def _worker(self) -> None:
         while True:
             await self._available.acquire()
-            key = self._ready.pop()
+            key = self._ready.pop() if len(self._ready) else self._pop_backoff()
             self._queued.discard(key)
             self._active.add(key)
             started = self._clock()

@@ -129,6 +129,9 @@ class Profile:
     #: CompositePodGroup (alpha in 1.37, beta in 1.38, off by default; needs the topology's
     #: gate): trees of groups placed in one cycle (``scheduling.composite``).
     composite: bool = False
+    #: SchedulerPopFromBackoffQ (beta, on since 1.33): a pod backing off is tried before its
+    #: backoff ends when no other pod is ready.
+    backoff_pops: bool = True
 
     @classmethod
     def of(
@@ -160,6 +163,7 @@ class Profile:
                 and gates["TopologyAwareWorkloadScheduling"]
                 and gates.get("CompositePodGroup", False)
             ),
+            backoff_pops=gates.get("SchedulerPopFromBackoffQ", True),
         )
 
     @property

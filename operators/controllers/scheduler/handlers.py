@@ -130,6 +130,7 @@ class Scheduler(Controller[SchedulerSettings]):
             lane_of=_namespace,
             leading=lambda: self.active,
             profile_name=settings.scheduler_name,
+            backoff_pops=self.profile.backoff_pops,
         )
         self.budget = RunningBudget(
             self.clock,

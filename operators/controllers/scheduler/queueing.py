@@ -70,6 +70,9 @@ class PodRecord:
     # cache shows it.
     nominated: str | None = None
     last_message: str | None = None  # its PodScheduled=False message, said once
+    # When its last attempt found it unschedulable (the clock's monotonic): its backoff runs
+    # from there, as from upstream's QueuedPodInfo timestamp.
+    unschedulable_at: float | None = None
 
     def begin_attempt(self, now: float) -> None:
         """An attempt begins, unless it continues one that yielded (counted once)."""
@@ -85,6 +88,12 @@ class PodRecord:
         at most 10 s (podInitialBackoffSeconds, podMaxBackoffSeconds)."""
         attempts = max(self.attempts, 1)
         return float(min(MAX_BACKOFF, INITIAL_BACKOFF * 2 ** (attempts - 1)))
+
+    def backoff_left(self, now: float) -> float:
+        """Seconds until its backoff since it was found unschedulable ends (0: over)."""
+        if self.unschedulable_at is None:
+            return 0.0
+        return max(0.0, self.unschedulable_at + self.backoff() - now)
 
 
 class Unsatisfiable:
@@ -130,10 +139,18 @@ class SchedulingQueue:
         lane_of: Callable[[ObjectKey], Hashable],
         leading: Callable[[], bool],
         profile_name: str = "kopf-dra",
+        backoff_pops: bool = True,
     ) -> None:
         self.profile_name = profile_name  # the scheduler's name, as the metrics label it
+        self.clock = clock
+        # ``backoff_pops``: SchedulerPopFromBackoffQ (beta and on since 1.33).
         self.work: WorkQueue[ObjectKey] = WorkQueue(
-            attempt, name="scheduler", workers=1, clock=clock, lane_of=lane_of
+            attempt,
+            name="scheduler",
+            workers=1,
+            clock=clock,
+            lane_of=lane_of,
+            backoff_pops=backoff_pops,
         )
         self.tasks = tasks
         self.leading = leading  # moves are flushed only while this replica leads
@@ -222,6 +239,8 @@ class SchedulingQueue:
                 return  # nothing to remember of a pod that had no attempt yet
             record = self.record(key)
         was, record.state = record.state, state
+        if state is PodState.UNSCHEDULABLE:
+            record.unschedulable_at = self.clock.monotonic()
         if PodState.WAITING in (was, state):
             metrics.WAITING_BINDING_CONDITIONS.set(self.count(PodState.WAITING))
 
@@ -299,9 +318,13 @@ class SchedulingQueue:
             record(event, Hint(False, "a pod placed: no unschedulable pod waits for one"))
 
     async def _requeue_later(self) -> None:
+        """The unschedulable pods back, as upstream's movePodsToActiveOrBackoffQueue: one
+        still backing off waits out its backoff (taken earlier only when no pod is ready), so
+        pods that keep failing on a full cluster never go before new ones."""
         await asyncio.sleep(REQUEUE_COALESCE)
+        now = self.clock.monotonic()
         for key in self.in_state(PodState.UNSCHEDULABLE):
-            self.add(key)
+            self.work.add_backoff(key, self.records[key].backoff_left(now))
 
 
 @dataclasses.dataclass(frozen=True)

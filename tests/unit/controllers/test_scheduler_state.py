@@ -25,6 +25,7 @@ from operators.controllers.scheduler.queueing import (
     INITIAL_BACKOFF,
     Hint,
     PodRecord,
+    PodState,
     pending_pod_update,
 )
 from operators.controllers.scheduler.reserve import Reserved
@@ -730,3 +731,22 @@ async def test_binding_conditions_that_time_out_are_counted_apart_from_failed_on
     failed = BindingFailed("binding conditions not met", None, (), timed_out=timed_out)
     await s.binder.binding_failed(Pod.load(_created("p", "2026-11-26T00:00:00Z")), failed)
     assert REGISTRY.get_sample_value(metric) == counted + (1 if timed_out else 0)
+
+
+async def test_unschedulable_pods_still_backing_off_come_back_behind_ready_pods() -> None:
+    """upstream's movePodsToActiveOrBackoffQueue: an event that may make room brings the
+    unschedulable pods back, those whose backoff has not ended into the backoff queue."""
+    clock = FakeClock()
+    s = Scheduler(SchedulerSettings(), clock=clock)
+    s.active = True
+    fresh, old = ObjectKey("ns", "fresh"), ObjectKey("ns", "old")
+    for key in (fresh, old):
+        s.queue.record(key).attempts = 3  # a 4 s backoff
+        s.queue.set_state(key, PodState.UNSCHEDULABLE)
+    s.queue.records[old].unschedulable_at = clock.monotonic() - 5
+    assert s.queue.records[fresh].backoff_left(clock.monotonic()) == 4.0
+    s.queue.make_room("ResourceClaim/Update", "a claim was deallocated")
+    flush = s.queue._flush
+    assert flush is not None
+    await flush
+    assert s.queue.work.waiting() == (1, 1)  # old is ready, fresh backs off for 4 s more

@@ -163,3 +163,83 @@ async def test_a_key_the_fence_stopped_is_retried() -> None:
     queue.add("k")
     await run_until(queue, done)
     assert runs == ["k", "k"]
+
+
+async def test_keys_backing_off_go_after_ready_ones_earliest_end_first() -> None:
+    """SchedulerPopFromBackoffQ: with nothing else ready, a key is taken before its backoff
+    ends, the one whose backoff ends first; a ready key always goes first."""
+    seen: list[str] = []
+    done = asyncio.Event()
+
+    async def reconcile(key: str) -> None:
+        seen.append(key)
+        if len(seen) == 3:
+            done.set()
+
+    queue: WorkQueue[str] = WorkQueue(reconcile, name="t", workers=1, backoff_pops=True)
+    queue.add_backoff("late", 200)
+    queue.add_backoff("early", 100)
+    queue.add("ready")
+    assert queue.waiting() == (1, 2)
+    await run_until(queue, done)
+    assert seen == ["ready", "early", "late"]
+
+
+async def test_without_pops_a_key_waits_out_its_backoff_unless_added() -> None:
+    seen: list[str] = []
+    second = asyncio.Event()
+    done = asyncio.Event()
+
+    async def reconcile(key: str) -> None:
+        seen.append(key)
+        if key == "first":
+            queue.add("second")  # the worker is free again after this one: still not "b"
+        elif key == "second":
+            second.set()
+        else:
+            done.set()
+
+    queue: WorkQueue[str] = WorkQueue(reconcile, name="t", workers=1)
+    queue.add_backoff("b", 100)
+    queue.add_backoff("b", 0.001)  # already waiting: its backoff is the first one's
+    queue.add("first")
+    queue.start()
+    try:
+        async with asyncio.timeout(10):
+            await second.wait()
+            assert seen == ["first", "second"]
+            assert queue.waiting() == (0, 1)
+            queue.add("b")  # something made room: ready now
+            await done.wait()
+    finally:
+        await queue.stop()
+    assert seen == ["first", "second", "b"]
+
+
+async def test_a_key_is_ready_when_its_backoff_ends() -> None:
+    done = asyncio.Event()
+
+    async def reconcile(key: str) -> None:
+        done.set()
+
+    queue: WorkQueue[str] = WorkQueue(reconcile, name="t", workers=1)
+    queue.add_backoff("b", 0.05)
+    await run_until(queue, done)
+    assert queue.waiting() == (0, 0)
+
+
+async def test_a_key_backing_off_that_is_added_goes_before_the_others() -> None:
+    seen: list[str] = []
+    done = asyncio.Event()
+
+    async def reconcile(key: str) -> None:
+        seen.append(key)
+        if len(seen) == 2:
+            done.set()
+
+    queue: WorkQueue[str] = WorkQueue(reconcile, name="t", workers=1, backoff_pops=True)
+    queue.add_backoff("a", 100)
+    queue.add_backoff("b", 200)
+    queue.add("b")
+    await run_until(queue, done)
+    assert seen == ["b", "a"]
