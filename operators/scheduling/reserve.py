@@ -6,10 +6,14 @@ from __future__ import annotations
 import datetime
 from collections.abc import Collection, Mapping, Sequence
 
-from operators.api.claim_status import edited_status, pod_consumer
+from operators.api.claim_status import pod_consumer
 from operators.api.core import Pod
 from operators.api.groups import PodGroup, group_consumer, is_reserved_for_group
-from operators.api.resource import AllocationResult, ResourceClaim
+from operators.api.resource import (
+    AllocationResult,
+    ResourceClaim,
+    ResourceClaimConsumerReference,
+)
 from operators.api.timestamps import format_time
 
 #: (the claim as it is, as it will be written, its new allocation if any)
@@ -42,15 +46,19 @@ def reserved_claims(
             reserved = claim.is_reserved_for(uid)
         if allocation is None and reserved:
             continue
+        # Copies that share what they do not change (a dump and a parse of the whole claim
+        # were a twentieth of the scheduler's CPU per pod).
         written = (
-            AllocationResult.load({**allocation.dump(), "allocationTimestamp": stamp})
+            allocation.model_copy(update={"allocation_timestamp": stamp})
             if allocation is not None
             else None
         )
-        body = edited_status(
-            claim,
-            allocation=written.dump() if written is not None else None,
-            reserve=None if reserved else consumer,
-        )
-        out.append((claim, ResourceClaim.load(body), written))
+        entries = list(claim.status.reserved_for)
+        if not reserved and all(r.uid != consumer["uid"] for r in entries):
+            entries.append(ResourceClaimConsumerReference.load(consumer))
+        changes: dict[str, object] = {"reserved_for": entries}
+        if written is not None:
+            changes["allocation"] = written
+        status = claim.status.model_copy(update=changes)
+        out.append((claim, claim.model_copy(update={"status": status}), written))
     return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import threading
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
@@ -750,3 +751,37 @@ async def test_unschedulable_pods_still_backing_off_come_back_behind_ready_pods(
     assert flush is not None
     await flush
     assert s.queue.work.waiting() == (1, 1)  # old is ready, fresh backs off for 4 s more
+
+
+@pytest.mark.parametrize("seconds_per_node", [0.0, 1.0])
+async def test_a_cycle_predicted_short_runs_on_the_event_loop_a_long_one_in_a_thread(
+    monkeypatch: pytest.MonkeyPatch, seconds_per_node: float
+) -> None:
+    s = Scheduler(SchedulerSettings())
+    s.active = True
+    feeds = s.events_to_register()
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "node-1", "resourceVersion": "1"},
+        "status": {
+            "allocatable": {"cpu": "8"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+    feeds["Node"]({"type": "ADDED", "body": node})
+    pod = _pod("waiting", None, cpu="100")  # fits no node
+    pod["spec"]["schedulerName"] = s.settings.scheduler_name
+    feeds["Pod"]({"type": "ADDED", "body": pod})
+    threads: list[int] = []
+
+    def cycle(*args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.get_ident())
+        return run_cycle(*args, **kwargs)
+
+    _offline(s, monkeypatch, cycle)
+    s._cycle_per_node = seconds_per_node
+    with pytest.raises(Requeue):
+        await s.schedule(ObjectKey("ns", "waiting"))
+    assert (threads == [threading.get_ident()]) is (seconds_per_node == 0.0)
+    assert s._cycle_per_node < 1.0  # the smoothed prediction follows what the cycle took
