@@ -194,13 +194,14 @@ class ReservationController(Controller[ReservationSettings]):
             self.queue.add(ObjectKey(key.namespace, claim_name))
 
     def on_pod(self, kw: Mapping[str, Any]) -> None:
-        """A pod watch event: into the store; its claims to reconcile,
-        unless what the plans read of it (uid, phase, deletion, node) stayed the same."""
+        """A pod watch event: into the store; its claims to reconcile, unless what the plans
+        decide from (uid, phase, deletion, and only while deleting whether it has a node)
+        stayed the same: a pod's binding, its claims' commonest change, decides nothing."""
         key = ObjectKey.of(kw["body"])
-        before = self.indices.one("pods", key)
+        before = _pod_signature(self.indices.one("pods", key))
         if not self.pods.apply(kw["type"], kw["body"]):
             return
-        if kw["type"] != "DELETED" and before == self.indices.one("pods", key):
+        if kw["type"] != "DELETED" and before == _pod_signature(kw["body"]):
             return
         namespace, name = key
         for claim_name in self.indices.values("claims_by_pod", (namespace, name)):
@@ -215,6 +216,14 @@ class ReservationController(Controller[ReservationSettings]):
             return
         if kw["type"] == "DELETED" or before != planning.claim_signature(kw["body"]):
             self.queue.add(key)
+
+
+def _pod_signature(body: Mapping[str, Any] | None) -> tuple[Any, ...] | None:
+    """What ``consumers.stale_reason`` reads of a pod (its node only while it is deleted)."""
+    if body is None:
+        return None
+    pod = consumers.PodInfo.from_body(body)
+    return (pod.uid, pod.phase, pod.deleting, pod.deleting and not pod.node_name)
 
 
 def _claims_by_pod(body: Mapping[str, Any]) -> dict[Any, Any]:

@@ -220,6 +220,35 @@ async def test_a_pods_update_queues_its_claims_only_when_the_plan_reads_what_cha
     assert update("5", {"phase": "Succeeded"}, "DELETED") == claim_key
 
 
+def test_a_pods_binding_queues_nothing_its_node_counts_only_while_it_is_deleted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pending pod bound decides nothing for its claims (the commonest pod change); a
+    deleted pod's node does (deleted before it was bound: PodDeletedUnscheduled)."""
+    controller = ReservationController(ReservationSettings())
+    added: list[ObjectKey] = []
+    monkeypatch.setattr(controller.queue, "add", added.append)
+    claim = {
+        "metadata": {"name": "c", "namespace": "ns", "uid": "cu", "resourceVersion": "1"},
+        "status": {"reservedFor": [{"resource": "pods", "name": "p", "uid": "pu"}]},
+    }
+    controller.on_claim({"type": "ADDED", "body": claim})
+
+    def event(version: str, spec: dict[str, Any], meta: dict[str, Any] | None = None) -> bool:
+        added.clear()
+        metadata = {"name": "p", "namespace": "ns", "uid": "pu", "resourceVersion": version}
+        body = {"metadata": {**metadata, **(meta or {})}, "spec": spec, "status": {}}
+        controller.on_pod({"type": "MODIFIED", "body": body})
+        return added == [ObjectKey("ns", "c")]
+
+    deleted = {"deletionTimestamp": "2026-12-06T00:00:00Z"}
+    assert event("2", {})
+    assert not event("3", {"nodeName": "n"}), "bound: nothing to decide"
+    assert event("4", {"nodeName": "n"}, deleted)
+    assert not event("5", {"nodeName": "n"}, deleted)
+    assert event("6", {}, deleted), "deleted and without a node: PodDeletedUnscheduled"
+
+
 def test_a_claims_update_is_reconciled_only_when_the_plan_reads_what_changed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
