@@ -18,7 +18,7 @@ from urllib.parse import quote, urlencode
 import aiohttp
 import structlog
 from kubernetes_asyncio import client
-from pydantic_core import from_json
+from pydantic_core import from_json, to_json
 
 from operators.api.features import DEFAULT_RELEASE, Release
 from operators.api.resource import api_version_of
@@ -348,24 +348,33 @@ class KubeAPI:
         body: Any,
         client_timeout: aiohttp.ClientTimeout,
     ) -> Any:
-        """The request, through kubernetes-asyncio's REST client (its session, TLS, proxy and
-        credentials) but not its ``call_api``: that copies every body, header and query
-        parameter through ``sanitize_for_serialization`` first, a tenth of a busy
-        scheduler's CPU for bodies that are JSON already."""
+        """The request, on kubernetes-asyncio's session (its TLS, proxy and credentials) but
+        past its ``call_api``, which copies every body, header and query parameter through
+        ``sanitize_for_serialization`` (a tenth of a busy scheduler's CPU for bodies that are
+        JSON already), and past its REST client's ``request``, which encodes with ``json``
+        (pydantic-core's encoder is several times faster)."""
         api_client = self.api_client
         headers = {**headers, **api_client.default_headers}
         if api_client.cookie:
             headers["Cookie"] = api_client.cookie
         await api_client.update_params_for_auth(headers, query, ["BearerToken"])
         url = f"{api_client.configuration.host}{path}"
-        return await api_client.rest_client.request(
-            method,
-            f"{url}?{urlencode(query)}" if query else url,
-            headers=headers,
-            body=body,
-            _preload_content=False,
-            _request_timeout=client_timeout,
-        )
+        rest = api_client.rest_client
+        args: dict[str, Any] = {
+            "method": method,
+            "url": f"{url}?{urlencode(query)}" if query else url,
+            "timeout": client_timeout,
+            "headers": headers,
+        }
+        if rest.proxy:
+            args["proxy"] = rest.proxy
+        if rest.proxy_headers:
+            args["proxy_headers"] = rest.proxy_headers
+        if rest.server_hostname:
+            args["server_hostname"] = rest.server_hostname
+        if body is not None:
+            args["data"] = to_json(body)
+        return await rest.pool_manager.request(**args)
 
     async def pod_log(self, namespace: str, name: str, container: str | None = None) -> str:
         """What the container printed, read through the API server (which asks the kubelet)."""
