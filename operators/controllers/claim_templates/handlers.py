@@ -169,11 +169,13 @@ class ClaimTemplateController(Controller[ClaimTemplateSettings]):
         body = self.indices.one("pods", key)
         if body is None:
             return
+        # Before parsing: a pod whose version our own write superseded (its claim's event
+        # came first) is most reconciles after the first.
+        if self._superseded.is_stale(key, (body.get("metadata") or {}).get("resourceVersion")):
+            self._written.pop(key, None)  # our write's event must bring the pod back
+            return
         pod = Pod.load(body)
         if not planning.in_scope(pod, self.settings.scheduler_names, self.settings.all_pods):
-            return
-        if self._superseded.is_stale(key, pod.metadata.resource_version):
-            self._written.pop(key, None)  # our write's event must bring the pod back
             return
         group = self._group_of(pod)
         actions = planning.plan_pod(
