@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -185,35 +186,32 @@ async def measure(
             phase.finished.add(name)
             phase.check()
 
-        async def watch_pods(rv: str) -> None:
+        async def follow(kind: str, rv: str, seen: Callable[[str, Any, Phase], None]) -> None:
+            """Every event of ``kind`` from ``rv`` on, of an object of a phase, to ``seen``."""
             while True:
-                async for event in kube.watch("Pod", NAMESPACE, resource_version=rv):
-                    obj = event["object"]
-                    rv = obj.get("metadata", {}).get("resourceVersion", rv)
-                    name = obj.get("metadata", {}).get("name", "")
-                    phase = current(name)
-                    if phase is None or name in phase.bound or not obj["spec"].get("nodeName"):
-                        continue
-                    phase.bound[name] = time.monotonic()
-                    task = asyncio.create_task(finish(phase, name, phase.bound[name] + LIFETIME))
-                    tasks.add(task)
-                    task.add_done_callback(tasks.discard)
+                async for event in kube.watch(kind, NAMESPACE, resource_version=rv):
+                    meta = event["object"].get("metadata", {})
+                    rv = meta.get("resourceVersion", rv)
+                    phase = current(meta.get("name", ""))
+                    if phase is not None:
+                        seen(event["type"], event["object"], phase)
 
-        async def watch_claims(rv: str) -> None:
+        def pod_seen(_: str, pod: Any, phase: Phase) -> None:
+            name = pod["metadata"]["name"]
+            if name in phase.bound or not pod["spec"].get("nodeName"):
+                return
+            phase.bound[name] = time.monotonic()
+            task = asyncio.create_task(finish(phase, name, phase.bound[name] + LIFETIME))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+
+        def claim_seen(kind: str, claim: Any, phase: Phase) -> None:
             # A generated claim is named after its pod: <pod>-gpu-<suffix>.
-            while True:
-                async for event in kube.watch("ResourceClaim", NAMESPACE, resource_version=rv):
-                    obj = event["object"]
-                    rv = obj.get("metadata", {}).get("resourceVersion", rv)
-                    name = obj.get("metadata", {}).get("name", "")
-                    phase = current(name)
-                    if phase is None:
-                        continue
-                    if event["type"] == "DELETED":
-                        phase.claims.discard(name)
-                        phase.check()
-                    else:
-                        phase.claims.add(name)
+            if kind == "DELETED":
+                phase.claims.discard(claim["metadata"]["name"])
+                phase.check()
+            else:
+                phase.claims.add(claim["metadata"]["name"])
 
         pods_rv = (await kube.list("Pod", NAMESPACE, label_selector="none=none"))["metadata"][
             "resourceVersion"
@@ -222,8 +220,8 @@ async def measure(
             "metadata"
         ]["resourceVersion"]
         watchers = [
-            asyncio.create_task(watch_pods(pods_rv)),
-            asyncio.create_task(watch_claims(claims_rv)),
+            asyncio.create_task(follow("Pod", pods_rv, pod_seen)),
+            asyncio.create_task(follow("ResourceClaim", claims_rv, claim_seen)),
         ]
 
         async def create(phase: Phase, name: str, at: float) -> None:

@@ -107,7 +107,8 @@ class WorkQueue(Generic[K]):
         self._max_delay = max_delay
         self._clock = clock.monotonic
         self._ready: _Lanes[K] = _Lanes(lane_of)
-        self._available = asyncio.Semaphore(0)  # one release per key put in _ready
+        # One release per key put in _ready (and, with backoff_pops, per key backing off).
+        self._available = asyncio.Semaphore(0)
         self._queued: set[K] = set()  # in _ready or backing off, not yet taken
         self._active: set[K] = set()  # being reconciled now
         self._dirty: set[K] = set()  # added while active: run again afterwards

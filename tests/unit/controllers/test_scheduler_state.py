@@ -329,6 +329,19 @@ async def test_nobody_is_evicted_for_devices_freed_while_the_cycle_ran(
     assert ("devices were freed meanwhile" in str(condition)) is preemption
 
 
+def _small_node() -> dict[str, Any]:
+    """A ready node of 8 CPUs: too small for the 100-CPU pod of these tests."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "node-1", "resourceVersion": "1"},
+        "status": {
+            "allocatable": {"cpu": "8"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
 @pytest.mark.parametrize("node_joins", [True, False])
 async def test_a_change_that_came_in_flight_brings_an_unschedulable_pod_back_soon(
     monkeypatch: pytest.MonkeyPatch, node_joins: bool
@@ -342,15 +355,7 @@ async def test_a_change_that_came_in_flight_brings_an_unschedulable_pod_back_soo
     pod = _pod("waiting", None, cpu="100")  # fits no node
     pod["spec"]["schedulerName"] = s.settings.scheduler_name
     feeds["Pod"]({"type": "ADDED", "body": pod})
-    joined = {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": "node-1", "resourceVersion": "1"},
-        "status": {
-            "allocatable": {"cpu": "8"},
-            "conditions": [{"type": "Ready", "status": "True"}],
-        },
-    }
+    joined = _small_node()
 
     def cycle(*args: Any, **kwargs: Any) -> Any:
         if node_joins:  # the node's watch event, handled on the loop while the cycle runs
@@ -760,15 +765,7 @@ async def test_a_cycle_predicted_short_runs_on_the_event_loop_a_long_one_in_a_th
     s = Scheduler(SchedulerSettings())
     s.active = True
     feeds = s.events_to_register()
-    node = {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": "node-1", "resourceVersion": "1"},
-        "status": {
-            "allocatable": {"cpu": "8"},
-            "conditions": [{"type": "Ready", "status": "True"}],
-        },
-    }
+    node = _small_node()
     feeds["Node"]({"type": "ADDED", "body": node})
     pod = _pod("waiting", None, cpu="100")  # fits no node
     pod["spec"]["schedulerName"] = s.settings.scheduler_name
