@@ -187,11 +187,11 @@ def test_pods_to_look_up_names_consumers_and_owner() -> None:
     assert consumers.pods_to_look_up(c) == {"p0", "p1"}
 
 
-async def test_a_pods_update_queues_its_claims_only_when_the_plan_reads_what_changed(
+def _watching_claim_of_pod_p(
     monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Status churn of a running pod (conditions, container states) queues nothing; its
-    phase, deletion or removal queue the claims it reserves."""
+) -> tuple[ReservationController, list[ObjectKey]]:
+    """A controller whose store holds claim ns/c reserved for pod p (uid pu), and the keys it
+    queues from then on."""
     controller = ReservationController(ReservationSettings())
     added: list[ObjectKey] = []
     monkeypatch.setattr(controller.queue, "add", added.append)
@@ -200,6 +200,15 @@ async def test_a_pods_update_queues_its_claims_only_when_the_plan_reads_what_cha
         "status": {"reservedFor": [{"resource": "pods", "name": "p", "uid": "pu"}]},
     }
     controller.on_claim({"type": "ADDED", "body": claim})
+    return controller, added
+
+
+async def test_a_pods_update_queues_its_claims_only_when_the_plan_reads_what_changed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Status churn of a running pod (conditions, container states) queues nothing; its
+    phase, deletion or removal queue the claims it reserves."""
+    controller, added = _watching_claim_of_pod_p(monkeypatch)
     pod: dict[str, Any] = {
         "metadata": {"name": "p", "namespace": "ns", "uid": "pu", "resourceVersion": "2"},
         "spec": {"nodeName": "n"},
@@ -225,14 +234,7 @@ def test_a_pods_binding_queues_nothing_its_node_counts_only_while_it_is_deleted(
 ) -> None:
     """A pending pod bound decides nothing for its claims (the commonest pod change); a
     deleted pod's node does (deleted before it was bound: PodDeletedUnscheduled)."""
-    controller = ReservationController(ReservationSettings())
-    added: list[ObjectKey] = []
-    monkeypatch.setattr(controller.queue, "add", added.append)
-    claim = {
-        "metadata": {"name": "c", "namespace": "ns", "uid": "cu", "resourceVersion": "1"},
-        "status": {"reservedFor": [{"resource": "pods", "name": "p", "uid": "pu"}]},
-    }
-    controller.on_claim({"type": "ADDED", "body": claim})
+    controller, added = _watching_claim_of_pod_p(monkeypatch)
 
     def event(version: str, spec: dict[str, Any], meta: dict[str, Any] | None = None) -> bool:
         added.clear()
