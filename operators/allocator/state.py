@@ -9,7 +9,6 @@ the name the claim's status gives.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -167,11 +166,14 @@ class AllocatedTracker(Generic[K]):
         self.features = features
         self._held: dict[K, Holding] = {}
         self._users: dict[DeviceID, set[K]] = {}
-        self._devices: Counter[DeviceID] = Counter()
-        self._shared: Counter[tuple[DeviceID, str]] = Counter()
-        self._capacity_holders: Counter[DeviceID] = Counter()
+        # Plain dicts, not Counters: a frozenset built from a dict reuses the hashes it stores,
+        # where one built from a Counter hashes every DeviceID again (issue 61: at 36,000
+        # allocated devices that was most of a cycle's CPU).
+        self._devices: dict[DeviceID, int] = {}
+        self._shared: dict[tuple[DeviceID, str], int] = {}
+        self._capacity_holders: dict[DeviceID, int] = {}
         self._consumed: dict[DeviceID, dict[str, Decimal]] = {}
-        self._consumers: Counter[tuple[DeviceID, str]] = Counter()
+        self._consumers: dict[tuple[DeviceID, str], int] = {}
         self._state: AllocatedState | None = AllocatedState()
         # Bumped whenever a claim gives up what it held (deallocated, deleted, reallocated):
         # a scheduling cycle that started at an older count may have missed room.
@@ -236,7 +238,9 @@ class AllocatedTracker(Generic[K]):
         return self._state
 
 
-def _count(counter: Counter[Any], key: Any, sign: int) -> None:
-    counter[key] += sign
-    if counter[key] <= 0:
-        del counter[key]
+def _count(counts: dict[Any, int], key: Any, sign: int) -> None:
+    count = counts.get(key, 0) + sign
+    if count > 0:
+        counts[key] = count
+    else:
+        counts.pop(key, None)
