@@ -10,7 +10,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from decimal import Decimal
-from typing import Protocol
+from typing import Any, NoReturn, Protocol
 
 from operators.allocator.errors import InvalidNodeSelectorError
 from operators.allocator.nodes import selector_matches
@@ -206,6 +206,74 @@ class NodeUsage:
 Placement = tuple[str, Mapping[str, Decimal], tuple[int, int]]
 
 
+class UsageJournal:
+    """The nodes whose usage changed, numbered in order: which changed since a version without
+    comparing every node (``NodeOrder`` at 5,000 nodes). Written on the event loop; read from a
+    cycle's thread, which sees the log through one atomic read of ``_log``."""
+
+    KEEP = 32768  # entries kept after a trim; a reader further behind compares every node
+
+    def __init__(self) -> None:
+        self._log: tuple[int, list[str]] = (0, [])  # (version of the first entry, entries)
+
+    @property
+    def version(self) -> int:
+        start, names = self._log
+        return start + len(names)
+
+    def add(self, node: str) -> None:
+        start, names = self._log
+        names.append(node)
+        if len(names) > 2 * self.KEEP:
+            self._log = (start + len(names) - self.KEEP, names[-self.KEEP :])
+
+    def since(self, version: int, until: int) -> list[str] | None:
+        """The nodes changed from ``version`` up to ``until``; None: no longer known."""
+        start, names = self._log
+        if version < start or until - start > len(names) or version > until:
+            return None
+        return names[version - start : until - start]
+
+
+class UsageSnapshot(dict[str, NodeUsage]):
+    """Node usage as the tracker had it at ``version`` of its ``journal``, read-only;
+    ``overlaid``: nodes whose entry is not the tracker's (nominated pods counted there).
+    Any other mapping (a copy, a group's what-if) says nothing of what changed."""
+
+    __slots__ = ("journal", "overlaid", "version")
+
+    def __init__(
+        self,
+        usage: Mapping[str, NodeUsage],
+        journal: UsageJournal,
+        version: int,
+        overlaid: frozenset[str] = frozenset(),
+    ) -> None:
+        super().__init__(usage)
+        self.journal = journal
+        self.version = version
+        self.overlaid = overlaid
+
+    def with_entries(self, entries: Mapping[str, NodeUsage]) -> UsageSnapshot:
+        if not entries:
+            return self
+        return UsageSnapshot(
+            {**self, **entries}, self.journal, self.version, self.overlaid | entries.keys()
+        )
+
+    def changed_since(self, version: int) -> set[str] | None:
+        """Nodes whose entry may differ from the snapshot at ``version`` (an earlier one of
+        the same journal, with that one's ``overlaid``); None: unknown, compare them all."""
+        names = self.journal.since(version, self.version)
+        return None if names is None else {*names, *self.overlaid}
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise TypeError("a usage snapshot is read-only: copy it with dict()")
+
+    __setitem__ = __delitem__ = update = pop = popitem = setdefault = clear = _read_only
+    __ior__ = _read_only
+
+
 class UsageTracker:
     """NodeUsage of every node as running totals, like kube-scheduler's NodeInfo cache.
 
@@ -221,6 +289,11 @@ class UsageTracker:
         self._pods: dict[str, int] = {}
         self._nonzero: dict[str, tuple[int, int]] = {}
         self.usage: dict[str, NodeUsage] = {}
+        self.journal = UsageJournal()
+
+    def snapshot(self) -> UsageSnapshot:
+        """Every node's usage now, with what lets ``NodeOrder`` re-rank only changed nodes."""
+        return UsageSnapshot(self.usage, self.journal, self.journal.version)
 
     def observe(self, key: Hashable, placement: Placement | None) -> None:
         """The cache shows the pod bound there (which ends an assumption), or not bound yet."""
@@ -279,6 +352,7 @@ class UsageTracker:
                 self.usage.pop(node, None)
             else:
                 self.usage[node] = NodeUsage(dict(totals), self._pods[node], nonzero)
+            self.journal.add(node)
 
 
 def is_scalar_resource(name: str) -> bool:

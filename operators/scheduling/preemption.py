@@ -55,6 +55,7 @@ from operators.scheduling.cycle import unavailable_claim
 from operators.scheduling.extended import ExtendedResources, delegated, new_claim
 from operators.scheduling.nodes import (
     NodeUsage,
+    UsageSnapshot,
     insufficient_resources,
     node_failure,
     pod_requests,
@@ -348,17 +349,20 @@ def protected(nominations: Mapping[K, Nomination], pod: K, priority: int) -> lis
 
 def with_nominated(
     usage: Mapping[str, NodeUsage], nominations: Sequence[Nomination]
-) -> dict[str, NodeUsage]:
-    """Node usage with the nominated pods counted on their nodes."""
-    out = dict(usage)
+) -> Mapping[str, NodeUsage]:
+    """Node usage with the nominated pods counted on their nodes (a snapshot stays one, with
+    those nodes marked as not the tracker's)."""
+    entries: dict[str, NodeUsage] = {}
     for n in nominations:
-        before = out.get(n.node, NodeUsage())
+        before = entries.get(n.node) or usage.get(n.node) or NodeUsage()
         requests = dict(before.requests)
         for name, value in n.requests.items():
             requests[name] = requests.get(name, Decimal(0)) + value
         # Filters count them; scores do not (upstream scores the snapshot without them).
-        out[n.node] = NodeUsage(requests, before.pods + 1, before.nonzero_requested())
-    return out
+        entries[n.node] = NodeUsage(requests, before.pods + 1, before.nonzero_requested())
+    if isinstance(usage, UsageSnapshot):
+        return usage.with_entries(entries)
+    return {**usage, **entries}
 
 
 # --- the search ----------------------------------------------------------------------------

@@ -37,7 +37,7 @@ from operators.allocator.features import V1_37, V1_38
 from operators.api.core import Node, Pod
 from operators.api.features import Release
 from operators.api.resource import AllocationResult, ResourceClaim
-from operators.scheduling.nodes import NodeUsage
+from operators.scheduling.nodes import NodeUsage, UsageSnapshot
 from operators.scheduling.plugins import interpodaffinity, podtopologyspread, volumebinding
 from operators.scheduling.plugins.scores import (
     BALANCED_ALLOCATION,
@@ -471,6 +471,8 @@ class _Ranking:
         self.nodes: list[Node] = []  # in the order of ``keys``
         self.basis: dict[str, tuple[Node, NodeUsage | None, ScoreKey]] = {}
         self.listed: Sequence[Node] | None = None  # the node list last ranked
+        # The usage snapshot last ranked, when it was one: its changes since are the tracker's.
+        self.seen: UsageSnapshot | None = None
 
     def move(self, name: str, node: Node | None, key: ScoreKey | None) -> None:
         """Take ``name``'s old place out; put ``node`` in at ``key`` (None: gone)."""
@@ -517,12 +519,14 @@ class NodeOrder:
         scorer: ResourceScorer,
     ) -> tuple[list[ScoreKey], list[Node]]:
         """Every node's key, best first, and the nodes in that order (the caller reads,
-        never changes, both lists)."""
+        never changes, both lists). Given the tracker's snapshots (``UsageSnapshot``) of the
+        same node list, only the nodes changed since the last one are looked at."""
         ranking = self._rankings.pop(scorer, None) or _Ranking()
         self._rankings[scorer] = ranking
         while len(self._rankings) > self.shapes:
             self._rankings.popitem(last=False)
         basis = ranking.basis
+        seen, ranking.seen = ranking.seen, usage if isinstance(usage, UsageSnapshot) else None
         if not basis:  # a new shape (or the first cycle): one sort, not n insertions
             entries = []
             for node in nodes:
@@ -536,21 +540,46 @@ class NodeOrder:
             ranking.nodes = [node for _, node in entries]
             ranking.listed = nodes
             return ranking.keys, ranking.nodes
-        seen: set[str] | None = None if nodes is ranking.listed else set()
+        changed = (
+            usage.changed_since(seen.version)
+            if isinstance(usage, UsageSnapshot)
+            and seen is not None
+            and seen.journal is usage.journal
+            and nodes is ranking.listed
+            else None
+        )
+        if changed is not None:
+            assert seen is not None
+            for name in changed | seen.overlaid:
+                known = basis.get(name)
+                if known is not None:
+                    self._rerank(ranking, name, known[0], usage.get(name), scorer)
+            return ranking.keys, ranking.nodes
+        listed: set[str] | None = None if nodes is ranking.listed else set()
         for node in nodes:
             name = node.metadata.name or ""
-            node_usage = usage.get(name)
-            if seen is not None:
-                seen.add(name)
-            known = basis.get(name)
-            if known is not None and known[0] is node and known[1] is node_usage:
-                continue
-            key = resource_key(node, node_usage, scorer)
-            ranking.move(name, node, key)
-            basis[name] = (node, node_usage, key)
-        if seen is not None:
-            for gone in [n for n in basis if n not in seen]:
+            if listed is not None:
+                listed.add(name)
+            self._rerank(ranking, name, node, usage.get(name), scorer)
+        if listed is not None:
+            for gone in [n for n in basis if n not in listed]:
                 ranking.move(gone, None, None)
                 del basis[gone]
             ranking.listed = nodes
         return ranking.keys, ranking.nodes
+
+    @staticmethod
+    def _rerank(
+        ranking: _Ranking,
+        name: str,
+        node: Node,
+        node_usage: NodeUsage | None,
+        scorer: ResourceScorer,
+    ) -> None:
+        """``name``'s place, moved if its node object or usage is another than last ranked."""
+        known = ranking.basis.get(name)
+        if known is not None and known[0] is node and known[1] is node_usage:
+            return
+        key = resource_key(node, node_usage, scorer)
+        ranking.move(name, node, key)
+        ranking.basis[name] = (node, node_usage, key)

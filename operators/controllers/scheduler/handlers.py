@@ -274,7 +274,7 @@ class Scheduler(Controller[SchedulerSettings]):
             ready,
             priority,
             self.cache.all_nodes(),
-            preemption.with_nominated(self.cache.usage.usage, nominations),
+            preemption.with_nominated(self.cache.usage.snapshot(), nominations),
             state,
             releases=self.cache.allocated.releases,
             moves=self.queue.moves,

@@ -3,19 +3,22 @@ profile's totals on the cases of issue 57 (kube-scheduler's choices)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from decimal import Decimal
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from operators.allocator.state import Holding
 from operators.api.core import Affinity, ContainerImage, Node, Pod, Volume
 from operators.api.features import Release
 from operators.api.meta import OwnerReference
 from operators.api.storage import PersistentVolumeClaim
 from operators.scheduling.cycle import run_cycle
-from operators.scheduling.nodes import NodeUsage
+from operators.scheduling.nodes import NodeUsage, UsageTracker
 from operators.scheduling.pod_filters import PluginSwitches, PodFilters, pre_filter
+from operators.scheduling.preemption import Nomination, with_nominated
 from operators.scheduling.score import (
     POLICIES,
     CycleScorer,
@@ -34,10 +37,11 @@ from .builders import NS, container, node, pod
 HOSTNAME = "kubernetes.io/hostname"
 
 # One step of a cluster's life between two cycles, on node i (of at most six):
-# ("usage", i, cpu): a pod lands or leaves (a new NodeUsage, or none at 0);
+# ("usage", i, cpu): a pod lands on node i with cpu (cpu 0: node i's pods leave);
 # ("resize", i, cpu): the node is updated (a new object, another allocatable cpu);
-# ("remove", i, _) / ("add", i, cpu): it leaves, or joins; ("cycle", cpu, _): a pod asks
-# for cpu (another request shape) and is ranked.
+# ("remove", i, _) / ("add", i, cpu): it leaves, or joins; ("cycle", i, view): a pod asks
+# for i % 3 cpu (another request shape) and is ranked on the tracker's usage seen as ``VIEWS``
+# says.
 STEPS = st.lists(
     st.tuples(
         st.sampled_from(["usage", "resize", "remove", "add", "cycle"]),
@@ -46,6 +50,9 @@ STEPS = st.lists(
     ),
     max_size=40,
 )
+# How a cycle sees the usage: the tracker's snapshot, with a pod nominated on node-0 or on
+# node-1 (an overlaid entry), or a plain copy (no journal: every node compared).
+VIEWS = ("snapshot", "nominated-0", "nominated-1", "copy", "snapshot")
 
 
 def _node(i: int, cpu: int) -> Node:
@@ -58,9 +65,17 @@ def _scorer(cpu: int, policy: ScorePolicy) -> ResourceScorer:
 
 
 def _fresh(
-    nodes: list[Node], usage: dict[str, NodeUsage], scorer: ResourceScorer
+    nodes: list[Node], usage: Mapping[str, NodeUsage], scorer: ResourceScorer
 ) -> list[ScoreKey]:
     return sorted(resource_key(n, usage.get(n.metadata.name or ""), scorer) for n in nodes)
+
+
+def _view(tracker: UsageTracker, view: str) -> Mapping[str, NodeUsage]:
+    snapshot = tracker.snapshot()
+    if view.startswith("nominated"):
+        nominated = Nomination(f"node-{view[-1]}", 0, Holding(), {"cpu": Decimal(1)})
+        return with_nominated(snapshot, [nominated])
+    return dict(snapshot) if view == "copy" else snapshot
 
 
 @pytest.mark.parametrize("policy", POLICIES)
@@ -69,17 +84,20 @@ def _fresh(
 def test_the_kept_ranking_is_a_fresh_sort(
     policy: ScorePolicy, steps: list[tuple[str, int, int]]
 ) -> None:
+    """Whatever changed between cycles, and however a cycle sees the usage (only the nodes
+    the tracker's journal names compared, or every node), the ranking is a fresh sort's."""
     order = NodeOrder(shapes=2)  # fewer shapes than requests: evicted rankings come back
     by_name = {f"node-{i}": _node(i, 3) for i in range(4)}
-    usage: dict[str, NodeUsage] = {}
+    tracker = UsageTracker()
     nodes = list(by_name.values())
-    for step, i, cpu in steps:
+    for n, (step, i, cpu) in enumerate(steps):
         name = f"node-{i}"
         if step == "usage":
             if cpu:
-                usage[name] = NodeUsage({"cpu": Decimal(cpu)}, 1)
+                tracker.assume(f"pod-{n}", (name, {"cpu": Decimal(cpu)}, (cpu * 1000, 0)))
             else:
-                usage.pop(name, None)
+                for key in [f"pod-{m}" for m in range(n) if tracker.node_of(f"pod-{m}") == name]:
+                    tracker.forget(key)
         elif step == "resize" and name in by_name:
             by_name[name] = _node(i, cpu)
             nodes = list(by_name.values())  # a node's change lists the kind anew
@@ -90,10 +108,38 @@ def test_the_kept_ranking_is_a_fresh_sort(
             by_name[name] = _node(i, cpu)
             nodes = list(by_name.values())
         scorer = _scorer(i % 3 if step == "cycle" else 0, policy)
+        usage = _view(tracker, VIEWS[cpu] if step == "cycle" else "snapshot")
         keys, ranked = order.ranked(nodes, usage, scorer)
         assert keys == _fresh(nodes, usage, scorer)
         assert [n.metadata.name for n in ranked] == [k[1] for k in keys]
         assert all(by_name[n.metadata.name or ""] is n for n in ranked)
+
+
+def test_a_journal_trimmed_past_a_ranking_is_a_full_comparison() -> None:
+    """A ranking older than what the journal keeps compares every node, and misses nothing."""
+    tracker = UsageTracker()
+    tracker.journal.KEEP = 2
+    nodes = [_node(i, 3) for i in range(3)]
+    order = NodeOrder()
+    scorer = _scorer(0, "least-allocated")
+    order.ranked(nodes, tracker.snapshot(), scorer)
+    for n in range(6):  # node-2 changes first, then more than the journal keeps
+        tracker.assume(f"pod-{n}", (f"node-{2 - n // 3}", {"cpu": Decimal(1)}, (1000, 0)))
+    snapshot = tracker.snapshot()
+    assert tracker.journal.since(0, snapshot.version) is None
+    keys, _ = order.ranked(nodes, snapshot, scorer)
+    assert keys == _fresh(nodes, snapshot, scorer)
+    assert keys[-1][1] == "node-2"  # three pods on node-2 and node-1: node-2 sorts last
+
+
+def test_a_usage_snapshot_is_read_only() -> None:
+    """The ranking trusts a snapshot's journal: writing into one would go unseen."""
+    snapshot = UsageTracker().snapshot()
+    with pytest.raises(TypeError, match="read-only"):
+        snapshot["node-0"] = NodeUsage()
+    with pytest.raises(TypeError, match="read-only"):
+        snapshot.update({"node-0": NodeUsage()})
+    assert dict(snapshot) == {}
 
 
 def test_an_unchanged_cluster_is_not_ranked_again() -> None:
