@@ -114,6 +114,11 @@ class Holding:
     consumed: tuple[tuple[DeviceID, str, Decimal], ...] = ()
     capacity_devices: tuple[DeviceID, ...] = ()  # shared devices with consumedCapacity
 
+    @property
+    def used(self) -> set[DeviceID]:
+        """The devices it uses, held or shared."""
+        return {*self.devices, *(d for d, _ in self.shared)}
+
     @classmethod
     def of(cls, claim: ResourceClaim, features: Features) -> Holding:
         return cls.of_results(claim.allocated_results(), features)
@@ -200,12 +205,16 @@ class AllocatedTracker(Generic[K]):
             self._apply(key, holding, 1)
         self._state = None
 
+    def holding(self, key: K) -> Holding | None:
+        """What ``key`` holds now (None: nothing)."""
+        return self._held.get(key)
+
     def users(self, device: DeviceID) -> set[K]:
         """Keys of the claims whose allocation uses ``device`` (held or shared, not admin)."""
         return set(self._users.get(device, ()))
 
     def _apply(self, key: K, holding: Holding, sign: int) -> None:
-        for device in {*holding.devices, *(d for d, _ in holding.shared)}:
+        for device in holding.used:
             users = self._users.setdefault(device, set())
             if sign > 0:
                 users.add(key)

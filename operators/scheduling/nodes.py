@@ -22,7 +22,9 @@ from operators.api.core import (
     Taint,
     Toleration,
 )
+from operators.api.ids import PoolID
 from operators.api.quantity import Quantity
+from operators.api.resource import ResourceSlice
 
 FIT_RESOURCES = ("cpu", "memory", "ephemeral-storage")
 BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
@@ -204,6 +206,16 @@ class NodeUsage:
 
 #: node, the pod's requests, its non-zero (millicores, bytes) as the score plugins count them
 Placement = tuple[str, Mapping[str, Decimal], tuple[int, int]]
+
+
+def pool_nodes(slices: Iterable[ResourceSlice]) -> dict[PoolID, str | None]:
+    """Each pool's node, when every slice of the pool is published for that one node; None:
+    its devices may be allocated elsewhere (network-attached, per-device node selection)."""
+    found: dict[PoolID, str | None] = {}
+    for s in slices:
+        pool, node = s.pool_id, s.spec.node_name or None
+        found[pool] = node if found.get(pool, node) == node else None
+    return found
 
 
 class UsageJournal:

@@ -24,7 +24,7 @@ from operators.api.base import KubeModel
 from operators.api.consumers import pod_summary
 from operators.api.core import Node, Pod, PodDisruptionBudget, PriorityClass
 from operators.api.groups import CompositePodGroup, PodGroup
-from operators.api.ids import DeviceID
+from operators.api.ids import DeviceID, PoolID
 from operators.api.keys import ObjectKey, controller_pod
 from operators.api.names import EXTENDED_RESOURCE_CLAIM_ANNOTATION, TERMINAL_PHASES
 from operators.api.resource import DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice
@@ -43,7 +43,7 @@ from operators.runtime.indices import IndexView
 from operators.runtime.stores import LocalStore, Stores, by_key
 from operators.scheduling.extended import class_mapping, is_special_claim
 from operators.scheduling.ledger import InFlightLedger
-from operators.scheduling.nodes import UsageTracker, bound_requests
+from operators.scheduling.nodes import UsageTracker, bound_requests, pool_nodes
 from operators.scheduling.plugins.scores import counted_placement
 from operators.scheduling.plugins.volumebinding import PodVolumes
 from operators.scheduling.score import NodeOrder
@@ -225,6 +225,7 @@ class SchedulerCache:
         self.order = NodeOrder()  # one cycle at a time ranks with it, as with ``views``
         self.selectors = CelSelectorEngine(CELEnvironment(kubernetes=kubernetes))
         self._mapping: tuple[list[DeviceClass], dict[str, str]] | None = None
+        self._pools: tuple[list[ResourceSlice], dict[PoolID, str | None]] | None = None
 
     # --- reads ---------------------------------------------------------------------------
 
@@ -302,6 +303,21 @@ class SchedulerCache:
         if self._mapping is None or self._mapping[0] is not classes:
             self._mapping = (classes, class_mapping(classes))
         return self._mapping[1]
+
+    def local_nodes(self, devices: Iterable[DeviceID]) -> frozenset[str] | None:
+        """The nodes where ``devices`` may be allocated, when the pool of each is one node's
+        (``pool_nodes``); None: any node."""
+        slices = self.all_of(self.slices, "slices")
+        if self._pools is None or self._pools[0] is not slices:
+            self._pools = (slices, pool_nodes(slices))
+        pools = self._pools[1]
+        nodes = set()
+        for device in devices:
+            node = pools.get(device.pool_id)
+            if node is None:
+                return None
+            nodes.add(node)
+        return frozenset(nodes)
 
     def claims_of(self, pod: Pod) -> dict[str, ResourceClaim]:
         """The claims a pod names (directly or through its status), by name."""

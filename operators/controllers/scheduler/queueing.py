@@ -18,7 +18,7 @@ import enum
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 import structlog
@@ -107,8 +107,17 @@ class Unsatisfiable:
     def __len__(self) -> int:
         return len(self._by_specs)
 
-    def clear(self) -> None:
-        self._by_specs.clear()
+    def clear(self, nodes: Collection[str] | None = None) -> None:
+        """Forget what was learnt on ``nodes`` (None: on every node). Each spec's map is
+        replaced, not changed: a cycle still running writes into the map it was handed, so
+        what it learnt before the change is not kept."""
+        if nodes is None:
+            self._by_specs = {}
+            return
+        self._by_specs = {
+            specs: {node: known for node, known in by_node.items() if node not in nodes}
+            for specs, by_node in self._by_specs.items()
+        }
 
     def known(
         self, claims: Sequence[ResourceClaim], promised: Iterable[ObjectKey]
@@ -291,16 +300,24 @@ class SchedulingQueue:
 
     # --- moving pods back --------------------------------------------------------------------
 
-    def make_room(self, event: str, reason: str, *, devices: bool = True) -> None:
+    def make_room(
+        self,
+        event: str,
+        reason: str,
+        *,
+        devices: bool = True,
+        freed_on: Collection[str] | None = None,
+    ) -> None:
         """Something that may make room changed (``reason``): try the unschedulable pods again
         soon. Coalesced: a burst of changes (a node's heartbeat, a rollout of slices) moves
         the unschedulable pods back once, not once per event. ``devices``: the change may
         free devices (False: a pod placed, a volume bound: what the cycles learned of devices
-        still holds)."""
+        still holds), usable on ``freed_on`` only when given (devices of one node's pools):
+        what was learnt on other nodes still holds."""
         record(event, Hint(True, reason))
         if devices:
             # Freed devices, counters or capacity may fit claims that did not fit before.
-            self.unsatisfiable.clear()
+            self.unsatisfiable.clear(freed_on)
         self.moves += 1
         if self.leading() and (self._flush is None or self._flush.done()):
             self._flush = self.tasks.spawn(self._requeue_later(), name="requeue-unschedulable")
@@ -694,7 +711,8 @@ def _pod_feed(cache: SchedulerCache, queue: SchedulingQueue, watched: Watched) -
                 record(event, Hint(True, f"a victim of {preemptor} is gone"))
                 queue.add(preemptor)
             if node:
-                queue.make_room(event, f"pod {key} left node {node}")
+                # What it frees is its node's; its claims' devices come free by their events.
+                queue.make_room(event, f"pod {key} left node {node}", freed_on=(node,))
 
     return feed
 
@@ -708,6 +726,7 @@ def _claim_feed(cache: SchedulerCache, queue: SchedulingQueue, watched: Watched)
         key = ObjectKey.of(body)
         event = event_name("ResourceClaim", kw["type"])
         was_allocated = cache.was_allocated(key)
+        held = cache.allocated.holding(key)
         if not cache.observe_claim(kw["type"], body):
             return
         pods = cache.pods_naming(key)
@@ -720,7 +739,11 @@ def _claim_feed(cache: SchedulerCache, queue: SchedulingQueue, watched: Watched)
             queue.add(pod)
         allocated = bool((body.get("status") or {}).get("allocation"))
         if was_allocated and (kw["type"] == "DELETED" or not allocated):
-            queue.make_room(event, f"claim {key} freed its devices")
+            queue.make_room(
+                event,
+                f"claim {key} freed its devices",
+                freed_on=cache.local_nodes(held.used) if held is not None else None,
+            )
         elif pods:
             record(event, Hint(True, f"claim {key} changed: the pods it names"))
         else:

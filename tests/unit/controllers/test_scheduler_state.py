@@ -8,16 +8,16 @@ import copy
 import threading
 from collections.abc import Callable
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from operators.allocator.errors import OutOfTimeError
 from operators.api.core import Pod
-from operators.api.ids import DeviceID
+from operators.api.ids import DeviceID, PoolID
 from operators.api.keys import ObjectKey
 from operators.api.meta import OwnerReference
-from operators.api.resource import AllocationResult, ResourceClaim
+from operators.api.resource import AllocationResult, ResourceClaim, ResourceSlice
 from operators.controllers.scheduler import handlers, planning, preemptor, queueing
 from operators.controllers.scheduler.budget import AttemptBudget
 from operators.controllers.scheduler.handlers import Scheduler
@@ -34,6 +34,7 @@ from operators.controllers.scheduler.settings import SchedulerSettings
 from operators.runtime.errors import NotLeaderError, Requeue, TemporaryError
 from operators.scheduling.attempt import Attempt, BindingFailed, Ready
 from operators.scheduling.cycle import CycleResult, NodeFit, run_cycle
+from operators.scheduling.nodes import pool_nodes
 from operators.scheduling.preemption import PodPriority
 from operators.scheduling.score import Score
 from tests.unit.runtime.test_leader import FakeClock
@@ -782,3 +783,70 @@ async def test_a_cycle_predicted_short_runs_on_the_event_loop_a_long_one_in_a_th
         await s.schedule(ObjectKey("ns", "waiting"))
     assert (threads == [threading.get_ident()]) is (seconds_per_node == 0.0)
     assert s._cycle_per_node < 1.0  # the smoothed prediction follows what the cycle took
+
+
+def _slice(name: str, node: str | None, pool: str) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "driver": DEVICE.driver,
+        "pool": {"name": pool, "generation": 1, "resourceSliceCount": 1},
+        "devices": [{"name": "gpu-0"}],
+    }
+    spec.update({"nodeName": node} if node else {"allNodes": True})
+    meta = {"name": name, "resourceVersion": "1"}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": meta,
+        "spec": spec,
+    }
+
+
+def _allocated_on(name: str, pool: str) -> dict[str, Any]:
+    body = _claim("1", allocated=True)
+    body["metadata"].update(name=name, uid=name)
+    body["status"]["allocation"]["devices"]["results"][0]["pool"] = pool
+    return body
+
+
+async def test_a_claim_frees_what_was_learnt_on_its_devices_nodes_only() -> None:
+    """Nodes where claims did not fit are skipped until something is freed there: a claim
+    whose devices were one node's forgets that node's outcomes, and keeps the others' (at
+    5,000 nodes, forgetting them all cost a thousand full nodes tried again per pod); a
+    network-attached device may fit anywhere, and forgets them all."""
+    s = Scheduler(SchedulerSettings())
+    feeds = s.events_to_register()
+    for body in (_slice("s1", "node-1", "node-1"), _slice("s2", "node-2", "node-2")):
+        feeds["ResourceSlice"]({"type": "ADDED", "body": body})
+    feeds["ResourceSlice"]({"type": "ADDED", "body": _slice("net", None, "fabric")})
+    for name, pool in (("on-1", "node-1"), ("on-net", "fabric")):
+        feeds["ResourceClaim"]({"type": "ADDED", "body": _allocated_on(name, pool)})
+    pending = [ResourceClaim.load(_claim("1", allocated=False))]
+
+    def learnt() -> list[str]:
+        return sorted(s.queue.unsatisfiable.known(pending, ()))
+
+    for node in ("node-1", "node-2", "node-3"):
+        s.queue.unsatisfiable.known(pending, ())[node] = cast(Any, None)
+    held_by_a_cycle = s.queue.unsatisfiable.known(pending, ())
+    feeds["ResourceClaim"]({"type": "DELETED", "body": _allocated_on("on-1", "node-1")})
+    assert learnt() == ["node-2", "node-3"]
+    held_by_a_cycle["node-1"] = cast(Any, None)  # a cycle that began before: not kept
+    assert learnt() == ["node-2", "node-3"]
+    feeds["ResourceClaim"]({"type": "DELETED", "body": _allocated_on("on-net", "fabric")})
+    assert learnt() == []
+
+
+def test_a_pool_is_a_nodes_while_every_slice_of_it_is_published_for_that_node() -> None:
+    slices = [
+        ResourceSlice.load(_slice("a-1", "node-1", "a")),
+        ResourceSlice.load(_slice("a-2", "node-1", "a")),
+        ResourceSlice.load(_slice("b-1", "node-1", "b")),
+        ResourceSlice.load(_slice("b-2", "node-2", "b")),
+        ResourceSlice.load(_slice("net", None, "fabric")),
+    ]
+    found = pool_nodes(slices)
+    assert found == {
+        PoolID(DEVICE.driver, "a"): "node-1",
+        PoolID(DEVICE.driver, "b"): None,
+        PoolID(DEVICE.driver, "fabric"): None,
+    }
