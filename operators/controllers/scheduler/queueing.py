@@ -99,30 +99,41 @@ class PodRecord:
 class Unsatisfiable:
     """Nodes where claims of given specs did not fit since the last time anything was freed,
     keyed by the specs (and the nominations the attempt left alone), shared across pods:
-    allocations only take devices away, so such a node is skipped until something is freed."""
+    allocations only take devices away, so such a node is skipped until something is freed
+    there.
+
+    One cycle at a time fills the map ``known`` hands it. A node freed while a cycle runs is
+    forgotten at once and again when the next cycle asks: what the running cycle learnt there
+    after the free is not kept."""
 
     def __init__(self) -> None:
         self._by_specs: dict[str, dict[str, KnownOutcome]] = {}
+        self._freed: set[str] = set()  # nodes freed since the last ``known``
 
     def __len__(self) -> int:
         return len(self._by_specs)
 
     def clear(self, nodes: Collection[str] | None = None) -> None:
-        """Forget what was learnt on ``nodes`` (None: on every node). Each spec's map is
-        replaced, not changed: a cycle still running writes into the map it was handed, so
-        what it learnt before the change is not kept."""
+        """Forget what was learnt on ``nodes`` (None: on every node; a running cycle keeps
+        the maps it was handed, which nothing reads again)."""
         if nodes is None:
-            self._by_specs = {}
+            self._by_specs, self._freed = {}, set()
             return
-        self._by_specs = {
-            specs: {node: known for node, known in by_node.items() if node not in nodes}
-            for specs, by_node in self._by_specs.items()
-        }
+        self._freed.update(nodes)
+        self._forget(nodes)
+
+    def _forget(self, nodes: Iterable[str]) -> None:
+        for by_node in self._by_specs.values():
+            for node in nodes:
+                by_node.pop(node, None)
 
     def known(
         self, claims: Sequence[ResourceClaim], promised: Iterable[ObjectKey]
     ) -> dict[str, KnownOutcome]:
         """The nodes known not to fit ``claims``' unallocated specs (filled by the cycle)."""
+        if self._freed:
+            self._forget(self._freed)
+            self._freed = set()
         specs = (
             "|".join(
                 json.dumps(c.spec.dump(), sort_keys=True) for c in claims if not c.is_allocated
