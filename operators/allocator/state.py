@@ -9,7 +9,8 @@ the name the claim's status gives.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Hashable, Iterable, Iterator, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Generic, TypeVar
@@ -19,12 +20,73 @@ from operators.allocator.features import Features
 from operators.api.ids import DeviceID
 from operators.api.resource import DeviceRequestAllocationResult, ResourceClaim
 
+S = TypeVar("S")
+
+
+class DeviceSet(AbstractSet[DeviceID]):
+    """A frozen set of devices kept as a base shared between snapshots and the small changes
+    since: the tracker's state after one claim's change costs that change, not a copy of every
+    allocated device (36,000 at 5,000 nodes: 2-4 ms a cycle). ``removed`` is within ``base``,
+    ``added`` outside it."""
+
+    __slots__ = ("_added", "_base", "_removed")
+
+    def __init__(
+        self,
+        base: frozenset[DeviceID],
+        added: frozenset[DeviceID] = frozenset(),
+        removed: frozenset[DeviceID] = frozenset(),
+    ) -> None:
+        self._base, self._added, self._removed = base, added, removed
+
+    def __contains__(self, device: object) -> bool:
+        return device in self._added or (device in self._base and device not in self._removed)
+
+    def __iter__(self) -> Iterator[DeviceID]:
+        removed = self._removed
+        yield from (d for d in self._base if d not in removed)
+        yield from self._added
+
+    def __len__(self) -> int:
+        return len(self._base) - len(self._removed) + len(self._added)
+
+    __hash__ = AbstractSet._hash
+
+    @classmethod
+    def _from_iterable(cls, items: Iterable[S]) -> AbstractSet[S]:
+        """What the set operators build (``|``, ``-``, ``&``): plain frozensets."""
+        return frozenset(items)
+
+    def union(self, devices: Iterable[DeviceID]) -> DeviceSet:
+        devices = set(devices)
+        return DeviceSet(
+            self._base,
+            self._added | (devices - self._base),
+            self._removed - devices,
+        )
+
+    def difference(self, devices: Iterable[DeviceID]) -> DeviceSet:
+        devices = set(devices)
+        return DeviceSet(
+            self._base,
+            self._added - devices,
+            self._removed | (devices & self._base),
+        )
+
+
+def _union(devices: AbstractSet[DeviceID], more: set[DeviceID]) -> AbstractSet[DeviceID]:
+    return devices.union(more) if isinstance(devices, DeviceSet) else frozenset(devices) | more
+
+
+def _difference(devices: AbstractSet[DeviceID], gone: set[DeviceID]) -> AbstractSet[DeviceID]:
+    return devices.difference(gone) if isinstance(devices, DeviceSet) else frozenset(devices) - gone
+
 
 @dataclass(frozen=True, slots=True)
 class AllocatedState:
     """Devices and capacity in use before this cycle allocates anything."""
 
-    devices: frozenset[DeviceID] = frozenset()
+    devices: AbstractSet[DeviceID] = frozenset()
     shared: frozenset[tuple[DeviceID, str]] = frozenset()
     capacity: Mapping[DeviceID, Mapping[str, Decimal]] = field(default_factory=dict)
 
@@ -58,7 +120,7 @@ class AllocatedState:
         for device in {d for h in holdings for d in h.capacity_devices}:
             if device not in still_shared:
                 capacity.pop(device, None)
-        return AllocatedState(self.devices - devices, remaining_shared, capacity)
+        return AllocatedState(_difference(self.devices, devices), remaining_shared, capacity)
 
     def plus(self, holdings: Iterable[Holding]) -> AllocatedState:
         """The state with these allocations taken as well (devices nominated for a pod)."""
@@ -73,7 +135,7 @@ class AllocatedState:
                 have = capacity.setdefault(device, {})
                 have[name] = have.get(name, Decimal(0)) + value
         return AllocatedState(
-            self.devices | {d for h in holdings for d in h.devices},
+            _union(self.devices, {d for h in holdings for d in h.devices}),
             self.shared | {s for h in holdings for s in h.shared},
             capacity,
         )
@@ -167,6 +229,11 @@ class AllocatedTracker(Generic[K]):
     ``state()`` is rebuilt only after a change, from running totals.
     """
 
+    #: The changes a state carries beside its base before the base is rebuilt: at least
+    #: REBASE_MIN, else a REBASE_SHARE-th of the base (a rebuild costs the base's size).
+    REBASE_MIN = 64
+    REBASE_SHARE = 16
+
     def __init__(self, features: Features) -> None:
         self.features = features
         self._held: dict[K, Holding] = {}
@@ -175,6 +242,10 @@ class AllocatedTracker(Generic[K]):
         # where one built from a Counter hashes every DeviceID again (issue 61: at 36,000
         # allocated devices that was most of a cycle's CPU).
         self._devices: dict[DeviceID, int] = {}
+        # The held devices as the base of the last rebuild and the changes since (DeviceSet).
+        self._base: frozenset[DeviceID] = frozenset()
+        self._added: set[DeviceID] = set()
+        self._removed: set[DeviceID] = set()
         self._shared: dict[tuple[DeviceID, str], int] = {}
         self._capacity_holders: dict[DeviceID, int] = {}
         self._consumed: dict[DeviceID, dict[str, Decimal]] = {}
@@ -224,6 +295,14 @@ class AllocatedTracker(Generic[K]):
                     del self._users[device]
         for device in holding.devices:
             _count(self._devices, device, sign)
+            held = device in self._devices
+            if held and device not in self._base:
+                self._added.add(device)
+            elif not held and device in self._base:
+                self._removed.add(device)
+            else:  # back to what the base says
+                self._added.discard(device)
+                self._removed.discard(device)
         for pair in holding.shared:
             _count(self._shared, pair, sign)
         for device in holding.capacity_devices:
@@ -239,8 +318,15 @@ class AllocatedTracker(Generic[K]):
 
     def state(self) -> AllocatedState:
         if self._state is None:
+            changes = len(self._added) + len(self._removed)
+            if changes > max(self.REBASE_MIN, len(self._base) // self.REBASE_SHARE):
+                self._base = frozenset(self._devices)
+                self._added, self._removed = set(), set()
+                changes = 0
             self._state = AllocatedState(
-                frozenset(self._devices),
+                DeviceSet(self._base, frozenset(self._added), frozenset(self._removed))
+                if changes
+                else self._base,
                 frozenset(self._shared),
                 {d: dict(self._consumed.get(d, {})) for d in self._capacity_holders},
             )

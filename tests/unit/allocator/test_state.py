@@ -5,16 +5,18 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from operators.allocator import AllocatedState, Features
-from operators.allocator.state import AllocatedTracker
+from operators.allocator.state import AllocatedTracker, Holding
 from operators.api.ids import DeviceID
 from operators.api.resource import ResourceClaim
 
 FEATURES = Features.all()
 DEVICES = ["d0", "d1", "d2"]
+ALL = tuple(DeviceID("drv", "pool", d) for d in DEVICES)
 
 
 def _reference(claims: list[ResourceClaim]) -> AllocatedState:
@@ -75,10 +77,15 @@ updates = st.lists(
 )
 
 
+@pytest.mark.parametrize("rebase", [0, 1, AllocatedTracker.REBASE_MIN])
 @settings(max_examples=300, deadline=None)
-@given(updates)
-def test_updates_match_a_full_rebuild(history: list[tuple[str, Any]]) -> None:
+@given(history=updates)
+def test_updates_match_a_full_rebuild(rebase: int, history: list[tuple[str, Any]]) -> None:
+    """Whether the state's devices are rebuilt on every change (``rebase`` 0), now and then, or
+    kept as changes over a base (``DeviceSet``), they are the ones a full rebuild finds, and
+    taking holdings away or adding them (preemption's victims, nominated pods) agrees too."""
     tracker: AllocatedTracker[str] = AllocatedTracker(FEATURES)
+    tracker.REBASE_MIN = rebase
     current: dict[str, ResourceClaim] = {}
     for name, allocated in history:
         claim = _claim(name, allocated)
@@ -87,7 +94,17 @@ def test_updates_match_a_full_rebuild(history: list[tuple[str, Any]]) -> None:
             current.pop(name, None)
         else:
             current[name] = claim
-        assert tracker.state() == _reference(list(current.values()))
+        state, reference = tracker.state(), _reference(list(current.values()))
+        assert state == reference
+        assert sorted(map(str, state.devices)) == sorted(map(str, reference.devices))
+        assert [state.is_allocated(d) for d in ALL] == [reference.is_allocated(d) for d in ALL]
+        moved = [Holding.of(c, FEATURES) for c in current.values()][:2]
+        for changed, expected in (
+            (state.without(moved), reference.without(moved)),
+            (state.plus([Holding(devices=ALL[:2])]), reference.plus([Holding(devices=ALL[:2])])),
+        ):
+            assert changed == expected
+            assert [d in changed.devices for d in ALL] == [d in expected.devices for d in ALL]
         for device in DEVICES:
             did = DeviceID("drv", "pool", device)
             assert tracker.users(did) == {
