@@ -22,6 +22,9 @@ from pydantic_core import from_json, to_json
 
 from operators.api.features import DEFAULT_RELEASE, Release
 from operators.api.resource import api_version_of
+from operators.kube.http import NotSentError, Transport
+
+__all__ = ["NotSentError"]  # defined beside the transport that raises it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,10 +173,6 @@ class ConflictError(ApiError):
     """409: a resourceVersion precondition failed or the object already exists."""
 
 
-class NotSentError(ConnectionError):
-    """No connection to the API server could be made: the request never left."""
-
-
 class InvalidError(ApiError):
     """422: the API server rejected the object; ``causes`` name the fields."""
 
@@ -262,6 +261,9 @@ class KubeAPI:
         release: Release = DEFAULT_RELEASE,
     ) -> None:
         self.api_client = api_client
+        #: kopf-dra's own transport for plain requests (``kube.http``), where the client
+        #: has one (``client.make_api_client``); watches and the rest go through aiohttp.
+        self.transport: Transport | None = getattr(api_client, "transport", None)
         self.timeouts = timeouts or ApiTimeouts()
         self.on_warning = on_warning
         self.release = release
@@ -319,10 +321,25 @@ class KubeAPI:
         timeout = self.timeouts.client_timeout(request_timeout)
         try:
             async with asyncio.timeout(timeout.total):
-                response = await self._send(method, path, query_params, headers, body, timeout)
-                # Without preloading, kubernetes-asyncio returns error responses instead of
-                # raising.
-                raw: bytes = await response.read()
+                if self.transport is not None:
+                    await self._authorize(headers, query_params)
+                    target = f"{path}?{urlencode(query_params)}" if query_params else path
+                    direct = await self.transport.request(
+                        method,
+                        target,
+                        headers,
+                        None if body is None else to_json(body),
+                        connect_timeout=min(
+                            self.timeouts.connect, timeout.total or self.timeouts.total
+                        ),
+                    )
+                    status, raw, warnings = direct.status, direct.body, direct.getall("Warning")
+                else:
+                    response = await self._send(method, path, query_params, headers, body, timeout)
+                    # Without preloading, kubernetes-asyncio returns error responses instead
+                    # of raising.
+                    raw = await response.read()
+                    status, warnings = int(response.status), response.headers.getall("Warning", [])
         except aiohttp.ServerTimeoutError as e:
             raise TimeoutError(f"{method} {path}: {e}") from None
         except aiohttp.ClientConnectorError as e:
@@ -332,12 +349,19 @@ class KubeAPI:
                 raise
             # Disconnected mid-request (an API server restart): an OSError like the others.
             raise ConnectionError(f"{method} {path}: {e!r}") from None
-        for warning in parse_warnings(response.headers.getall("Warning", [])):
+        for warning in parse_warnings(warnings):
             self.on_warning(warning)
-        status = int(response.status)
         if status >= 400:
             raise _error(status, raw)
         return raw
+
+    async def _authorize(self, headers: dict[str, str], query: list[tuple[str, Any]]) -> None:
+        """kubernetes-asyncio's default headers and credentials (a token it refreshes)."""
+        api_client = self.api_client
+        headers.update(api_client.default_headers)
+        if api_client.cookie:
+            headers["Cookie"] = api_client.cookie
+        await api_client.update_params_for_auth(headers, query, ["BearerToken"])
 
     async def _send(
         self,
@@ -354,10 +378,8 @@ class KubeAPI:
         JSON already), and past its REST client's ``request``, which encodes with ``json``
         (pydantic-core's encoder is several times faster)."""
         api_client = self.api_client
-        headers = {**headers, **api_client.default_headers}
-        if api_client.cookie:
-            headers["Cookie"] = api_client.cookie
-        await api_client.update_params_for_auth(headers, query, ["BearerToken"])
+        headers = dict(headers)
+        await self._authorize(headers, query)
         url = f"{api_client.configuration.host}{path}"
         rest = api_client.rest_client
         args: dict[str, Any] = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import ssl
 from pathlib import Path
 
 import yaml
@@ -10,11 +11,37 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.config.config_exception import ConfigException
 
 from operators.kube.api import ApiTimeouts, KubeAPI
+from operators.kube.http import Transport
 from operators.settings import Settings
 
 
 class ClientConfigError(RuntimeError):
     """No usable cluster configuration was found."""
+
+
+class ApiClient(client.ApiClient):
+    """kubernetes-asyncio's client, carrying kopf-dra's transport for plain requests
+    (``kube.http``; None behind a proxy, which aiohttp's session handles), closed with it."""
+
+    transport: Transport | None = None
+
+    async def close(self) -> None:
+        if self.transport is not None:
+            await self.transport.close()
+        await super().close()
+
+
+def ssl_context(configuration: client.Configuration) -> ssl.SSLContext:
+    """The TLS settings kubernetes-asyncio's own session uses for ``configuration``."""
+    context = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
+    if configuration.cert_file:
+        context.load_cert_chain(configuration.cert_file, keyfile=configuration.key_file)
+    if not configuration.verify_ssl:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    if configuration.disable_strict_ssl_verification:
+        context.verify_flags &= ~ssl.VERIFY_X509_STRICT
+    return context
 
 
 async def make_configuration(
@@ -81,7 +108,8 @@ def proxy_from_env() -> bool:
 async def make_api_client(
     kubeconfig: str | Path | None = None, *, context: str | None = None
 ) -> client.ApiClient:
-    """An ApiClient the caller must close (``async with`` or ``await c.close()``).
+    """An ApiClient the caller must close (``async with`` or ``await c.close()``), with
+    kopf-dra's transport for plain requests unless a proxy is configured.
 
     kubernetes-asyncio's session trusts the environment, which costs two thread-pool round
     trips per request (~/.netrc and proxy lookup), a visible share of a busy scheduler's time
@@ -89,9 +117,16 @@ async def make_api_client(
     (``trust_env``) does too.
     """
     configuration = await make_configuration(kubeconfig, context=context)
-    api_client = client.ApiClient(configuration=configuration)
+    api_client = ApiClient(configuration=configuration)
     session = api_client.rest_client.pool_manager
-    session._trust_env = proxy_from_env()  # no public setter; read back as ``trust_env``
+    proxied = proxy_from_env()
+    session._trust_env = proxied  # no public setter; read back as ``trust_env``
+    if not proxied and not configuration.proxy:
+        api_client.transport = Transport(
+            str(configuration.host),
+            ssl_context(configuration),
+            server_hostname=configuration.tls_server_name,
+        )
     return api_client
 
 
