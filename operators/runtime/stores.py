@@ -13,12 +13,13 @@ own.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Hashable, Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from typing import Any, Generic, TypeVar
 
 import structlog
 
 from operators.aio import cancel_and_wait
+from operators.api.base import KubeModel
 from operators.api.keys import ObjectKey
 from operators.kube.api import ApiError, KubeAPI
 from operators.runtime.indices import IndexView
@@ -27,6 +28,7 @@ log = structlog.get_logger(__name__)
 
 Body = Mapping[str, Any]
 IndexFn = Callable[[Body], Mapping[Hashable, Any]]
+M = TypeVar("M", bound=KubeModel)
 
 
 def by_key(body: Body) -> dict[Hashable, Any]:
@@ -192,3 +194,48 @@ class Stores:
     async def stop(self) -> None:
         await cancel_and_wait(self._task)
         self._task = None
+
+
+class ModelCache(Generic[M]):
+    """key -> parsed model, re-parsed only when the object's resourceVersion changes."""
+
+    def __init__(self, model: type[M]) -> None:
+        self.model = model
+        self._items: dict[Hashable, tuple[str | None, M]] = {}
+        self.version = 0  # bumped on every change of the kind
+        self._list_version = -1
+        self._list: list[M] = []
+
+    def parse(self, key: Hashable, body: Mapping[str, Any]) -> M:
+        rv = (body.get("metadata") or {}).get("resourceVersion")
+        hit = self._items.get(key)
+        if hit is not None and hit[0] == rv and rv is not None:
+            return hit[1]
+        model = self.model.load(body)
+        self._items[key] = (rv, model)
+        return model
+
+    def seed(self, key: Hashable, version: str | None, model: M) -> None:
+        """``model`` is the object at ``version`` (a write's answer): its watch event, of the
+        same version, is not parsed again."""
+        if version is not None:
+            self._items[key] = (version, model)
+
+    def forget(self, key: Hashable) -> None:
+        self._items.pop(key, None)
+
+    def changed(self) -> None:
+        self.version += 1
+
+    def all(self, bodies: Iterable[tuple[Hashable, Mapping[str, Any]]]) -> list[M]:
+        """Every object of the kind, the same list object while nothing changed."""
+        if self._list_version != self.version:
+            keys = set()
+            items = []
+            for key, body in sorted(bodies, key=lambda kv: str(kv[0])):
+                keys.add(key)
+                items.append(self.parse(key, body))
+            for stale in set(self._items) - keys:
+                self._items.pop(stale, None)
+            self._list, self._list_version = items, self.version
+        return self._list

@@ -38,7 +38,7 @@ from operators.runtime.errors import UnknownOutcomeError
 from operators.runtime.indices import SupersededVersions
 from operators.runtime.informer import EventFeed, Feeds
 from operators.runtime.queue import WorkQueue
-from operators.runtime.stores import IndexFn, LocalStore, Stores, by_key
+from operators.runtime.stores import IndexFn, LocalStore, ModelCache, Stores, by_key
 
 log = structlog.get_logger(__name__)
 
@@ -70,6 +70,10 @@ class ClaimTemplateController(Controller[ClaimTemplateSettings]):
         self.pods = LocalStore("Pod", pod_indices, when=_has_template_claims)
         self.claims = LocalStore("ResourceClaim", claim_indices, on_change=self._seen)
         self.templates = LocalStore("ResourceClaimTemplate", {"templates": by_key})
+        #: Templates parsed once per version: every pod of a workload names the same one.
+        self.template_models = ModelCache(ResourceClaimTemplate)
+        #: 1.38: claims of terminal pods stay as they are (read once: the release is fixed).
+        self.terminal_untouched = settings.version().release >= V1_38
         self.groups: LocalStore | None = None
         #: PodGroups to reconcile (their own keys: a group and a pod may share a name).
         self.group_queue: WorkQueue[ObjectKey] | None = None
@@ -159,9 +163,10 @@ class ClaimTemplateController(Controller[ClaimTemplateSettings]):
         for entry in owner.spec.resource_claims:
             name = entry.resource_claim_template_name
             if name:
-                body = self.indices.one("templates", (namespace, name))
+                key = ObjectKey(namespace, name)
+                body = self.indices.one("templates", key)
                 if body is not None:
-                    templates[name] = ResourceClaimTemplate.load(body)
+                    templates[name] = self.template_models.parse(key, body)
         return templates
 
     async def reconcile(self, key: ObjectKey) -> None:
@@ -184,7 +189,7 @@ class ClaimTemplateController(Controller[ClaimTemplateSettings]):
             self._claims_for(pod, group),
             group,
             group_claims=self.group_claims,
-            terminal_untouched=self.settings.version().release >= V1_38,
+            terminal_untouched=self.terminal_untouched,
         )
         records: list[planning.RecordStatus] = []
         for action in actions:
@@ -460,6 +465,8 @@ class ClaimTemplateController(Controller[ClaimTemplateSettings]):
         if not self.templates.apply(kw["type"], kw["body"]):
             return
         key = ObjectKey.of(kw["body"])
+        if kw["type"] == "DELETED":
+            self.template_models.forget(key)
         for pod_name in self.indices.values("pods_by_template", key):
             self.queue.add(ObjectKey(key.namespace, pod_name))
         if self.group_queue is not None:

@@ -12,9 +12,9 @@ import asyncio
 import contextlib
 import datetime
 import functools
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from decimal import Decimal
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 from operators.allocator import AllocatedState, Allocator, Features, NodeViewCache
 from operators.allocator.allocator import Policy
@@ -40,7 +40,7 @@ from operators.api.storage import (
 from operators.api.timestamps import age
 from operators.cel import DEFAULT_KUBERNETES, CELEnvironment
 from operators.runtime.indices import IndexView
-from operators.runtime.stores import LocalStore, Stores, by_key
+from operators.runtime.stores import LocalStore, ModelCache, Stores, by_key
 from operators.scheduling.extended import class_mapping, is_special_claim
 from operators.scheduling.ledger import InFlightLedger
 from operators.scheduling.nodes import UsageTracker, bound_requests, pool_nodes
@@ -65,45 +65,6 @@ PEER_KINDS = (
     ("replica_sets", "ReplicaSet"),
     ("stateful_sets", "StatefulSet"),
 )
-
-
-class ModelCache(Generic[M]):
-    """key -> parsed model, re-parsed only when the object's resourceVersion changes."""
-
-    def __init__(self, model: type[M]) -> None:
-        self.model = model
-        self._items: dict[Hashable, tuple[str | None, M]] = {}
-        self.version = 0  # bumped on every change of the kind
-        self._list_version = -1
-        self._list: list[M] = []
-
-    def parse(self, key: Hashable, body: Mapping[str, Any]) -> M:
-        rv = (body.get("metadata") or {}).get("resourceVersion")
-        hit = self._items.get(key)
-        if hit is not None and hit[0] == rv and rv is not None:
-            return hit[1]
-        model = self.model.load(body)
-        self._items[key] = (rv, model)
-        return model
-
-    def forget(self, key: Hashable) -> None:
-        self._items.pop(key, None)
-
-    def changed(self) -> None:
-        self.version += 1
-
-    def all(self, bodies: Iterable[tuple[Hashable, Mapping[str, Any]]]) -> list[M]:
-        """Every object of the kind, the same list object while nothing changed."""
-        if self._list_version != self.version:
-            keys = set()
-            items = []
-            for key, body in sorted(bodies, key=lambda kv: str(kv[0])):
-                keys.add(key)
-                items.append(self.parse(key, body))
-            for stale in set(self._items) - keys:
-                self._items.pop(stale, None)
-            self._list, self._list_version = items, self.version
-        return self._list
 
 
 class SchedulerCache:
@@ -651,6 +612,7 @@ class SchedulerCache:
         body = self.claims.indices["claims"].last(key)
         if body is not None:
             self.ledger.observe(key, self.claim_models.parse(key, body))
+        self.claim_models.seed(key, claim.metadata.resource_version, claim)
 
     def observe_claim(self, event: str | None, body: Mapping[str, Any]) -> bool:
         """A claim watch event; False when it is older than what the store has."""

@@ -28,11 +28,12 @@ from operators.api.keys import ObjectKey
 from operators.api.names import TERMINAL_PHASES
 from operators.api.resource import ResourceClaim
 from operators.controllers.scheduler import metrics
-from operators.controllers.scheduler.cache import PEER_KINDS, ModelCache, SchedulerCache
+from operators.controllers.scheduler.cache import PEER_KINDS, SchedulerCache
 from operators.observability import fields
 from operators.runtime.clock import Clock
 from operators.runtime.informer import EventFeed
 from operators.runtime.queue import WorkQueue
+from operators.runtime.stores import ModelCache
 from operators.runtime.tasks import TaskOwner
 from operators.scheduling import composite
 from operators.scheduling.cycle import KnownOutcome

@@ -113,3 +113,22 @@ async def test_a_reconcile_skipped_before_that_event_is_run_when_it_comes(
     await controller.reconcile(ObjectKey("ns", "p"))  # stale store: skipped
     controller.on_pod({"type": "MODIFIED", "body": recorded()})
     assert added == [ObjectKey("ns", "p")]
+
+
+def test_a_template_is_parsed_once_per_version() -> None:
+    """Every pod of a workload names the same template: one parse per version of it, and a
+    deleted template's model goes with it."""
+    controller = ClaimTemplateController(ClaimTemplateSettings())
+    pod = Pod.load(POD)
+    first = {**TEMPLATE.dump(), "kind": "ResourceClaimTemplate"}
+    first["metadata"] = {**first["metadata"], "resourceVersion": "3"}
+    controller.on_template({"type": "ADDED", "body": first})
+    parsed = controller._templates_for(pod)["t"]
+    assert controller._templates_for(pod)["t"] is parsed
+    second = {**first, "metadata": {**first["metadata"], "resourceVersion": "4"}}
+    second["spec"] = {"spec": {"devices": {"requests": []}}}
+    controller.on_template({"type": "MODIFIED", "body": second})
+    assert controller._templates_for(pod)["t"].spec.spec.devices.requests == []
+    controller.on_template({"type": "DELETED", "body": second})
+    assert controller._templates_for(pod) == {}
+    assert controller.template_models._items == {}

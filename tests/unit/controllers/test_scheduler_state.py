@@ -134,6 +134,22 @@ async def test_allocations_come_from_cache_and_ledger_and_survive_losing_leaders
     assert not s.cache.allocated.state().is_allocated(DEVICE)
 
 
+async def test_the_event_of_our_own_claim_write_is_not_parsed_again() -> None:
+    """The write's answer is the object at its version: the watch event of that version hands
+    the ledger the same model; another version is parsed."""
+    s = Scheduler(SchedulerSettings())
+    s.cache.observe_claim("ADDED", _claim("5", allocated=False))
+    written = ResourceClaim.load(_claim("6", allocated=True))
+    s.cache.ledger.reserve(KEY, written)
+    s.cache.written(written)
+    assert s.cache.claim_models.parse(KEY, _claim("6", allocated=True)) is written
+    s.cache.observe_claim("MODIFIED", _claim("6", allocated=True))
+    assert s.cache.ledger.get(KEY) is None  # the store shows it: the ledger let it go
+    assert s.cache.allocated.state().is_allocated(DEVICE)
+    later = _claim("7", allocated=True)
+    assert s.cache.claim_models.parse(KEY, later) is not written
+
+
 async def test_node_usage_counts_bound_and_assumed_pods() -> None:
     s = Scheduler(SchedulerSettings())
     s.cache.pods.apply("ADDED", _pod("a", "node-1"))
