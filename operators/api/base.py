@@ -7,7 +7,9 @@ camelCase aliases and only the fields that were set, so ``model_validate(obj).du
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Self
+import functools
+from collections.abc import Callable
+from typing import Any, ClassVar, Self, cast
 
 from pydantic import BaseModel, ConfigDict, model_validator
 from pydantic.alias_generators import to_camel
@@ -74,29 +76,37 @@ def _mark_modified(model: BaseModel) -> bool:
     Returns whether the model now has anything to dump (set fields or extras).
     """
     fields_set = model.__pydantic_fields_set__
-    for name, info in type(model).model_fields.items():
-        value = getattr(model, name)
-        nested = _visit(value)
-        if name in fields_set:
-            continue
+    values = model.__dict__
+    for name, factory, default in _defaults(type(model)):
+        value = values[name]
         if isinstance(value, BaseModel):
-            modified = nested
+            modified = _mark_modified(value)
         elif isinstance(value, (list, dict)):
+            _visit(value)
             modified = bool(value)
+        elif name in fields_set:
+            continue
         else:
-            modified = value != info.get_default(call_default_factory=True)
+            modified = value != (factory() if factory is not None else default)
         if modified:
             fields_set.add(name)
     return bool(fields_set) or bool(model.__pydantic_extra__)
 
 
-def _visit(value: Any) -> bool:
-    if isinstance(value, BaseModel):
-        return _mark_modified(value)
-    if isinstance(value, list):
-        for item in value:
+@functools.cache
+def _defaults(cls: type[BaseModel]) -> tuple[tuple[str, Callable[[], Any] | None, Any], ...]:
+    """Per field: its name, default factory and default (read once per class: a dump walks
+    every nested model, and asking pydantic for each default was most of a dump's time)."""
+    return tuple(
+        (name, cast("Callable[[], Any] | None", info.default_factory), info.default)
+        for name, info in cls.model_fields.items()
+    )
+
+
+def _visit(value: list[Any] | dict[Any, Any]) -> None:
+    """Mark the models inside a list or map (at any depth)."""
+    for item in value if isinstance(value, list) else value.values():
+        if isinstance(item, BaseModel):
+            _mark_modified(item)
+        elif isinstance(item, (list, dict)):
             _visit(item)
-    elif isinstance(value, dict):
-        for item in value.values():
-            _visit(item)
-    return False
