@@ -1,4 +1,5 @@
-"""The API client trusts the environment (proxies, ~/.netrc) only when proxies are configured."""
+"""The API client trusts the environment (proxies, ~/.netrc) only when proxies are configured,
+and then leaves every request to aiohttp's session (kopf-dra's transport speaks directly)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ def kubeconfig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 async def test_no_proxy_variables_no_environment_lookups(kubeconfig: Path) -> None:
     async with await make_api_client(kubeconfig) as api_client:
         assert api_client.rest_client.pool_manager.trust_env is False
+        assert getattr(api_client, "transport", None) is not None  # kopf-dra's own
     assert connection_fields(await make_configuration(kubeconfig))["trust_env"] is False
 
 
@@ -49,6 +51,7 @@ async def test_proxy_variables_are_honoured(
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
     async with await make_api_client(kubeconfig) as api_client:
         assert api_client.rest_client.pool_manager.trust_env is True
+        assert getattr(api_client, "transport", None) is None  # aiohttp's, which proxies
     assert connection_fields(await make_configuration(kubeconfig))["trust_env"] is True
 
 
