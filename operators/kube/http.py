@@ -184,10 +184,9 @@ class Transport:
         the response was read whole and the server keeps it open."""
         keep = False
         try:
-            writer = connection.writer
-            writer.write(head + body if body is not None else head)
-            await writer.drain()
             try:
+                connection.writer.write(head + body if body is not None else head)
+                await connection.writer.drain()
                 raw_head = await connection.reader.readuntil(b"\r\n\r\n")
             except asyncio.IncompleteReadError as e:
                 if reused and not e.partial:
@@ -198,6 +197,9 @@ class Transport:
                     raise _Stale from None
                 raise
             status, headers, persistent = _parse_head(raw_head)
+            while 100 <= status < 200:  # informational (none asked for): the answer follows
+                raw_head = await connection.reader.readuntil(b"\r\n\r\n")
+                status, headers, persistent = _parse_head(raw_head)
             response_body = await _read_body(connection.reader, method, status, headers)
             if response_body is None:  # to the end of the connection
                 response_body = await connection.reader.read()
@@ -205,7 +207,10 @@ class Transport:
                 keep = persistent
             for name, value in headers:
                 if name == "content-encoding" and value.strip().lower() == "gzip":
-                    response_body = zlib.decompress(response_body, wbits=31)
+                    try:
+                        response_body = zlib.decompress(response_body, wbits=31)
+                    except zlib.error as e:
+                        raise ConnectionError(f"a gzip body that does not inflate: {e}") from None
             return Response(status, headers, response_body)
         except asyncio.LimitOverrunError:
             raise ConnectionError("the API server's response header is too long") from None
@@ -248,7 +253,7 @@ async def _read_body(
     headers: tuple[tuple[str, str], ...],
 ) -> bytes | None:
     """The body by its framing; None: it runs to the end of the connection."""
-    if method == "HEAD" or status in _NO_BODY_STATUS or 100 <= status < 200:
+    if method == "HEAD" or status in _NO_BODY_STATUS:
         return b""
     length: int | None = None
     chunked = False

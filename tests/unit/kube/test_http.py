@@ -109,6 +109,20 @@ async def test_chunked_and_gzip_bodies_and_connection_close() -> None:
     assert server.connections == 2  # "Connection: close" is not reused
 
 
+async def test_an_informational_answer_is_skipped_and_a_broken_gzip_body_is_an_error() -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, _: int) -> None:
+        await server.read_request(reader)
+        writer.write(b"HTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\n" + reply(b"{}"))
+        await server.read_request(reader)
+        writer.write(reply(b"not gzip", "Content-Encoding: gzip"))
+
+    async with raw_server(handler) as (server, transport):
+        assert await request(transport) == b"{}"
+        with pytest.raises(ConnectionError, match="gzip"):
+            await request(transport)
+    assert server.connections == 1
+
+
 async def test_a_kept_alive_connection_closed_unanswered_retries_idempotent_methods_only() -> None:
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int) -> None:
         if await server.read_request(reader) is None:
