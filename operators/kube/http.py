@@ -20,8 +20,9 @@ import asyncio
 import contextlib
 import dataclasses
 import ssl
+import time
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Final
 from urllib.parse import urlsplit
 
@@ -31,6 +32,10 @@ from urllib.parse import urlsplit
 LIMIT: Final = 100
 #: The longest status line and header block accepted, as aiohttp's read buffer.
 HEADER_LIMIT: Final = 2**21
+#: Seconds a connection may sit idle and still be reused, as aiohttp's keep-alive: the
+#: API server closes idle connections after 90 s (load balancers often sooner), and a request
+#: sent as that close crosses it fails with its outcome unknown. Older ones are closed.
+KEEPALIVE: Final = 15.0
 IDEMPOTENT: Final = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
 _NO_BODY_STATUS: Final = frozenset({204, 304})
 
@@ -58,6 +63,7 @@ class Response:
 class _Connection:
     reader: asyncio.StreamReader
     writer: asyncio.StreamWriter
+    idle_since: float = 0.0
 
     def usable(self) -> bool:
         return not self.reader.at_eof() and not self.writer.is_closing()
@@ -77,6 +83,7 @@ class Transport:
         *,
         server_hostname: str | None = None,
         limit: int = LIMIT,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         url = urlsplit(base)
         if url.scheme not in ("https", "http") or not url.hostname:
@@ -89,6 +96,7 @@ class Transport:
         self._host_header = url.netloc.rpartition("@")[2]
         self._idle: list[_Connection] = []
         self._limit = limit
+        self._clock = clock
         self._slots: asyncio.Semaphore | None = None
         self._closed = False
 
@@ -148,8 +156,15 @@ class Transport:
         return "\r\n".join(lines).encode("latin-1")
 
     def _reuse(self) -> _Connection | None:
+        """The connection idle the shortest, if recent enough; the rest of the pool is older,
+        so one too old closes them all."""
         while self._idle:
             connection = self._idle.pop()
+            if self._clock() - connection.idle_since > KEEPALIVE:
+                for old in [connection, *self._idle]:
+                    old.close()
+                self._idle.clear()
+                return None
             if connection.usable():
                 return connection
             connection.close()
@@ -218,6 +233,7 @@ class Transport:
             raise ConnectionError("the API server closed the connection mid-response") from None
         finally:
             if keep and not self._closed:
+                connection.idle_since = self._clock()
                 self._idle.append(connection)
             else:
                 connection.close()

@@ -15,7 +15,7 @@ from aiohttp import web
 
 from operators.kube.api import ApiTimeouts, KubeAPI, NotFoundError, NotSentError
 from operators.kube.client import make_api_client
-from operators.kube.http import Transport
+from operators.kube.http import KEEPALIVE, Transport
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter, int], Awaitable[None]]
 
@@ -87,6 +87,26 @@ async def test_kept_alive_one_connection_for_sequential_and_limited_requests() -
         assert list(await asyncio.gather(request(transport), request(transport))) == [b"{}"] * 2
     assert server.connections == 1
     assert len(server.requests) == 4
+
+
+async def test_a_connection_idle_past_the_keep_alive_is_closed_not_reused() -> None:
+    """The API server closes idle connections after 90 s: a write sent on one as it closes
+    would be lost, its outcome unknown. An old connection is never reused."""
+    now = [0.0]
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, _: int) -> None:
+        while await server.read_request(reader) is not None:
+            writer.write(reply(b"{}"))
+
+    async with raw_server(handler) as (server, transport):
+        transport._clock = lambda: now[0]
+        assert await request(transport) == b"{}"
+        now[0] += KEEPALIVE - 1
+        assert await request(transport, "POST", b"{}") == b"{}"  # still fresh: reused
+        assert server.connections == 1
+        now[0] += KEEPALIVE + 1
+        assert await request(transport, "POST", b"{}") == b"{}"
+    assert server.connections == 2
 
 
 async def test_chunked_and_gzip_bodies_and_connection_close() -> None:
