@@ -22,9 +22,10 @@ from pydantic_core import from_json, to_json
 
 from operators.api.features import DEFAULT_RELEASE, Release
 from operators.api.resource import api_version_of
-from operators.kube.http import NotSentError, Transport
 
-__all__ = ["NotSentError"]  # defined beside the transport that raises it
+# NotSentError is defined beside the transport that raises it; callers import it from here.
+from operators.kube.http import NotSentError as NotSentError
+from operators.kube.http import Transport
 
 
 @dataclasses.dataclass(frozen=True)
@@ -329,9 +330,7 @@ class KubeAPI:
                         target,
                         headers,
                         None if body is None else to_json(body),
-                        connect_timeout=min(
-                            self.timeouts.connect, timeout.total or self.timeouts.total
-                        ),
+                        connect_timeout=timeout.sock_connect or self.timeouts.connect,
                     )
                     status, raw, warnings = direct.status, direct.body, direct.getall("Warning")
                 else:
