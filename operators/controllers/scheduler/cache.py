@@ -168,6 +168,8 @@ class SchedulerCache:
         # Pods this scheduler placed that the pod store does not show bound yet: the
         # snapshot's plugins see them on their node (upstream's assumed pods).
         self.assumed: dict[ObjectKey, Placed] = {}
+        # ... those with pod (anti-)affinity terms: the snapshot reads them per cycle.
+        self._assumed_affinity: dict[ObjectKey, Placed] = {}
         # The plugins' view of each node's pods (``pods_on``): tuples replaced whole on change.
         self._pods_by_node: dict[str, tuple[Pod, ...]] = {}
         self._pod_node: dict[ObjectKey, str] = {}
@@ -374,8 +376,8 @@ class SchedulerCache:
         with_affinity = list(self._with_affinity.values())
         with_anti = list(self._with_anti.values())
         with_scoring = list(self._with_scoring.values())
-        for key, (node, pod) in self.assumed.items():
-            if key not in self._with_affinity and has_affinity(pod):
+        for key, (node, pod) in self._assumed_affinity.items():
+            if key not in self._with_affinity:
                 with_affinity.append((node, pod))
                 if has_required_anti_affinity(pod):
                     with_anti.append((node, pod))
@@ -510,13 +512,20 @@ class SchedulerCache:
             self._unassume(key)
             self.assumed[key] = (placement[0], pod)
             self._assumed_on[placement[0]] = (*self._assumed_on.get(placement[0], ()), pod)
+            if has_affinity(pod):
+                self._assumed_affinity[key] = (placement[0], pod)
 
     def _unassume(self, key: ObjectKey) -> None:
         found = self.assumed.pop(key, None)
         if found is None:
             return
+        self._assumed_affinity.pop(key, None)
         node = found[0]
-        left = tuple(p for k, (at, p) in self.assumed.items() if at == node)
+        left = tuple(
+            p
+            for p in self._assumed_on.get(node, ())
+            if (p.metadata.namespace or "", p.metadata.name or "") != key
+        )
         if left:
             self._assumed_on[node] = left
         else:
@@ -631,6 +640,7 @@ class SchedulerCache:
         self.ledger.clear()
         self.usage.forget_assumed()
         self.assumed.clear()
+        self._assumed_affinity.clear()
         self._assumed_on.clear()
         self.assumed_volumes.clear()
         self._volumes_version += 1
