@@ -13,6 +13,8 @@ another's key for long.
 ``add_backoff`` is kube-scheduler's backoff queue: the key is ready when its backoff ends, and
 with ``backoff_pops`` (SchedulerPopFromBackoffQ) taken earlier when no ready key waits, the
 earliest-ending first. A key that waits out a backoff never goes before one that is ready.
+``add_first`` puts a key at the head of its lane, before the keys ready now (the scheduler
+offers freed devices to the pod that waited longest this way).
 """
 
 from __future__ import annotations
@@ -48,14 +50,25 @@ class _Lanes(Generic[K]):
     def __len__(self) -> int:
         return self._size
 
-    def put(self, key: K) -> None:
+    def put(self, key: K, *, first: bool = False) -> None:
+        """``key`` at the back of its lane, or at its head (``first``); the lane keeps its
+        turn."""
         lane = self.lane_of(key)
         waiting = self._lanes.get(lane)
         if waiting is None:
             waiting = self._lanes[lane] = collections.deque()
             self._turns.append(lane)
-        waiting.append(key)
+        if first:
+            waiting.appendleft(key)
+        else:
+            waiting.append(key)
         self._size += 1
+
+    def to_the_head(self, key: K) -> None:
+        """``key``, ready already, moves to the head of its lane."""
+        waiting = self._lanes[self.lane_of(key)]
+        waiting.remove(key)
+        waiting.appendleft(key)
 
     def pop(self) -> K:
         lane = self._turns.popleft()
@@ -112,6 +125,7 @@ class WorkQueue(Generic[K]):
         self._queued: set[K] = set()  # in _ready or backing off, not yet taken
         self._active: set[K] = set()  # being reconciled now
         self._dirty: set[K] = set()  # added while active: run again afterwards
+        self._dirty_first: set[K] = set()  # ... at the head of its lane (``add_first``)
         self._failures: dict[K, int] = {}
         self._yielded: set[K] = set()  # keys whose attempt gave way, to be resumed
         self._delayed: list[tuple[float, int, K]] = []
@@ -135,21 +149,34 @@ class WorkQueue(Generic[K]):
     def add(self, key: K) -> None:
         """Reconcile ``key`` soon; a no-op when it is already waiting (one backing off is
         ready now)."""
+        self._put(key, first=False)
+
+    def add_first(self, key: K) -> None:
+        """Reconcile ``key`` before the keys of its lane that wait now: it goes to the head of
+        its lane, out of a backoff or ahead of the keys ready; one being reconciled goes there
+        once it is done."""
+        self._put(key, first=True)
+
+    def _put(self, key: K, *, first: bool) -> None:
         if key in self._active:
             self._dirty.add(key)
+            if first:
+                self._dirty_first.add(key)
         elif key in self._backing_off:
             del self._backing_off[key]
-            self._ready.put(key)
+            self._ready.put(key, first=first)
             if not self._backoff_pops:
                 self._available.release()  # not counted while it backed off
             self._depth.set(len(self._ready))
         elif key not in self._queued:
             self._queued.add(key)
-            self._ready.put(key)
+            self._ready.put(key, first=first)
             self._added_at[key] = self._clock()
             self._available.release()
             self._adds.inc()
             self._depth.set(len(self._ready))
+        elif first:
+            self._ready.to_the_head(key)
 
     def add_after(self, key: K, delay: float) -> None:
         """Reconcile ``key`` after ``delay`` seconds (earlier if someone adds it)."""
@@ -282,7 +309,9 @@ class WorkQueue(Generic[K]):
                 self._active.discard(key)
                 if key in self._dirty:
                     self._dirty.discard(key)
-                    self.add(key)
+                    first = key in self._dirty_first
+                    self._dirty_first.discard(key)
+                    self._put(key, first=first)
 
     def start(self) -> None:
         if self._tasks:

@@ -70,6 +70,7 @@ SCHEDULER = RUNTIME | {
     "kopf_dra_scheduler_binding_conditions_timeouts_total",
     "kopf_dra_scheduler_double_allocations_total",
     "kopf_dra_scheduler_queueing_hints_total",
+    "kopf_dra_scheduler_starving_offers_total",
     "scheduler_preemption_attempts_total",
     "scheduler_preemption_victims",
 }

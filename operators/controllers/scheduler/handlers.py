@@ -145,6 +145,7 @@ class Scheduler(Controller[SchedulerSettings]):
             leading=lambda: self.active,
             profile_name=settings.scheduler_name,
             backoff_pops=self.profile.backoff_pops,
+            starving_after=settings.starving_after,
         )
         # CPU seconds per candidate node of recent cycles (smoothed): predicts the next's.
         self._cycle_per_node = INLINE_CYCLE / 100

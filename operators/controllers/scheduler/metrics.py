@@ -99,6 +99,12 @@ PREEMPTION_VICTIMS = Histogram(
     buckets=(1, 2, 4, 8, 16, 32, 64),
     registry=REGISTRY,
 )
+STARVING_OFFERS = Counter(
+    "kopf_dra_scheduler_starving_offers_total",
+    "Freed devices offered first to a pod that waited longer than --starving-after (the pod "
+    "tried at once, ahead of newer ones)",
+    registry=REGISTRY,
+)
 QUEUEING_HINTS = Counter(
     "kopf_dra_scheduler_queueing_hints_total",
     "Events the scheduler weighed for its pods, by event (kind/Add, Update or Delete) and "

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import enum
+import heapq
 import json
 import logging
 import time
@@ -74,6 +75,9 @@ class PodRecord:
     # When its last attempt found it unschedulable (the clock's monotonic): its backoff runs
     # from there, as from upstream's QueuedPodInfo timestamp.
     unschedulable_at: float | None = None
+    # When an attempt first found it unschedulable (the clock's monotonic): how long it has
+    # waited for room (``SchedulingQueue.starving_after``).
+    waiting_since: float | None = None
 
     def begin_attempt(self, now: float) -> None:
         """An attempt begins, unless it continues one that yielded (counted once)."""
@@ -161,9 +165,12 @@ class SchedulingQueue:
         leading: Callable[[], bool],
         profile_name: str = "kopf-dra",
         backoff_pops: bool = True,
+        starving_after: float = 0.0,
     ) -> None:
         self.profile_name = profile_name  # the scheduler's name, as the metrics label it
         self.clock = clock
+        # Seconds an unschedulable pod waits before freed devices go to it first (0: never).
+        self.starving_after = starving_after
         # ``backoff_pops``: SchedulerPopFromBackoffQ (beta and on since 1.33).
         self.work: WorkQueue[ObjectKey] = WorkQueue(
             attempt,
@@ -262,6 +269,8 @@ class SchedulingQueue:
         was, record.state = record.state, state
         if state is PodState.UNSCHEDULABLE:
             record.unschedulable_at = self.clock.monotonic()
+            if record.waiting_since is None:
+                record.waiting_since = record.unschedulable_at
         if PodState.WAITING in (was, state):
             metrics.WAITING_BINDING_CONDITIONS.set(self.count(PodState.WAITING))
 
@@ -319,20 +328,56 @@ class SchedulingQueue:
         *,
         devices: bool = True,
         freed_on: Collection[str] | None = None,
+        offer: int = 0,
     ) -> None:
         """Something that may make room changed (``reason``): try the unschedulable pods again
         soon. Coalesced: a burst of changes (a node's heartbeat, a rollout of slices) moves
         the unschedulable pods back once, not once per event. ``devices``: the change may
         free devices (False: a pod placed, a volume bound: what the cycles learned of devices
         still holds), usable on ``freed_on`` only when given (devices of one node's pools):
-        what was learnt on other nodes still holds."""
+        what was learnt on other nodes still holds. ``offer``: devices freed, each offered
+        first to a starving pod (``offer_to_starving``)."""
         record(event, Hint(True, reason))
         if devices:
             # Freed devices, counters or capacity may fit claims that did not fit before.
             self.unsatisfiable.clear(freed_on)
         self.moves += 1
-        if self.leading() and (self._flush is None or self._flush.done()):
+        if not self.leading():
+            return
+        if offer:
+            self.offer_to_starving(offer, reason)
+        if self._flush is None or self._flush.done():
             self._flush = self.tasks.spawn(self._requeue_later(), name="requeue-unschedulable")
+
+    def offer_to_starving(self, count: int, reason: str) -> None:
+        """Freed devices go first to the ``count`` pods that have waited longest, once they
+        have waited ``starving_after`` seconds: at once, ahead of the pods ready now, backoff
+        or not. Without it (upstream's queue), a pod backing off on a full cluster loses every
+        freed device to the new pods that arrive meanwhile, for as long as they arrive; with
+        it, no pod waits much longer than ``starving_after`` while devices are freed that it
+        can use."""
+        if self.starving_after <= 0:
+            return
+        cutoff = self.clock.monotonic() - self.starving_after
+        starving = heapq.nsmallest(
+            count,
+            (
+                (record.waiting_since, key)
+                for key, record in self.records.items()
+                if record.state is PodState.UNSCHEDULABLE
+                and record.waiting_since is not None
+                and record.waiting_since <= cutoff
+            ),
+        )
+        for waiting_since, key in reversed(starving):
+            log.debug(
+                "freed devices offered first to a starving pod",
+                **{fields.POD: str(key), fields.REASON: reason},
+                waited_s=round(cutoff + self.starving_after - waiting_since, 1),
+            )
+            metrics.STARVING_OFFERS.inc()
+            self.set_state(key, PodState.QUEUED)  # the next device freed goes to the next pod
+            self.work.add_first(key)
 
     def pod_placed(self, event: str, reason: str) -> None:
         """A pod was placed (upstream's AssignedPod/Add): the unschedulable pods whose pod
@@ -755,6 +800,7 @@ def _claim_feed(cache: SchedulerCache, queue: SchedulingQueue, watched: Watched)
                 event,
                 f"claim {key} freed its devices",
                 freed_on=cache.local_nodes(held.used) if held is not None else None,
+                offer=len(held.used) if held is not None else 1,
             )
         elif pods:
             record(event, Hint(True, f"claim {key} changed: the pods it names"))

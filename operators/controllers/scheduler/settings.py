@@ -22,6 +22,13 @@ class SchedulerSettings(Policies, LeaderElectionSettings):
     unschedulable_retry: float = Field(
         default=30.0, description="Seconds before an unschedulable pod is tried again anyway"
     )
+    starving_after: float = Field(
+        default=20.0,
+        ge=0,
+        description="Seconds an unschedulable pod waits before devices freed are offered to it "
+        "first, ahead of newer pods (kube-scheduler's queue lets newer pods take them for as "
+        "long as they arrive); 0: never, as kube-scheduler",
+    )
     gang_permit_timeout: float = Field(
         default=DEFAULT_PERMIT_TIMEOUT,
         gt=0,

@@ -94,6 +94,27 @@ async def test_the_plugins_see_each_nodes_bound_and_assumed_pods() -> None:
     assert [p.metadata.name for p in s.cache.pods_on("node-1")] == ["b"]
 
 
+def test_assumed_pods_with_pod_affinity_are_in_the_snapshot_until_unassumed() -> None:
+    """The snapshot's pods with (anti-)affinity terms include the assumed ones, each once;
+    undoing one placement leaves the node's other assumed pods where they are."""
+    s = Scheduler(SchedulerSettings())
+    term = {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "zone"}
+    with_terms = _pod("near", None)
+    with_terms["spec"]["affinity"] = {
+        "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+    }
+    near, plain = Pod.load(with_terms), Pod.load(_pod("plain", None))
+    for key, pod in ((ObjectKey("ns", "near"), near), (ObjectKey("ns", "plain"), plain)):
+        s.cache.assume(key, pod, ("node-1", {"cpu": Decimal(1)}))
+    snapshot = s.cache.cluster()
+    assert snapshot.with_affinity == [("node-1", near)]
+    assert snapshot.with_required_anti_affinity == [("node-1", near)]
+    assert snapshot.with_scoring_affinity == []
+    s.cache.assume(ObjectKey("ns", "near"), near, None)
+    assert s.cache.cluster().with_affinity == []
+    assert [p.metadata.name for p in s.cache.pods_on("node-1")] == ["plain"]
+
+
 async def test_the_system_default_spreading_reads_the_watched_services_and_controllers() -> None:
     """Services, ReplicaSets, ... go from their watch into the store the snapshot's peers come
     from: the pod's namespace's Services, the controller that owns it; a deletion removes."""
@@ -773,6 +794,43 @@ async def test_unschedulable_pods_still_backing_off_come_back_behind_ready_pods(
     assert flush is not None
     await flush
     assert s.queue.work.waiting() == (1, 1)  # old is ready, fresh backs off for 4 s more
+
+
+@pytest.mark.parametrize("starving_after", [20.0, 0.0])
+async def test_a_freed_device_is_offered_first_to_the_pod_that_waited_longest(
+    starving_after: float,
+) -> None:
+    """Past ``starving_after`` seconds of waiting, a pod backing off goes ahead of the pods
+    ready now when a claim frees devices, one pod per device freed, oldest first, each pod
+    once until its attempt; 0 leaves the queue as kube-scheduler's (the pods come back by the
+    coalesced flush, after their backoff)."""
+    clock = FakeClock()
+    s = Scheduler(SchedulerSettings(starving_after=starving_after), clock=clock)
+    s.active = True
+    feeds = s.events_to_register()
+    feeds["ResourceClaim"]({"type": "ADDED", "body": _claim("1", allocated=True)})
+    oldest, older, young = ObjectKey("ns", "oldest"), ObjectKey("ns", "older"), ObjectKey("ns", "y")
+    for key, then in ((oldest, 30), (older, 25), (young, 5)):
+        s.queue.record(key).attempts = 5  # a 10 s backoff
+        s.queue.set_state(key, PodState.UNSCHEDULABLE)
+        clock.advance(then)
+    s.queue.set_state(oldest, PodState.UNSCHEDULABLE)  # failed again: still the oldest
+    fresh = ObjectKey("ns", "fresh")
+    s.queue.add(fresh)
+    offers = "kopf_dra_scheduler_starving_offers_total"
+    before = REGISTRY.get_sample_value(offers)
+    feeds["ResourceClaim"]({"type": "MODIFIED", "body": _claim("2", allocated=False)})
+    # Another device freed before oldest's attempt: the next pod gets it.
+    s.queue.make_room("ResourceClaim/Delete", "another claim freed its device", offer=1)
+    ready = s.queue.work._ready
+    if starving_after:
+        assert [ready.pop() for _ in range(len(ready))] == [older, oldest, fresh]
+    else:
+        assert [ready.pop() for _ in range(len(ready))] == [fresh]
+    assert REGISTRY.get_sample_value(offers) == (before or 0.0) + (2 if starving_after else 0)
+    flush = s.queue._flush
+    assert flush is not None
+    await flush
 
 
 @pytest.mark.parametrize("seconds_per_node", [0.0, 1.0])

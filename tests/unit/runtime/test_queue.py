@@ -243,3 +243,46 @@ async def test_a_key_backing_off_that_is_added_goes_before_the_others() -> None:
     queue.add("b")
     await run_until(queue, done)
     assert seen == ["b", "a"]
+
+
+async def test_add_first_goes_to_the_head_of_its_lane_from_wherever_it_waits() -> None:
+    """Ahead of the keys ready in its lane, whether it was new, ready behind them or backing
+    off; the lanes keep their turns."""
+    seen: list[str] = []
+    done = asyncio.Event()
+
+    async def reconcile(key: str) -> None:
+        seen.append(key)
+        if len(seen) == 6:
+            done.set()
+
+    queue: WorkQueue[str] = WorkQueue(
+        reconcile, name="t", workers=1, lane_of=lambda k: k.split("/")[0], backoff_pops=True
+    )
+    for key in ("a/1", "a/2", "a/3", "b/1"):
+        queue.add(key)
+    queue.add_backoff("a/backing", 100)
+    queue.add_first("a/3")  # ready, behind a/1 and a/2
+    queue.add_first("a/backing")  # out of its backoff, ahead of a/3 now
+    queue.add_first("b/new")
+    assert queue.waiting() == (6, 0)
+    await run_until(queue, done)
+    assert seen == ["a/backing", "b/new", "a/3", "b/1", "a/1", "a/2"]
+
+
+async def test_a_key_added_first_while_running_runs_again_at_the_head() -> None:
+    seen: list[str] = []
+    done = asyncio.Event()
+
+    async def reconcile(key: str) -> None:
+        seen.append(key)
+        if len(seen) == 1:
+            queue.add("other")
+            queue.add_first("k")  # running: again afterwards, before "other"
+        elif len(seen) == 3:
+            done.set()
+
+    queue: WorkQueue[str] = WorkQueue(reconcile, name="t", workers=1)
+    queue.add("k")
+    await run_until(queue, done)
+    assert seen == ["k", "k", "other"]
