@@ -20,10 +20,12 @@ def configure(component: str, *, level: str = "INFO", json_output: bool | None =
         structlog.stdlib.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
-    renderer: Any = (
-        structlog.processors.JSONRenderer()
+    # The console renderer prints a traceback itself; JSON carries it in "exception" (without
+    # it, exc_info=True left a bare "exc_info": true and the traceback was lost).
+    rendering: list[Any] = (
+        [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
         if json_output
-        else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+        else [structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())]
     )
     structlog.configure(
         # Levels below the configured one are dropped first, before any processor runs: a
@@ -41,7 +43,7 @@ def configure(component: str, *, level: str = "INFO", json_output: bool | None =
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
             foreign_pre_chain=shared,
-            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *rendering],
         )
     )
     root = logging.getLogger()
