@@ -492,18 +492,24 @@ class _Cycle:
                 continue
             assert self.allocator is not None
             assert self.known is not None
-            basis, outcome, computed_for = self.known[name]
-            if basis is not self.allocator.allocated and not self.timed_out:
-                try:  # devices were taken since: explain it as it is now
+            # Gone when the node's devices were freed since it was skipped: the event loop
+            # forgets freed nodes while a cycle runs in its thread (``Unsatisfiable``).
+            known = self.known.get(name)
+            basis, outcome, computed_for = known if known is not None else (None, None, self.keys)
+            if outcome is None or (basis is not self.allocator.allocated and not self.timed_out):
+                try:  # devices were taken since, or freed: explain it as it is now
                     outcome = self.allocator.allocate(node, self.to_allocate)
                 except OutOfTimeError as e:
                     self.timed_out = True
                     self.failures[name] = e.message
                     continue
-                self.known[name] = (self.allocator.allocated, outcome, self.keys)
+                if outcome.status is not Status.SUCCESS:
+                    self.known[name] = (self.allocator.allocated, outcome, self.keys)
                 computed_for = self.keys
             if outcome.status is Status.ERROR:
                 self.failures[name] = f"node(s) had errors in their resource pools: {outcome.error}"
+            elif outcome.status is Status.SUCCESS:  # fits as the cycle saw it: not skipped now
+                self.failures[name] = "cannot allocate all claims"
             else:
                 renamed = dict(zip(computed_for, self.keys, strict=True))
                 self.unsatisfiable.append((name, outcome, renamed))

@@ -1107,3 +1107,35 @@ def test_a_skipped_node_is_explained_as_it_is_now() -> None:
     scanning = run_cycle(pod(), claims, [node(NODE1)], {}, now)
     assert unschedulable_message(1, skipping) == unschedulable_message(1, scanning)
     assert "1 allocated" in unschedulable_message(1, skipping)
+
+
+class ForgottenAfterTheSkip(dict[str, KnownOutcome]):
+    """The event loop forgets a freed node while the cycle runs in its thread: the node was
+    known when the cycle skipped it, and is gone when the cycle explains it."""
+
+    def __contains__(self, name: object) -> bool:
+        found = super().__contains__(name)
+        if found:
+            del self[name]  # type: ignore[arg-type]
+        return found
+
+
+def test_a_skipped_node_forgotten_while_the_cycle_runs_is_explained_afresh() -> None:
+    slices = [slice_many(SLICE1, NODE1, POOL1, DRIVER_A, 1)]
+    claims = [gpu_claim(CLAIM0, count=2)]
+    the_allocator = allocator(CLASSES, slices)
+    learned: dict[str, KnownOutcome] = {}
+    run_cycle(pod(), claims, [node(NODE1)], {}, the_allocator, known_unsatisfiable=learned)
+    known = ForgottenAfterTheSkip(learned)
+    counting = CountingAllocator(the_allocator)
+    got = run_cycle(
+        pod(),
+        claims,
+        [node(NODE1)],
+        {},
+        counting,  # type: ignore[arg-type]
+        known_unsatisfiable=known,
+    )
+    assert counting.asked == [NODE1]  # skipped, then computed again to explain it
+    assert got.fits == ()
+    assert got.failures[NODE1].startswith(f"cannot allocate claim {KEY0}")
