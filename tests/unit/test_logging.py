@@ -29,8 +29,9 @@ def test_a_json_line_carries_the_traceback_of_exc_info(
     restored: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
     log = configure("test", json_output=True)
+    nodes: dict[str, int] = {}
     try:
-        {}["bench-node-0167"]
+        nodes["bench-node-0167"]
     except KeyError:
         log.warning("reconcile failed", exc_info=True)
     (line,) = capsys.readouterr().err.splitlines()
