@@ -75,8 +75,9 @@ class PodRecord:
     # When its last attempt found it unschedulable (the clock's monotonic): its backoff runs
     # from there, as from upstream's QueuedPodInfo timestamp.
     unschedulable_at: float | None = None
-    # When an attempt first found it unschedulable (the clock's monotonic): how long it has
-    # waited for room (``SchedulingQueue.starving_after``).
+    # Since when it waits (the clock's monotonic; ``SchedulingQueue.starving_after``): its
+    # arrival in this replica's queue, or, for a pod that came before this replica led, when
+    # an attempt first found it unschedulable.
     waiting_since: float | None = None
 
     def begin_attempt(self, now: float) -> None:
@@ -216,6 +217,12 @@ class SchedulingQueue:
     def add(self, key: ObjectKey) -> None:
         self.work.add(key)
 
+    def arrived(self, key: ObjectKey) -> None:
+        """A pending pod of ours was seen: it waits from its first arrival on (a queue backed
+        up with retries may hold its first attempt for seconds)."""
+        if key not in self.records and self.leading():
+            self.record(key).waiting_since = self.clock.monotonic()
+
     def add_after(self, key: ObjectKey, delay: float) -> None:
         self.work.add_after(key, delay)
 
@@ -350,12 +357,12 @@ class SchedulingQueue:
             self._flush = self.tasks.spawn(self._requeue_later(), name="requeue-unschedulable")
 
     def offer_to_starving(self, count: int, reason: str) -> None:
-        """Freed devices go first to the ``count`` pods that have waited longest, once they
-        have waited ``starving_after`` seconds: at once, ahead of the pods ready now, backoff
-        or not. Without it (upstream's queue), a pod backing off on a full cluster loses every
-        freed device to the new pods that arrive meanwhile, for as long as they arrive; with
-        it, no pod waits much longer than ``starving_after`` while devices are freed that it
-        can use."""
+        """Freed devices go first to the ``count`` unschedulable pods that have waited
+        longest, once they have waited ``starving_after`` seconds: at once, ahead of the pods
+        ready now, backoff or not. Without it (upstream's queue), a pod backing off on a full
+        cluster loses every freed device to the new pods that arrive meanwhile, for as long as
+        they arrive; with it, no pod waits much longer than ``starving_after`` while devices
+        it can use are freed."""
         if self.starving_after <= 0:
             return
         cutoff = self.clock.monotonic() - self.starving_after
@@ -742,6 +749,7 @@ def _pod_feed(cache: SchedulerCache, queue: SchedulingQueue, watched: Watched) -
             watched.group_changed(ObjectKey(key.namespace, group))
         if cache.is_pending(body) and kw["type"] != "DELETED":
             if record(event, pending_pod_update(before, body), pod=str(key)).queue:
+                queue.arrived(key)
                 queue.add(key)
             return
         queue.bound_unseen.discard(key)

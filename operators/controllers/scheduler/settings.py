@@ -6,6 +6,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from operators.api.groups import DEFAULT_PERMIT_TIMEOUT
+from operators.controllers.scheduler.queueing import MAX_BACKOFF
 from operators.scheduling.profile import Policies, Profile
 from operators.settings import LeaderElectionSettings
 
@@ -23,11 +24,11 @@ class SchedulerSettings(Policies, LeaderElectionSettings):
         default=30.0, description="Seconds before an unschedulable pod is tried again anyway"
     )
     starving_after: float = Field(
-        default=20.0,
+        default=MAX_BACKOFF,
         ge=0,
-        description="Seconds an unschedulable pod waits before devices freed are offered to it "
-        "first, ahead of newer pods (kube-scheduler's queue lets newer pods take them for as "
-        "long as they arrive); 0: never, as kube-scheduler",
+        description="Seconds a pod waits before devices freed are offered to it first, ahead "
+        "of newer pods, once an attempt found it unschedulable (kube-scheduler's queue lets "
+        "newer pods take them for as long as they arrive); 0: never, as kube-scheduler",
     )
     gang_permit_timeout: float = Field(
         default=DEFAULT_PERMIT_TIMEOUT,

@@ -796,7 +796,15 @@ async def test_unschedulable_pods_still_backing_off_come_back_behind_ready_pods(
     assert s.queue.work.waiting() == (1, 1)  # old is ready, fresh backs off for 4 s more
 
 
-@pytest.mark.parametrize("starving_after", [20.0, 0.0])
+def _taken(s: Scheduler) -> list[ObjectKey]:
+    """The keys ready in the scheduling queue, in the order its worker takes them (taken)."""
+    work = s.queue.work
+    taken = [work._ready.pop() for _ in range(len(work._ready))]
+    work._queued.difference_update(taken)
+    return taken
+
+
+@pytest.mark.parametrize("starving_after", [10.0, 0.0])
 async def test_a_freed_device_is_offered_first_to_the_pod_that_waited_longest(
     starving_after: float,
 ) -> None:
@@ -822,12 +830,32 @@ async def test_a_freed_device_is_offered_first_to_the_pod_that_waited_longest(
     feeds["ResourceClaim"]({"type": "MODIFIED", "body": _claim("2", allocated=False)})
     # Another device freed before oldest's attempt: the next pod gets it.
     s.queue.make_room("ResourceClaim/Delete", "another claim freed its device", offer=1)
-    ready = s.queue.work._ready
-    if starving_after:
-        assert [ready.pop() for _ in range(len(ready))] == [older, oldest, fresh]
-    else:
-        assert [ready.pop() for _ in range(len(ready))] == [fresh]
+    assert _taken(s) == ([older, oldest, fresh] if starving_after else [fresh])
     assert REGISTRY.get_sample_value(offers) == (before or 0.0) + (2 if starving_after else 0)
+    flush = s.queue._flush
+    assert flush is not None
+    await flush
+
+
+async def test_a_pod_waits_from_its_arrival_not_from_its_first_failed_attempt() -> None:
+    """A queue backed up with retries may hold a new pod's first attempt for seconds: it has
+    waited since it came."""
+    clock = FakeClock()
+    s = Scheduler(SchedulerSettings(starving_after=10.0), clock=clock)
+    s.active = True
+    feeds = s.events_to_register()
+    feeds["ResourceClaim"]({"type": "ADDED", "body": _claim("1", allocated=True)})
+    pod = _pod("came-first", None)
+    pod["spec"]["schedulerName"] = s.settings.scheduler_name
+    feeds["Pod"]({"type": "ADDED", "body": pod})
+    first, other = ObjectKey("ns", "came-first"), ObjectKey("ns", "failed-first")
+    assert _taken(s) == [first]  # by the worker: its attempt is much later
+    clock.advance(2)
+    s.queue.set_state(other, PodState.UNSCHEDULABLE)  # another pod's attempt came first
+    clock.advance(9)
+    s.queue.set_state(first, PodState.UNSCHEDULABLE)  # 11 s after it came
+    s.queue.make_room("ResourceClaim/Delete", "a claim freed its device", offer=1)
+    assert _taken(s) == [first]
     flush = s.queue._flush
     assert flush is not None
     await flush
